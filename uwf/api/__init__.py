@@ -1,0 +1,1 @@
+"""The Python API: one function per command; the CLI only renders these."""

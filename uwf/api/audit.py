@@ -1,0 +1,198 @@
+"""`uwf log tail` and `uwf log verify`: reading the log as an auditor (SPEC §9)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from uwf.api.store import Store
+from uwf.cas.hashing import is_hash
+from uwf.engine.errors import Corrupt
+from uwf.engine.events import (
+    FORMAT_VERSION,
+    GENESIS_PREV,
+    Envelope,
+    StoreCreated,
+    decode_line,
+    digest,
+)
+from uwf.engine.log import Line
+from uwf.engine.segments import segment_name
+
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _matches(envelope: Envelope, type_: str | None, subject: str | None) -> bool:
+    if type_ and envelope.type != type_ and not envelope.type.startswith(type_.rstrip(".") + "."):
+        return False
+    return not subject or envelope.subject == subject or envelope.subject.startswith(
+        subject.rstrip("/") + "/"
+    )
+
+
+def tail(
+    store: Store,
+    count: int | None = 10,
+    type_: str | None = None,
+    subject: str | None = None,
+    since: int | None = None,
+) -> list[bytes]:
+    """The last `count` matching lines (all after `since` when it is given)."""
+    if since is not None and count == 10:
+        count = None
+    found: list[bytes] = []
+    for name in reversed(store.log.segments.names()):
+        batch = [line.raw for line in store.log.read_segment(name)]
+        for raw in reversed(batch):
+            envelope = decode_line(raw)
+            if since is not None and envelope.seq <= since:
+                found.reverse()
+                return found
+            if _matches(envelope, type_, subject):
+                found.append(raw)
+                if count is not None and len(found) >= count:
+                    found.reverse()
+                    return found
+    found.reverse()
+    return found
+
+
+def follow(
+    store: Store, type_: str | None, subject: str | None, after: int, poll: float = 0.2
+) -> Iterator[bytes]:
+    """New matching lines as they are appended (until interrupted)."""
+    segment, offset, seq = "", 0, after
+    while True:
+        for line in store.log.read(segment, offset):
+            segment, offset = line.segment, line.end
+            envelope = decode_line(line.raw)
+            if envelope.seq > seq:
+                seq = envelope.seq
+                if _matches(envelope, type_, subject):
+                    yield line.raw
+        time.sleep(poll)
+
+
+@dataclass
+class _Verifier:
+    store: Store
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+    seq: int = 0
+    prev_digest: str = GENESIS_PREV
+    prev_line: tuple[str, int] | None = None
+    open_batch: tuple[int, int] | None = None
+    digests: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+
+    def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
+        self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
+
+    def check_line(self, line: Line, number: int) -> None:
+        segment = line.segment
+        try:
+            envelope = decode_line(line.raw)
+        except Corrupt as exc:
+            self.problem(self.seq + 1, segment, number, exc.what)
+            # Keep the chain going from this line so one bad line is one problem.
+            self.seq += 1
+            self.prev_digest = digest(line.raw)
+            self.prev_line = (segment, number)
+            return
+        self.events += 1
+        seq = envelope.seq
+        if seq != self.seq + 1:
+            self.problem(seq, segment, number, f"seq {seq} where {self.seq + 1} was expected")
+        if envelope.prev != self.prev_digest:
+            self.problem(seq, segment, number, "prev does not match the digest of the line before")
+            if self.prev_line is not None:
+                psegment, pnumber = self.prev_line
+                self.problem(self.seq, psegment, pnumber,
+                             f"this line's digest is not the prev of seq {seq}: one was altered")
+        if not _ULID.fullmatch(envelope.id):
+            self.problem(seq, segment, number, f"id {envelope.id!r} is not a ULID")
+        if not _TS.fullmatch(envelope.ts):
+            self.problem(seq, segment, number, f"ts {envelope.ts!r} is not RFC 3339 with ms")
+        self._check_batch(envelope, segment, number)
+        self._check_order(envelope, segment, number)
+        for ref in envelope.data.cas_refs():
+            if not is_hash(ref) or not self.store.cas.has(ref):
+                self.problem(seq, segment, number, f"refers to CAS node {ref} which is missing")
+        self.seq = seq
+        self.prev_digest = digest(line.raw)
+        self.prev_line = (segment, number)
+        self.digests[seq] = (self.prev_digest, segment, number)
+
+    def _check_batch(self, envelope: Envelope, segment: str, number: int) -> None:
+        k, n = envelope.batch
+        if not 1 <= k <= n:
+            self.problem(envelope.seq, segment, number, f"batch [{k}, {n}] is malformed")
+            return
+        if self.open_batch is None:
+            if k != 1:
+                self.problem(envelope.seq, segment, number, f"batch starts at [{k}, {n}]")
+        elif (k, n) != (self.open_batch[0] + 1, self.open_batch[1]):
+            self.problem(envelope.seq, segment, number,
+                         f"batch [{k}, {n}] follows an incomplete batch of {self.open_batch[1]}")
+        self.open_batch = None if k == n else (k, n)
+
+    def _check_order(self, envelope: Envelope, segment: str, number: int) -> None:
+        first = envelope.seq == 1
+        if first != isinstance(envelope.data, StoreCreated):
+            text = ("the first event must be store.created" if first
+                    else "store.created may only be the first event")
+            self.problem(envelope.seq, segment, number, text)
+        if isinstance(envelope.data, StoreCreated) and envelope.data.format > FORMAT_VERSION:
+            self.problem(envelope.seq, segment, number,
+                         f"store format {envelope.data.format} is newer than {FORMAT_VERSION}")
+
+
+def verify(store: Store) -> dict[str, Any]:
+    """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs."""
+    checker = _Verifier(store)
+    names = store.log.segments.names()
+    for name in names:
+        if name != segment_name(checker.seq + 1) and checker.seq:
+            checker.problem(checker.seq + 1, name, 1,
+                            f"segment name does not match its first seq {checker.seq + 1}")
+        number = complete = 0
+        for line in store.log.read_segment(name):
+            number += 1
+            complete = line.end
+            checker.check_line(line, number)
+        size = store.log.segments.size(name)
+        if size > complete:
+            checker.problem(None, name, number + 1,
+                            f"torn tail: {size - complete} bytes without a newline")
+    if checker.open_batch is not None:
+        k, n = checker.open_batch
+        checker.problem(checker.seq, names[-1] if names else "", 0,
+                        f"the last batch has {k} of {n} lines")
+    _check_anchor(store, checker)
+    return {
+        "ok": not checker.problems,
+        "events": checker.events,
+        "segments": len(names),
+        "problems": checker.problems,
+    }
+
+
+def _check_anchor(store: Store, checker: _Verifier) -> None:
+    """The views' checkpoint remembers the digest of the last line it folded: the
+    only witness for the last line, which no later `prev` covers."""
+    try:
+        checkpoint = store.views.checkpoint()
+    except Corrupt:
+        return
+    if checkpoint is None or checkpoint.seq == 0:
+        return
+    seen = checker.digests.get(checkpoint.seq)
+    if seen is None:
+        checker.problem(checkpoint.seq, checkpoint.segment, 0,
+                        "the views folded this seq but the log no longer has it")
+    elif seen[0] != checkpoint.digest:
+        checker.problem(checkpoint.seq, seen[1], seen[2],
+                        "line differs from the one the views folded: it was altered")

@@ -1,0 +1,105 @@
+"""Open a store: resolve its root, and wire the log, views and CAS together.
+
+Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state/uwf`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from uwf.cas.backends import FileBlobs, MemoryBlobs
+from uwf.cas.store import Cas
+from uwf.engine.clock import now_ms
+from uwf.engine.errors import UsageError
+from uwf.engine.journal import Journal, Progress
+from uwf.engine.log import DEFAULT_SEGMENT_BYTES, EventLog
+from uwf.engine.segments import FileSegments, MemorySegments
+from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
+from uwf.projections import all_projections, views_version
+
+
+def resolve_root(explicit: str | None = None) -> Path:
+    """Where the store lives, by the precedence above."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if home := os.environ.get("UWF_HOME"):
+        return Path(home).expanduser()
+    if state := os.environ.get("XDG_STATE_HOME"):
+        return Path(state).expanduser() / "uwf"
+    return Path.home() / ".local" / "state" / "uwf"
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name} must be an integer, not {raw!r}", f"fix or unset {name}") from None
+    if value <= 0:
+        raise UsageError(f"{name} must be positive, not {value}", f"fix or unset {name}")
+    return value
+
+
+def durability_from_env() -> bool:
+    """`UWF_DURABILITY=none` skips fsync (bulk loads, tests); default is fsync."""
+    mode = os.environ.get("UWF_DURABILITY", "fsync")
+    if mode not in ("fsync", "none"):
+        raise UsageError(f"UWF_DURABILITY must be fsync or none, not {mode!r}", "fix or unset it")
+    return mode == "fsync"
+
+
+@dataclass
+class Store:
+    """A store's parts: the event log, its views (via the journal) and the CAS."""
+
+    root: Path | None
+    journal: Journal
+    cas: Cas
+
+    @property
+    def log(self) -> EventLog:
+        return self.journal.log
+
+    @property
+    def views(self) -> ViewStore:
+        return self.journal.views
+
+    @property
+    def durability(self) -> str:
+        return "fsync" if self.log.durable else "none"
+
+    @classmethod
+    def open(cls, root: str | Path | None = None) -> Store:
+        """The embedded default: file log, SQLite views, file CAS, in one folder."""
+        path = resolve_root(str(root) if root is not None else None)
+        durable = durability_from_env()
+        log = EventLog(
+            FileSegments(path / "events", path / "lock"),
+            segment_bytes=_env_int("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
+            durable=durable,
+            lock_timeout=float(_env_int("UWF_LOCK_TIMEOUT", 10)),
+        )
+        views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
+        journal = Journal(log, views, all_projections(), clock=now_ms)
+        return cls(path, journal, Cas(FileBlobs(path / "cas", durable), clock=now_ms))
+
+    @classmethod
+    def memory(cls, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Store:
+        """The in-memory twin of every part, for tests and embedding."""
+        log = EventLog(MemorySegments(), segment_bytes=segment_bytes)
+        journal = Journal(log, MemoryViewStore(views_version()), all_projections())
+        return cls(None, journal, Cas(MemoryBlobs()))
+
+    def read(self, progress: Progress | None = None) -> Journal:
+        """The views, caught up with the log (rebuilt first if absent)."""
+        self.journal.refresh(progress)
+        return self.journal
+
+    def close(self) -> None:
+        close = getattr(self.views, "close", None)
+        if close is not None:
+            close()

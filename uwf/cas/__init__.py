@@ -1,0 +1,1 @@
+"""The typed content-addressed store, hash-compatible with json-cas (SPEC §4)."""

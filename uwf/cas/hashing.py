@@ -1,0 +1,65 @@
+"""Node hashes: XXH64 over the type hash and the deterministic CBOR of the payload.
+
+Pure functions only. The text form is the 64-bit value as 13 Crockford Base32
+characters, big-endian, zero-padded, so the first character is always 0-F.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import base32_crockford
+import cbor2
+import xxhash
+
+HASH_LENGTH = 13
+_HASH_RE = re.compile(r"[0-9A-F][0-9A-HJKMNP-TV-Z]{12}")
+_SAFE_INTEGER = 2**53
+
+
+def is_hash(text: object) -> bool:
+    """True for a well-formed hash; checked before any hash becomes a path."""
+    return isinstance(text, str) and _HASH_RE.fullmatch(text) is not None
+
+
+def normalize(value: Any) -> Any:
+    """The JSON value as JavaScript sees it: integral numbers within ±2^53 are
+    integers, larger integers are doubles."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        if value.is_integer() and -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return int(value)
+        return value
+    if isinstance(value, int):
+        return value if -_SAFE_INTEGER <= value <= _SAFE_INTEGER else float(value)
+    if isinstance(value, dict):
+        return {key: normalize(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [normalize(item) for item in value]
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def deterministic_cbor(payload: Any) -> bytes:
+    """RFC 8949 core deterministic encoding: sorted keys, shortest heads and floats."""
+    return bytes(cbor2.dumps(normalize(payload), canonical=True))
+
+
+def format_hash(value: int) -> str:
+    """A 64-bit integer as 13 big-endian Crockford Base32 characters."""
+    return str(base32_crockford.encode(value)).rjust(HASH_LENGTH, "0")
+
+
+def hash_bytes(data: bytes) -> str:
+    return format_hash(xxhash.xxh64_intdigest(data, seed=0))
+
+
+def node_hash(type_hash: str, payload: Any) -> str:
+    """The hash of a data or schema node of type `type_hash`."""
+    return hash_bytes(type_hash.encode("ascii") + deterministic_cbor(payload))
+
+
+def self_hash(payload: Any) -> str:
+    """The hash of a self-typed node (the bootstrap meta-schema): CBOR alone."""
+    return hash_bytes(deterministic_cbor(payload))

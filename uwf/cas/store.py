@@ -1,0 +1,322 @@
+"""The typed store: meta-schema -> schema nodes -> data nodes, validated on put.
+
+A node is `{"type", "payload", "timestamp"}`. The bootstrap meta-schema (the
+JSON Schema for JSON Schemas) is self-typed; every schema node's type is its
+hash; every data node's type is a schema node. Strings marked
+`"format": "cas-ref"` in a schema are references that `walk` and `gc` follow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from uwf.cas.backends import Blobs, check_hash
+from uwf.cas.hashing import is_hash, node_hash, self_hash
+from uwf.engine.clock import now_ms
+from uwf.engine.errors import Corrupt, NotFound, Rejected, UsageError
+
+BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
+
+
+@dataclass(frozen=True)
+class Node:
+    hash: str
+    type: str
+    payload: Any
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class WalkEntry:
+    hash: str
+    type: str
+    depth: int
+    path: str
+
+
+@cache
+def meta_schema() -> dict[str, Any]:
+    text = resources.files("uwf.cas").joinpath("schemas/meta.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def meta_hash() -> str:
+    """The bootstrap meta-schema's hash: XXH64 over its CBOR alone."""
+    return self_hash(meta_schema())
+
+
+@cache
+def builtin_schema(name: str) -> dict[str, Any]:
+    text = resources.files("uwf.cas").joinpath(f"schemas/{name}.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def builtin_hash(name: str) -> str:
+    return node_hash(meta_hash(), builtin_schema(name))
+
+
+def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
+    """The stored form: readable, indented JSON."""
+    node = {"type": type_hash, "payload": payload, "timestamp": timestamp}
+    return (json.dumps(node, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def schema_problems(schema: Any) -> list[str]:
+    """Why `schema` is not a valid JSON Schema (empty when it is)."""
+    import jsonschema_rs
+
+    if not isinstance(schema, dict | bool):
+        return ["a schema must be a JSON object or a boolean"]
+    try:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        return [f"{_path(exc.instance_path)}: {exc.message}"]
+    except Exception as exc:  # unknown $schema, unresolvable meta-schema
+        return [str(exc)]
+    return []
+
+
+def _path(parts: Iterable[object]) -> str:
+    text = ".".join(str(part) for part in parts)
+    return text or "(root)"
+
+
+class Cas:
+    """The typed store over a `Blobs` backend."""
+
+    def __init__(self, blobs: Blobs, clock: Callable[[], int] = now_ms) -> None:
+        self.blobs = blobs
+        self.clock = clock
+        self._validators: dict[str, Any] = {}
+
+    # -- writing ---------------------------------------------------------
+
+    def ensure_builtins(self) -> None:
+        """Write the meta-schema and the built-in schemas (idempotent)."""
+        meta = meta_hash()
+        if not self.blobs.exists(meta):
+            self.blobs.write(meta, encode_node(meta, meta_schema(), self.clock()))
+        for name in BUILTIN_NAMES:
+            if not self.blobs.exists(builtin_hash(name)):
+                self.put(meta, builtin_schema(name))
+
+    def put(self, type_hash: str, payload: Any) -> str:
+        """Validate `payload` against its type's schema and store it; return its hash."""
+        check_hash(type_hash)
+        if type_hash == meta_hash():
+            self.ensure_meta()
+        problems = self.problems(type_hash, payload)
+        if problems:
+            raise Rejected(
+                f"payload does not match type {type_hash}: {'; '.join(problems)}",
+                "fix the payload or choose another --type",
+            )
+        hash_ = node_hash(type_hash, payload)
+        if not self.blobs.exists(hash_):
+            self.blobs.write(hash_, encode_node(type_hash, payload, self.clock()))
+        return hash_
+
+    def put_schema(self, schema: Any) -> str:
+        return self.put(meta_hash(), schema)
+
+    def put_text(self, text: str) -> str:
+        self.ensure_builtins()
+        return self.put(builtin_hash("Text"), text)
+
+    def put_node(self, node: Any) -> str:
+        """Store a whole `{"type","payload"[,"timestamp"]}` node, as `get` prints it."""
+        if not isinstance(node, dict) or "type" not in node or "payload" not in node:
+            raise UsageError(
+                "input is not a node {\"type\", \"payload\"}", "give --type, or pipe `json-cas get`"
+            )
+        type_hash = node["type"]
+        if not isinstance(type_hash, str):
+            raise UsageError("node type must be a hash string", "fix the input")
+        check_hash(type_hash)
+        if type_hash == self_hash(node["payload"]):
+            if type_hash != meta_hash():
+                raise Rejected("only the bootstrap meta-schema may be self-typed", "fix the input")
+            self.ensure_meta()
+            return type_hash
+        return self.put(type_hash, node["payload"])
+
+    def ensure_meta(self) -> None:
+        meta = meta_hash()
+        if not self.blobs.exists(meta):
+            self.blobs.write(meta, encode_node(meta, meta_schema(), self.clock()))
+
+    # -- reading ---------------------------------------------------------
+
+    def get(self, hash_: str) -> Node:
+        raw = self.blobs.read(check_hash(hash_))
+        if raw is None:
+            raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
+        try:
+            node = json.loads(raw)
+            return Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
+        except (ValueError, KeyError, TypeError):
+            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`") from None
+
+    def has(self, hash_: str) -> bool:
+        return self.blobs.exists(check_hash(hash_))
+
+    def resolve_type(self, name_or_hash: str) -> str:
+        """A schema hash from a hash or a schema's title (built-ins first)."""
+        if name_or_hash in BUILTIN_NAMES:
+            self.ensure_builtins()
+            return builtin_hash(name_or_hash)
+        if name_or_hash in ("meta", "Schema"):
+            self.ensure_meta()
+            return meta_hash()
+        if is_hash(name_or_hash):
+            return name_or_hash
+        for entry in self.schemas():
+            if entry["title"] == name_or_hash:
+                return str(entry["hash"])
+        raise NotFound(f"no schema named {name_or_hash!r}", "list them with `json-cas schema list`")
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """Every schema node in the store: hash and title."""
+        meta = meta_hash()
+        found = []
+        for hash_ in self.blobs.hashes():
+            try:
+                node = self.get(hash_)
+            except Corrupt:
+                continue
+            if node.type == meta:
+                title = node.payload.get("title") if isinstance(node.payload, dict) else None
+                found.append({"hash": hash_, "title": title or ""})
+        return found
+
+    # -- validation and verification --------------------------------------
+
+    def problems(self, type_hash: str, payload: Any) -> list[str]:
+        """Why `payload` is not a valid node of `type_hash` (empty when it is)."""
+        if type_hash == meta_hash():
+            return schema_problems(payload)
+        validator = self._validator(type_hash)
+        return [f"{_path(err.instance_path)}: {err.message}" for err in validator.iter_errors(payload)]
+
+    def _validator(self, type_hash: str) -> Any:
+        validator = self._validators.get(type_hash)
+        if validator is None:
+            import jsonschema_rs
+
+            try:
+                schema_node = self.get(type_hash)
+            except NotFound:
+                raise NotFound(
+                    f"type {type_hash} is not in the store", "put its schema first"
+                ) from None
+            if schema_node.type != meta_hash():
+                raise Rejected(f"type {type_hash} is not a schema node", "give a schema's hash")
+            validator = jsonschema_rs.validator_for(
+                schema_node.payload,
+                formats={"cas-ref": is_hash},
+                validate_formats=True,
+            )
+            self._validators[type_hash] = validator
+        return validator
+
+    def verify(self, hash_: str) -> list[str]:
+        """Recompute the hash and re-validate the payload; the problems found."""
+        try:
+            node = self.get(hash_)
+        except (NotFound, Corrupt) as exc:
+            return [exc.what]
+        if node.type == hash_:
+            actual = self_hash(node.payload)
+            if actual != hash_:
+                return [f"self-typed hash recomputes to {actual}"]
+            return [] if hash_ == meta_hash() else ["self-typed node is not the meta-schema"]
+        actual = node_hash(node.type, node.payload)
+        if actual != hash_:
+            return [f"content hashes to {actual}: the node was altered"]
+        try:
+            return self.problems(node.type, node.payload)
+        except (NotFound, Rejected) as exc:
+            return [exc.what]
+
+    # -- references ------------------------------------------------------
+
+    def refs(self, node: Node) -> Iterator[tuple[str, str]]:
+        """(path, hash) of every cas-ref in a node's payload, by its schema."""
+        if node.type == node.hash or node.type == meta_hash():
+            return
+        schema = self.get(node.type).payload
+        yield from _refs(schema, node.payload, "")
+
+    def walk(self, hash_: str, depth: int | None = None) -> list[WalkEntry]:
+        """The node and everything it references, depth first, each node once."""
+        seen: set[str] = set()
+        entries: list[WalkEntry] = []
+
+        def visit(current: str, level: int, path: str) -> None:
+            if current in seen:
+                return
+            seen.add(current)
+            node = self.get(current)
+            entries.append(WalkEntry(current, node.type, level, path))
+            if depth is not None and level >= depth:
+                return
+            for sub_path, ref in self.refs(node):
+                if self.has(ref):
+                    visit(ref, level + 1, sub_path)
+
+        visit(check_hash(hash_), 0, "")
+        return entries
+
+    def reachable(self, roots: Iterable[str]) -> set[str]:
+        """Every node reachable from `roots` through references and types."""
+        seen: set[str] = set()
+        stack = [root for root in roots if is_hash(root)]
+        while stack:
+            current = stack.pop()
+            if current in seen or not self.blobs.exists(current):
+                continue
+            seen.add(current)
+            try:
+                node = self.get(current)
+                stack.append(node.type)
+                stack.extend(ref for _, ref in self.refs(node))
+            except (NotFound, Corrupt):
+                continue
+        return seen
+
+    def garbage(self, roots: Iterable[str], grace_seconds: float) -> list[str]:
+        """Nodes unreachable from `roots` and older than the grace period."""
+        keep = self.reachable([*roots, meta_hash(), *(builtin_hash(n) for n in BUILTIN_NAMES)])
+        return [
+            hash_ for hash_ in self.blobs.hashes()
+            if hash_ not in keep and self.blobs.age(hash_) >= grace_seconds
+        ]
+
+
+def _refs(schema: Any, value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if not isinstance(schema, dict):
+        return
+    if schema.get("format") == "cas-ref" and is_hash(value):
+        yield path, value
+    for combinator in ("allOf", "anyOf", "oneOf"):
+        for option in schema.get(combinator, ()):
+            yield from _refs(option, value, path)
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra)
+            yield from _refs(sub, item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for index, item in enumerate(value):
+            yield from _refs(items, item, f"{path}[{index}]")

@@ -1,0 +1,1 @@
+"""The command line: commands declared once, rendered to argparse."""

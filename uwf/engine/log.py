@@ -1,0 +1,242 @@
+"""The append-only event log: chaining, torn-tail recovery, reading (SPEC §3).
+
+Durability order, kept here: a command's lines are written with one append and
+fsynced before anyone is told they exist; a tail that was never acknowledged (a
+last line without `\\n`, a batch with fewer than n lines) is truncated by the
+next writer, which records what it dropped as `log.repaired`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import msgspec
+
+from uwf.engine.errors import Corrupt
+from uwf.engine.events import (
+    GENESIS_PREV,
+    Envelope,
+    LogRepaired,
+    NewEvent,
+    digest,
+    encode_line,
+)
+from uwf.engine.segments import Segments, segment_name
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+_TAIL_WINDOW = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Head:
+    """The last complete line of the log: what the next line chains to."""
+
+    seq: int
+    digest: str
+    segment: str
+    start: int
+    end: int
+
+
+EMPTY_HEAD = Head(0, GENESIS_PREV, "", 0, 0)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A complete line as stored: where it is and its bytes without the newline."""
+
+    segment: str
+    start: int
+    end: int
+    raw: bytes
+
+
+class _TailInfo(msgspec.Struct):
+    seq: int
+    batch: tuple[int, int]
+
+
+_tail_decoder = msgspec.json.Decoder(_TailInfo)
+
+
+def _tail_info(raw: bytes, where: str) -> _TailInfo:
+    try:
+        return _tail_decoder.decode(raw)
+    except msgspec.DecodeError:
+        raise Corrupt(
+            f"the last line of {where} is not a valid event", "run `uwf log verify` to inspect it"
+        ) from None
+
+
+class EventLog:
+    """The log over a `Segments` backend; writers call it under `lock()`."""
+
+    def __init__(
+        self,
+        segments: Segments,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        durable: bool = True,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.segments = segments
+        self.segment_bytes = segment_bytes
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+
+    def lock(self) -> AbstractContextManager[None]:
+        return self.segments.lock(self.lock_timeout)
+
+    # -- reading ---------------------------------------------------------
+
+    def head(self) -> Head:
+        """The last complete line (torn bytes after it are ignored)."""
+        names = self.segments.names()
+        for name in reversed(names):
+            size = self.segments.size(name)
+            lines = self._last_lines(name, self._complete_end(name, size), 1)
+            if lines:
+                start, end = lines[-1]
+                raw = self.segments.read(name, start, end - 1)
+                return Head(_tail_info(raw, name).seq, digest(raw), name, start, end)
+        return EMPTY_HEAD
+
+    def read(self, segment: str = "", offset: int = 0) -> Iterator[Line]:
+        """Complete lines after (segment, offset); from the beginning by default."""
+        for name in self.segments.names():
+            if segment and name < segment:
+                continue
+            yield from self.read_segment(name, offset if name == segment else 0)
+
+    def read_segment(self, name: str, start: int = 0) -> Iterator[Line]:
+        """The complete lines of one segment from `start`."""
+        data = self.segments.read(name, start)
+        complete = data.rfind(b"\n") + 1
+        position = start
+        for raw in data[:complete].split(b"\n")[:-1] if complete else ():
+            end = position + len(raw) + 1
+            yield Line(name, position, end, raw)
+            position = end
+
+    def line_at(self, segment: str, start: int, end: int) -> bytes | None:
+        """The bytes of a line previously read there, or None if they are gone."""
+        data = self.segments.read(segment, start, end)
+        if len(data) != end - start or not data.endswith(b"\n"):
+            return None
+        return data[:-1]
+
+    # -- writing (under the lock) -----------------------------------------
+
+    def recover(self) -> LogRepaired | None:
+        """Truncate an unacknowledged tail; describe what was dropped, if anything."""
+        names = self.segments.names()
+        if not names:
+            return None
+        name = names[-1]
+        size = self.segments.size(name)
+        cut = self._complete_end(name, size)
+        reasons = ["torn last line"] if cut < size else []
+        last = self._last_lines(name, cut, 1)
+        if last:
+            start, end = last[0]
+            info = _tail_info(self.segments.read(name, start, end - 1), name)
+            k, n = info.batch
+            if k < n:
+                batch_lines = self._last_lines(name, cut, k)
+                cut = batch_lines[0][0]
+                reasons.append(f"batch cut after {k} of {n} lines")
+        if cut == size:
+            return None
+        dropped = self.segments.read(name, cut, size)
+        if cut == 0:
+            self.segments.remove(name)
+        else:
+            self.segments.truncate(name, cut)
+        return LogRepaired(
+            segment=name,
+            offset=cut,
+            dropped_bytes=len(dropped),
+            dropped_lines=dropped.count(b"\n") + (0 if dropped.endswith(b"\n") else 1),
+            digest=hashlib.sha256(dropped).hexdigest()[:32],
+            reason="; ".join(reasons),
+        )
+
+    def append(
+        self, head: Head, events: Sequence[NewEvent], ts: str, ids: Sequence[str]
+    ) -> list[tuple[Envelope, Line]]:
+        """Chain `events` after `head` as one batch, write them once, fsync."""
+        total = len(events)
+        prev = head.digest
+        envelopes: list[Envelope] = []
+        raws: list[bytes] = []
+        for index, event in enumerate(events):
+            envelope = Envelope(
+                seq=head.seq + index + 1,
+                id=ids[index],
+                ts=ts,
+                type=event.data.type,
+                subject=event.subject,
+                batch=(index + 1, total),
+                data=event.data,
+                prev=prev,
+            )
+            raw = encode_line(envelope)
+            prev = digest(raw)
+            envelopes.append(envelope)
+            raws.append(raw)
+        name = head.segment
+        if not name or self.segments.size(name) >= self.segment_bytes:
+            name = segment_name(head.seq + 1)
+        position = self.segments.size(name)
+        self.segments.append(name, b"\n".join(raws) + b"\n", self.durable)
+        written: list[tuple[Envelope, Line]] = []
+        for envelope, raw in zip(envelopes, raws, strict=True):
+            end = position + len(raw) + 1
+            written.append((envelope, Line(name, position, end, raw)))
+            position = end
+        return written
+
+    # -- helpers ---------------------------------------------------------
+
+    def _complete_end(self, name: str, size: int) -> int:
+        """Offset just after the last `\\n` of a segment (0 if it has none)."""
+        window = _TAIL_WINDOW
+        while True:
+            start = max(0, size - window)
+            chunk = self.segments.read(name, start, size)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            if start == 0:
+                return 0
+            window *= 4
+
+    def _last_lines(self, name: str, end: int, count: int) -> list[tuple[int, int]]:
+        """(start, end) of the last `count` complete lines ending at `end`."""
+        if end == 0 or count == 0:
+            return []
+        window = _TAIL_WINDOW
+        while True:
+            start = max(0, end - window)
+            chunk = self.segments.read(name, start, end)
+            # Walk back over newlines; a line that starts before the chunk is only
+            # known complete when the chunk reaches the start of the segment.
+            spans: list[tuple[int, int]] = []
+            line_end = len(chunk)
+            search_to = len(chunk) - 1
+            while len(spans) < count:
+                newline = chunk.rfind(b"\n", 0, search_to)
+                if newline < 0:
+                    if start == 0:
+                        spans.append((start, start + line_end))
+                    break
+                spans.append((start + newline + 1, start + line_end))
+                line_end = newline + 1
+                search_to = newline
+            if len(spans) == count or start == 0:
+                spans.reverse()
+                return spans
+            window *= 4

@@ -1,0 +1,191 @@
+"""Where the log's bytes live: segment files on disk, or their in-memory twin.
+
+The interface is the handful of byte operations the log needs, so recovery,
+reading and chaining are written once in `uwf.engine.log` and tested against
+both backends by one contract suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from uwf.engine.errors import StoreBusy
+
+SEGMENT_SUFFIX = ".jsonl"
+
+
+def segment_name(first_seq: int) -> str:
+    """A segment is named by the seq of its first line, 20 digits."""
+    return f"{first_seq:020d}{SEGMENT_SUFFIX}"
+
+
+def is_segment_name(name: str) -> bool:
+    stem = name.removesuffix(SEGMENT_SUFFIX)
+    return name.endswith(SEGMENT_SUFFIX) and len(stem) == 20 and stem.isdigit()
+
+
+class Segments(Protocol):
+    """The byte store under the log: named append-only segments and a writers' lock."""
+
+    def names(self) -> list[str]:
+        """Segment names in log order."""
+        ...
+
+    def size(self, name: str) -> int: ...
+
+    def read(self, name: str, start: int, end: int | None = None) -> bytes: ...
+
+    def append(self, name: str, data: bytes, durable: bool) -> None:
+        """One write of `data` at the end of `name` (created if new), fsync if durable."""
+        ...
+
+    def truncate(self, name: str, size: int) -> None:
+        """Cut `name` to `size` bytes durably; only recovery does this."""
+        ...
+
+    def remove(self, name: str) -> None: ...
+
+    def lock(self, timeout: float) -> contextlib.AbstractContextManager[None]:
+        """The exclusive writers' lock, waiting at most `timeout` seconds."""
+        ...
+
+
+class FileSegments:
+    """Segments as files `events/<first-seq>.jsonl`, the lock as `<store>/lock`."""
+
+    def __init__(self, events_dir: Path, lock_path: Path) -> None:
+        self.events_dir = events_dir
+        self.lock_path = lock_path
+        self._fds: dict[str, int] = {}
+
+    def names(self) -> list[str]:
+        try:
+            entries = os.listdir(self.events_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(name for name in entries if is_segment_name(name))
+
+    def size(self, name: str) -> int:
+        try:
+            return os.stat(self.events_dir / name).st_size
+        except FileNotFoundError:
+            return 0
+
+    def read(self, name: str, start: int, end: int | None = None) -> bytes:
+        try:
+            with open(self.events_dir / name, "rb") as handle:
+                handle.seek(start)
+                return handle.read() if end is None else handle.read(max(0, end - start))
+        except FileNotFoundError:
+            return b""
+
+    def append(self, name: str, data: bytes, durable: bool) -> None:
+        fd = self._fds.get(name)
+        if fd is None:
+            created = not (self.events_dir / name).exists()
+            self.events_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.events_dir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fds[name] = fd
+            if created and durable:
+                _fsync_dir(self.events_dir)
+        view = memoryview(data)
+        while view:  # one write(2) in practice; the loop only guards a short write
+            written = os.write(fd, view)
+            view = view[written:]
+        if durable:
+            os.fsync(fd)
+
+    def truncate(self, name: str, size: int) -> None:
+        self._close(name)
+        with open(self.events_dir / name, "r+b") as handle:
+            handle.truncate(size)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def remove(self, name: str) -> None:
+        self._close(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.events_dir / name)
+        _fsync_dir(self.events_dir)
+
+    @contextlib.contextmanager
+    def lock(self, timeout: float) -> Iterator[None]:
+        import portalocker  # imported here: only writers pay for it
+
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = portalocker.Lock(
+            str(self.lock_path),
+            mode="a",
+            timeout=timeout,
+            check_interval=0.005,
+            flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
+        )
+        try:
+            lock.acquire()
+        except portalocker.exceptions.LockException:
+            raise StoreBusy(
+                f"store is busy: another writer held {self.lock_path} for {timeout:g}s",
+                "retry, or raise UWF_LOCK_TIMEOUT",
+            ) from None
+        try:
+            yield
+        finally:
+            self.close()
+            lock.release()
+
+    def close(self) -> None:
+        for name in list(self._fds):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MemorySegments:
+    """The in-memory twin: the same bytes and the same lock semantics, in RAM."""
+
+    def __init__(self) -> None:
+        self._segments: dict[str, bytearray] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return sorted(self._segments)
+
+    def size(self, name: str) -> int:
+        return len(self._segments.get(name, b""))
+
+    def read(self, name: str, start: int, end: int | None = None) -> bytes:
+        return bytes(self._segments.get(name, b"")[start:end])
+
+    def append(self, name: str, data: bytes, durable: bool) -> None:
+        self._segments.setdefault(name, bytearray()).extend(data)
+
+    def truncate(self, name: str, size: int) -> None:
+        del self._segments[name][size:]
+
+    def remove(self, name: str) -> None:
+        self._segments.pop(name, None)
+
+    @contextlib.contextmanager
+    def lock(self, timeout: float) -> Iterator[None]:
+        if not self._lock.acquire(timeout=timeout):
+            raise StoreBusy("store is busy: the in-memory log is locked", "retry")
+        try:
+            yield
+        finally:
+            self._lock.release()
