@@ -38,7 +38,9 @@ def _env_int(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise UsageError(f"{name} must be an integer, not {raw!r}", f"fix or unset {name}") from None
+        raise UsageError(
+            f"{name} must be an integer, not {raw!r}", f"fix or unset {name}"
+        ) from None
     if value <= 0:
         raise UsageError(f"{name} must be positive, not {value}", f"fix or unset {name}")
     return value

@@ -33,7 +33,7 @@ def load_yaml(path: Path) -> Any:
         raise UsageError(f"cannot read {path}: {exc}", "give a UTF-8 YAML file") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -89,18 +89,18 @@ def _roles(
     if not isinstance(raw, dict) or not raw:
         problems.add("roles", "required: a mapping of role name to role definition")
         return roles, schemas
-    for role_name, spec in raw.items():
+    for role_name in raw:
         path = f"roles.{role_name}"
         if not isinstance(role_name, str) or not role_name or role_name.startswith("$"):
             problems.add(path, "a role name is a non-empty string not starting with $")
             continue
-        if spec is None:
-            spec = {}
+        spec = {} if raw[role_name] is None else raw[role_name]
         if not isinstance(spec, dict):
             problems.add(path, "must be a mapping")
             continue
         for key in sorted(set(spec) - _ROLE_KEYS, key=str):
-            problems.add(f"{path}.{key}", f"unknown field (allowed: {', '.join(sorted(_ROLE_KEYS))})")
+            allowed = ", ".join(sorted(_ROLE_KEYS))
+            problems.add(f"{path}.{key}", f"unknown field (allowed: {allowed})")
         role: dict[str, Any] = {}
         for key in _ROLE_TEXT:
             value = spec.get(key, "")
@@ -152,10 +152,10 @@ def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
         if source == START and "_" not in edges:
             problems.add(path, "needs the status `_`: the first step's target")
         targets: dict[str, Any] = {}
-        for status, target in edges.items():
+        for status, raw_target in edges.items():
             edge_path = f"{path}.{status}"
-            if isinstance(target, str):
-                target = {"role": target, "prompt": ""}
+            shorthand = isinstance(raw_target, str)
+            target = {"role": raw_target, "prompt": ""} if shorthand else raw_target
             if not isinstance(target, dict):
                 problems.add(edge_path, "a target is a role name or {role, prompt}")
                 continue

@@ -164,7 +164,9 @@ class Cas:
             node = json.loads(raw)
             return Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
         except (ValueError, KeyError, TypeError):
-            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`") from None
+            raise Corrupt(
+                f"node {hash_} is not a valid node file", "run `json-cas verify`"
+            ) from None
 
     def has(self, hash_: str) -> bool:
         return self.blobs.exists(check_hash(hash_))
@@ -205,7 +207,9 @@ class Cas:
         if type_hash == meta_hash():
             return schema_problems(payload)
         validator = self._validator(type_hash)
-        return [f"{_path(err.instance_path)}: {err.message}" for err in validator.iter_errors(payload)]
+        return [
+            f"{_path(err.instance_path)}: {err.message}" for err in validator.iter_errors(payload)
+        ]
 
     def _validator(self, type_hash: str) -> Any:
         validator = self._validators.get(type_hash)

@@ -122,7 +122,9 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
         if command.streams:
             _stream(result)
             return 0
-        if as_json or command.human is None:
+        if command.plain:
+            text = str(result)
+        elif as_json or command.human is None:
             text = dump_json(result) if as_json else panel(result)
         else:
             text = command.human(result)

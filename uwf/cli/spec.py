@@ -21,7 +21,7 @@ class Arg:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def arg(*flags: str, help: str, **options: Any) -> Arg:  # noqa: A002 - argparse's name
+def arg(*flags: str, help: str, **options: Any) -> Arg:
     return Arg(flags, help, options)
 
 
@@ -43,6 +43,8 @@ class Command:
     ok_exit: bool = False
     # The handler yields lines to print as they come (log tail --follow).
     streams: bool = False
+    # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.
+    plain: bool = False
 
 
 @dataclass

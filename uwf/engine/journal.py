@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from uwf.engine.clock import format_ts, now_ms
 from uwf.engine.errors import Corrupt
@@ -32,9 +32,9 @@ from uwf.engine.viewstore import Key, ViewStore
 class Projection(Protocol):
     """A pure fold of events into entity states (implemented in `uwf.projections`)."""
 
-    name: str
-    version: int
-    event_types: frozenset[str]
+    name: ClassVar[str]
+    version: ClassVar[int]
+    event_types: ClassVar[frozenset[str]]
 
     def key(self, event: Envelope) -> str:
         """The entity an event changes."""
@@ -242,8 +242,10 @@ class Journal:
             key = (projection.name, projection.key(envelope))
             if key in states:
                 state = states[key]
+            elif load is not None:
+                state = load(*key)
             else:
-                state = load(*key) if load is not None else None
+                state = None
             states[key] = projection.apply(state, envelope)
 
     def _load(self, view: str, key: str) -> Any:

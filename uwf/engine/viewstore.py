@@ -78,8 +78,11 @@ class MemoryViewStore:
         return sum(1 for name, _ in self._states if name == view)
 
     def commit(self, changes: Mapping[Key, bytes | None], expected: Head, new: Head) -> bool:
-        if not (_same(self._checkpoint, expected) or (self._checkpoint is None and expected.seq == 0)):
+        fresh = self._checkpoint is None and expected.seq == 0
+        if not (fresh or _same(self._checkpoint, expected)):
             return False
+        if fresh:
+            self._states.clear()
         for key, value in changes.items():
             if value is None:
                 self._states.pop(key, None)
