@@ -28,12 +28,13 @@ def normalize(value: Any) -> Any:
     integers, larger integers are doubles."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
-    if isinstance(value, float):
-        if value.is_integer() and -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
-            return int(value)
+    if isinstance(value, int) and -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
         return value
-    if isinstance(value, int):
-        return value if -_SAFE_INTEGER <= value <= _SAFE_INTEGER else float(value)
+    if isinstance(value, int | float):
+        number = float(value)  # a larger integer is a double to JavaScript
+        if number.is_integer() and -_SAFE_INTEGER <= number <= _SAFE_INTEGER:
+            return int(number)
+        return number
     if isinstance(value, dict):
         return {key: normalize(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -23,7 +23,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+        binary = self.prog.split()[0]
+        sys.stderr.write(f"{binary}: error: {message}; see `{self.prog} --help`\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -118,6 +119,10 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
         os.environ["UWF_NOW"] = args.now
     as_json = args.json or not _is_terminal()
     try:
+        if os.environ.get("UWF_NOW"):
+            from uwf.engine.clock import now_ms
+
+            now_ms()  # a malformed --now / UWF_NOW is a usage error before any work
         result = command.handler(args)
         if command.streams:
             _stream(result)

@@ -1,0 +1,63 @@
+"""Shared fixtures: a temporary store, and the real console scripts run on it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Cli:
+    """Runs `uwf` / `json-cas` as real processes against one store."""
+
+    home: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, stdin: str | None = None, prog: str = "uwf",
+            timeout: float = 60) -> Result:
+        exe = shutil.which(prog, path=str(BIN)) or prog
+        proc = subprocess.run(
+            [exe, *args], input=stdin, capture_output=True, text=True, env=self.env,
+            timeout=timeout, check=False,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def cas(self, *args: str, stdin: str | None = None) -> Result:
+        return self.run(*args, stdin=stdin, prog="json-cas")
+
+    def log_bytes(self) -> bytes:
+        events = self.home / "events"
+        if not events.exists():
+            return b""
+        return b"".join(p.read_bytes() for p in sorted(events.glob("*.jsonl")))
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def cli(store_dir: Path, tmp_path: Path) -> Cli:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env["UWF_HOME"] = str(store_dir)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["UWF_DURABILITY"] = "fsync"
+    return Cli(store_dir, env)
