@@ -8,7 +8,7 @@ error, so a log written by a newer uwf fails closed instead of being misread.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Union
 
 import msgspec
 
@@ -61,6 +61,9 @@ class WorkflowRegistered(EventData, frozen=True):
 
 
 EVENT_TYPES: dict[str, type[EventData]] = {}
+_DATA_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
+_TYPED_ENVELOPES: list[type[msgspec.Struct]] = []
+_line_decoder: msgspec.json.Decoder[Any] | None = None
 
 
 def register(*types: type[EventData]) -> None:
@@ -68,10 +71,16 @@ def register(*types: type[EventData]) -> None:
     for data_type in types:
         EVENT_TYPES[data_type.type] = data_type
         _DATA_DECODERS[data_type.type] = msgspec.json.Decoder(data_type)
-
-
-_DATA_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
-register(StoreCreated, LogRepaired, WorkflowRegistered)
+        # An envelope tagged by `type` whose `data` is this type: msgspec picks the
+        # right one while parsing, so a whole line is one decode call.
+        typed = msgspec.defstruct(
+            f"Envelope_{data_type.__name__}", [("data", data_type)], bases=(_TaggedEnvelope,),
+            frozen=True, forbid_unknown_fields=True, tag=data_type.type,
+        )
+        typed.type = data_type.type  # type: ignore[attr-defined]
+        _TYPED_ENVELOPES.append(typed)
+    global _line_decoder
+    _line_decoder = msgspec.json.Decoder(Union[tuple(_TYPED_ENVELOPES)])  # noqa: UP007
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -81,13 +90,25 @@ class NewEvent(msgspec.Struct, frozen=True):
     data: EventData
 
 
-class Envelope(msgspec.Struct, frozen=True):
-    """One line of the log, decoded."""
+class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One line of the log as it is written (fields in log order)."""
 
     seq: int
     id: str
     ts: str
     type: str
+    subject: str
+    batch: tuple[int, int]
+    data: Any
+    prev: str
+
+
+class _TaggedEnvelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
+    """What decoding yields: an Envelope whose `type` is its class's tag."""
+
+    seq: int
+    id: str
+    ts: str
     subject: str
     batch: tuple[int, int]
     data: Any
@@ -105,6 +126,8 @@ class _RawEnvelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prev: str
 
 
+register(StoreCreated, LogRepaired, WorkflowRegistered)
+
 _encoder = msgspec.json.Encoder()
 _raw_decoder = msgspec.json.Decoder(_RawEnvelope)
 
@@ -116,6 +139,12 @@ def encode_line(envelope: Envelope) -> bytes:
 
 def decode_line(line: bytes) -> Envelope:
     """Decode one line (without newline); raise Corrupt naming what is wrong."""
+    assert _line_decoder is not None
+    try:
+        envelope: Envelope = _line_decoder.decode(line)
+        return envelope
+    except msgspec.DecodeError:
+        pass  # decode again, step by step, to name the problem
     try:
         raw = _raw_decoder.decode(line)
     except msgspec.DecodeError as exc:
@@ -128,6 +157,12 @@ def decode_line(line: bytes) -> Envelope:
     except msgspec.DecodeError as exc:
         raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
     return Envelope(raw.seq, raw.id, raw.ts, raw.type, raw.subject, raw.batch, data, raw.prev)
+
+
+def as_envelope(decoded: Envelope) -> Envelope:
+    """A decoded event as a plain Envelope (which encodes fields in log order)."""
+    return Envelope(decoded.seq, decoded.id, decoded.ts, decoded.type, decoded.subject,
+                    decoded.batch, decoded.data, decoded.prev)
 
 
 def digest(line: bytes) -> str:

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgspec
 
@@ -44,8 +45,7 @@ class Head:
 EMPTY_HEAD = Head(0, GENESIS_PREV, "", 0, 0)
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):
     """A complete line as stored: where it is and its bytes without the newline."""
 
     segment: str
