@@ -68,7 +68,7 @@ def test_empty_log_has_genesis_head(segments: Segments) -> None:
     log = EventLog(segments)
     assert log.head() == EMPTY_HEAD
     assert list(log.read()) == []
-    assert log.recover() is None
+    assert log.recover() == (EMPTY_HEAD, None)
 
 
 def test_append_chains_lines_and_numbers_batches(segments: Segments) -> None:
@@ -130,13 +130,14 @@ def test_torn_last_line_is_ignored_by_readers_and_cut_by_recovery(segments: Segm
     segments.append(name, b'{"seq":2,"id":"01J', durable=True)
     assert [decode_line(line.raw).seq for line in log.read()] == [1]
     assert log.head() == before
-    repair = log.recover()
+    head_after, repair = log.recover()
+    assert head_after == before
     assert isinstance(repair, LogRepaired)
     assert repair.dropped_bytes == len(b'{"seq":2,"id":"01J')
     assert repair.dropped_lines == 1
     assert repair.offset == before.end
     assert segments.size(name) == before.end
-    assert log.recover() is None
+    assert log.recover()[1] is None
 
 
 def test_incomplete_batch_is_cut_by_recovery(segments: Segments) -> None:
@@ -147,7 +148,7 @@ def test_incomplete_batch_is_cut_by_recovery(segments: Segments) -> None:
     name = segments.names()[-1]
     lines = list(log.read())
     segments.truncate(name, lines[2].end)  # keep [1,3] and [2,3] of the last batch
-    repair = log.recover()
+    repair = log.recover()[1]
     assert repair is not None
     assert repair.dropped_lines == 2
     assert "batch cut after 2 of 3" in repair.reason

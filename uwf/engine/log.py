@@ -28,7 +28,7 @@ from uwf.engine.events import (
 from uwf.engine.segments import Segments, segment_name
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_TAIL_WINDOW = 64 * 1024
+_TAIL_WINDOW = 4096  # a few lines; grows when a line or batch is longer
 
 
 @dataclass(frozen=True)
@@ -130,32 +130,36 @@ class EventLog:
 
     # -- writing (under the lock) -----------------------------------------
 
-    def recover(self) -> LogRepaired | None:
-        """Truncate an unacknowledged tail; describe what was dropped, if anything."""
+    def recover(self) -> tuple[Head, LogRepaired | None]:
+        """Truncate an unacknowledged tail; the head after it, and what was dropped."""
         names = self.segments.names()
         if not names:
-            return None
+            return EMPTY_HEAD, None
         name = names[-1]
         size = self.segments.size(name)
         cut = self._complete_end(name, size)
         reasons = ["torn last line"] if cut < size else []
         last = self._last_lines(name, cut, 1)
+        head = EMPTY_HEAD
         if last:
             start, end = last[0]
-            info = _tail_info(self.segments.read(name, start, end - 1), name)
+            raw = self.segments.read(name, start, end - 1)
+            info = _tail_info(raw, name)
             k, n = info.batch
             if k < n:
                 batch_lines = self._last_lines(name, cut, k)
                 cut = batch_lines[0][0]
                 reasons.append(f"batch cut after {k} of {n} lines")
+            else:
+                head = Head(info.seq, digest(raw), name, start, end)
         if cut == size:
-            return None
+            return (head if last else self.head()), None
         dropped = self.segments.read(name, cut, size)
         if cut == 0:
             self.segments.remove(name)
         else:
             self.segments.truncate(name, cut)
-        return LogRepaired(
+        return self.head(), LogRepaired(
             segment=name,
             offset=cut,
             dropped_bytes=len(dropped),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -56,29 +57,39 @@ class Segments(Protocol):
 
 
 class FileSegments:
-    """Segments as files `events/<first-seq>.jsonl`, the lock as `<store>/lock`."""
+    """Segments as files `events/<first-seq>.jsonl`, the lock as `<store>/lock`.
+
+    Paths are plain strings and the lock file stays open: a durable append is
+    dominated by fsync, and everything around it should cost as little as it can.
+    """
 
     def __init__(self, events_dir: Path, lock_path: Path) -> None:
         self.events_dir = events_dir
         self.lock_path = lock_path
+        self._dir = str(events_dir)
         self._fds: dict[str, int] = {}
+        self._lock_fd: int | None = None
+        self._held = False
+
+    def _path(self, name: str) -> str:
+        return f"{self._dir}/{name}"
 
     def names(self) -> list[str]:
         try:
-            entries = os.listdir(self.events_dir)
+            entries = os.listdir(self._dir)
         except FileNotFoundError:
             return []
         return sorted(name for name in entries if is_segment_name(name))
 
     def size(self, name: str) -> int:
         try:
-            return os.stat(self.events_dir / name).st_size
+            return os.stat(self._path(name)).st_size
         except FileNotFoundError:
             return 0
 
     def read(self, name: str, start: int, end: int | None = None) -> bytes:
         try:
-            with open(self.events_dir / name, "rb") as handle:
+            with open(self._path(name), "rb") as handle:
                 handle.seek(start)
                 return handle.read() if end is None else handle.read(max(0, end - start))
         except FileNotFoundError:
@@ -87,12 +98,14 @@ class FileSegments:
     def append(self, name: str, data: bytes, durable: bool) -> None:
         fd = self._fds.get(name)
         if fd is None:
-            created = not (self.events_dir / name).exists()
-            self.events_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.events_dir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            path = self._path(name)
+            created = not os.path.exists(path)
+            if created:
+                os.makedirs(self._dir, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self._fds[name] = fd
             if created and durable:
-                _fsync_dir(self.events_dir)
+                _fsync_dir(self._dir)
         view = memoryview(data)
         while view:  # one write(2) in practice; the loop only guards a short write
             written = os.write(fd, view)
@@ -102,7 +115,7 @@ class FileSegments:
 
     def truncate(self, name: str, size: int) -> None:
         self._close(name)
-        with open(self.events_dir / name, "r+b") as handle:
+        with open(self._path(name), "r+b") as handle:
             handle.truncate(size)
             handle.flush()
             os.fsync(handle.fileno())
@@ -110,37 +123,50 @@ class FileSegments:
     def remove(self, name: str) -> None:
         self._close(name)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.events_dir / name)
-        _fsync_dir(self.events_dir)
+            os.unlink(self._path(name))
+        _fsync_dir(self._dir)
 
     @contextlib.contextmanager
     def lock(self, timeout: float) -> Iterator[None]:
         import portalocker  # imported here: only writers pay for it
 
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = portalocker.Lock(
-            str(self.lock_path),
-            mode="a",
-            timeout=timeout,
-            check_interval=0.005,
-            flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
-        )
-        try:
-            lock.acquire()
-        except portalocker.exceptions.LockException:
-            raise StoreBusy(
-                f"store is busy: another writer held {self.lock_path} for {timeout:g}s",
-                "retry, or raise UWF_LOCK_TIMEOUT",
-            ) from None
+        if self._lock_fd is None:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        while True:
+            if not self._held:  # flock is per open file: guard re-entry ourselves
+                try:
+                    portalocker.lock(self._lock_fd, flags)
+                    break
+                except portalocker.exceptions.LockException:
+                    pass
+            if time.monotonic() >= deadline:
+                raise StoreBusy(
+                    f"store is busy: another writer held {self.lock_path} for {timeout:g}s",
+                    "retry, or raise UWF_LOCK_TIMEOUT",
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        self._held = True
         try:
             yield
         finally:
-            self.close()
-            lock.release()
+            # Appends reopen their segment next time: between two commands another
+            # writer may have rotated, truncated or removed it.
+            for name in list(self._fds):
+                self._close(name)
+            self._held = False
+            portalocker.unlock(self._lock_fd)
 
     def close(self) -> None:
         for name in list(self._fds):
             self._close(name)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _close(self, name: str) -> None:
         fd = self._fds.pop(name, None)
@@ -148,7 +174,7 @@ class FileSegments:
             os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -168,10 +168,11 @@ class SqliteViewStore:
             return self._checkpoint(db)
 
     def _checkpoint(self, db: sqlite3.Connection) -> Head | None:
-        version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-        if version is None or version[0] != self.version:
-            return None
-        row = db.execute('SELECT seq, digest, segment, start, "end" FROM checkpoint').fetchone()
+        row = db.execute(
+            'SELECT seq, digest, segment, start, "end" FROM checkpoint '
+            "WHERE (SELECT value FROM meta WHERE key = 'version') = ?",
+            (self.version,),
+        ).fetchone()
         return None if row is None else Head(*row)
 
     def load(self, view: str, key: str) -> bytes | None:
