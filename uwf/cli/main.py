@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.cli.render import panel, run, table
 from uwf.cli.spec import Command, Group, arg
+from uwf.cli.threads import THREAD_COMMANDS
 
 if TYPE_CHECKING:
     from uwf.api.store import Store
@@ -170,6 +171,8 @@ COMMANDS = Group(
     "Every mutation is an event in an append-only log; views are rebuilt from it.",
     groups={
         "workflow": "register and inspect workflows (YAML -> CAS node)",
+        "thread": "start threads of a workflow and step them with agents",
+        "agent": "the agent kit: read a step's context, submit its output",
         "registry": "the views derived from the log: freshness, catch-up, rebuild, verify",
         "log": "audit the event log",
     },
@@ -183,6 +186,7 @@ COMMANDS = Group(
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",
                 "uwf workflow list", _workflow_list),
+        *THREAD_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", _registry_show, (_SCOPE,),
                 human=_registry_panel),

@@ -35,11 +35,7 @@ def build_parser(group: Group) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n" + "\n".join(f"  {c.example}" for c in group.commands[:4]),
     )
-    parser.add_argument("--store", metavar="DIR", help="store root (default: $UWF_HOME, "
-                        "$XDG_STATE_HOME/uwf, ~/.local/state/uwf)")
-    parser.add_argument("--json", action="store_true", help="print JSON even on a terminal")
-    parser.add_argument("--now", metavar="TIME", help="fix the clock (RFC 3339 or epoch ms); "
-                        "same as UWF_NOW")
+    _global_options(parser, argparse.SUPPRESS)
     top = parser.add_subparsers(dest="_group", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     subgroups: dict[str, argparse._SubParsersAction[Any]] = {}
@@ -64,8 +60,24 @@ def build_parser(group: Group) -> argparse.ArgumentParser:
         )
         for spec in command.args:
             leaf.add_argument(*spec.flags, help=spec.help, **spec.options)
+        _global_options(leaf, argparse.SUPPRESS, shown=False)
         leaf.set_defaults(_declared=command)
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object,
+                    shown: bool = True) -> None:
+    """--store, --json and --now, accepted before or after the command."""
+    def text(help_text: str) -> str:
+        return help_text if shown else argparse.SUPPRESS
+
+    parser.add_argument("--store", metavar="DIR", default=default,
+                        help=text("store root (default: $UWF_HOME, $XDG_STATE_HOME/uwf, "
+                                  "~/.local/state/uwf)"))
+    parser.add_argument("--json", action="store_true", default=default,
+                        help=text("print JSON even on a terminal"))
+    parser.add_argument("--now", metavar="TIME", default=default,
+                        help=text("fix the clock (RFC 3339 or epoch ms); same as UWF_NOW"))
 
 
 def _is_terminal() -> bool:
@@ -114,6 +126,9 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, print; return the exit code."""
     parser = build_parser(group)
     args = parser.parse_args(argv)
+    for name, default in (("store", None), ("json", False), ("now", None)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
     command: Command = args._declared
     if args.now:
         os.environ["UWF_NOW"] = args.now

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from uwf.projections.base import StructProjection
 from uwf.projections.store import StoreProjection
+from uwf.projections.threads import ThreadsProjection
 from uwf.projections.workflows import WorkflowsProjection
 
 
 def all_projections() -> list[StructProjection]:
     """Every view uwf maintains, in a fixed order."""
-    return [StoreProjection(), WorkflowsProjection()]
+    return [StoreProjection(), WorkflowsProjection(), ThreadsProjection()]
 
 
 def views_version() -> str:

@@ -1,0 +1,1 @@
+"""The agent kit and the shipped agents (uwf-mock, uwf-exec, uwf-llm, uwf-subflow)."""

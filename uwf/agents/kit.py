@@ -1,0 +1,71 @@
+"""The agent kit as a Python library: an agent in a few lines.
+
+    from uwf.agents.kit import run
+
+    def plan(ctx):
+        return {"status": "ready", "plan": ctx["edgePrompt"]}, "my notes"
+
+    run(plan)
+
+`run` reads `THREAD ROLE` from argv (as `uwf thread step` calls agents), gives
+the handler the context, submits what it returns, and prints the StepNode hash.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uwf.engine.errors import UsageError, UwfError
+
+Handler = Callable[[dict[str, Any]], tuple[Any, str]]
+
+
+def _store() -> Any:
+    from uwf.api.store import Store
+
+    return Store.open(os.environ.get("UWF_HOME"))
+
+
+def context(thread: str, role: str) -> dict[str, Any]:
+    """The step's context: role, schema, prompt, edge prompt, history, head."""
+    from uwf.api.agents import agent_context
+
+    return agent_context(_store(), thread, role)
+
+
+def submit(thread: str, role: str, output: Any, detail: str = "", *,
+           detail_ref: str | None = None, agent: str | None = None) -> str:
+    """Store the output (validated), its detail and the StepNode; return its hash."""
+    from uwf.api.agents import submit_step
+
+    started = os.environ.get("UWF_STEP_STARTED_MS")
+    return submit_step(
+        _store(), thread, role, output, detail, detail_ref=detail_ref,
+        agent=agent or os.path.basename(sys.argv[0]) or "python",
+        started_at_ms=int(started) if started and started.isdigit() else None,
+    )
+
+
+def thread_and_role(argv: Sequence[str]) -> tuple[str, str, list[str]]:
+    """The agent protocol: `<command> <args...> <thread-id> <role>`."""
+    if len(argv) < 2:
+        raise UsageError("an agent is called as `<agent> [args...] THREAD ROLE`",
+                         "run it through `uwf thread step`")
+    return argv[-2], argv[-1], list(argv[:-2])
+
+
+def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None) -> int:
+    """Run `handler` as an agent: context in, (output, detail) out, hash printed."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    prog = name or os.path.basename(sys.argv[0]) or "agent"
+    try:
+        thread, role, _ = thread_and_role(arguments)
+        output, detail = handler(context(thread, role))
+        print(submit(thread, role, output, detail, agent=prog))
+        return 0
+    except UwfError as exc:
+        sys.stderr.write(f"{prog}: error: {exc.line()}\n")
+        return exc.exit_code

@@ -1,0 +1,119 @@
+"""`uwf agent context|submit`: the agent kit's two halves, for any language.
+
+An agent reads its context (role, schema, prompts, history), does its work,
+then submits its output: uwf validates it, writes the output, detail and
+StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
+`uwf thread step` does that after its checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uwf.api.store import Store
+from uwf.api.threads import chain, get_thread
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import builtin_hash
+from uwf.engine.errors import NotFound, Rejected
+from uwf.engine.moderator import NoTransition, status_of
+from uwf.projections.threads import ThreadState
+
+
+def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
+    workflow = store.cas.get(state.workflow).payload
+    if role not in workflow["roles"]:
+        raise NotFound(f'workflow "{state.name}" has no role {role!r}',
+                       f"roles: {', '.join(workflow['roles'])}")
+    definition: dict[str, Any] = workflow["roles"][role]
+    return definition
+
+
+def agent_context(store: Store, thread: str, role: str) -> dict[str, Any]:
+    """Everything an agent needs for one step of `thread` as `role`."""
+    from uwf.api.stepping import next_decision
+
+    state = get_thread(store.read(), thread)
+    definition = _role(store, state, role)
+    prompt = store.cas.get(state.start).payload["prompt"]
+    edge_prompt = ""
+    step_id = None
+    if state.in_flight is not None and state.in_flight.role == role:
+        edge_prompt, step_id = state.in_flight.edge_prompt, state.in_flight.step_id
+    elif not state.done:
+        try:
+            _, decision = next_decision(store, state)
+            if decision.role == role:
+                edge_prompt = decision.prompt
+        except NoTransition:
+            pass
+    history = []
+    for node in chain(store, state.head):
+        output = store.cas.get(node.payload["output"]).payload
+        history.append({"role": node.payload["role"],
+                        "status": status_of(node.payload["role"], output),
+                        "output": output, "step": node.hash, "agent": node.payload["agent"]})
+    return {
+        "thread": thread,
+        "workflow": state.workflow,
+        "workflowName": state.name,
+        "role": {"name": role, **definition,
+                 "schema": store.cas.get(definition["meta"]).payload},
+        "prompt": prompt,
+        "edgePrompt": edge_prompt,
+        "history": history,
+        "head": state.head,
+        "start": state.start,
+        "stepId": step_id,
+    }
+
+
+def submit_step(
+    store: Store,
+    thread: str,
+    role: str,
+    output: Any,
+    detail: str | None = None,
+    *,
+    detail_ref: str | None = None,
+    agent: str = "manual",
+    started_at_ms: int | None = None,
+    edge_prompt: str | None = None,
+) -> str:
+    """Validate `output`, write output/detail/StepNode nodes; return the StepNode hash.
+
+    `detail` is text stored as a Text node; `detail_ref` instead names an existing
+    node (a sub-workflow's terminal StepNode, say).
+    """
+    state = get_thread(store.read(), thread)
+    if state.done:
+        raise Rejected(f"thread {thread} has ended", "nothing to submit to")
+    definition = _role(store, state, role)
+    schema = definition["meta"]
+    problems = store.cas.problems(schema, output)
+    if problems:
+        raise Rejected(f"output does not match the {role} schema: {'; '.join(problems)}",
+                       "fix the output and submit again")
+    store.cas.ensure_builtins()
+    output_hash = store.cas.put(schema, output)
+    if detail_ref is not None:
+        if not is_hash(detail_ref) or not store.cas.has(detail_ref):
+            raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")
+        detail_hash = detail_ref
+    else:
+        detail_hash = store.cas.put_text(detail or "")
+    if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
+        edge_prompt = state.in_flight.edge_prompt
+    step: dict[str, Any] = {
+        "start": state.start,
+        "prev": state.head,
+        "role": role,
+        "output": output_hash,
+        "detail": detail_hash,
+        "agent": agent,
+    }
+    if edge_prompt:
+        step["edgePrompt"] = edge_prompt
+    if started_at_ms is not None:
+        step["startedAtMs"] = started_at_ms
+    step["completedAtMs"] = store.journal.clock()
+    return store.cas.put(builtin_hash("StepNode"), step)

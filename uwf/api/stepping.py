@@ -1,0 +1,327 @@
+"""`uwf thread step|run`: one atomic step, the seed's nine steps, as three phases.
+
+1. Under the lock: check the thread, take over a step stranded past its deadline
+   (`abandoned`), ask the moderator for the next role, resolve the agent, and
+   record `thread.step_started` -- so a concurrent step of the thread is refused.
+2. Without the lock: run the agent (no shell, its own process group, a timeout
+   that kills the group) and read one StepNode hash from its stdout.
+3. Under the lock: accept the StepNode only if it exists, is a StepNode, starts
+   at the thread's StartNode, follows the current head, is the chosen role, and
+   its output validates against the role's schema. Otherwise `thread.step_failed`
+   with the reason; the head stays where it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from uwf.api.config import AgentChoice, Config, load_config, resolve_agent
+from uwf.api.store import Store
+from uwf.api.threads import get_thread, summary
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import builtin_hash
+from uwf.engine.clock import format_ts
+from uwf.engine.errors import NotFound, Rejected
+from uwf.engine.events import (
+    EventData,
+    NewEvent,
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+from uwf.engine.journal import Journal
+from uwf.engine.moderator import END, START, Decision, NoTransition, evaluate, status_of
+from uwf.projections.threads import ThreadState
+
+DEFAULT_TIMEOUT = 3600.0
+# A step in flight is stranded once its agent's timeout and this grace have passed.
+DEADLINE_GRACE_MS = 30_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What phase 1 decided for a step."""
+
+    thread: str
+    step_id: str
+    head: str | None
+    decision: Decision
+    agent: AgentChoice
+    started_ms: int
+
+
+class StepFailed(Rejected):
+    """The step ran but its result was refused; recorded as `thread.step_failed`."""
+
+
+def next_decision(store: Store, state: ThreadState) -> tuple[dict[str, Any], Decision]:
+    """The workflow and the moderator's decision from the thread's head."""
+    workflow: dict[str, Any] = store.cas.get(state.workflow).payload
+    prompt = store.cas.get(state.start).payload["prompt"]
+    if state.head is None:
+        return workflow, evaluate(workflow["graph"], START, None, prompt)
+    step = store.cas.get(state.head).payload
+    output = store.cas.get(step["output"]).payload
+    return workflow, evaluate(workflow["graph"], step["role"], output, prompt)
+
+
+def step_thread(
+    store: Store,
+    thread: str,
+    agent: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    config: Config | None = None,
+) -> dict[str, Any]:
+    """Run one step of `thread`; the seed's {workflow, thread, head, done}."""
+    config = config or load_config()
+    plan = _begin(store, thread, agent, timeout, config)
+    if plan is None:  # the moderator said $END: nothing to run
+        return summary(get_thread(store.read(), thread))
+    hash_or_failure = _run_agent(store, plan, timeout, config)
+    return _finish(store, plan, hash_or_failure, config)
+
+
+def run_thread(
+    store: Store,
+    thread: str,
+    *,
+    agent: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_steps: int | None = None,
+    config: Config | None = None,
+) -> dict[str, Any]:
+    """Step until the thread is done (or `max_steps` steps were taken)."""
+    config = config or load_config()
+    result = summary(get_thread(store.read(), thread))
+    taken = 0
+    while not result["done"] and (max_steps is None or taken < max_steps):
+        result = step_thread(store, thread, agent, timeout, config)
+        taken += 1
+    return {**result, "steps": taken}
+
+
+# -- phase 1 ---------------------------------------------------------------------
+
+def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
+           config: Config) -> Plan | None:
+    from ulid import ULID
+
+    outcome: dict[str, Any] = {}
+
+    def decide(journal: Journal) -> list[NewEvent]:
+        state = get_thread(journal, thread)
+        if state.done:
+            raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
+        now = store.journal.clock()
+        subject = f"thread/{thread}"
+        events: list[NewEvent] = []
+        taken_over = None
+        if state.in_flight is not None:
+            flight = state.in_flight
+            if now < flight.deadline_ms:
+                raise Rejected(
+                    f"thread {thread} has a step in flight (role {flight.role}, since "
+                    f"{flight.started_at})",
+                    "wait for it; if its process died, retry after "
+                    + format_ts(flight.deadline_ms),
+                )
+            taken_over = flight.step_id
+            events.append(NewEvent(subject, ThreadStepFailed(
+                flight.step_id, flight.role, "abandoned",
+                f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over",
+            )))
+        workflow, decision = _decide(store, state, events, outcome)
+        if decision is None:
+            return events
+        if decision.ends:
+            events.append(NewEvent(subject, ThreadEnded("end")))
+            outcome["ended"] = True
+            return events
+        choice = resolve_agent(config, workflow["name"], decision.role, agent_flag)
+        if choice is None:
+            where = config.path or "config.yaml"
+            message = (f'no agent configured for workflow "{workflow["name"]}" '
+                       f'role "{decision.role}"')
+            events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
+            outcome["error"] = Rejected(
+                message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"
+            )
+            return events
+        step_id = str(ULID.from_timestamp(now))
+        deadline = now + int(timeout * 1000) + DEADLINE_GRACE_MS
+        events.append(NewEvent(subject, ThreadStepStarted(
+            step_id, decision.role, decision.prompt, choice.name, deadline, taken_over
+        )))
+        outcome["plan"] = Plan(thread, step_id, state.head, decision, choice, now)
+        return events
+
+    store.journal.write(decide)
+    if "error" in outcome:
+        raise outcome["error"]
+    plan: Plan | None = outcome.get("plan")
+    return plan
+
+
+def _decide(store: Store, state: ThreadState, events: list[NewEvent],
+            outcome: dict[str, Any]) -> tuple[dict[str, Any], Decision | None]:
+    try:
+        workflow, decision = next_decision(store, state)
+    except NoTransition as exc:
+        last_role, status = _last(store, state)
+        events.append(NewEvent(f"thread/{state.thread}",
+                               ThreadBlocked("no-transition", exc.what, last_role, status)))
+        outcome["error"] = exc
+        return {}, None
+    except NotFound as exc:
+        raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
+                       "run `uwf log verify`") from None
+    return workflow, decision
+
+
+def _last(store: Store, state: ThreadState) -> tuple[str, str]:
+    if state.head is None:
+        return START, "_"
+    step = store.cas.get(state.head).payload
+    return step["role"], status_of(step["role"], store.cas.get(step["output"]).payload)
+
+
+# -- phase 2 ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    message: str
+
+
+def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str | Failure:
+    secrets = config.secrets()
+    env = {**os.environ, **secrets}
+    env.update({
+        "UWF_HOME": str(store.root),
+        "UWF_THREAD": plan.thread,
+        "UWF_ROLE": plan.decision.role,
+        "UWF_EDGE_PROMPT": plan.decision.prompt,
+        "UWF_STEP_ID": plan.step_id,
+        "UWF_STEP_STARTED_MS": str(plan.started_ms),
+    })
+    argv = [*plan.agent.argv, plan.thread, plan.decision.role]
+    try:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, start_new_session=True,  # its own process group, killed as one
+        )
+    except FileNotFoundError:
+        return Failure("spawn", f"agent command {argv[0]!r} not found")
+    except PermissionError:
+        return Failure("spawn", f"agent command {argv[0]!r} is not executable")
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
+    except BaseException:
+        _kill_group(process)  # interrupted: leave no agent behind
+        raise
+    if process.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        said = f": {last[0][:200]}" if last[0] else ""
+        return Failure("exit", f"agent exited with status {process.returncode}{said}")
+    words = out.decode("utf-8", "replace").split()
+    if len(words) != 1 or not is_hash(words[0]):
+        shown = out.decode("utf-8", "replace").strip()[:80]
+        return Failure("garbage", f"agent printed {shown!r} instead of one StepNode hash")
+    return words[0]
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+
+
+# -- phase 3 ---------------------------------------------------------------------
+
+def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Failure | None:
+    """Why the agent's StepNode is refused, or None when it is accepted."""
+    if not store.cas.has(hash_):
+        return Failure("not-found", f"StepNode {hash_} is not in the CAS")
+    node = store.cas.get(hash_)
+    if node.type != builtin_hash("StepNode"):
+        return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
+    step = node.payload
+    if step["start"] != state.start:
+        return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
+                                      f"StartNode {state.start}")
+    if step["prev"] != state.head:
+        return Failure("stale-prev", f"its prev is {step['prev']}, but the head is {state.head}")
+    if step["role"] != plan.decision.role:
+        return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
+                                     f"{plan.decision.role!r}")
+    workflow = store.cas.get(state.workflow).payload
+    schema = workflow["roles"][plan.decision.role]["meta"]
+    if not store.cas.has(step["output"]):
+        return Failure("not-found", f"its output {step['output']} is not in the CAS")
+    output = store.cas.get(step["output"]).payload
+    problems = store.cas.problems(schema, output)
+    if problems:
+        return Failure("schema", f"its output violates the {plan.decision.role} schema: "
+                                 + "; ".join(problems))
+    return None
+
+
+def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
+    secrets = [v for v in config.secrets().values() if len(v) >= 4]
+    outcome: dict[str, Any] = {}
+
+    def decide(journal: Journal) -> list[NewEvent]:
+        state = get_thread(journal, plan.thread)
+        flight = state.in_flight
+        if flight is None or flight.step_id != plan.step_id:
+            raise Rejected(f"step {plan.step_id} of thread {plan.thread} was taken over",
+                           "see `uwf log tail --subject thread/" + plan.thread + "`")
+        subject = f"thread/{plan.thread}"
+        failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
+        if failure is not None:
+            message = _redact(failure.message, secrets)
+            outcome["error"] = StepFailed(f"step failed ({failure.reason}): {message}",
+                                          f"the head stays at {state.head or state.start}")
+            return [NewEvent(subject, ThreadStepFailed(plan.step_id, plan.decision.role,
+                                                       failure.reason, message))]
+        assert isinstance(result, str)
+        output_hash = store.cas.get(result).payload["output"]
+        output = store.cas.get(output_hash).payload
+        status = status_of(plan.decision.role, output)
+        events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
+            plan.step_id, result, plan.decision.role, status, output_hash))]
+        events += _after(store, state, plan.decision.role, output)
+        return events
+
+    store.journal.write(decide)
+    if "error" in outcome:
+        raise outcome["error"]
+    return summary(get_thread(store.read(), plan.thread))
+
+
+def _after(store: Store, state: ThreadState, role: str, output: Any) -> list[NewEvent]:
+    """Step 8: ask the moderator again; `$END` ends the thread in the same batch."""
+    workflow = store.cas.get(state.workflow).payload
+    prompt = store.cas.get(state.start).payload["prompt"]
+    try:
+        decision = evaluate(workflow["graph"], role, output, prompt)
+    except NoTransition:
+        return []  # the next step finds no transition and blocks the thread
+    data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
+    return [NewEvent(f"thread/{state.thread}", item) for item in data]
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,174 @@
+"""`uwf thread start|show|list|kill|log|fork`: threads as events over CAS nodes.
+
+A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
+`threads` view holds each thread's head. Step and run live in `stepping.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from uwf.api.store import Store
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import Node, builtin_hash
+from uwf.engine.errors import NotFound, Rejected, UsageError
+from uwf.engine.events import NewEvent, ThreadEnded, ThreadStarted
+from uwf.engine.journal import Journal
+from uwf.engine.moderator import status_of
+from uwf.projections.threads import ThreadState
+
+
+def find_repo(explicit: str | None = None) -> str:
+    """`--repo PATH`, else the git top level of the working directory, else it."""
+    if explicit:
+        return str(Path(explicit).expanduser().resolve())
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return str(here)
+
+
+def resolve_workflow(store: Store, journal: Journal, ref: str) -> tuple[str, dict[str, Any]]:
+    """A workflow's hash and payload from its registered name or its hash."""
+    state = journal.get("workflows", ref)
+    workflow_hash = state.hash if state is not None else ref
+    if state is None and not is_hash(ref):
+        raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
+    try:
+        node = store.cas.get(workflow_hash)
+    except NotFound:
+        raise NotFound(f"no workflow {ref!r}", "list them with `uwf workflow list`") from None
+    if node.type != builtin_hash("Workflow"):
+        raise NotFound(f"{ref} is not a Workflow node", "give a workflow name or hash")
+    payload: dict[str, Any] = node.payload
+    return workflow_hash, payload
+
+
+def get_thread(journal: Journal, thread: str) -> ThreadState:
+    state: ThreadState | None = journal.get("threads", thread)
+    if state is None:
+        raise NotFound(f"no thread {thread}", "list them with `uwf thread list --all`")
+    return state
+
+
+def head_of(state: ThreadState) -> str:
+    """The seed's head: the last StepNode, or the StartNode before the first step."""
+    return state.head or state.start
+
+
+def summary(state: ThreadState) -> dict[str, Any]:
+    """The seed's StepOutput: {workflow, thread, head, done}."""
+    return {"workflow": state.workflow, "thread": state.thread, "head": head_of(state),
+            "done": state.done}
+
+
+def start_thread(
+    store: Store, workflow: str, prompt: str, repo: str | None = None
+) -> dict[str, str]:
+    """Create a thread (a StartNode and `thread.started`); no step runs."""
+    from ulid import ULID
+
+    if not prompt.strip():
+        raise UsageError("the prompt is empty", "give the task with -p")
+    journal = store.read()
+    workflow_hash, payload = resolve_workflow(store, journal, workflow)
+    store.cas.ensure_builtins()
+    start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
+    thread = str(ULID.from_timestamp(store.journal.clock()))
+    where = find_repo(repo)
+    store.journal.write(lambda _j: [NewEvent(
+        f"thread/{thread}", ThreadStarted(workflow_hash, str(payload["name"]), start, where)
+    )])
+    return {"workflow": workflow_hash, "thread": thread}
+
+
+def show_thread(store: Store, thread: str) -> dict[str, Any]:
+    return summary(get_thread(store.read(), thread))
+
+
+def list_threads(store: Store, include_ended: bool = False) -> list[dict[str, Any]]:
+    """Active threads (all with --all), oldest first: the seed's ThreadListItem."""
+    rows = []
+    for _, state in store.read().scan("threads"):
+        if include_ended or not state.done:
+            item = {"thread": state.thread, "workflow": state.workflow, "head": head_of(state)}
+            if include_ended:
+                item["done"] = state.done
+            rows.append(item)
+    return rows
+
+
+def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
+    """End a thread now (`thread.ended`, reason killed); its history stays."""
+
+    def decide(journal: Journal) -> list[NewEvent]:
+        state = get_thread(journal, thread)
+        if state.done:
+            raise Rejected(f"thread {thread} has already ended", "nothing to kill")
+        return [NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))]
+
+    store.journal.write(decide)
+    return summary(get_thread(store.read(), thread))
+
+
+def chain(store: Store, head: str | None) -> list[Node]:
+    """The StepNodes from the first to `head`, following `prev`."""
+    nodes: list[Node] = []
+    current = head
+    while current is not None:
+        node = store.cas.get(current)
+        nodes.append(node)
+        current = node.payload.get("prev")
+    nodes.reverse()
+    return nodes
+
+
+def iter_log(store: Store, thread: str) -> Iterator[dict[str, Any]]:
+    """One record per step, oldest first: role, status, output, detail, agent."""
+    state = get_thread(store.read(), thread)
+    for number, node in enumerate(chain(store, state.head), 1):
+        step = node.payload
+        output = store.cas.get(step["output"]).payload
+        record = {
+            "step": number,
+            "hash": node.hash,
+            "role": step["role"],
+            "status": status_of(step["role"], output),
+            "output": output,
+            "detail": step["detail"],
+            "agent": step["agent"],
+        }
+        for extra in ("edgePrompt", "startedAtMs", "completedAtMs"):
+            if extra in step:
+                record[extra] = step[extra]
+        yield record
+
+
+def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
+    """A new thread whose head is an earlier step of `thread` (same StartNode)."""
+    from ulid import ULID
+
+    journal = store.read()
+    state = get_thread(journal, thread)
+    steps = chain(store, state.head)
+    hashes = [node.hash for node in steps]
+    if at not in hashes:
+        raise NotFound(f"{at} is not a step of thread {thread}",
+                       f"see its steps with `uwf thread log {thread}`")
+    new = str(ULID.from_timestamp(store.journal.clock()))
+    event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
+                          fork_of=thread, steps=hashes.index(at) + 1)
+    store.journal.write(lambda _j: [NewEvent(f"thread/{new}", event)])
+    return {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
+
+
+def env_flag(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise UsageError(f"{name} must be a number, not {raw!r}", f"fix or unset {name}") from None

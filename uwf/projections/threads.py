@@ -1,0 +1,101 @@
+"""The `threads` view: each thread's head, progress, step in flight and state."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from uwf.engine.events import (
+    Envelope,
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+from uwf.projections.base import StructProjection
+
+
+class InFlight(msgspec.Struct, frozen=True, rename="camel"):
+    """A step whose agent is running (or whose process died before its deadline)."""
+
+    step_id: str
+    role: str
+    edge_prompt: str
+    agent: str
+    deadline_ms: int
+    started_at: str
+
+
+class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
+    thread: str
+    workflow: str
+    name: str
+    start: str
+    repo: str
+    created_at: str
+    updated_at: str
+    head: str | None = None
+    steps: int = 0
+    last_role: str | None = None
+    last_status: str | None = None
+    state: str = "active"  # active | blocked | ended | killed
+    in_flight: InFlight | None = None
+    last_failure: str | None = None
+    blocked: str | None = None
+    fork_of: str | None = None
+    failures: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("ended", "killed")
+
+
+_replace = msgspec.structs.replace
+
+
+class ThreadsProjection(StructProjection):
+    name: ClassVar[str] = "threads"
+    version: ClassVar[int] = 1
+    event_types: ClassVar[frozenset[str]] = frozenset(
+        t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
+                         ThreadBlocked, ThreadEnded)
+    )
+    state_type: ClassVar[type[msgspec.Struct]] = ThreadState
+
+    def key(self, event: Envelope) -> str:
+        return event.subject.removeprefix("thread/")
+
+    def apply(self, state: ThreadState | None, event: Envelope) -> ThreadState | None:
+        data = event.data
+        if isinstance(data, ThreadStarted):
+            return ThreadState(
+                thread=self.key(event), workflow=data.workflow, name=data.name,
+                start=data.start, repo=data.repo, created_at=event.ts, updated_at=event.ts,
+                head=data.head, steps=data.steps, fork_of=data.fork_of,
+            )
+        if state is None:  # an event before its thread began: `log verify` reports it
+            return None
+        state = _replace(state, updated_at=event.ts)
+        if isinstance(data, ThreadStepStarted):
+            flight = InFlight(data.step_id, data.role, data.edge_prompt, data.agent,
+                              data.deadline_ms, event.ts)
+            return _replace(state, in_flight=flight, state="active", blocked=None)
+        if isinstance(data, ThreadStepped):
+            return _replace(
+                state, head=data.head, steps=state.steps + 1, last_role=data.role,
+                last_status=data.status, in_flight=None, last_failure=None,
+            )
+        if isinstance(data, ThreadStepFailed):
+            current = state.in_flight
+            still = None if current is not None and current.step_id == data.step_id else current
+            return _replace(state, in_flight=still, last_failure=data.reason,
+                            failures=state.failures + 1)
+        if isinstance(data, ThreadBlocked):
+            return _replace(state, state="blocked", blocked=data.message)
+        if isinstance(data, ThreadEnded):
+            ended = "ended" if data.reason == "end" else "killed"
+            return _replace(state, state=ended, in_flight=None)
+        return state
