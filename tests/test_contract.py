@@ -68,7 +68,7 @@ def test_empty_log_has_genesis_head(segments: Segments) -> None:
     log = EventLog(segments)
     assert log.head() == EMPTY_HEAD
     assert list(log.read()) == []
-    assert log.recover() == (EMPTY_HEAD, None)
+    assert log.recover() == (EMPTY_HEAD, [])
 
 
 def test_append_chains_lines_and_numbers_batches(segments: Segments) -> None:
@@ -130,14 +130,18 @@ def test_torn_last_line_is_ignored_by_readers_and_cut_by_recovery(segments: Segm
     segments.append(name, b'{"seq":2,"id":"01J', durable=True)
     assert [decode_line(line.raw).seq for line in log.read()] == [1]
     assert log.head() == before
-    head_after, repair = log.recover()
+    head_after, repairs = log.recover()
     assert head_after == before
+    repair = repairs[0]
     assert isinstance(repair, LogRepaired)
     assert repair.dropped_bytes == len(b'{"seq":2,"id":"01J')
     assert repair.dropped_lines == 1
     assert repair.offset == before.end
     assert segments.size(name) == before.end
-    assert log.recover()[1] is None
+    # Until a writer records it, the note of the truncation survives.
+    assert log.recover() == (before, [repair])
+    segments.set_pending(None)
+    assert log.recover() == (before, [])
 
 
 def test_incomplete_batch_is_cut_by_recovery(segments: Segments) -> None:
@@ -148,8 +152,7 @@ def test_incomplete_batch_is_cut_by_recovery(segments: Segments) -> None:
     name = segments.names()[-1]
     lines = list(log.read())
     segments.truncate(name, lines[2].end)  # keep [1,3] and [2,3] of the last batch
-    repair = log.recover()[1]
-    assert repair is not None
+    _, (repair,) = log.recover()
     assert repair.dropped_lines == 2
     assert "batch cut after 2 of 3" in repair.reason
     assert log.head() == kept

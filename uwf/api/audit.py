@@ -36,14 +36,16 @@ def _matches(envelope: Envelope, type_: str | None, subject: str | None) -> bool
 
 def tail(
     store: Store,
-    count: int | None = 10,
+    count: int | None = None,
     type_: str | None = None,
     subject: str | None = None,
     since: int | None = None,
 ) -> list[bytes]:
-    """The last `count` matching lines (all after `since` when it is given)."""
-    if since is not None and count == 10:
-        count = None
+    """The last `count` matching lines; by default 10, or all after `since`."""
+    if count is None and since is None:
+        count = 10
+    if count == 0:
+        return []
     found: list[bytes] = []
     for name in reversed(store.log.segments.names()):
         batch = [line.raw for line in store.log.read_segment(name)]

@@ -13,6 +13,7 @@ _NEXT = {
     "stale": "run `uwf registry refresh` (any read also catches up)",
     "absent": "run `uwf registry rebuild` (any read also rebuilds)",
     "mismatch": "run `uwf registry rebuild`",
+    "unreadable": "run `uwf registry rebuild` (it replaces the views file)",
 }
 
 
@@ -36,9 +37,17 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         "segments": len(store.log.segments.names()),
         "durability": store.durability,
         "views": views,
-        "counts": {"workflows": views["workflows"]["rows"]},
+        "counts": {"workflows": views["workflows"]["rows"],
+                   "threads": _thread_counts(store) if readable else {}},
         "nextAction": _NEXT[status],
     }
+
+
+def _thread_counts(store: Store) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, state in store.journal.scan("threads"):
+        counts[state.state] = counts.get(state.state, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def refresh(store: Store, progress: Progress | None = None) -> dict[str, Any]:
@@ -61,10 +70,10 @@ def verify(store: Store) -> dict[str, Any]:
     differences: list[dict[str, str]] = []
     try:
         head = store.journal.refresh()
+        expected = store.journal.replay()
     except Corrupt as exc:
         return {"ok": False, "checkpoint": None, "rows": 0,
                 "differences": [{"view": "*", "key": "*", "problem": exc.line()}]}
-    expected = store.journal.replay()
     persisted = {
         (name, key): raw
         for name in store.journal.projections

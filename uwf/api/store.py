@@ -46,6 +46,20 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name} must be a number of seconds, not {raw!r}",
+                         f"fix or unset {name}") from None
+    if value < 0:
+        raise UsageError(f"{name} must not be negative", f"fix or unset {name}")
+    return value
+
+
 def durability_from_env() -> bool:
     """`UWF_DURABILITY=none` skips fsync (bulk loads, tests); default is fsync."""
     mode = os.environ.get("UWF_DURABILITY", "fsync")
@@ -83,7 +97,7 @@ class Store:
             FileSegments(path / "events", path / "lock"),
             segment_bytes=_env_int("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
             durable=durable,
-            lock_timeout=float(_env_int("UWF_LOCK_TIMEOUT", 10)),
+            lock_timeout=_env_seconds("UWF_LOCK_TIMEOUT", 10.0),
         )
         views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
         journal = Journal(log, views, all_projections(), clock=now_ms)

@@ -144,6 +144,9 @@ def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
         problems.add("graph", f"missing {START}: where the thread begins")
     for source, edges in raw.items():
         path = f"graph.{source}"
+        if not isinstance(source, str):
+            problems.add(path, f"{source!r} is not a string: quote it")
+            continue
         if source != START and source not in roles:
             problems.add(path, f"{source!r} is not a role (roles: {', '.join(sorted(roles))})")
         if not isinstance(edges, dict) or not edges:
@@ -154,6 +157,10 @@ def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
         targets: dict[str, Any] = {}
         for status, raw_target in edges.items():
             edge_path = f"{path}.{status}"
+            if not isinstance(status, str):
+                problems.add(edge_path, f"status {status!r} is not a string (YAML reads "
+                             "yes/no/on/off and numbers as other types: quote it)")
+                continue
             shorthand = isinstance(raw_target, str)
             target = {"role": raw_target, "prompt": ""} if shorthand else raw_target
             if not isinstance(target, dict):

@@ -64,6 +64,11 @@ def builtin_hash(name: str) -> str:
     return node_hash(meta_hash(), builtin_schema(name))
 
 
+@cache
+def _builtin_hashes() -> dict[str, str]:
+    return {builtin_hash(name): name for name in BUILTIN_NAMES}
+
+
 def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
     """The stored form: readable, indented JSON."""
     node = {"type": type_hash, "payload": payload, "timestamp": timestamp}
@@ -114,6 +119,8 @@ class Cas:
         check_hash(type_hash)
         if type_hash == meta_hash():
             self.ensure_meta()
+        elif type_hash in _builtin_hashes():
+            self.ensure_builtins()
         problems = self.problems(type_hash, payload)
         if problems:
             raise Rejected(
@@ -174,10 +181,8 @@ class Cas:
     def resolve_type(self, name_or_hash: str) -> str:
         """A schema hash from a hash or a schema's title (built-ins first)."""
         if name_or_hash in BUILTIN_NAMES:
-            self.ensure_builtins()
             return builtin_hash(name_or_hash)
         if name_or_hash in ("meta", "Schema"):
-            self.ensure_meta()
             return meta_hash()
         if is_hash(name_or_hash):
             return name_or_hash
@@ -189,7 +194,8 @@ class Cas:
     def schemas(self) -> list[dict[str, Any]]:
         """Every schema node in the store: hash and title."""
         meta = meta_hash()
-        found = []
+        found = [{"hash": hash_, "title": name} for hash_, name in _builtin_hashes().items()
+                 if not self.blobs.exists(hash_)]
         for hash_ in self.blobs.hashes():
             try:
                 node = self.get(hash_)
@@ -198,7 +204,7 @@ class Cas:
             if node.type == meta:
                 title = node.payload.get("title") if isinstance(node.payload, dict) else None
                 found.append({"hash": hash_, "title": title or ""})
-        return found
+        return sorted(found, key=lambda entry: entry["hash"])
 
     # -- validation and verification --------------------------------------
 
@@ -216,21 +222,28 @@ class Cas:
         if validator is None:
             import jsonschema_rs
 
-            try:
-                schema_node = self.get(type_hash)
-            except NotFound:
-                raise NotFound(
-                    f"type {type_hash} is not in the store", "put its schema first"
-                ) from None
-            if schema_node.type != meta_hash():
-                raise Rejected(f"type {type_hash} is not a schema node", "give a schema's hash")
             validator = jsonschema_rs.validator_for(
-                schema_node.payload,
+                self.schema(type_hash),
                 formats={"cas-ref": is_hash},
                 validate_formats=True,
             )
             self._validators[type_hash] = validator
         return validator
+
+    def schema(self, type_hash: str) -> Any:
+        """The JSON Schema of a type: a built-in one, or a schema node's payload."""
+        builtin = _builtin_hashes().get(type_hash)
+        if builtin is not None:
+            return builtin_schema(builtin)
+        try:
+            schema_node = self.get(type_hash)
+        except NotFound:
+            raise NotFound(
+                f"type {type_hash} is not in the store", "put its schema first"
+            ) from None
+        if schema_node.type != meta_hash():
+            raise Rejected(f"type {type_hash} is not a schema node", "give a schema's hash")
+        return schema_node.payload
 
     def verify(self, hash_: str) -> list[str]:
         """Recompute the hash and re-validate the payload; the problems found."""
@@ -257,8 +270,7 @@ class Cas:
         """(path, hash) of every cas-ref in a node's payload, by its schema."""
         if node.type == node.hash or node.type == meta_hash():
             return
-        schema = self.get(node.type).payload
-        yield from _refs(schema, node.payload, "")
+        yield from _refs(self.schema(node.type), node.payload, "")
 
     def walk(self, hash_: str, depth: int | None = None) -> list[WalkEntry]:
         """The node and everything it references, depth first, each node once."""

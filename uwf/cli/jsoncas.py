@@ -31,7 +31,9 @@ def _read_json(source: str) -> Any:
             with open(source, encoding="utf-8") as handle:
                 text = handle.read()
     except FileNotFoundError:
-        raise UsageError(f"no such file: {source}", "check the path") from None
+        from uwf.engine.errors import NotFound
+
+        raise NotFound(f"no such file: {source}", "check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 JSON file") from None
     try:
@@ -69,7 +71,15 @@ def _hash(args: argparse.Namespace) -> Any:
         return self_hash(value)
     if args.type is None:
         raise UsageError("hash needs --type HASH|NAME or --self", "see `json-cas hash --help`")
-    return node_hash(_cas(args).resolve_type(args.type), value)
+    cas = _cas(args)
+    type_hash = cas.resolve_type(args.type)
+    problems = cas.problems(type_hash, value)
+    if problems:
+        from uwf.engine.errors import Rejected
+
+        raise Rejected(f"payload does not match type {type_hash}: {'; '.join(problems)}",
+                       "fix the payload or choose another --type")
+    return node_hash(type_hash, value)
 
 
 def _verify(args: argparse.Namespace) -> Any:
@@ -89,9 +99,7 @@ def _walk(args: argparse.Namespace) -> Any:
 
 
 def _schema_list(args: argparse.Namespace) -> Any:
-    cas = _cas(args)
-    cas.ensure_builtins()
-    return cas.schemas()
+    return _cas(args).schemas()
 
 
 def _gc(args: argparse.Namespace) -> Any:

@@ -94,6 +94,10 @@ def _registry_verify(args: argparse.Namespace) -> Any:
     return registry.verify(_store(args))
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _registry_panel(payload: dict[str, Any]) -> str:
     lines = [
         f"store       {payload['store']}",
@@ -101,8 +105,11 @@ def _registry_panel(payload: dict[str, Any]) -> str:
         f"log {payload['logSeq']})",
         f"durability  {payload['durability']}",
     ]
-    lines += [f"view {name:<8} {info['status']}, {info['rows']} rows"
+    lines += [f"{'view ' + name:<11} {info['status']}, {_plural(info['rows'], 'row')}"
               for name, info in payload["views"].items()]
+    threads = payload["counts"].get("threads")
+    if threads:
+        lines.append("threads     " + ", ".join(f"{n} {state}" for state, n in threads.items()))
     lines.append(f"next        {payload['nextAction']}")
     return "\n".join(lines)
 
@@ -148,8 +155,8 @@ def _log_verify(args: argparse.Namespace) -> Any:
 
 
 def _verify_panel(payload: dict[str, Any]) -> str:
-    head = (f"{'ok' if payload['ok'] else 'FAILED'}: {payload['events']} events in "
-            f"{payload['segments']} segments")
+    head = (f"{'ok' if payload['ok'] else 'FAILED'}: {_plural(payload['events'], 'event')} in "
+            f"{_plural(payload['segments'], 'segment')}")
     if not payload["problems"]:
         return head
     return head + "\n" + table(payload["problems"])
@@ -200,7 +207,7 @@ COMMANDS = Group(
         Command(("log", "tail"), "Print the last events of the log, optionally filtered.",
                 "uwf log tail -n 20 --type workflow.registered", _log_tail,
                 (arg("-n", help="how many events (default 10; all after --since)",
-                     type=_positive, default=10),
+                     type=_positive),
                  arg("--type", help="event type, or a prefix such as `thread.`"),
                  arg("--subject", help="subject, or a prefix such as `workflow/`"),
                  arg("--since", help="only events after this seq", type=_positive),

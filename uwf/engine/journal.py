@@ -119,12 +119,14 @@ class Journal:
         if progress is not None:
             lines = self._with_progress(lines, progress)
         head = self._fold(states, lines, EMPTY_HEAD, None)
-        self.views.drop()
-        self.views.replace(
-            ((view, key, raw) for (view, key), raw in self._encode(states).items()
-             if raw is not None),
-            head,
-        )
+        rows = [(view, key, raw) for (view, key), raw in self._encode(states).items()
+                if raw is not None]
+        try:
+            # In place, in one transaction: other processes' open connections stay valid.
+            self.views.replace(rows, head)
+        except Corrupt:
+            self.views.drop()  # the file itself is damaged: start a new one
+            self.views.replace(rows, head)
         return head
 
     def replay(self) -> dict[Key, bytes]:
@@ -134,11 +136,16 @@ class Journal:
         return {key: raw for key, raw in self._encode(states).items() if raw is not None}
 
     def freshness(self) -> Freshness:
-        """valid | stale (K behind) | absent | mismatch, without changing anything."""
+        """valid | stale (K behind) | absent | mismatch | unreadable, changing nothing."""
         head = self.log.head()
-        checkpoint = self.views.checkpoint()
+        try:
+            checkpoint = self.views.checkpoint()
+        except Corrupt:
+            return Freshness("unreadable", 0, head.seq, head.seq)
         if checkpoint is None:
-            return Freshness("absent", 0, head.seq, head.seq)
+            # Nothing logged and nothing folded: the (empty) views are exactly current.
+            status = "valid" if head.seq == 0 else "absent"
+            return Freshness(status, 0, head.seq, head.seq)
         try:
             self._check_match(checkpoint)
         except Corrupt:
@@ -153,27 +160,32 @@ class Journal:
     def write(self, decide: Callable[[Journal], Sequence[NewEvent]]) -> list[Envelope]:
         """Run one command under the write protocol; return the events it appended."""
         with self.log.lock():
-            head, repair = self.log.recover()
             checkpoint = self.views.checkpoint()
+            if checkpoint is not None:
+                # Views fold only acknowledged lines; if the log lost one of them, the
+                # tail is evidence, not a torn write: refuse before recovery cuts it.
+                self._check_match(checkpoint)
+            head, repairs = self.log.recover()
             if checkpoint is not None and (checkpoint.seq, checkpoint.digest) == (
                 head.seq, head.digest
             ):
                 head = checkpoint  # views current: the last line itself vouches for them
             else:
                 head = self.refresh()
-            if repair is not None:
-                head, _ = self._append(head, [NewEvent("store", repair)])
+            if repairs:
+                head, _ = self._append(head, [NewEvent("store", item) for item in repairs])
+            self.log.segments.set_pending(None)
             events = list(decide(self))
             if not events:
                 return []
-            if head.seq == 0:
-                events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
             _, written = self._append(head, events)
             return written
 
     def _append(self, head: Head, events: Sequence[NewEvent]) -> tuple[Head, list[Envelope]]:
         from ulid import ULID  # imported here: only writers pay for it
 
+        if head.seq == 0:  # a store's first line says which format wrote it
+            events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         ms = self.clock()
         ids = [str(ULID.from_timestamp(ms)) for _ in events]
         written = self.log.append(head, events, format_ts(ms), ids)

@@ -60,6 +60,15 @@ class _TailInfo(msgspec.Struct):
 
 
 _tail_decoder = msgspec.json.Decoder(_TailInfo)
+_repair_decoder = msgspec.json.Decoder(LogRepaired)
+
+
+class _LastRepair(msgspec.Struct):
+    type: str
+    data: LogRepaired
+
+
+_last_repair_decoder = msgspec.json.Decoder(_LastRepair)
 
 
 def _tail_info(raw: bytes, where: str) -> _TailInfo:
@@ -130,36 +139,59 @@ class EventLog:
 
     # -- writing (under the lock) -----------------------------------------
 
-    def recover(self) -> tuple[Head, LogRepaired | None]:
-        """Truncate an unacknowledged tail; the head after it, and what was dropped."""
+    def recover(self) -> tuple[Head, list[LogRepaired]]:
+        """Truncate an unacknowledged tail; the head after it, and what was dropped.
+
+        The note of a truncation is saved before the bytes go, so a writer killed
+        between truncating and recording leaves the record to the next writer.
+        """
+        repairs = []
+        note = self.segments.pending()
+        if note is not None:
+            earlier = _repair_decoder.decode(note)
+            if not self._tail_records(earlier):
+                repairs.append(earlier)
+        repair = self._cut_tail()
+        if repair is not None:
+            repairs.append(repair)
+        return self.head(), repairs
+
+    def _tail_records(self, repair: LogRepaired) -> bool:
+        """Whether the log's last line already is this `log.repaired`."""
         names = self.segments.names()
         if not names:
-            return EMPTY_HEAD, None
+            return False
+        name = names[-1]
+        last = self._last_lines(name, self._complete_end(name, self.segments.size(name)), 1)
+        if not last:
+            return False
+        raw = self.segments.read(name, last[0][0], last[0][1] - 1)
+        try:
+            last_event = _last_repair_decoder.decode(raw)
+        except msgspec.DecodeError:
+            return False
+        return last_event.type == LogRepaired.type and last_event.data == repair
+
+    def _cut_tail(self) -> LogRepaired | None:
+        names = self.segments.names()
+        if not names:
+            return None
         name = names[-1]
         size = self.segments.size(name)
         cut = self._complete_end(name, size)
         reasons = ["torn last line"] if cut < size else []
         last = self._last_lines(name, cut, 1)
-        head = EMPTY_HEAD
         if last:
             start, end = last[0]
-            raw = self.segments.read(name, start, end - 1)
-            info = _tail_info(raw, name)
+            info = _tail_info(self.segments.read(name, start, end - 1), name)
             k, n = info.batch
             if k < n:
-                batch_lines = self._last_lines(name, cut, k)
-                cut = batch_lines[0][0]
+                cut = self._last_lines(name, cut, k)[0][0]
                 reasons.append(f"batch cut after {k} of {n} lines")
-            else:
-                head = Head(info.seq, digest(raw), name, start, end)
         if cut == size:
-            return (head if last else self.head()), None
+            return None
         dropped = self.segments.read(name, cut, size)
-        if cut == 0:
-            self.segments.remove(name)
-        else:
-            self.segments.truncate(name, cut)
-        return self.head(), LogRepaired(
+        repair = LogRepaired(
             segment=name,
             offset=cut,
             dropped_bytes=len(dropped),
@@ -167,6 +199,12 @@ class EventLog:
             digest=hashlib.sha256(dropped).hexdigest()[:32],
             reason="; ".join(reasons),
         )
+        self.segments.set_pending(msgspec.json.encode(repair))
+        if cut == 0:
+            self.segments.remove(name)
+        else:
+            self.segments.truncate(name, cut)
+        return repair
 
     def append(
         self, head: Head, events: Sequence[NewEvent], ts: str, ids: Sequence[str]

@@ -18,6 +18,8 @@ from typing import Protocol
 from uwf.engine.errors import StoreBusy
 
 SEGMENT_SUFFIX = ".jsonl"
+# Written before a torn tail is truncated, removed once `log.repaired` is in the log.
+PENDING_NOTE = "repair.pending"
 
 
 def segment_name(first_seq: int) -> str:
@@ -55,6 +57,14 @@ class Segments(Protocol):
         """The exclusive writers' lock, waiting at most `timeout` seconds."""
         ...
 
+    def pending(self) -> bytes | None:
+        """The note of a truncation whose `log.repaired` may not be written yet."""
+        ...
+
+    def set_pending(self, note: bytes | None) -> None:
+        """Durably save (or, with None, clear) that note."""
+        ...
+
 
 class FileSegments:
     """Segments as files `events/<first-seq>.jsonl`, the lock as `<store>/lock`.
@@ -73,6 +83,28 @@ class FileSegments:
 
     def _path(self, name: str) -> str:
         return f"{self._dir}/{name}"
+
+    def pending(self) -> bytes | None:
+        try:
+            with open(self._path(PENDING_NOTE), "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def set_pending(self, note: bytes | None) -> None:
+        path = self._path(PENDING_NOTE)
+        if note is None:
+            if os.path.exists(path):
+                os.unlink(path)
+                _fsync_dir(self._dir)
+            return
+        temp = path + ".tmp"
+        with open(temp, "wb") as handle:
+            handle.write(note)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        _fsync_dir(self._dir)
 
     def names(self) -> list[str]:
         try:
@@ -188,6 +220,13 @@ class MemorySegments:
     def __init__(self) -> None:
         self._segments: dict[str, bytearray] = {}
         self._lock = threading.Lock()
+        self._pending: bytes | None = None
+
+    def pending(self) -> bytes | None:
+        return self._pending
+
+    def set_pending(self, note: bytes | None) -> None:
+        self._pending = note
 
     def names(self) -> list[str]:
         return sorted(self._segments)
