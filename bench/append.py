@@ -1,0 +1,240 @@
+"""Durable single-command appends per second, beside raw write+fsync of the same lines.
+
+    python bench/append.py [--quick] [--n N] [--block B] [--budget S] [--dir DIR]
+                           [--wait-quiet S] [--profile]
+
+uwf: `store.journal.write(decide)` in-process with UWF_DURABILITY=fsync, one
+`workflow.registered` per command, `decide` reading the workflows view as
+`uwf workflow put` does. Every step of the write protocol runs: lock, recover,
+catch-up, decide, one write + fsync, view commit, unlock.
+Baseline: `os.write` + `os.fsync` of lines of the same length on an O_APPEND
+descriptor kept open, in a file in the same directory.
+Short blocks (100 appends) alternate uwf, raw, uwf with UWF_DURABILITY=none
+(uwf's own cost without the disk) and raw + one SQLite WAL upsert per append
+(the floor for a log + SQLite-views design), rotating the order, so all see the same disk
+and CPU weather on a shared machine; figures are medians of the per-block rates
+and the ratio is the median of per-block uwf/raw ratios.
+Target (issue): uwf >= 0.7 x raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from common import (
+    EXAMPLE,
+    add_common_args,
+    begin,
+    data_dir,
+    fmt_rate,
+    interleave,
+    load,
+    median,
+    print_header,
+    profile,
+    ratios,
+    section,
+    spread,
+    verdict,
+)
+
+from uwf.api.store import Store
+from uwf.api.workflows import compile_workflow, load_yaml
+from uwf.cas.store import builtin_hash
+from uwf.engine.events import NewEvent, WorkflowRegistered
+from uwf.engine.journal import Journal
+
+TARGET = 0.7
+NAMES = 1000
+
+
+def _store(root: Path, durability: str) -> Store:
+    os.environ["UWF_DURABILITY"] = durability
+    store = Store.open(root)
+    if store.durability != durability:
+        sys.exit(f"bench: store opened with durability {store.durability}, wanted {durability}")
+    return store
+
+
+def _workflow_hashes(store: Store) -> list[str]:
+    """Two real Workflow nodes to point at, so the events are ones uwf would write."""
+    store.cas.ensure_builtins()
+    payload, schemas = compile_workflow(store, load_yaml(EXAMPLE))
+    for schema in schemas:
+        store.cas.put_schema(schema)
+    return [
+        store.cas.put(builtin_hash("Workflow"), dict(payload, description=f"version {v}"))
+        for v in range(2)
+    ]
+
+
+def make_writer(store: Store) -> Callable[[int], None]:
+    """One call = one uwf command appending one event (as `workflow put` decides it)."""
+    hashes = _workflow_hashes(store)
+    journal = store.journal
+
+    def write(counter: int) -> None:
+        name = f"wf-{counter % NAMES:04d}"
+        target = hashes[(counter // NAMES) % 2]
+
+        def decide(view: Journal) -> list[NewEvent]:
+            current = view.get("workflows", name)
+            if current is not None and current.hash == target:
+                return []
+            previous = None if current is None else current.hash
+            return [NewEvent(f"workflow/{name}", WorkflowRegistered(name, target, previous))]
+
+        if not journal.write(decide):
+            sys.exit("bench: a write appended nothing")
+
+    return write
+
+
+def last_line_length(root: Path) -> int:
+    segments = sorted((root / "events").glob("*.jsonl"))
+    data = segments[-1].read_bytes()
+    return len(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+
+
+def uwf_round(write: Callable[[int], None], start: int, n: int) -> float:
+    begin = time.perf_counter()
+    for counter in range(start, start + n):
+        write(counter)
+    return n / (time.perf_counter() - begin)
+
+
+def raw_round(fd: int, line: bytes, n: int) -> float:
+    begin = time.perf_counter()
+    for _ in range(n):
+        os.write(fd, line)
+        os.fsync(fd)
+    return n / (time.perf_counter() - begin)
+
+
+def sqlite_floor(path: Path) -> Callable[[int, bytes, int], float]:
+    """Raw append+fsync plus one SQLite WAL upsert per append: the design's floor.
+
+    The views live in SQLite (WAL, synchronous=NORMAL), so a command cannot cost
+    less than a log append, its fsync and one small transaction.
+    """
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE IF NOT EXISTS state (view TEXT NOT NULL, key TEXT NOT NULL, "
+               "value BLOB NOT NULL, PRIMARY KEY (view, key)) WITHOUT ROWID")
+    value = b"v" * 160
+
+    def block(fd: int, line: bytes, n: int) -> float:
+        begin = time.perf_counter()
+        for counter in range(n):
+            os.write(fd, line)
+            os.fsync(fd)
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)",
+                       ("workflows", f"wf-{counter % NAMES:04d}", value))
+            db.execute("COMMIT")
+        return n / (time.perf_counter() - begin)
+
+    return block
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--n", type=int, default=10_000,
+                        help="appends per side (default 10,000)")
+    parser.add_argument("--block", type=int, default=100,
+                        help="appends per alternating block (default 100)")
+    parser.add_argument("--quick", action="store_true", help="2,000 appends per side")
+    parser.add_argument("--budget", type=float, default=120.0, metavar="S",
+                        help="stop adding blocks after S seconds (default 120; 0: no limit)")
+    add_common_args(parser)
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile 1,000 durable uwf appends with cProfile")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n = 2000
+    blocks = max(1, args.n // args.block)
+
+    base = data_dir(args.dir)
+    work = base / "append"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print_header("append: durable single-command appends", work)
+    print(f"{blocks} blocks x {args.block} appends per side, rotating: uwf / raw / "
+          "uwf without fsync / raw + SQLite upsert")
+
+    durable = _store(work / "store", "fsync")
+    write = make_writer(durable)
+    loose = _store(work / "store-nofsync", "none")
+    write_loose = make_writer(loose)
+    warm = 200
+    uwf_round(write, 0, warm)  # the first write also appends store.created
+    uwf_round(write_loose, 0, warm)
+    length = last_line_length(work / "store")
+    line = b"x" * length + b"\n"
+    print(f"uwf line: {length + 1} bytes with its newline; raw lines are the same size")
+
+    fd = os.open(work / "raw.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    raw_round(fd, line, warm)
+    floor_fd = os.open(work / "raw-sqlite.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    floor = sqlite_floor(work / "raw-sqlite.sqlite3")
+    floor(floor_fd, line, warm)
+    counters = {"uwf": warm, "loose": warm}
+    begin(args.wait_quiet)
+
+    def uwf_block() -> float:
+        counters["uwf"] += args.block
+        return uwf_round(write, counters["uwf"] - args.block, args.block)
+
+    def loose_block() -> float:
+        counters["loose"] += args.block
+        return uwf_round(write_loose, counters["loose"] - args.block, args.block)
+
+    rates = interleave({"uwf": uwf_block, "raw": lambda: raw_round(fd, line, args.block),
+                        "loose": loose_block,
+                        "floor": lambda: floor(floor_fd, line, args.block)},
+                       blocks, args.budget)
+    os.close(fd)
+    os.close(floor_fd)
+
+    uwf_rate = median(rates["uwf"])
+    raw_rate = median(rates["raw"])
+    loose_rate = median(rates["loose"])
+    per_block = ratios(rates["uwf"], rates["raw"])
+    ratio = median(per_block)
+    done = len(per_block)
+    section(f"result (medians over {done} blocks of {args.block}; end: {load()})")
+    print(f"uwf journal.write, fsync      {fmt_rate(uwf_rate):>12}  "
+          f"({1e6 / uwf_rate:.0f} us/command)")
+    print(f"raw os.write+os.fsync         {fmt_rate(raw_rate):>12}  "
+          f"({1e6 / raw_rate:.0f} us/append)")
+    print(f"uwf journal.write, no fsync   {fmt_rate(loose_rate):>12}  "
+          f"({1e6 / loose_rate:.0f} us/command: uwf's own cost, without the disk)")
+    floor_rate = median(rates["floor"])
+    print(f"raw + 1 SQLite WAL upsert     {fmt_rate(floor_rate):>12}  "
+          f"({1e6 / floor_rate:.0f} us/append: the floor for log + SQLite views; "
+          f"{spread(ratios(rates['floor'], rates['raw']))} x raw)")
+    print(f"ratio uwf/raw, per block      {spread(per_block)}")
+    print(f"ratio of the median rates     {uwf_rate / raw_rate:.2f}")
+    print(f"target uwf >= {TARGET} x raw: {verdict(ratio >= TARGET)}")
+    own = 1e6 / loose_rate
+    disk = 1e6 / raw_rate
+    print(f"  (the ratio is about disk / (disk + uwf's cost): with raw appends at {disk:.0f} us, "
+          f"0.7 needs uwf's own cost <= {disk * (1 / TARGET - 1):.0f} us; it is {own:.0f} us)")
+
+    if args.profile:
+        section("profile: 1,000 durable uwf appends")
+        profile(lambda: uwf_round(write, counters["uwf"], 1000))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

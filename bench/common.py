@@ -1,0 +1,420 @@
+"""Shared helpers for the benchmarks: where data lives, timing, RSS, the log generator.
+
+Benchmarks are plain scripts (`python bench/<name>.py`), never timed assertions
+in tests. Each one prints its figures beside a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "solve-issue.yaml"
+BIN = Path(sys.executable).parent
+GENERATOR_VERSION = 1
+BASE_MS = 1_790_000_000_000  # 2026-09-21: the generated log's first timestamp
+
+
+# -- figures ------------------------------------------------------------------
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def fmt_rate(per_second: float) -> str:
+    return f"{per_second:,.0f}/s"
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def fmt_mib(kib: int) -> str:
+    return f"{kib / 1024:.0f} MiB"
+
+
+def verdict(met: bool) -> str:
+    return "MET" if met else "NOT MET"
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}")
+
+
+# -- where the data lives -------------------------------------------------------
+
+def mount_of(path: Path) -> tuple[str, str, str]:
+    """(device, mount point, filesystem type) of the mount holding `path`."""
+    path = path.resolve()
+    best = ("?", "/", "?")
+    with open("/proc/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            device, point, fstype = parts[0], parts[1].replace("\\040", " "), parts[2]
+            if (path == Path(point) or Path(point) in path.parents) and len(point) >= len(
+                best[1]
+            ):
+                best = (device, point, fstype)
+    return best
+
+
+def describe_fs(path: Path) -> str:
+    device, point, fstype = mount_of(path)
+    return f"{fstype} on {device} (mounted at {point})"
+
+
+def data_dir(explicit: str | None) -> Path:
+    """Where benchmark stores go: --dir > $UWF_BENCH_DIR > bench/out (git-ignored).
+
+    It must be a real disk, like the one /work is on: tmpfs would make fsync free
+    and every durable figure meaningless, so it is refused.
+    """
+    chosen = Path(explicit or os.environ.get("UWF_BENCH_DIR") or REPO / "bench" / "out")
+    chosen.mkdir(parents=True, exist_ok=True)
+    chosen = chosen.resolve()
+    _, _, fstype = mount_of(chosen)
+    if fstype in ("tmpfs", "ramfs"):
+        sys.exit(f"bench: {chosen} is on {fstype}; give --dir on a real disk")
+    work_dev = os.stat(REPO).st_dev
+    if os.stat(chosen).st_dev != work_dev:
+        print(f"note: {chosen} is not on the same filesystem as {REPO}", file=sys.stderr)
+    return chosen
+
+
+def machine() -> dict[str, str]:
+    model = "?"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": model,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "kernel": platform.release(),
+    }
+
+
+def code_version() -> str:
+    """Which uwf is measured: the work tree (commit, dirty or not) or a snapshot.
+
+    To measure one commit while others edit the tree, export it and put it
+    first on PYTHONPATH (children inherit it):
+    `git archive HEAD uwf | tar -x -C SNAP && git rev-parse HEAD > SNAP/COMMIT`.
+    """
+    import uwf
+
+    package = Path(uwf.__file__).resolve().parent
+    if package != REPO / "uwf":
+        marker = package.parent / "COMMIT"
+        commit = marker.read_text("utf-8").strip() if marker.exists() else "unknown commit"
+        return f"uwf from {package} (snapshot of {commit})"
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "uwf"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"uwf from {package}"
+    return f"uwf from {package}, commit {head}" + (
+        " + uncommitted changes in uwf/" if dirty else "")
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all CPUs, from /proc/stat."""
+    with open("/proc/stat", encoding="utf-8") as handle:
+        fields = [int(value) for value in handle.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def cpu_busy(seconds: float = 1.0) -> float:
+    """Fraction of all CPUs busy over the next `seconds` (this process sleeps)."""
+    busy0, total0 = _cpu_times()
+    time.sleep(seconds)
+    busy1, total1 = _cpu_times()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def load() -> str:
+    """Load averages and CPU use right now: others' work on a shared box shows here."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}, CPUs {cpu_busy(0.5):.0%} busy"
+
+
+def wait_quiet(limit: float, busy: float = 0.15, steady: int = 3) -> None:
+    """Wait up to `limit` seconds for `steady` seconds in a row with CPUs < `busy` used.
+
+    Other people's test runs on a 2-core machine move every figure; starting in
+    a quiet moment helps, and the header says whether one was found.
+    """
+    if limit <= 0:
+        return
+    deadline = time.monotonic() + limit
+    quiet = 0
+    while time.monotonic() < deadline:
+        quiet = quiet + 1 if cpu_busy(1.0) < busy else 0
+        if quiet >= steady:
+            print(f"quiet: CPUs under {busy:.0%} busy for {steady} s")
+            return
+    print(f"quiet: not found within {limit:g} s; measuring anyway")
+
+
+def interleave(
+    sides: dict[str, Callable[[], float]], blocks: int, budget: float = 0.0, least: int = 10
+) -> dict[str, list[float]]:
+    """Run each side's block (returning a rate) `blocks` times, rotating the order.
+
+    Short alternating blocks see the same disk and CPU weather, so per-block
+    ratios stay meaningful on a shared, noisy machine where long rounds do not.
+    With a `budget` (seconds), stop early once it is spent and `least` blocks ran:
+    a slow disk then costs fewer blocks, not a longer run.
+    """
+    results: dict[str, list[float]] = {name: [] for name in sides}
+    order = list(sides)
+    start = time.monotonic()
+    for index in range(blocks):
+        if budget > 0 and index >= least and time.monotonic() - start > budget:
+            print(f"  (budget of {budget:g} s spent: stopped after {index} of {blocks} blocks)")
+            break
+        shift = index % len(order)
+        for name in order[shift:] + order[:shift]:
+            results[name].append(sides[name]())
+    return results
+
+
+def ratios(top: Sequence[float], bottom: Sequence[float]) -> list[float]:
+    return [a / b for a, b in zip(top, bottom, strict=True)]
+
+
+def spread(values: Sequence[float]) -> str:
+    """Median with the quartiles, for per-block figures."""
+    if len(values) < 4:
+        return f"{median(values):.2f}"
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return f"{median(values):.2f} (quartiles {q1:.2f}-{q3:.2f})"
+
+
+def add_common_args(parser: Any) -> None:
+    parser.add_argument("--dir", help="data directory (default bench/out, or $UWF_BENCH_DIR)")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                        help="first wait up to S seconds for idle CPUs (default 0: don't)")
+
+
+def begin(quiet: float) -> None:
+    """Right before timing: wait for a quiet moment if asked, then say how busy it is."""
+    wait_quiet(quiet)
+    print(f"start: {load()}")
+
+
+def print_header(title: str, where: Path) -> None:
+    info = machine()
+    print(f"# {title}")
+    print(f"machine: nproc={info['nproc']}  cpu={info['cpu']}  {info['python']}  "
+          f"linux {info['kernel']}")
+    print(f"code: {code_version()}")
+    print(f"data dir: {where}  [{describe_fs(where)}]")
+
+
+# -- running processes -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunResult:
+    code: int
+    wall: float  # seconds
+    cpu: float  # the child's user + system seconds
+    maxrss_kib: int  # peak resident set of the child, KiB
+    out: bytes
+    err: bytes
+
+
+def run_measured(argv: Sequence[str], env: dict[str, str] | None = None) -> RunResult:
+    """Run a child to completion: wall time and its own peak RSS (wait4 rusage).
+
+    Output goes to unlinked temp files, not pipes, so no reader thread runs
+    while the child is timed.
+    """
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        cpu = usage.ru_utime + usage.ru_stime
+        return RunResult(proc.returncode, wall, cpu, int(usage.ru_maxrss), out.read(), err.read())
+
+
+def uwf_exe() -> str:
+    return shutil.which("uwf", path=str(BIN)) or "uwf"
+
+
+def check(result: RunResult, what: str) -> None:
+    if result.code != 0:
+        sys.exit(f"bench: {what} failed with exit {result.code}:\n"
+                 f"{result.err.decode(errors='replace')}")
+
+
+def env_with(**changes: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(changes)
+    return env
+
+
+def profile(call: Callable[[], object], top: int = 20) -> None:
+    """Run `call` under cProfile and print where the time goes."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    call()
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+# -- a realistic log, generated fast ------------------------------------------------
+
+@dataclass(frozen=True)
+class GeneratedLog:
+    root: Path
+    events: int
+    names: int
+    seconds: float
+    reused: bool
+
+
+def workflow_name(index: int) -> str:
+    return f"wf-{index:04d}"
+
+
+def _workflow_payloads(store: Any, names: int) -> dict[str, tuple[str, str]]:
+    """Two versions of a real Workflow node per name; name -> (hash v0, hash v1)."""
+    from uwf.api.workflows import compile_workflow, load_yaml
+    from uwf.cas.store import builtin_hash
+
+    store.cas.ensure_builtins()
+    document = load_yaml(EXAMPLE)
+    payload, schemas = compile_workflow(store, document)
+    for schema in schemas:
+        store.cas.put_schema(schema)
+    workflow_type = builtin_hash("Workflow")
+    hashes: dict[str, tuple[str, str]] = {}
+    for index in range(names):
+        name = workflow_name(index)
+        versions = []
+        for version in range(2):
+            node = dict(payload, name=name, description=f"{name}, version {version}")
+            versions.append(store.cas.put(workflow_type, node))
+        hashes[name] = (versions[0], versions[1])
+    return hashes
+
+
+def _commands(events: int, names: int) -> Iterator[list[tuple[str, int]]]:
+    """The generated history as commands: lists of (name, version) registered together.
+
+    Most commands register one workflow; every 50th registers three at once (a
+    batch of three lines), so replay sees multi-line batches too. Each name
+    flips between its two versions, so `previous` is always set after the first.
+    """
+    produced = 1  # store.created
+    command = 0
+    cursor = 0
+    while produced < events:
+        size = 3 if command % 50 == 49 else 1
+        size = min(size, events - produced)
+        batch = []
+        for _ in range(size):
+            batch.append((workflow_name(cursor % names), (cursor // names) % 2))
+            cursor += 1
+        produced += size
+        command += 1
+        yield batch
+
+
+def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False) -> GeneratedLog:
+    """A store of `events` real events, written through uwf's own EventLog.append.
+
+    The first command carries `store.created` (as `Journal.write` does for a new
+    store), then `workflow.registered` over `names` names, each pointing at a
+    real Workflow node in the CAS. No fsync (durability none): this is a bulk
+    load. Views are not built here. A store made with the same parameters is
+    reused unless `fresh`.
+    """
+    marker = root.parent / f"{root.name}.json"
+    wanted = {"events": events, "names": names, "generator": GENERATOR_VERSION}
+    if not fresh and marker.exists() and (root / "events").exists():
+        try:
+            if json.loads(marker.read_text("utf-8")) == wanted:
+                return GeneratedLog(root, events, names, 0.0, True)
+        except ValueError:
+            pass
+    marker.unlink(missing_ok=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+    from ulid import ULID
+
+    from uwf.api.store import Store
+    from uwf.cas.backends import FileBlobs
+    from uwf.cas.store import Cas
+    from uwf.engine.clock import format_ts
+    from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, WorkflowRegistered, digest
+    from uwf.engine.log import EMPTY_HEAD, EventLog, Head
+    from uwf.engine.segments import FileSegments
+
+    start = time.perf_counter()
+    store = Store.open(root)  # opening creates nothing; the CAS below skips fsync
+    store.cas = Cas(FileBlobs(root / "cas", durable=False))
+    hashes = _workflow_payloads(store, names)
+    store.close()
+
+    segments = FileSegments(root / "events", root / "lock")
+    log = EventLog(segments, durable=False)
+    head = EMPTY_HEAD
+    current: dict[str, str] = {}
+    ms = BASE_MS
+    for number, batch in enumerate(_commands(events, names)):
+        new: list[NewEvent] = []
+        if number == 0:
+            new.append(NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
+        for name, version in batch:
+            target = hashes[name][version]
+            new.append(NewEvent(f"workflow/{name}",
+                                WorkflowRegistered(name, target, current.get(name))))
+            current[name] = target
+        ms += 7
+        ids = [str(ULID.from_timestamp(ms)) for _ in new]
+        written = log.append(head, new, format_ts(ms), ids)
+        envelope, line = written[-1]
+        head = Head(envelope.seq, digest(line.raw), line.segment, line.start, line.end)
+    segments.close()
+    if head.seq != events:
+        sys.exit(f"bench: generator wrote {head.seq} events, wanted {events}")
+    marker.write_text(json.dumps(wanted), "utf-8")
+    return GeneratedLog(root, events, names, time.perf_counter() - start, False)
+
+
+def log_bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in (root / "events").glob("*.jsonl"))

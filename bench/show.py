@@ -1,0 +1,123 @@
+"""`uwf workflow show NAME` on a ~10-event store vs a 1,000,000-event store.
+
+    python bench/show.py [--quick | --events N] [--runs R] [--dir DIR] [--fresh] [--wait-quiet S]
+
+Each figure is the median wall time of R real child processes (R >= 15):
+`uwf --store SMALL workflow show wf-0002`, `uwf --store BIG workflow show wf-0042`,
+and `python -c pass` with the same interpreter, interleaved so that all three
+see the same machine. Both stores' views are brought up to date (`uwf registry
+refresh`) before timing, and checked valid with `uwf registry show`.
+The 1M log is the one bench/rebuild.py generates (reused when present).
+Targets (issue): show(1M) / show(10) <= 1.25, and show <= 6 x `python -c pass`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common import (
+    add_common_args,
+    begin,
+    check,
+    data_dir,
+    fmt_ms,
+    generate_log,
+    load,
+    median,
+    print_header,
+    run_measured,
+    section,
+    uwf_exe,
+    verdict,
+)
+
+TARGET_RATIO = 1.25
+TARGET_VS_PYTHON = 6.0
+SMALL_EVENTS = 10
+
+
+def make_current(root: Path) -> int:
+    """Bring the views up to date (untimed) and check they say so; return the log seq."""
+    check(run_measured([uwf_exe(), "--store", str(root), "registry", "refresh"]),
+          "uwf registry refresh")
+    shown = run_measured([uwf_exe(), "--store", str(root), "registry", "show"])
+    check(shown, "uwf registry show")
+    status = json.loads(shown.out)
+    if status["status"] != "valid":
+        sys.exit(f"bench: views of {root} are {status['status']} after refresh")
+    return int(status["logSeq"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="events in the big store (default 1M)")
+    parser.add_argument("--runs", type=int, help="runs of each (default 21; 15 with --quick; "
+                        "at least 15)")
+    parser.add_argument("--quick", action="store_true", help="200,000-event big store")
+    add_common_args(parser)
+    parser.add_argument("--fresh", action="store_true", help="regenerate the logs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.events = 200_000
+    args.runs = max(args.runs or (15 if args.quick else 21), 15)
+
+    base = data_dir(args.dir)
+    print_header("show: `uwf workflow show NAME` against log size", base)
+    small = generate_log(base / f"log-{SMALL_EVENTS}", SMALL_EVENTS, names=5, fresh=args.fresh)
+    big = generate_log(base / f"log-{args.events}", args.events, fresh=args.fresh)
+    small_seq = make_current(small.root)
+    big_seq = make_current(big.root)
+    print(f"small store: {small.root} ({small_seq} events, views valid)")
+    print(f"big store:   {big.root} ({big_seq:,} events, views valid)")
+
+    exe = uwf_exe()
+    commands = {
+        "small": [exe, "--store", str(small.root), "workflow", "show", "wf-0002"],
+        "big": [exe, "--store", str(big.root), "workflow", "show", "wf-0042"],
+        "python": [sys.executable, "-c", "pass"],
+    }
+    for label in ("small", "big"):
+        first = run_measured(commands[label])  # warm the page cache; check the output
+        check(first, f"uwf workflow show ({label})")
+        if json.loads(first.out)["name"] not in ("wf-0002", "wf-0042"):
+            sys.exit(f"bench: unexpected show output for {label}")
+    run_measured(commands["python"])
+
+    begin(args.wait_quiet)
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    order = list(commands)
+    for index in range(args.runs):
+        rotated = order[index % 3:] + order[:index % 3]
+        for label in rotated:
+            result = run_measured(commands[label])
+            check(result, label)
+            times[label].append(result.wall)
+
+    show_small = median(times["small"])
+    show_big = median(times["big"])
+    python = median(times["python"])
+    ratio = show_big / show_small
+    section(f"result (medians of {args.runs} runs each, interleaved; end: {load()})")
+    rows = [(f"uwf workflow show, {small_seq:,} events", times["small"]),
+            (f"uwf workflow show, {big_seq:,} events", times["big"]),
+            ("python -c pass", times["python"])]
+    for label, values in rows:
+        print(f"{label:<36} {fmt_ms(median(values)):>10}  "
+              f"(min {fmt_ms(min(values))}, max {fmt_ms(max(values))})")
+    print(f"{'ratio big / small':<36} {ratio:10.2f}")
+    print(f"{'ratio show(small) / python':<36} {show_small / python:10.2f}")
+    print(f"{'ratio show(big) / python':<36} {show_big / python:10.2f}")
+    print(f"target big/small <= {TARGET_RATIO}: {verdict(ratio <= TARGET_RATIO)}")
+    worst = max(show_small, show_big) / python
+    print(f"target show <= {TARGET_VS_PYTHON:g} x python -c pass:  "
+          f"{verdict(worst <= TARGET_VS_PYTHON)} (worst of the two: {worst:.2f} x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
