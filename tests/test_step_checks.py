@@ -1,0 +1,246 @@
+"""Every acceptance check of `uwf thread step`, one agent script each.
+
+Each refused step must exit 1 with one error line naming the reason, record
+`thread.step_failed` with that reason, leave the head where it was, and leave
+the thread able to take its next step.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.conftest import Cli
+from tests.threadkit import Kit, kill_quietly, make_kit, one_line_error, wait_dead, wait_for
+
+VALID_PLAN = '{"status": "ready", "plan": "p"}'
+
+
+def setup(cli: Cli, tmp_path: Path, steps: int = 0) -> tuple[Kit, str]:
+    """solve-issue registered, a thread started and stepped `steps` times with uwf-mock."""
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    for _ in range(steps):
+        kit.ok("thread", "step", thread)
+    return kit, thread
+
+
+def refused(kit: Kit, thread: str, agent: Path, reason: str, role: str, *fragments: str,
+            timeout: str | None = None) -> str:
+    """Step with `agent`; assert the refusal, the event, the unmoved head; then recover."""
+    before = kit.show(thread)
+    args = ["--agent", str(agent)] + (["--timeout", timeout] if timeout else [])
+    line = one_line_error(kit.step(thread, *args), 1, f"step failed ({reason})", *fragments)
+    assert line.startswith("uwf: error: ")
+    assert f"the head stays at {before['head']}" in line
+    failed = kit.events("thread.step_failed")
+    assert len(failed) == 1, failed
+    event = failed[0]
+    assert event["subject"] == f"thread/{thread}"
+    assert event["data"]["reason"] == reason
+    assert event["data"]["role"] == role
+    for fragment in fragments:
+        assert fragment in event["data"]["message"]
+    events = kit.events("thread.")
+    assert events[-1] == event  # nothing after the failure: no stepped, no ended
+    started = events[-2]
+    assert started["type"] == "thread.step_started"
+    assert started["data"]["stepId"] == event["data"]["stepId"]
+    assert started["data"]["role"] == role
+    assert kit.show(thread) == before
+    # Nothing is left in flight: the next step (uwf-mock) is accepted on the old head.
+    after = kit.ok("thread", "step", thread)
+    log = kit.log(thread)
+    assert log[-1]["hash"] == after["head"]
+    assert log[-1]["role"] == role
+    assert (log[-2]["hash"] if len(log) > 1 else kit.payload(after["head"])["start"]) == \
+        before["head"]
+    return line
+
+
+def test_wrong_type_a_text_node(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("text", 'print(put_cli("Text", "I am only text"))\n')
+    text_type = kit.schema_hash("Text")
+    line = refused(kit, thread, agent, "wrong-type", "planner", "is not a StepNode", text_type)
+    assert kit.payload(line.split("step failed (wrong-type): ")[1].split()[0]) == \
+        "I am only text"
+
+
+def test_wrong_start(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("wrong-start", f'''
+        ctx = context()
+        other = put_cli("StartNode", {{"workflow": ctx["workflow"], "prompt": "another task"}})
+        out = put_cli(ctx["role"]["meta"], {VALID_PLAN})
+        step = {{"start": other, "prev": ctx["head"], "role": ROLE, "output": out,
+                "detail": put_cli("Text", "d"), "agent": "forger"}}
+        print(put_cli("StepNode", step))
+    ''')
+    start = kit.show(thread)["head"]
+    refused(kit, thread, agent, "wrong-start", "planner", f"the thread's StartNode {start}")
+
+
+def test_wrong_start_from_another_thread(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    other = kit.start(prompt="A different thread")
+    agent = kit.agent("borrow", f'''
+        THREAD = {other!r}
+        print(submit({VALID_PLAN}))
+    ''')
+    refused(kit, thread, agent, "wrong-start", "planner")
+
+
+def test_stale_prev(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path, steps=1)
+    head = kit.show(thread)["head"]
+    agent = kit.agent("stale", '''
+        ctx = context()
+        assert ctx["head"] is not None
+        out = put(ctx["role"]["meta"], {"status": "done", "files": ["a.py"]})
+        step = {"start": ctx["start"], "prev": None, "role": ROLE, "output": out,
+                "detail": put("Text", "d"), "agent": "stale"}
+        print(put("StepNode", step))
+    ''')
+    refused(kit, thread, agent, "stale-prev", "developer", f"the head is {head}")
+
+
+def test_replaying_an_old_step_is_stale(cli: Cli, tmp_path: Path) -> None:
+    """An agent that prints the StepNode of the step before (prev null, head moved on)."""
+    kit, thread = setup(cli, tmp_path, steps=1)
+    first = kit.show(thread)["head"]
+    replay = kit.agent("replay", f'print({first!r})\n')
+    refused(kit, thread, replay, "stale-prev", "developer", f"the head is {first}")
+
+
+def test_wrong_role(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("developer-too-soon", '''
+        print(submit_cli({"status": "done", "files": ["x.py"]}, role="developer"))
+    ''')
+    refused(kit, thread, agent, "wrong-role", "planner", "'developer'", "'planner'")
+
+
+def test_output_violating_the_role_schema(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("loose", '''
+        ctx = context()
+        loose = put("Schema", {"type": "object"})
+        out = put(loose, {"status": "maybe", "plan": 42})
+        step = {"start": ctx["start"], "prev": ctx["head"], "role": ROLE, "output": out,
+                "detail": put("Text", "d"), "agent": "loose"}
+        print(put("StepNode", step))
+    ''')
+    refused(kit, thread, agent, "schema", "planner", "violates the planner schema")
+
+
+def test_output_of_the_wrong_kind(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("text-output", '''
+        ctx = context()
+        step = {"start": ctx["start"], "prev": ctx["head"], "role": ROLE,
+                "output": put("Text", "ready"), "detail": put("Text", "d"), "agent": "t"}
+        print(put("StepNode", step))
+    ''')
+    refused(kit, thread, agent, "schema", "planner", "violates the planner schema")
+
+
+def test_hash_not_in_the_cas(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    missing = "0000000000000"
+    assert cli.cas("has", missing).code != 0
+    agent = kit.agent("ghost", f'print({missing!r})\n')
+    refused(kit, thread, agent, "not-found", "planner", f"StepNode {missing} is not in the CAS")
+
+
+def test_output_not_in_the_cas(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("no-output", '''
+        ctx = context()
+        step = {"start": ctx["start"], "prev": ctx["head"], "role": ROLE,
+                "output": "7ZZZZZZZZZZZZ", "detail": put("Text", "d"), "agent": "t"}
+        print(put("StepNode", step))
+    ''')
+    refused(kit, thread, agent, "not-found", "planner", "7ZZZZZZZZZZZZ")
+
+
+def test_garbage_on_stdout(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("chatty", 'print("I fixed it!")\nprint("all good")\n')
+    refused(kit, thread, agent, "garbage", "planner", "I fixed it!", "instead of one StepNode")
+
+
+def test_two_hashes_on_stdout(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("twice", f'''
+        hash_ = submit({VALID_PLAN})
+        print(hash_)
+        print(hash_)
+    ''')
+    refused(kit, thread, agent, "garbage", "planner")
+
+
+def test_empty_stdout(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("silent", "pass\n")
+    refused(kit, thread, agent, "garbage", "planner")
+
+
+def test_non_zero_exit(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("crash", f'''
+        print(submit({VALID_PLAN}))
+        sys.stderr.write("working...\\nboom: the model is down\\n")
+        sys.exit(3)
+    ''')
+    refused(kit, thread, agent, "exit", "planner", "exited with status 3",
+            "boom: the model is down")
+
+
+def test_timeout_kills_the_agent(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    pid_file = tmp_path / "agent.pid"
+    agent = kit.agent("sleeper", f'''
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(60)
+        print(submit({VALID_PLAN}))
+    ''')
+    began = time.monotonic()
+    refused(kit, thread, agent, "timeout", "planner", "within 1s", timeout="1")
+    assert time.monotonic() - began < 30
+    pid = int(pid_file.read_text())
+    assert wait_dead(pid), f"agent {pid} survived its timeout"
+
+
+def test_timeout_kills_the_whole_process_group(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    pids = tmp_path / "pids"
+    agent = kit.agent("spawner", f'''
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+        time.sleep(120)
+    ''')
+    began = time.monotonic()
+    try:
+        refused(kit, thread, agent, "timeout", "planner", timeout="1")
+        assert time.monotonic() - began < 30
+    finally:
+        parent, child = (int(word) for word in wait_for(pids).split())
+        dead = wait_dead(child) and wait_dead(parent)
+        for pid in (child, parent):  # never leave a sleeper behind, even on failure
+            kill_quietly(pid)
+    assert dead, "the agent's child outlived the step's timeout"
+
+
+def test_detail_not_in_the_cas(cli: Cli, tmp_path: Path) -> None:
+    """A StepNode whose detail is missing would leave a hole in the thread's history."""
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("no-detail", f'''
+        ctx = context()
+        step = {{"start": ctx["start"], "prev": ctx["head"], "role": ROLE,
+                "output": put(ctx["role"]["meta"], {VALID_PLAN}),
+                "detail": "7ZZZZZZZZZZZZ", "agent": "t"}}
+        print(put("StepNode", step))
+    ''')
+    refused(kit, thread, agent, "not-found", "planner", "7ZZZZZZZZZZZZ")
