@@ -29,11 +29,11 @@ def _store() -> Any:
     return Store.open(os.environ.get("UWF_HOME"))
 
 
-def context(thread: str, role: str) -> dict[str, Any]:
+def context(thread: str, role: str, history_limit: int | None = None) -> dict[str, Any]:
     """The step's context: role, schema, prompt, edge prompt, history, head."""
     from uwf.api.agents import agent_context
 
-    return agent_context(_store(), thread, role)
+    return agent_context(_store(), thread, role, history_limit)
 
 
 def submit(thread: str, role: str, output: Any, detail: str = "", *,
@@ -57,13 +57,14 @@ def thread_and_role(argv: Sequence[str]) -> tuple[str, str, list[str]]:
     return argv[-2], argv[-1], list(argv[:-2])
 
 
-def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None) -> int:
+def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None,
+        history_limit: int | None = None) -> int:
     """Run `handler` as an agent: context in, (output, detail) out, hash printed."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     prog = name or os.path.basename(sys.argv[0]) or "agent"
     try:
         thread, role, _ = thread_and_role(arguments)
-        output, detail = handler(context(thread, role))
+        output, detail = handler(context(thread, role, history_limit))
         print(submit(thread, role, output, detail, agent=prog))
         return 0
     except UwfError as exc:

@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         if role not in script:
             raise UsageError(f"mock script {script_path} has no outputs for role {role!r}",
                              "add them to the script")
-        visit = sum(1 for step in ctx["history"] if step["role"] == role)
+        visit = int(ctx["visits"].get(role, 0))
         outputs = script[role]
         return outputs[min(visit, len(outputs) - 1)], f"uwf-mock: {role}, visit {visit + 1}"
 
-    return run(scripted, arguments[1:], name="uwf-mock")
+    return run(scripted, arguments[1:], name="uwf-mock", history_limit=0)
 
 
 def entry() -> None:

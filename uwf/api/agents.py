@@ -28,8 +28,14 @@ def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
     return definition
 
 
-def agent_context(store: Store, thread: str, role: str) -> dict[str, Any]:
-    """Everything an agent needs for one step of `thread` as `role`."""
+def agent_context(
+    store: Store, thread: str, role: str, history_limit: int | None = None
+) -> dict[str, Any]:
+    """Everything an agent needs for one step of `thread` as `role`.
+
+    `history` lists the steps oldest first, the last `history_limit` of them when
+    given (walking a long chain is the one cost here that grows with the thread).
+    """
     from uwf.api.stepping import next_decision
 
     state = get_thread(store.read(), thread)
@@ -47,7 +53,7 @@ def agent_context(store: Store, thread: str, role: str) -> dict[str, Any]:
         except NoTransition:
             pass
     history = []
-    for node in chain(store, state.head):
+    for node in chain(store, state.head, history_limit):
         output = store.cas.get(node.payload["output"]).payload
         history.append({"role": node.payload["role"],
                         "status": status_of(node.payload["role"], output),
@@ -64,6 +70,8 @@ def agent_context(store: Store, thread: str, role: str) -> dict[str, Any]:
         "head": state.head,
         "start": state.start,
         "stepId": step_id,
+        "steps": state.steps,
+        "visits": state.visits,
     }
 
 

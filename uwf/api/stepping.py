@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,19 +73,29 @@ def next_decision(store: Store, state: ThreadState) -> tuple[dict[str, Any], Dec
     return workflow, evaluate(workflow["graph"], step["role"], output, prompt)
 
 
+# An agent run in this process: (output, detail) from the step's context. For
+# embedding uwf in Python programs and for benchmarks of the engine itself.
+InProcessAgent = Callable[[dict[str, Any]], tuple[Any, str]]
+
+
 def step_thread(
     store: Store,
     thread: str,
     agent: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     config: Config | None = None,
+    *,
+    in_process: InProcessAgent | None = None,
 ) -> dict[str, Any]:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}."""
     config = config or load_config()
-    plan = _begin(store, thread, agent, timeout, config)
+    plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
         return summary(get_thread(store.read(), thread))
-    hash_or_failure = _run_agent(store, plan, timeout, config)
+    if in_process is not None:
+        hash_or_failure = _run_in_process(store, plan, in_process)
+    else:
+        hash_or_failure = _run_agent(store, plan, timeout, config)
     return _finish(store, plan, hash_or_failure, config)
 
 
@@ -96,13 +107,14 @@ def run_thread(
     timeout: float = DEFAULT_TIMEOUT,
     max_steps: int | None = None,
     config: Config | None = None,
+    in_process: InProcessAgent | None = None,
 ) -> dict[str, Any]:
     """Step until the thread is done (or `max_steps` steps were taken)."""
     config = config or load_config()
     result = summary(get_thread(store.read(), thread))
     taken = 0
     while not result["done"] and (max_steps is None or taken < max_steps):
-        result = step_thread(store, thread, agent, timeout, config)
+        result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
         taken += 1
     return {**result, "steps": taken}
 
@@ -110,7 +122,7 @@ def run_thread(
 # -- phase 1 ---------------------------------------------------------------------
 
 def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
-           config: Config) -> Plan | None:
+           config: Config, *, in_process: bool = False) -> Plan | None:
     from ulid import ULID
 
     outcome: dict[str, Any] = {}
@@ -144,7 +156,8 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
             events.append(NewEvent(subject, ThreadEnded("end")))
             outcome["ended"] = True
             return events
-        choice = resolve_agent(config, workflow["name"], decision.role, agent_flag)
+        choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
+                  else resolve_agent(config, workflow["name"], decision.role, agent_flag))
         if choice is None:
             where = config.path or "config.yaml"
             message = (f'no agent configured for workflow "{workflow["name"]}" '
@@ -238,6 +251,19 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
         shown = out.decode("utf-8", "replace").strip()[:80]
         return Failure("garbage", f"agent printed {shown!r} instead of one StepNode hash")
     return words[0]
+
+
+def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Failure:
+    from uwf.api.agents import agent_context, submit_step
+    from uwf.engine.errors import UwfError
+
+    role = plan.decision.role
+    try:
+        output, detail = agent(agent_context(store, plan.thread, role, history_limit=0))
+        return submit_step(store, plan.thread, role, output, detail, agent=plan.agent.name,
+                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt)
+    except UwfError as exc:
+        return Failure("exit", exc.line())
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

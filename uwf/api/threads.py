@@ -115,11 +115,11 @@ def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
     return summary(get_thread(store.read(), thread))
 
 
-def chain(store: Store, head: str | None) -> list[Node]:
-    """The StepNodes from the first to `head`, following `prev`."""
+def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node]:
+    """The StepNodes from the first (or the `limit`-th last) to `head`, via `prev`."""
     nodes: list[Node] = []
     current = head
-    while current is not None:
+    while current is not None and (limit is None or len(nodes) < limit):
         node = store.cas.get(current)
         nodes.append(node)
         current = node.payload.get("prev")
@@ -160,8 +160,12 @@ def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
         raise NotFound(f"{at} is not a step of thread {thread}",
                        f"see its steps with `uwf thread log {thread}`")
     new = str(ULID.from_timestamp(store.journal.clock()))
+    kept = steps[: hashes.index(at) + 1]
+    visits: dict[str, int] = {}
+    for node in kept:
+        visits[node.payload["role"]] = visits.get(node.payload["role"], 0) + 1
     event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
-                          fork_of=thread, steps=hashes.index(at) + 1)
+                          fork_of=thread, steps=len(kept), visits=visits)
     store.journal.write(lambda _j: [NewEvent(f"thread/{new}", event)])
     return {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
 

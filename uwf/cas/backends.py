@@ -27,10 +27,10 @@ def check_hash(text: str) -> str:
     return text
 
 
-def node_path(root: Path, hash_: str) -> Path:
+def node_path(root: str, hash_: str) -> str:
     """The file of a node: a pure function of a validated hash."""
     check_hash(hash_)
-    return root / hash_[:2] / f"{hash_}.json"
+    return f"{root}/{hash_[:2]}/{hash_}.json"
 
 
 class Blobs(Protocol):
@@ -59,22 +59,31 @@ class FileBlobs:
     def __init__(self, root: Path, durable: bool = True) -> None:
         self.root = root
         self.durable = durable
+        self._root = str(root)
+        self._folders: set[str] = set()  # fan-out folders known to exist
+
+    def _path(self, hash_: str) -> str:
+        return node_path(self._root, hash_)
 
     def read(self, hash_: str) -> bytes | None:
         try:
-            return node_path(self.root, hash_).read_bytes()
+            with open(self._path(hash_), "rb") as handle:
+                return handle.read()
         except FileNotFoundError:
             return None
 
     def exists(self, hash_: str) -> bool:
-        return node_path(self.root, hash_).exists()
+        return os.path.exists(self._path(hash_))
 
     def write(self, hash_: str, data: bytes) -> bool:
-        path = node_path(self.root, hash_)
-        if path.exists():
+        path = self._path(hash_)
+        if os.path.exists(path):
             return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        folder = os.path.dirname(path)
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -85,7 +94,7 @@ class FileBlobs:
             # A node is written before any event refers to it: the rename must be durable too.
             os.replace(temp, path)
             if self.durable:
-                dir_fd = os.open(path.parent, os.O_RDONLY)
+                dir_fd = os.open(folder, os.O_RDONLY)
                 try:
                     os.fsync(dir_fd)
                 finally:
@@ -111,12 +120,12 @@ class FileBlobs:
 
     def remove(self, hash_: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            node_path(self.root, hash_).unlink()
+            os.unlink(self._path(hash_))
 
     def age(self, hash_: str) -> float:
         import time
 
-        return time.time() - node_path(self.root, hash_).stat().st_mtime
+        return time.time() - os.stat(self._path(hash_)).st_mtime
 
 
 class MemoryBlobs:

@@ -102,6 +102,9 @@ class Cas:
         self.blobs = blobs
         self.clock = clock
         self._validators: dict[str, Any] = {}
+        # Nodes are immutable: a step reads the same workflow, StartNode and head
+        # several times, so decoded nodes are kept (verify always rereads the file).
+        self._nodes: dict[str, Node] = {}
 
     # -- writing ---------------------------------------------------------
 
@@ -163,17 +166,30 @@ class Cas:
 
     # -- reading ---------------------------------------------------------
 
-    def get(self, hash_: str) -> Node:
+    def get(self, hash_: str, fresh: bool = False) -> Node:
+        """The node stored under `hash_` (`fresh` rereads it from the backend)."""
+        cached = self._nodes.get(hash_)
+        if cached is not None and not fresh:
+            return cached
         raw = self.blobs.read(check_hash(hash_))
         if raw is None:
             raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
         try:
             node = json.loads(raw)
-            return Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
+            loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
         except (ValueError, KeyError, TypeError):
             raise Corrupt(
                 f"node {hash_} is not a valid node file", "run `json-cas verify`"
             ) from None
+        if len(self._nodes) >= 4096:
+            self._nodes.clear()
+        self._nodes[hash_] = loaded
+        return loaded
+
+    def remove(self, hash_: str) -> None:
+        """Delete a node (gc only: nodes are otherwise immutable)."""
+        self._nodes.pop(hash_, None)
+        self.blobs.remove(hash_)
 
     def has(self, hash_: str) -> bool:
         return self.blobs.exists(check_hash(hash_))
@@ -248,7 +264,7 @@ class Cas:
     def verify(self, hash_: str) -> list[str]:
         """Recompute the hash and re-validate the payload; the problems found."""
         try:
-            node = self.get(hash_)
+            node = self.get(hash_, fresh=True)
         except (NotFound, Corrupt) as exc:
             return [exc.what]
         if node.type == hash_:

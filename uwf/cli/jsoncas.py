@@ -114,7 +114,7 @@ def _gc(args: argparse.Namespace) -> Any:
         garbage = store.cas.garbage(roots, args.grace)
         if args.yes:
             for hash_ in garbage:
-                store.cas.blobs.remove(hash_)
+                store.cas.remove(hash_)
     return {"removed" if args.yes else "unreachable": garbage, "count": len(garbage)}
 
 

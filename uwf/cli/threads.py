@@ -87,7 +87,7 @@ def _fork(args: argparse.Namespace) -> Any:
 def _context(args: argparse.Namespace) -> Any:
     from uwf.api.agents import agent_context
 
-    return agent_context(_store(args), args.thread, args.role)
+    return agent_context(_store(args), args.thread, args.role, args.history)
 
 
 def _submit(args: argparse.Namespace) -> Any:
@@ -154,7 +154,9 @@ THREAD_COMMANDS = [
                           metavar="STEP_HASH"))),
     Command(("agent", "context"), "Print what an agent needs for a step: role, schema, "
             "prompts, history.", "uwf agent context 01J7K9M2XNPQR5VWBCDF8G3H4T planner",
-            _context, (_THREAD, arg("role", help="the role to play", metavar="ROLE"))),
+            _context, (_THREAD, arg("role", help="the role to play", metavar="ROLE"),
+                       arg("--history", help="only the last N steps of history",
+                           type=_count, metavar="N"))),
     Command(("agent", "submit"), "Validate an output, write output, detail and StepNode "
             "nodes, and print the StepNode hash (the head does not move).",
             "uwf agent submit 01J7K9M2XNPQR5VWBCDF8G3H4T planner --output out.json", _submit,

@@ -95,6 +95,7 @@ class ThreadStarted(EventData, frozen=True):
     head: str | None = None
     fork_of: str | None = None
     steps: int = 0
+    visits: dict[str, int] = {}
 
 
 class ThreadStepStarted(EventData, frozen=True):

@@ -47,6 +47,7 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     blocked: str | None = None
     fork_of: str | None = None
     failures: int = 0
+    visits: dict[str, int] = {}  # steps taken per role: O(1) for agents that count visits
 
     @property
     def done(self) -> bool:
@@ -58,7 +59,7 @@ _replace = msgspec.structs.replace
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
                          ThreadBlocked, ThreadEnded)
@@ -74,7 +75,7 @@ class ThreadsProjection(StructProjection):
             return ThreadState(
                 thread=self.key(event), workflow=data.workflow, name=data.name,
                 start=data.start, repo=data.repo, created_at=event.ts, updated_at=event.ts,
-                head=data.head, steps=data.steps, fork_of=data.fork_of,
+                head=data.head, steps=data.steps, fork_of=data.fork_of, visits=data.visits,
             )
         if state is None:  # an event before its thread began: `log verify` reports it
             return None
@@ -84,9 +85,10 @@ class ThreadsProjection(StructProjection):
                               data.deadline_ms, event.ts)
             return _replace(state, in_flight=flight, state="active", blocked=None)
         if isinstance(data, ThreadStepped):
+            visits = {**state.visits, data.role: state.visits.get(data.role, 0) + 1}
             return _replace(
                 state, head=data.head, steps=state.steps + 1, last_role=data.role,
-                last_status=data.status, in_flight=None, last_failure=None,
+                last_status=data.status, in_flight=None, last_failure=None, visits=visits,
             )
         if isinstance(data, ThreadStepFailed):
             current = state.in_flight
