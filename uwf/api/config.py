@@ -73,27 +73,40 @@ def load_config(path: Path | None = None) -> Config:
     path = path or config_path()
     if not path.exists():
         return Config(WorkflowConfig(), None, path.parent / ".env")
+    from uwf.api.yamlfile import load_yaml
+
+    raw = load_yaml(path, "invalid config ")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise Rejected(f"invalid config {path}: it must be a YAML mapping", "see docs/agents.md")
+    # Entries one by one first, so that an error names the entry (msgspec hides dict keys).
+    for section, entry_type in (("providers", ProviderConfig), ("models", ModelConfig),
+                                ("agents", AgentConfig)):
+        entries = raw.get(section)
+        for name, entry in entries.items() if isinstance(entries, dict) else ():
+            try:
+                msgspec.convert(entry, entry_type)
+            except msgspec.ValidationError as exc:
+                raise Rejected(f"invalid config {path}: "
+                               f"{_field_message(exc, f'{section}.{name}')}",
+                               "fix that field") from None
     try:
-        settings = msgspec.yaml.decode(path.read_bytes() or b"{}", type=WorkflowConfig)
+        settings = msgspec.convert(raw, WorkflowConfig)
     except msgspec.ValidationError as exc:
-        raise Rejected(
-            f"invalid config {path}: {_field_message(exc)}", "fix that field"
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise Rejected(f"invalid config {path}: {exc}", "fix the YAML") from None
+        raise Rejected(f"invalid config {path}: {_field_message(exc)}", "fix that field") from None
     problems = _cross_check(settings)
     if problems:
         raise Rejected(f"invalid config {path}: {'; '.join(problems)}", "fix those fields")
     return Config(settings, path, path.parent / ".env")
 
 
-def _field_message(exc: Exception) -> str:
-    """msgspec says `Expected str, got int - at $.agents.a.command`: lead with the field."""
-    text = str(exc)
-    if " - at `$" in text:
-        message, _, where = text.partition(" - at `$")
-        return f"{where.rstrip('`').lstrip('.') or '(root)'}: {message}"
-    return text
+def _field_message(exc: Exception, prefix: str = "") -> str:
+    """msgspec says `Expected str, got int - at $.command`: lead with the field."""
+    text = " ".join(str(exc).split())
+    message, _, where = text.partition(" - at `$")
+    field = ".".join(part for part in (prefix, where.rstrip("`").lstrip(".")) if part)
+    return f"{field or '(top level)'}: {message}"
 
 
 def _cross_check(settings: WorkflowConfig) -> list[str]:
@@ -140,7 +153,7 @@ class AgentChoice:
 def resolve_agent(config: Config, workflow: str, role: str, flag: str | None) -> AgentChoice | None:
     """`--agent` > `agentOverrides[workflow][role]` > `defaultAgent`; None when unset."""
     agents = config.settings.agents
-    if flag:
+    if flag is not None:
         if flag in agents:
             spec = agents[flag]
             return AgentChoice(flag, [spec.command, *spec.args], "--agent")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from uwf.api.config import AgentChoice, Config, load_config, resolve_agent
+from uwf.api.config import AgentChoice, Config, config_path, load_config, resolve_agent
 from uwf.api.store import Store
 from uwf.api.threads import get_thread, summary
 from uwf.cas.hashing import is_hash
@@ -159,7 +159,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
         choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
                   else resolve_agent(config, workflow["name"], decision.role, agent_flag))
         if choice is None:
-            where = config.path or "config.yaml"
+            where = config.path or config_path()
             message = (f'no agent configured for workflow "{workflow["name"]}" '
                        f'role "{decision.role}"')
             events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
@@ -215,7 +215,8 @@ class Failure:
 
 def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str | Failure:
     secrets = config.secrets()
-    env = {**os.environ, **secrets}
+    # As with dotenv: the process environment wins over `.env`.
+    env = {**secrets, **os.environ}
     env.update({
         "UWF_HOME": str(store.root),
         "UWF_THREAD": plan.thread,
@@ -225,10 +226,14 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
         "UWF_STEP_STARTED_MS": str(plan.started_ms),
     })
     argv = [*plan.agent.argv, plan.thread, plan.decision.role]
+    # An agent runs in a process group of its own, killed as one on timeout. A step
+    # run by an agent (uwf-subflow) stays in its parent's group instead, so the
+    # parent's timeout reaches the whole tree.
+    nested = "UWF_STEP_ID" in os.environ
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=True,  # its own process group, killed as one
+            env=env, start_new_session=not nested,
         )
     except FileNotFoundError:
         return Failure("spawn", f"agent command {argv[0]!r} not found")
@@ -237,18 +242,21 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        _kill(process, nested)
         return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
     except BaseException:
-        _kill_group(process)  # interrupted: leave no agent behind
+        _kill(process, nested)  # interrupted: leave no agent behind
         raise
+    hidden = [value for value in secrets.values() if len(value) >= 4]
     if process.returncode != 0:
-        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        said = f": {last[0][:200]}" if last[0] else ""
+        # Redact before cutting: a cut secret would no longer match.
+        text = _redact(err.decode("utf-8", "replace"), hidden).strip()
+        last = (text.splitlines() or [""])[-1]
+        said = f": {last[:200]}" if last else ""
         return Failure("exit", f"agent exited with status {process.returncode}{said}")
     words = out.decode("utf-8", "replace").split()
     if len(words) != 1 or not is_hash(words[0]):
-        shown = out.decode("utf-8", "replace").strip()[:80]
+        shown = _redact(out.decode("utf-8", "replace"), hidden).strip()[:80]
         return Failure("garbage", f"agent printed {shown!r} instead of one StepNode hash")
     return words[0]
 
@@ -266,9 +274,12 @@ def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Fa
         return Failure("exit", exc.line())
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+        if nested:
+            process.kill()
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
 
 
@@ -292,8 +303,9 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
                                      f"{plan.decision.role!r}")
     workflow = store.cas.get(state.workflow).payload
     schema = workflow["roles"][plan.decision.role]["meta"]
-    if not store.cas.has(step["output"]):
-        return Failure("not-found", f"its output {step['output']} is not in the CAS")
+    for field in ("output", "detail"):
+        if not store.cas.has(step[field]):
+            return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
     output = store.cas.get(step["output"]).payload
     problems = store.cas.problems(schema, output)
     if problems:

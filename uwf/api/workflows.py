@@ -7,9 +7,10 @@ from typing import Any
 
 from uwf.api.store import Store
 from uwf.api.templates import template_problem
+from uwf.api.yamlfile import load_yaml
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash, meta_hash, schema_problems
-from uwf.engine.errors import NotFound, Rejected, UsageError
+from uwf.engine.errors import NotFound, Rejected
 from uwf.engine.events import NewEvent, WorkflowRegistered
 from uwf.engine.journal import Journal
 
@@ -19,26 +20,6 @@ _TOP_KEYS = {"version", "name", "description", "roles", "graph"}
 _ROLE_TEXT = ("description", "goal", "procedure", "output")
 _ROLE_KEYS = {*_ROLE_TEXT, "capabilities", "meta"}
 _DEFAULT_META: dict[str, Any] = {"type": "object"}
-
-
-def load_yaml(path: Path) -> Any:
-    """Parse a YAML file; a syntax error names the line and column."""
-    import yaml
-
-    try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise NotFound(f"no such file: {path}", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}", "give a UTF-8 YAML file") from None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise Rejected(f"{path}: malformed YAML{where}: {problem}", "fix the YAML") from None
 
 
 class _Problems:

@@ -37,6 +37,7 @@ class WalkEntry:
     type: str
     depth: int
     path: str
+    missing: bool = False
 
 
 @cache
@@ -304,6 +305,9 @@ class Cas:
             for sub_path, ref in self.refs(node):
                 if self.has(ref):
                     visit(ref, level + 1, sub_path)
+                elif ref not in seen:
+                    seen.add(ref)  # a dangling reference is shown, never skipped
+                    entries.append(WalkEntry(ref, "", level + 1, sub_path, missing=True))
 
         visit(check_hash(hash_), 0, "")
         return entries

@@ -93,7 +93,8 @@ def _verify(args: argparse.Namespace) -> Any:
 
 def _walk(args: argparse.Namespace) -> Any:
     return [
-        {"hash": entry.hash, "type": entry.type, "depth": entry.depth, "path": entry.path}
+        {"hash": entry.hash, "type": entry.type, "depth": entry.depth, "path": entry.path,
+         "missing": entry.missing}
         for entry in _cas(args).walk(args.hash, args.depth)
     ]
 
