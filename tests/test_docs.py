@@ -2,7 +2,8 @@
 
 Every declared command has help and an example and is documented in docs/; the
 `--help` text pasted in docs/ is the real one; every event type is documented
-with its fields; the README's test command is the one CI runs.
+with its fields; the README's test command is the one CI runs; the example
+agents in docs/agents.md play a whole thread through `uwf thread step`.
 
 After changing a command's help, refresh the pasted blocks with
 `python tests/test_docs.py` (it rewrites every `<!-- help: ... -->` block).
@@ -13,8 +14,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +50,10 @@ DECLARED: list[tuple[str, Command]] = [
 ]
 HELP_BLOCK = re.compile(
     r"<!-- help: (?P<argv>[^>]*?) -->\n```[a-z]*\n(?P<text>.*?)```", re.DOTALL
+)
+# An example agent in docs/agents.md: `<!-- agent: FILE -->` then its code block.
+AGENT_BLOCK = re.compile(
+    r"<!-- agent: (?P<name>[\w.-]+) -->\n```[a-z]*\n(?P<code>.*?)```", re.DOTALL
 )
 
 
@@ -166,6 +174,37 @@ def test_quoted_hashes_are_current() -> None:
     for name in BUILTIN_NAMES:
         assert f"`{builtin_hash(name)}`" in page, f"docs/json-cas.md quotes a stale {name} hash"
     assert f"`{meta_hash()}`" in page, "docs/json-cas.md quotes a stale meta-schema hash"
+
+
+def test_example_agents_step_a_thread(tmp_path: Path) -> None:
+    """The shell and Python agents of docs/agents.md, run as the page runs them."""
+    agents = {m["name"]: m["code"]
+              for m in AGENT_BLOCK.finditer((DOCS / "agents.md").read_text("utf-8"))}
+    assert set(agents) == {"agent.sh", "agent.py"}
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    if shutil.which("uwf", path=path) is None or shutil.which("jq", path=path) is None:
+        pytest.skip("the example agents need uwf and jq on PATH")
+    for name, code in agents.items():
+        (tmp_path / name).write_text(code, "utf-8")
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "PATH": path, "UWF_HOME": str(tmp_path / "store"),
+           "UWF_CONFIG": str(tmp_path / "no-config.yaml"), "UWF_DURABILITY": "none"}
+
+    def uwf(*args: str) -> str:
+        done = subprocess.run(["uwf", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=False, timeout=120)
+        assert done.returncode == 0, f"uwf {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    uwf("workflow", "put", str(ROOT / "examples" / "solve-issue.yaml"))
+    thread = json.loads(uwf("thread", "start", "solve-issue", "-p", "Fix the login bug"))["thread"]
+    results = [json.loads(uwf("thread", "step", thread, "--agent", f"./{name}"))
+               for name in ("agent.sh", "agent.py", "agent.sh")]
+    assert [result["done"] for result in results] == [False, False, True]
+    steps = [json.loads(line) for line in uwf("thread", "log", thread).splitlines()]
+    assert [(s["role"], s["agent"]) for s in steps] == [
+        ("planner", "agent.sh"), ("developer", "agent.py"), ("reviewer", "agent.sh")]
 
 
 def _pasted(match: re.Match[str], page: Path) -> str:
