@@ -157,7 +157,11 @@ def resolve_agent(config: Config, workflow: str, role: str, flag: str | None) ->
         if flag in agents:
             spec = agents[flag]
             return AgentChoice(flag, [spec.command, *spec.args], "--agent")
-        argv = shlex.split(flag)
+        try:
+            argv = shlex.split(flag)
+        except ValueError as exc:
+            raise UsageError(f"--agent {flag!r} is not a valid command line ({exc})",
+                             "fix its quoting") from None
         if not argv:
             raise UsageError("--agent is empty", "give an agent name or a command")
         return AgentChoice(flag, argv, "--agent")

@@ -56,6 +56,7 @@ class Plan:
     decision: Decision
     agent: AgentChoice
     started_ms: int
+    repo: str
 
 
 class StepFailed(Rejected):
@@ -92,10 +93,18 @@ def step_thread(
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
         return summary(get_thread(store.read(), thread))
-    if in_process is not None:
-        hash_or_failure = _run_in_process(store, plan, in_process)
-    else:
-        hash_or_failure = _run_agent(store, plan, timeout, config)
+    try:
+        if in_process is not None:
+            hash_or_failure = _run_in_process(store, plan, in_process)
+        else:
+            hash_or_failure = _run_agent(store, plan, timeout, config)
+    except (KeyboardInterrupt, SystemExit):
+        # Interrupted (Ctrl-C, SIGTERM): the agent is gone; say so now rather than
+        # leave the step in flight until its deadline.
+        with contextlib.suppress(Exception):
+            _finish(store, plan, Failure("interrupted", "the step was interrupted; its "
+                                         "agent was killed"), config)
+        raise
     return _finish(store, plan, hash_or_failure, config)
 
 
@@ -172,7 +181,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
         events.append(NewEvent(subject, ThreadStepStarted(
             step_id, decision.role, decision.prompt, choice.name, deadline, taken_over
         )))
-        outcome["plan"] = Plan(thread, step_id, state.head, decision, choice, now)
+        outcome["plan"] = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
         return events
 
     store.journal.write(decide)
@@ -234,6 +243,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, start_new_session=not nested,
+            cwd=plan.repo if os.path.isdir(plan.repo) else None,  # agents work in the repo
         )
     except FileNotFoundError:
         return Failure("spawn", f"agent command {argv[0]!r} not found")
@@ -297,7 +307,8 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
         return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
                                       f"StartNode {state.start}")
     if step["prev"] != state.head:
-        return Failure("stale-prev", f"its prev is {step['prev']}, but the head is {state.head}")
+        return Failure("stale-prev", f"its prev is {step['prev'] or 'null'}, but the head is "
+                                     f"{state.head or 'null (no step yet)'}")
     if step["role"] != plan.decision.role:
         return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
                                      f"{plan.decision.role!r}")

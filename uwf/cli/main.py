@@ -99,19 +99,19 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _registry_panel(payload: dict[str, Any]) -> str:
-    lines = [
-        f"store       {payload['store']}",
-        f"status      {payload['status']}  (checkpoint {payload['checkpoint']}, "
-        f"log {payload['logSeq']})",
-        f"durability  {payload['durability']}",
+    rows = [
+        ("store", payload["store"]),
+        ("status", f"{payload['status']}  (checkpoint {payload['checkpoint']}, "
+                   f"log {payload['logSeq']})"),
+        ("durability", payload["durability"]),
+        *((f"view {name}", f"{info['status']}, {_plural(info['rows'], 'row')}")
+          for name, info in payload["views"].items()),
     ]
-    lines += [f"{'view ' + name:<11} {info['status']}, {_plural(info['rows'], 'row')}"
-              for name, info in payload["views"].items()]
-    threads = payload["counts"].get("threads")
-    if threads:
-        lines.append("threads     " + ", ".join(f"{n} {state}" for state, n in threads.items()))
-    lines.append(f"next        {payload['nextAction']}")
-    return "\n".join(lines)
+    if threads := payload["counts"].get("threads"):
+        rows.append(("threads", ", ".join(f"{n} {state}" for state, n in threads.items())))
+    rows.append(("next", payload["nextAction"]))
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
 
 
 # -- log ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
@@ -133,6 +134,8 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     if args.now:
         os.environ["UWF_NOW"] = args.now
     as_json = args.json or not _is_terminal()
+    # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         if os.environ.get("UWF_NOW"):
             from uwf.engine.clock import now_ms
@@ -171,6 +174,10 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
             "rerun with UWF_DEBUG=1 and report it\n"
         )
         return EXIT_REJECTED
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _stream(lines: Iterable[str]) -> None:

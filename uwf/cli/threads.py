@@ -137,7 +137,8 @@ THREAD_COMMANDS = [
     Command(("thread", "run"), "Step the thread until it is done.",
             "uwf thread run 01J7K9M2XNPQR5VWBCDF8G3H4T --max-steps 20", _run,
             (_THREAD, _AGENT, _TIMEOUT,
-             arg("--max-steps", help="stop after this many steps", type=_count))),
+             arg("--max-steps", help="stop after this many steps (default 200: a loop "
+                 "that never approves stops too)", type=_count, default=200))),
     Command(("thread", "show"), "Show a thread's workflow, head and whether it is done.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", _show, (_THREAD,)),
     Command(("thread", "list"), "List active threads (all with --all), oldest first.",
