@@ -16,6 +16,12 @@ from uwf.engine.events import (
     GENESIS_PREV,
     Envelope,
     StoreCreated,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+    WorkflowRegistered,
     decode_line,
     digest,
 )
@@ -89,6 +95,10 @@ class _Verifier:
     prev_line: tuple[str, int] | None = None
     open_batch: tuple[int, int] | None = None
     digests: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+    # Per-subject order: the registered hash per workflow, and per thread whether it
+    # has ended and which step is in flight.
+    workflows: dict[str, str] = field(default_factory=dict)
+    threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
@@ -150,6 +160,42 @@ class _Verifier:
         if isinstance(envelope.data, StoreCreated) and envelope.data.format > FORMAT_VERSION:
             self.problem(envelope.seq, segment, number,
                          f"store format {envelope.data.format} is newer than {FORMAT_VERSION}")
+        data = envelope.data
+        if isinstance(data, WorkflowRegistered):
+            current = self.workflows.get(data.name)
+            if data.previous != current:
+                self.problem(envelope.seq, segment, number,
+                             f"previous is {data.previous}, but {data.name} pointed at {current}")
+            self.workflows[data.name] = data.hash
+        elif envelope.type.startswith("thread."):
+            problem = self._thread_order(envelope)
+            if problem:
+                self.problem(envelope.seq, segment, number, problem)
+
+    def _thread_order(self, envelope: Envelope) -> str | None:
+        """No step before its thread starts, none after it ends, one step in flight."""
+        data, subject = envelope.data, envelope.subject
+        if isinstance(data, ThreadStarted):
+            if subject in self.threads:
+                return f"{subject} started twice"
+            self.threads[subject] = (False, None)
+            return None
+        if subject not in self.threads:
+            return f"{envelope.type} before {subject} started"
+        ended, flight = self.threads[subject]
+        if ended:
+            return f"{envelope.type} after {subject} ended"
+        if isinstance(data, ThreadStepStarted):
+            self.threads[subject] = (False, data.step_id)
+            if flight is not None:
+                return f"step {data.step_id} started while step {flight} was in flight"
+        elif isinstance(data, ThreadStepped | ThreadStepFailed):
+            self.threads[subject] = (False, None)
+            if data.step_id != flight:
+                return f"step {data.step_id} finished but was not in flight"
+        elif isinstance(data, ThreadEnded):
+            self.threads[subject] = (True, None)
+        return None
 
 
 def verify(store: Store) -> dict[str, Any]:
