@@ -45,7 +45,8 @@ from common import (
 )
 
 from uwf.api.store import Store
-from uwf.api.workflows import compile_workflow, load_yaml
+from uwf.api.workflows import compile_workflow
+from uwf.api.yamlfile import load_yaml
 from uwf.cas.store import builtin_hash
 from uwf.engine.events import NewEvent, WorkflowRegistered
 from uwf.engine.journal import Journal

@@ -187,7 +187,7 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
     }, blocks)
     for hash_ in hashes[:: max(1, len(hashes) // 20)]:
         problems = cas.verify(hash_)
-        if problems or node_path(uwf_root, hash_).read_bytes() == b"":
+        if problems or Path(node_path(str(uwf_root), hash_)).read_bytes() == b"":
             sys.exit(f"bench: node {hash_} does not verify: {problems}")
     size = median([float(len(data)) for _, data in items])
     print(f"{workload.name} (node file {size:.0f} bytes; {len(written['uwf'])} put blocks "
