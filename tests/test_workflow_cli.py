@@ -241,3 +241,29 @@ def test_json_cas_walk_and_schema_list(cli: Cli) -> None:
     }
     titles = {s["title"] for s in json.loads(cli.cas("schema", "list").out)}
     assert {"Workflow", "StartNode", "StepNode", "Text"} <= titles
+
+
+def test_log_tail_follow_prints_new_events_as_they_land(cli: Cli, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    cli.run("workflow", "put", str(EXAMPLE))
+    exe = str(Path(sys.executable).parent / "uwf")
+    follower = subprocess.Popen([exe, "log", "tail", "-n", "1", "--follow"], env=cli.env,
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        assert first["seq"] == 2
+        other = example()
+        other["name"] = "later"
+        cli.run("workflow", "put", write_workflow(tmp_path, other))
+        started = time.monotonic()
+        later = json.loads(follower.stdout.readline())
+        assert later["seq"] == 3
+        assert later["subject"] == "workflow/later"
+        assert time.monotonic() - started < 10
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
