@@ -106,17 +106,21 @@ class Cas:
         # Nodes are immutable: a step reads the same workflow, StartNode and head
         # several times, so decoded nodes are kept (verify always rereads the file).
         self._nodes: dict[str, Node] = {}
+        self._builtins_stored = False
 
     # -- writing ---------------------------------------------------------
 
     def ensure_builtins(self) -> None:
-        """Write the meta-schema and the built-in schemas (idempotent)."""
+        """Write the meta-schema and the built-in schemas (idempotent; once per process,
+        since gc always keeps them)."""
+        if self._builtins_stored:
+            return
         meta = meta_hash()
-        if not self.blobs.exists(meta):
-            self.blobs.write(meta, encode_node(meta, meta_schema(), self.clock()))
+        self.ensure_meta()
         for name in BUILTIN_NAMES:
             if not self.blobs.exists(builtin_hash(name)):
                 self.put(meta, builtin_schema(name))
+        self._builtins_stored = True
 
     def put(self, type_hash: str, payload: Any) -> str:
         """Validate `payload` against its type's schema and store it; return its hash."""
