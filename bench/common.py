@@ -312,7 +312,8 @@ def workflow_name(index: int) -> str:
 
 def _workflow_payloads(store: Any, names: int) -> dict[str, tuple[str, str]]:
     """Two versions of a real Workflow node per name; name -> (hash v0, hash v1)."""
-    from uwf.api.workflows import compile_workflow, load_yaml
+    from uwf.api.workflows import compile_workflow
+    from uwf.api.yamlfile import load_yaml
     from uwf.cas.store import builtin_hash
 
     store.cas.ensure_builtins()
@@ -418,3 +419,73 @@ def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False
 
 def log_bytes(root: Path) -> int:
     return sum(path.stat().st_size for path in (root / "events").glob("*.jsonl"))
+
+
+# -- storage -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Usage:
+    """What a folder (or a set of files) holds: bytes in files, and disk blocks used."""
+
+    files: int
+    apparent: int  # sum of file sizes
+    allocated: int  # sum of st_blocks * 512: what the filesystem really spends
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.files - other.files, self.apparent - other.apparent,
+                     self.allocated - other.allocated)
+
+
+def usage(*paths: Path) -> Usage:
+    """Regular files under `paths` (folders walked, missing paths skipped); folders not counted."""
+    files = apparent = allocated = 0
+    for top in paths:
+        if top.is_file():
+            found = [top]
+        elif top.is_dir():
+            found = [path for path in top.rglob("*") if path.is_file()]
+        else:
+            continue
+        for path in found:
+            stat = path.stat()
+            files += 1
+            apparent += stat.st_size
+            allocated += stat.st_blocks * 512
+    return Usage(files, apparent, allocated)
+
+
+def fmt_bytes(count: float) -> str:
+    if abs(count) >= 10 * 1024 * 1024:
+        return f"{count / 1024 / 1024:,.1f} MiB"
+    if abs(count) >= 10 * 1024:
+        return f"{count / 1024:,.1f} KiB"
+    return f"{count:,.0f} B"
+
+
+def bytecode_env(env: dict[str, str], cache: Path) -> dict[str, str]:
+    """`env` with Python's bytecode cache on, kept in `cache` (out of the source tree).
+
+    A shell that exports PYTHONDONTWRITEBYTECODE=1 makes every child process
+    compile uwf's modules from source again (tens of ms per process); a real
+    installation has its .pyc files, so benchmarks of CLI processes turn it back on.
+    """
+    changed = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    changed["PYTHONPYCACHEPREFIX"] = str(cache)
+    return changed
+
+
+def pressure() -> str:
+    """Linux pressure stall info (share of time some task waited on CPU / IO, 10 s and 60 s).
+
+    CPU use alone misses a disk busy with others' fsyncs; file-creating and
+    fsyncing benchmarks feel that as IO pressure.
+    """
+    parts = []
+    for kind in ("cpu", "io"):
+        try:
+            with open(f"/proc/pressure/{kind}", encoding="utf-8") as handle:
+                fields = dict(item.split("=") for item in handle.readline().split()[1:])
+        except (OSError, ValueError):
+            continue
+        parts.append(f"{kind} {fields.get('avg10', '?')}%/{fields.get('avg60', '?')}%")
+    return "pressure (some, avg10/avg60): " + ", ".join(parts) if parts else "pressure: n/a"
