@@ -151,10 +151,10 @@ class EventLog:
             earlier = _repair_decoder.decode(note)
             if not self._tail_records(earlier):
                 repairs.append(earlier)
-        repair = self._cut_tail()
+        repair, clean_head = self._cut_tail()
         if repair is not None:
             repairs.append(repair)
-        return self.head(), repairs
+        return (clean_head if clean_head is not None else self.head()), repairs
 
     def _tail_records(self, repair: LogRepaired) -> bool:
         """Whether the log's last line already is this `log.repaired`."""
@@ -172,24 +172,29 @@ class EventLog:
             return False
         return last_event.type == LogRepaired.type and last_event.data == repair
 
-    def _cut_tail(self) -> LogRepaired | None:
+    def _cut_tail(self) -> tuple[LogRepaired | None, Head | None]:
+        """Cut what was never acknowledged; with nothing to cut, the head it read."""
         names = self.segments.names()
         if not names:
-            return None
+            return None, EMPTY_HEAD
         name = names[-1]
         size = self.segments.size(name)
         cut = self._complete_end(name, size)
         reasons = ["torn last line"] if cut < size else []
         last = self._last_lines(name, cut, 1)
+        head = None
         if last:
             start, end = last[0]
-            info = _tail_info(self.segments.read(name, start, end - 1), name)
+            raw = self.segments.read(name, start, end - 1)
+            info = _tail_info(raw, name)
             k, n = info.batch
             if k < n:
                 cut = self._last_lines(name, cut, k)[0][0]
                 reasons.append(f"batch cut after {k} of {n} lines")
+            else:
+                head = Head(info.seq, digest(raw), name, start, end)
         if cut == size:
-            return None
+            return None, head
         dropped = self.segments.read(name, cut, size)
         repair = LogRepaired(
             segment=name,
@@ -204,7 +209,7 @@ class EventLog:
             self.segments.remove(name)
         else:
             self.segments.truncate(name, cut)
-        return repair
+        return repair, None
 
     def append(
         self, head: Head, events: Sequence[NewEvent], ts: str, ids: Sequence[str]
