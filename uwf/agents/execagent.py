@@ -17,18 +17,13 @@ import subprocess
 import sys
 from typing import Any
 
-from uwf.agents.kit import context, submit, thread_and_role
+from uwf.agents.kit import agent_cli, context, submit
 from uwf.agents.prompting import assemble_prompt, extract_output
-from uwf.engine.errors import Rejected, UsageError, UwfError
+from uwf.engine.errors import Rejected, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] in ("-h", "--help"):
-        sys.stdout.write(__doc__ or "")
-        return 0 if arguments else 2
-    try:
-        thread, role, command = thread_and_role(arguments)
+    def body(thread: str, role: str, command: list[str]) -> str:
         use_stdin = False
         while command and command[0].startswith("--"):
             flag = command.pop(0)
@@ -41,11 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         if not command:
             raise UsageError("uwf-exec needs the command of a CLI agent",
                              "set args such as [\"--\", \"claude\", \"-p\"]")
-        ctx = context(thread, role)
-        prompt = assemble_prompt(ctx)
-        argv_run = command if use_stdin else [*command, prompt]
+        prompt = assemble_prompt(context(thread, role))
         try:
-            done = subprocess.run(argv_run, input=prompt if use_stdin else None,
+            done = subprocess.run(command if use_stdin else [*command, prompt],
+                                  input=prompt if use_stdin else None,
                                   capture_output=True, text=True, check=False)
         except FileNotFoundError:
             raise Rejected(
@@ -56,12 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             raise Rejected(f"{command[0]} exited with status {done.returncode}: {last}",
                            "see its output above")
         output: Any = extract_output(done.stdout)
-        print(submit(thread, role, output, done.stdout, agent=f"uwf-exec {command[0]}"))
-        return 0
-    except UwfError as exc:
-        sys.stderr.write(f"uwf-exec: error: {exc.line()}\n")
-        return exc.exit_code
+        return submit(thread, role, output, done.stdout, agent=f"uwf-exec {command[0]}")
 
+    return agent_cli("uwf-exec", body, argv, usage=__doc__ or "")
 
 def entry() -> None:
     sys.exit(main())

@@ -57,16 +57,37 @@ def thread_and_role(argv: Sequence[str]) -> tuple[str, str, list[str]]:
     return argv[-2], argv[-1], list(argv[:-2])
 
 
+Body = Callable[[str, str, list[str]], str]
+
+
+def agent_cli(name: str, body: Body, argv: Sequence[str] | None = None,
+              usage: str | None = None) -> int:
+    """The shell of an agent command: `[args...] THREAD ROLE` in, one hash out.
+
+    `body(thread, role, args)` does the work and returns the StepNode hash; a
+    UwfError becomes one line on stderr and its exit code. With `usage`, no
+    arguments or -h prints it.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if usage is not None and (not arguments or arguments[0] in ("-h", "--help")):
+        sys.stdout.write(usage)
+        return 0 if arguments else 2
+    try:
+        thread, role, rest = thread_and_role(arguments)
+        print(body(thread, role, rest))
+        return 0
+    except UwfError as exc:
+        sys.stderr.write(f"{name}: error: {exc.line()}\n")
+        return exc.exit_code
+
+
 def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None,
         history_limit: int | None = None) -> int:
     """Run `handler` as an agent: context in, (output, detail) out, hash printed."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
     prog = name or os.path.basename(sys.argv[0]) or "agent"
-    try:
-        thread, role, _ = thread_and_role(arguments)
+
+    def body(thread: str, role: str, _args: list[str]) -> str:
         output, detail = handler(context(thread, role, history_limit))
-        print(submit(thread, role, output, detail, agent=prog))
-        return 0
-    except UwfError as exc:
-        sys.stderr.write(f"{prog}: error: {exc.line()}\n")
-        return exc.exit_code
+        return submit(thread, role, output, detail, agent=prog)
+
+    return agent_cli(prog, body, argv)

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from uwf.agents.kit import context, submit, thread_and_role
+from uwf.agents.kit import agent_cli, context, submit
 from uwf.agents.prompting import assemble_prompt, extract_output
-from uwf.engine.errors import Rejected, UsageError, UwfError
+from uwf.engine.errors import Rejected, UsageError
 
 RETRIES = 4
 BACKOFF_BASE_S = 0.5
@@ -147,18 +147,13 @@ def extract_with_model(alias: str, role: str, schema: Any, text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] in ("-h", "--help"):
-        sys.stdout.write(__doc__ or "")
-        return 0 if arguments else 2
-    try:
-        thread, role, rest = thread_and_role(arguments)
+    def body(thread: str, role: str, rest: list[str]) -> str:
         flag = rest[1] if len(rest) == 2 and rest[0] == "--model" else None
         if rest and flag is None:
             raise UsageError(f"unexpected arguments {rest}", "uwf-llm [--model NAME] THREAD ROLE")
-        ctx = context(thread, role)
         from uwf.api.config import load_config
 
+        ctx = context(thread, role)
         target = endpoint(choose_model(role, flag))
         messages = [
             {"role": "system", "content": ctx["role"].get("goal") or "You are a helpful agent."},
@@ -170,11 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             output = extract_with_model(extractor, role, ctx["role"]["schema"], text)
         else:
             output = extract_output(text)
-        print(submit(thread, role, output, text, agent=f"uwf-llm {target.alias}"))
-        return 0
-    except UwfError as exc:
-        sys.stderr.write(f"uwf-llm: error: {exc.line()}\n")
-        return exc.exit_code
+        return submit(thread, role, output, text, agent=f"uwf-llm {target.alias}")
+
+    return agent_cli("uwf-llm", body, argv, usage=__doc__ or "")
 
 
 def entry() -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from uwf.agents.kit import run
+from uwf.agents.kit import agent_cli, context, submit
 from uwf.engine.errors import NotFound, UsageError
 
 
@@ -40,23 +40,20 @@ def load_script(path: str) -> dict[str, list[Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] in ("-h", "--help"):
-        sys.stdout.write(__doc__ or "")
-        return 0 if arguments else 2
-    script_path = arguments[0]
-
-    def scripted(ctx: dict[str, Any]) -> tuple[Any, str]:
-        role = ctx["role"]["name"]
-        script = load_script(script_path)
+    def scripted(thread: str, role: str, args: list[str]) -> str:
+        if len(args) != 1:
+            raise UsageError("uwf-mock takes one SCRIPT before THREAD ROLE",
+                             "set args: [path/to/script.yaml]")
+        script = load_script(args[0])
         if role not in script:
-            raise UsageError(f"mock script {script_path} has no outputs for role {role!r}",
+            raise UsageError(f"mock script {args[0]} has no outputs for role {role!r}",
                              "add them to the script")
-        visit = int(ctx["visits"].get(role, 0))
+        visit = int(context(thread, role, history_limit=0)["visits"].get(role, 0))
         outputs = script[role]
-        return outputs[min(visit, len(outputs) - 1)], f"uwf-mock: {role}, visit {visit + 1}"
+        return submit(thread, role, outputs[min(visit, len(outputs) - 1)],
+                      f"uwf-mock: {role}, visit {visit + 1}", agent="uwf-mock")
 
-    return run(scripted, arguments[1:], name="uwf-mock", history_limit=0)
+    return agent_cli("uwf-mock", scripted, argv, usage=__doc__ or "")
 
 
 def entry() -> None:

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from uwf.agents.kit import context, submit, thread_and_role
-from uwf.engine.errors import Rejected, UsageError, UwfError
+from uwf.agents.kit import agent_cli, context, submit
+from uwf.engine.errors import Rejected, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] in ("-h", "--help"):
-        sys.stdout.write(__doc__ or "")
-        return 0 if arguments else 2
-    try:
-        thread, role, rest = thread_and_role(arguments)
+    def body(thread: str, role: str, rest: list[str]) -> str:
         if len(rest) != 1:
             raise UsageError("uwf-subflow takes one WORKFLOW before THREAD ROLE",
                              "set args: [WORKFLOW]")
@@ -28,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         from uwf.api.store import Store
         from uwf.api.threads import find_repo, get_thread, start_thread
 
-        ctx = context(thread, role)
+        ctx = context(thread, role, history_limit=0)
         store = Store.open()
         parent = get_thread(store.read(), thread)
         child = start_thread(store, rest[0], ctx["edgePrompt"] or ctx["prompt"],
@@ -40,13 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                            f"inspect it with `uwf thread log {child['thread']}`")
         step = store.cas.get(final.head).payload
         output = store.cas.get(step["output"]).payload
-        print(submit(thread, role, output, detail_ref=str(result["head"]),
-                     agent=f"uwf-subflow {rest[0]}"))
-        return 0
-    except UwfError as exc:
-        sys.stderr.write(f"uwf-subflow: error: {exc.line()}\n")
-        return exc.exit_code
+        return submit(thread, role, output, detail_ref=str(result["head"]),
+                      agent=f"uwf-subflow {rest[0]}")
 
+    return agent_cli("uwf-subflow", body, argv, usage=__doc__ or "")
 
 def entry() -> None:
     sys.exit(main())
