@@ -75,6 +75,8 @@ class Store:
     root: Path | None
     journal: Journal
     cas: Cas
+    # Shown while absent views are rebuilt by a read (the CLI sets a terminal bar).
+    progress: Progress | None = None
 
     @property
     def log(self) -> EventLog:
@@ -112,7 +114,7 @@ class Store:
 
     def read(self, progress: Progress | None = None) -> Journal:
         """The views, caught up with the log (rebuilt first if absent)."""
-        self.journal.refresh(progress)
+        self.journal.refresh(progress or self.progress)
         return self.journal
 
     def close(self) -> None:

@@ -9,32 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from uwf.cli.common import open_store, progress_bar
 from uwf.cli.render import panel, run, table
 from uwf.cli.spec import Command, Group, arg
 from uwf.cli.threads import THREAD_COMMANDS
 
-if TYPE_CHECKING:
-    from uwf.api.store import Store
-
-
-def _store(args: argparse.Namespace) -> Store:
-    from uwf.api.store import Store
-
-    return Store.open(args.store)
-
-
-def _progress(done: int, total: int) -> None:
-    """A progress bar on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty() or total <= 0:
-        return
-    filled = int(30 * done / total)
-    sys.stderr.write(f"\rrebuilding views [{'#' * filled}{'.' * (30 - filled)}] "
-                     f"{100 * done // total:3d}%")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+_store = open_store
+_progress = progress_bar
 
 
 # -- workflow ----------------------------------------------------------------

@@ -6,18 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from uwf.cli.common import open_store
 from uwf.cli.spec import Command, arg
 
-if TYPE_CHECKING:
-    from uwf.api.store import Store
-
-
-def _store(args: argparse.Namespace) -> Store:
-    from uwf.api.store import Store
-
-    return Store.open(args.store)
+_store = open_store
 
 
 def _read_input(source: str) -> str:

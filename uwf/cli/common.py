@@ -1,0 +1,31 @@
+"""What every command handler needs: the store named by --store, and a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from uwf.api.store import Store
+
+
+def progress_bar(done: int, total: int) -> None:
+    """A progress bar on stderr while views are rebuilt, only when stderr is a terminal."""
+    if not sys.stderr.isatty() or total <= 0:
+        return
+    filled = int(30 * done / total)
+    sys.stderr.write(f"\rrebuilding views [{'#' * filled}{'.' * (30 - filled)}] "
+                     f"{100 * done // total:3d}%")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """The store of --store (or the environment), showing rebuild progress on a terminal."""
+    from uwf.api.store import Store
+
+    store = Store.open(args.store)
+    store.progress = progress_bar
+    return store
