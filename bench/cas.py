@@ -8,7 +8,9 @@ workloads: Text nodes (a ~200-character string) and small JSON objects of a
 schema put first (an agent's step output: status, files, summary, count).
 put = validate against the schema, hash (deterministic CBOR + XXH64), exists
 check, temp file, [fsync,] rename[, fsync dir]. Then `get(hash)` and
-`verify(hash)` (read, parse, recompute the hash, re-validate) of every node.
+`verify(hash)` (read, parse, recompute the hash, re-validate) of every node;
+get is timed on a new `Cas` per block, so it is a first get (the in-process
+cache of decoded nodes is empty, as in a fresh `uwf` or `json-cas` process).
 Baseline, same directory, same bytes: write a temp file with os.open/os.write,
 [fsync,] os.rename[, fsync dir] - the same durability as uwf in that mode -
 and `open(path, "rb").read()`. The fan-out folders exist before timing on both
@@ -174,14 +176,17 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
         cursor[side] = start + block
         return pool[start:start + block]
 
+    os.sync()  # untimed: earlier phases' dirty pages (and rmtree) written back first
     written = interleave({
         "uwf": lambda: rate(put, take("uwf", payloads)),
         "raw": lambda: raw_write(raw_root, take("raw", items), durable),
     }, blocks, budget)
     hashes = hashes[:cursor["uwf"]]  # only what both sides wrote
     blocks = len(hashes) // block
+    os.sync()
     read = interleave({
-        "get": lambda: rate(cas.get, take("get", hashes)),
+        # A new Cas per block: its decoded-node cache is empty, as in a new process.
+        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable)).get, take("get", hashes)),
         "verify": lambda: rate(cas.verify, take("verify", hashes)),
         "read": lambda: raw_read(raw_root, take("read", hashes)),
     }, blocks)
