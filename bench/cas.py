@@ -137,7 +137,6 @@ def rate(call: Callable[[Any], object], items: Sequence[Any]) -> float:
 def run_mode(base: Path, durable: bool, n: int, block: int, budget: float) -> None:
     mode = "fsync" if durable else "none"
     work = base / f"cas-{mode}"
-    shutil.rmtree(work, ignore_errors=True)
     uwf_root, raw_root = work / "cas", work / "raw"
     make_fanout(uwf_root)
     make_fanout(raw_root)
@@ -217,17 +216,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=40.0, metavar="S",
                         help="per workload, stop adding put blocks after S seconds "
                         "(default 40; 0: no limit)")
+    parser.add_argument("--keep", action="store_true", help="keep the nodes written")
+    parser.add_argument("--settle", type=float, default=30.0, metavar="S",
+                        help="after removing a previous run's nodes, wait S seconds (default 30)")
     add_common_args(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.n = 1000
     base = data_dir(args.dir)
     print_header("cas: put and get+verify of CAS nodes", base)
+    stale = [base / "cas-fsync", base / "cas-none"]
+    if any(path.exists() for path in stale):
+        # Deleting tens of thousands of files slows file creation on this disk for
+        # a while afterwards (ext4 with online discard): do it now, then settle.
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        os.sync()
+        time.sleep(args.settle)
+        print(f"removed the previous run's nodes, then waited {args.settle:g} s")
     begin(args.wait_quiet)
     modes = {"fsync": [True], "none": [False], "both": [True, False]}[args.durability]
     for durable in modes:
         run_mode(base, durable, args.n, args.block, args.budget)
     print(f"\nend: {load()}")
+    if not args.keep:
+        for path in stale:  # after timing, so the next phase or run starts clean
+            shutil.rmtree(path, ignore_errors=True)
     return 0
 
 
