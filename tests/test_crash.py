@@ -556,7 +556,7 @@ def test_torn_tail_is_ignored_reported_and_repaired(
         # after the append and fsync, before the views transaction
         ("uwf/engine/segments.py", "append", "return", True, False),
         # inside the views transaction, before COMMIT
-        ("uwf/engine/viewstore.py", "_set_checkpoint", "return", True, False),
+        ("uwf/engine/viewstore.py", "_move_checkpoint", "return", True, False),
     ],
     ids=["before-lock", "empty-new-segment", "after-append", "inside-views-transaction"],
 )

@@ -161,20 +161,19 @@ class Journal:
         """Run one command under the write protocol; return the events it appended."""
         with self.log.lock():
             checkpoint = self.views.checkpoint()
-            if checkpoint is not None:
+            scan = self.log.scan_tail()
+            current = checkpoint is not None and scan.head is not None and (
+                (checkpoint.seq, checkpoint.digest) == (scan.head.seq, scan.head.digest))
+            if checkpoint is not None and not current:
                 # Views fold only acknowledged lines; if the log lost one of them, the
                 # tail is evidence, not a torn write: refuse before recovery cuts it.
                 self._check_match(checkpoint)
-            head, repairs = self.log.recover()
-            if checkpoint is not None and (checkpoint.seq, checkpoint.digest) == (
-                head.seq, head.digest
-            ):
-                head = checkpoint  # views current: the last line itself vouches for them
-            else:
-                head = self.refresh()
+            head, repairs = self.log.recover(scan)
+            # Views current: the last line itself vouches for them.
+            head = checkpoint if checkpoint is not None and current else self.refresh()
             if repairs:
                 head, _ = self._append(head, [NewEvent("store", item) for item in repairs])
-            self.log.segments.set_pending(None)
+                self.log.segments.set_pending(None)
             events = list(decide(self))
             if not events:
                 return []

@@ -45,6 +45,18 @@ class Head:
 EMPTY_HEAD = Head(0, GENESIS_PREV, "", 0, 0)
 
 
+@dataclass(frozen=True)
+class TailScan:
+    """The end of the last segment: bytes from `cut` to `size` were never acknowledged;
+    `head` is the last line that stays (None: look further back after the cut)."""
+
+    segment: str
+    size: int
+    cut: int
+    reasons: tuple[str, ...]
+    head: Head | None
+
+
 class Line(NamedTuple):
     """A complete line as stored: where it is and its bytes without the newline."""
 
@@ -139,77 +151,88 @@ class EventLog:
 
     # -- writing (under the lock) -----------------------------------------
 
-    def recover(self) -> tuple[Head, list[LogRepaired]]:
+    def scan_tail(self) -> TailScan:
+        """Read (never change) the end of the log: what a writer would keep and cut."""
+        names = self.segments.names()
+        if not names:
+            return TailScan("", 0, 0, (), EMPTY_HEAD)
+        name = names[-1]
+        size = self.segments.size(name)
+        # One read of the last few KiB answers the common case: a clean last line.
+        window_start = max(0, size - _TAIL_WINDOW)
+        chunk = self.segments.read(name, window_start, size)
+        newline = chunk.rfind(b"\n")
+        previous = chunk.rfind(b"\n", 0, newline) if newline > 0 else -1
+        if newline >= 0 and (previous >= 0 or window_start == 0):
+            cut = window_start + newline + 1
+            start = window_start + previous + 1
+            raw = chunk[previous + 1 : newline]
+        else:  # a line longer than the window, or no complete line at all
+            cut = self._complete_end(name, size)
+            last = self._last_lines(name, cut, 1)
+            if not last:
+                reasons = ("torn last line",) if cut < size else ()
+                return TailScan(name, size, cut, reasons, None)
+            start = last[0][0]
+            raw = self.segments.read(name, start, cut - 1)
+        reasons = ("torn last line",) if cut < size else ()
+        info = _tail_info(raw, name)
+        k, n = info.batch
+        if k < n:
+            cut = self._last_lines(name, cut, k)[0][0]
+            return TailScan(name, size, cut, (*reasons, f"batch cut after {k} of {n} lines"),
+                            None)
+        return TailScan(name, size, cut, reasons, Head(info.seq, digest(raw), name, start, cut))
+
+    def recover(self, scan: TailScan | None = None) -> tuple[Head, list[LogRepaired]]:
         """Truncate an unacknowledged tail; the head after it, and what was dropped.
 
         The note of a truncation is saved before the bytes go, so a writer killed
         between truncating and recording leaves the record to the next writer.
         """
+        scan = scan or self.scan_tail()
         repairs = []
         note = self.segments.pending()
         if note is not None:
             earlier = _repair_decoder.decode(note)
-            if not self._tail_records(earlier):
+            if self._tail_records(earlier):
+                self.segments.set_pending(None)  # recorded before its writer died
+            else:
                 repairs.append(earlier)
-        repair, clean_head = self._cut_tail()
-        if repair is not None:
-            repairs.append(repair)
-        return (clean_head if clean_head is not None else self.head()), repairs
+        if scan.cut < scan.size:
+            repairs.append(self._cut(scan))
+        elif scan.head is not None:
+            return scan.head, repairs
+        return self.head(), repairs
 
     def _tail_records(self, repair: LogRepaired) -> bool:
         """Whether the log's last line already is this `log.repaired`."""
-        names = self.segments.names()
-        if not names:
+        head = self.head()
+        if head.seq == 0:
             return False
-        name = names[-1]
-        last = self._last_lines(name, self._complete_end(name, self.segments.size(name)), 1)
-        if not last:
-            return False
-        raw = self.segments.read(name, last[0][0], last[0][1] - 1)
+        raw = self.segments.read(head.segment, head.start, head.end - 1)
         try:
             last_event = _last_repair_decoder.decode(raw)
         except msgspec.DecodeError:
             return False
         return last_event.type == LogRepaired.type and last_event.data == repair
 
-    def _cut_tail(self) -> tuple[LogRepaired | None, Head | None]:
-        """Cut what was never acknowledged; with nothing to cut, the head it read."""
-        names = self.segments.names()
-        if not names:
-            return None, EMPTY_HEAD
-        name = names[-1]
-        size = self.segments.size(name)
-        cut = self._complete_end(name, size)
-        reasons = ["torn last line"] if cut < size else []
-        last = self._last_lines(name, cut, 1)
-        head = None
-        if last:
-            start, end = last[0]
-            raw = self.segments.read(name, start, end - 1)
-            info = _tail_info(raw, name)
-            k, n = info.batch
-            if k < n:
-                cut = self._last_lines(name, cut, k)[0][0]
-                reasons.append(f"batch cut after {k} of {n} lines")
-            else:
-                head = Head(info.seq, digest(raw), name, start, end)
-        if cut == size:
-            return None, head
-        dropped = self.segments.read(name, cut, size)
+    def _cut(self, scan: TailScan) -> LogRepaired:
+        dropped = self.segments.read(scan.segment, scan.cut, scan.size)
         repair = LogRepaired(
-            segment=name,
-            offset=cut,
+            segment=scan.segment,
+            offset=scan.cut,
             dropped_bytes=len(dropped),
             dropped_lines=dropped.count(b"\n") + (0 if dropped.endswith(b"\n") else 1),
             digest=hashlib.sha256(dropped).hexdigest()[:32],
-            reason="; ".join(reasons),
+            reason="; ".join(scan.reasons),
         )
         self.segments.set_pending(msgspec.json.encode(repair))
-        if cut == 0:
-            self.segments.remove(name)
+        if scan.cut == 0:
+            self.segments.remove(scan.segment)
         else:
-            self.segments.truncate(name, cut)
-        return repair, None
+            self.segments.truncate(scan.segment, scan.cut)
+        return repair
 
     def append(
         self, head: Head, events: Sequence[NewEvent], ts: str, ids: Sequence[str]

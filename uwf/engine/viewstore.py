@@ -212,18 +212,23 @@ class SqliteViewStore:
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
-                current = self._checkpoint(db)
-                fresh = current is None and expected.seq == 0
-                if not (fresh or _same(current, expected)):
+                if expected.seq == 0:  # the first fold into new (or outdated) views
+                    current = self._checkpoint(db)
+                    if current is not None and not _same(current, expected):
+                        db.execute("ROLLBACK")
+                        return False
+                    if current is None:
+                        self._reset(db)
+                    self._set_checkpoint(db, new)
+                elif not self._move_checkpoint(db, expected, new):
                     db.execute("ROLLBACK")
                     return False
-                if fresh:
-                    self._reset(db)
                 upserts = [(v, k, val) for (v, k), val in changes.items() if val is not None]
                 deletes = [(v, k) for (v, k), val in changes.items() if val is None]
-                db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", upserts)
-                db.executemany("DELETE FROM state WHERE view = ? AND key = ?", deletes)
-                self._set_checkpoint(db, new)
+                if upserts:
+                    db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", upserts)
+                if deletes:
+                    db.executemany("DELETE FROM state WHERE view = ? AND key = ?", deletes)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -259,6 +264,18 @@ class SqliteViewStore:
         db.execute(
             "INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,)
         )
+
+    def _move_checkpoint(self, db: sqlite3.Connection, expected: Head, new: Head) -> bool:
+        """Compare-and-set in one statement: the checkpoint moves only from `expected`
+        (and only in views of this version)."""
+        moved = db.execute(
+            'UPDATE checkpoint SET seq = ?, segment = ?, start = ?, "end" = ?, digest = ? '
+            "WHERE id = 1 AND seq = ? AND digest = ? AND "
+            "(SELECT value FROM meta WHERE key = 'version') = ?",
+            (new.seq, new.segment, new.start, new.end, new.digest,
+             expected.seq, expected.digest, self.version),
+        ).rowcount
+        return bool(moved == 1)
 
     def _set_checkpoint(self, db: sqlite3.Connection, head: Head) -> None:
         db.execute(
