@@ -74,9 +74,11 @@ def chat(target: Endpoint, messages: list[dict[str, str]],
     if response_format is not None:
         body["response_format"] = response_format
     headers = {"Authorization": f"Bearer {target.key}"}
-    timeout = _env_number("UWF_LLM_TIMEOUT", 600.0)
-    retries = int(_env_number("UWF_LLM_RETRIES", RETRIES))
-    base = _env_number("UWF_LLM_BACKOFF_S", BACKOFF_BASE_S)
+    from uwf.api.env import env_number
+
+    timeout = env_number("UWF_LLM_TIMEOUT", 600.0, positive=True)
+    retries = int(env_number("UWF_LLM_RETRIES", RETRIES, integer=True))
+    base = env_number("UWF_LLM_BACKOFF_S", BACKOFF_BASE_S)
     with httpx.Client(timeout=timeout) as client:
         for attempt in range(retries + 1):
             try:
@@ -107,19 +109,6 @@ def chat(target: Endpoint, messages: list[dict[str, str]],
                 raise Rejected(f"{target.url} returned no chat completion",
                                "check that baseUrl is OpenAI-compatible") from None
     raise AssertionError("unreachable")
-
-
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{name} must be a number, not {raw!r}", f"fix or unset {name}") from None
-    if value < 0:
-        raise UsageError(f"{name} must not be negative", f"fix or unset {name}")
-    return value
 
 
 def _delay(retry_after: str | None, base: float, attempt: int) -> float:

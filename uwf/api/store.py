@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from uwf.api.env import env_number
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.engine.clock import now_ms
@@ -29,35 +30,6 @@ def resolve_root(explicit: str | None = None) -> Path:
     if state := os.environ.get("XDG_STATE_HOME"):
         return Path(state).expanduser() / "uwf"
     return Path.home() / ".local" / "state" / "uwf"
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(
-            f"{name} must be an integer, not {raw!r}", f"fix or unset {name}"
-        ) from None
-    if value <= 0:
-        raise UsageError(f"{name} must be positive, not {value}", f"fix or unset {name}")
-    return value
-
-
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{name} must be a number of seconds, not {raw!r}",
-                         f"fix or unset {name}") from None
-    if value < 0:
-        raise UsageError(f"{name} must not be negative", f"fix or unset {name}")
-    return value
 
 
 def durability_from_env() -> bool:
@@ -97,9 +69,10 @@ class Store:
         durable = durability_from_env()
         log = EventLog(
             FileSegments(path / "events", path / "lock"),
-            segment_bytes=_env_int("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
+            segment_bytes=int(env_number("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES,
+                                         integer=True, positive=True)),
             durable=durable,
-            lock_timeout=_env_seconds("UWF_LOCK_TIMEOUT", 10.0),
+            lock_timeout=env_number("UWF_LOCK_TIMEOUT", 10.0),
         )
         views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
         journal = Journal(log, views, all_projections(), clock=now_ms)

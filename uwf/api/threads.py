@@ -6,7 +6,6 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -168,11 +167,3 @@ def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
                           fork_of=thread, steps=len(kept), visits=visits)
     store.journal.write(lambda _j: [NewEvent(f"thread/{new}", event)])
     return {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
-
-
-def env_flag(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise UsageError(f"{name} must be a number, not {raw!r}", f"fix or unset {name}") from None
