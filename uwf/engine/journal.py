@@ -97,20 +97,23 @@ class Journal:
 
     def refresh(self, progress: Progress | None = None) -> Head:
         """Catch the views up with the log; rebuild them if absent; fail on mismatch."""
-        checkpoint = self.views.checkpoint()
-        if checkpoint is None:
-            if not self.log.segments.names():
-                return EMPTY_HEAD  # nothing to fold and nothing to create on disk
-            return self.rebuild(progress)
-        self._check_match(checkpoint)
-        states: dict[Key, Any] = {}
-        head = self._fold(states, self.log.read(checkpoint.segment, checkpoint.end), checkpoint,
-                          self._load)
-        if head.seq == checkpoint.seq:
-            return checkpoint
-        if not self.views.commit(self._encode(states), checkpoint, head):
-            return self.refresh(progress)  # another process moved them first
-        return head
+        for _attempt in range(100):
+            checkpoint = self.views.checkpoint()
+            if checkpoint is None:
+                if not self.log.segments.names():
+                    return EMPTY_HEAD  # nothing to fold and nothing to create on disk
+                return self.rebuild(progress)
+            self._check_match(checkpoint)
+            states: dict[Key, Any] = {}
+            lines = self.log.read(checkpoint.segment, checkpoint.end)
+            head = self._fold(states, lines, checkpoint, self._load)
+            if head.seq == checkpoint.seq:
+                return checkpoint
+            if self.views.commit(self._encode(states), checkpoint, head):
+                return head
+            # Another process moved the checkpoint first: start again from it.
+        raise Corrupt("the views would not take the caught-up state",
+                      "run `uwf registry rebuild`")
 
     def rebuild(self, progress: Progress | None = None) -> Head:
         """Drop the views and replay the whole log into them."""
@@ -168,7 +171,7 @@ class Journal:
                 # Views fold only acknowledged lines; if the log lost one of them, the
                 # tail is evidence, not a torn write: refuse before recovery cuts it.
                 self._check_match(checkpoint)
-            head, repairs = self.log.recover(scan)
+            _, repairs = self.log.recover(scan)
             # Views current: the last line itself vouches for them.
             head = checkpoint if checkpoint is not None and current else self.refresh()
             if repairs:
