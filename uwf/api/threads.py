@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from uwf.api.store import Store
-from uwf.cas.hashing import is_hash
+from uwf.api.workflows import resolve_workflow
 from uwf.cas.store import Node, builtin_hash
 from uwf.engine.errors import NotFound, Rejected, UsageError
 from uwf.engine.events import NewEvent, ThreadEnded, ThreadStarted
@@ -29,22 +29,6 @@ def find_repo(explicit: str | None = None) -> str:
         if (folder / ".git").exists():
             return str(folder)
     return str(here)
-
-
-def resolve_workflow(store: Store, journal: Journal, ref: str) -> tuple[str, dict[str, Any]]:
-    """A workflow's hash and payload from its registered name or its hash."""
-    state = journal.get("workflows", ref)
-    workflow_hash = state.hash if state is not None else ref
-    if state is None and not is_hash(ref):
-        raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
-    try:
-        node = store.cas.get(workflow_hash)
-    except NotFound:
-        raise NotFound(f"no workflow {ref!r}", "list them with `uwf workflow list`") from None
-    if node.type != builtin_hash("Workflow"):
-        raise NotFound(f"{ref} is not a Workflow node", "give a workflow name or hash")
-    payload: dict[str, Any] = node.payload
-    return workflow_hash, payload
 
 
 def get_thread(journal: Journal, thread: str) -> ThreadState:

@@ -184,20 +184,30 @@ def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
     return {"workflow": workflow_hash, "name": name}
 
 
-def show_workflow(store: Store, ref: str) -> dict[str, Any]:
-    """A workflow by name (the registered version) or by hash."""
-    journal = store.read()
+def resolve_workflow(
+    store: Store, journal: Journal, ref: str
+) -> tuple[str, dict[str, Any]]:
+    """A workflow's hash and payload from its registered name or its hash."""
     state = journal.get("workflows", ref)
-    if state is not None:
-        workflow_hash = state.hash
-    elif is_hash(ref):
-        workflow_hash = ref
-    else:
+    workflow_hash = state.hash if state is not None else ref
+    if state is None and not is_hash(ref):
         raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
-    node = store.cas.get(workflow_hash)
+    try:
+        node = store.cas.get(workflow_hash)
+    except NotFound:
+        raise NotFound(
+            f"workflow {ref} not found", "list them with `uwf workflow list`"
+        ) from None
     if node.type != builtin_hash("Workflow"):
         raise NotFound(f"{ref} is not a Workflow node", "give a workflow name or hash")
-    return {"workflow": workflow_hash, "name": node.payload["name"], "definition": node.payload}
+    payload: dict[str, Any] = node.payload
+    return workflow_hash, payload
+
+
+def show_workflow(store: Store, ref: str) -> dict[str, Any]:
+    """A workflow by name (the registered version) or by hash."""
+    workflow_hash, payload = resolve_workflow(store, store.read(), ref)
+    return {"workflow": workflow_hash, "name": payload["name"], "definition": payload}
 
 
 def list_workflows(store: Store) -> list[dict[str, Any]]:

@@ -22,6 +22,21 @@ def progress_bar(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+def read_input(source: str) -> str:
+    """The text of a file, or of stdin for `-`; a one-line error when unreadable."""
+    from uwf.engine.errors import NotFound, UsageError
+
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise NotFound(f"no such file: {source}", "check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 file") from None
+
+
 def open_store(args: argparse.Namespace) -> Store:
     """The store of --store (or the environment), showing rebuild progress on a terminal."""
     from uwf.api.store import Store

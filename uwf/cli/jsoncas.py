@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from uwf.cli.common import read_input
 from uwf.cli.render import run
 from uwf.cli.spec import Command, Group, arg
 from uwf.engine.errors import UsageError
@@ -24,18 +25,7 @@ def _cas(args: argparse.Namespace) -> Cas:
 
 def _read_json(source: str) -> Any:
     """JSON from a file or `-` (stdin); a clear error when it is not JSON."""
-    try:
-        if source == "-":
-            text = sys.stdin.read()
-        else:
-            with open(source, encoding="utf-8") as handle:
-                text = handle.read()
-    except FileNotFoundError:
-        from uwf.engine.errors import NotFound
-
-        raise NotFound(f"no such file: {source}", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 JSON file") from None
+    text = read_input(source)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -4,28 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterator
 from typing import Any
 
-from uwf.cli.common import open_store
+from uwf.cli.common import open_store, read_input
 from uwf.cli.spec import Command, arg
 
 _store = open_store
-
-
-def _read_input(source: str) -> str:
-    from uwf.engine.errors import NotFound, UsageError
-
-    if source == "-":
-        return sys.stdin.read()
-    try:
-        with open(source, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        raise NotFound(f"no such file: {source}", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 file") from None
 
 
 def _start(args: argparse.Namespace) -> Any:
@@ -88,12 +73,12 @@ def _submit(args: argparse.Namespace) -> Any:
     from uwf.api.agents import submit_step
     from uwf.engine.errors import UsageError
 
-    text = _read_input(args.output)
+    text = read_input(args.output)
     try:
         output = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--output is not JSON: {exc}", "give the output as JSON") from None
-    detail = _read_input(args.detail) if args.detail else None
+    detail = read_input(args.detail) if args.detail else None
     return submit_step(_store(args), args.thread, args.role, output, detail,
                        agent=args.agent or "manual")
 
