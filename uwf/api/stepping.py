@@ -65,13 +65,22 @@ class StepFailed(Rejected):
 
 def next_decision(store: Store, state: ThreadState) -> tuple[dict[str, Any], Decision]:
     """The workflow and the moderator's decision from the thread's head."""
+    return _route(store, state, *_last(store, state))
+
+
+def _last(store: Store, state: ThreadState) -> tuple[str, Any]:
+    """The role and output at the thread's head (`$START` and None before any step)."""
+    if state.head is None:
+        return START, None
+    step = store.cas.get(state.head).payload
+    return step["role"], store.cas.get(step["output"]).payload
+
+
+def _route(store: Store, state: ThreadState, role: str,
+           output: Any) -> tuple[dict[str, Any], Decision]:
     workflow: dict[str, Any] = store.cas.get(state.workflow).payload
     prompt = store.cas.get(state.start).payload["prompt"]
-    if state.head is None:
-        return workflow, evaluate(workflow["graph"], START, None, prompt)
-    step = store.cas.get(state.head).payload
-    output = store.cas.get(step["output"]).payload
-    return workflow, evaluate(workflow["graph"], step["role"], output, prompt)
+    return workflow, evaluate(workflow["graph"], role, output, prompt)
 
 
 # An agent run in this process: (output, detail) from the step's context. For
@@ -196,7 +205,8 @@ def _decide(store: Store, state: ThreadState, events: list[NewEvent],
     try:
         workflow, decision = next_decision(store, state)
     except NoTransition as exc:
-        last_role, status = _last(store, state)
+        last_role, last_output = _last(store, state)
+        status = status_of(last_role, last_output)
         events.append(NewEvent(f"thread/{state.thread}",
                                ThreadBlocked("no-transition", exc.what, last_role, status)))
         outcome["error"] = exc
@@ -205,13 +215,6 @@ def _decide(store: Store, state: ThreadState, events: list[NewEvent],
         raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
                        "run `uwf log verify`") from None
     return workflow, decision
-
-
-def _last(store: Store, state: ThreadState) -> tuple[str, str]:
-    if state.head is None:
-        return START, "_"
-    step = store.cas.get(state.head).payload
-    return step["role"], status_of(step["role"], store.cas.get(step["output"]).payload)
 
 
 # -- phase 2 ---------------------------------------------------------------------
@@ -360,10 +363,8 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
 
 def _after(store: Store, state: ThreadState, role: str, output: Any) -> list[NewEvent]:
     """Step 8: ask the moderator again; `$END` ends the thread in the same batch."""
-    workflow = store.cas.get(state.workflow).payload
-    prompt = store.cas.get(state.start).payload["prompt"]
     try:
-        decision = evaluate(workflow["graph"], role, output, prompt)
+        _, decision = _route(store, state, role, output)
     except NoTransition:
         return []  # the next step finds no transition and blocks the thread
     data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
