@@ -50,7 +50,7 @@ from common import (
 from uwf.cas.backends import FileBlobs, node_path
 from uwf.cas.hashing import node_hash
 from uwf.cas.store import Cas, builtin_hash, encode_node
-from uwf.engine.clock import now_ms
+from uwf.engine.clock import system_clock
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "title": "BenchStepOutput",
@@ -140,7 +140,7 @@ def run_mode(base: Path, durable: bool, n: int, block: int, budget: float) -> No
     uwf_root, raw_root = work / "cas", work / "raw"
     make_fanout(uwf_root)
     make_fanout(raw_root)
-    cas = Cas(FileBlobs(uwf_root, durable))
+    cas = Cas(FileBlobs(uwf_root, durable), clock=system_clock)
     cas.ensure_builtins()
     schema_hash = cas.put_schema(OUTPUT_SCHEMA)
     workloads = [Workload("Text node", builtin_hash("Text"), text_payload),
@@ -164,7 +164,7 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
     # Payloads, and the bytes uwf stores for them, made before any timing.
     payloads = [workload.payload(counter + index) for index in range(blocks * block)]
     counter += len(payloads)
-    ts = now_ms()
+    ts = system_clock()
     items = [(node_hash(workload.type_hash, p), encode_node(workload.type_hash, p, ts))
              for p in payloads]
     hashes = [hash_ for hash_, _ in items]
@@ -185,7 +185,7 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
     os.sync()
     read = interleave({
         # A new Cas per block: its decoded-node cache is empty, as in a new process.
-        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable)).get, take("get", hashes)),
+        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable), clock=system_clock).get, take("get", hashes)),
         "verify": lambda: rate(cas.verify, take("verify", hashes)),
         "read": lambda: raw_read(raw_root, take("read", hashes)),
     }, blocks)

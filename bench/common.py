@@ -383,11 +383,12 @@ def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False
     from uwf.engine.clock import format_ts
     from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, WorkflowRegistered, digest
     from uwf.engine.log import EMPTY_HEAD, EventLog, Head
+    from uwf.engine.clock import system_clock
     from uwf.engine.segments import FileSegments
 
     start = time.perf_counter()
     store = Store.open(root)  # opening creates nothing; the CAS below skips fsync
-    store.cas = Cas(FileBlobs(root / "cas", durable=False))
+    store.cas = Cas(FileBlobs(root / "cas", durable=False), clock=system_clock)
     hashes = _workflow_payloads(store, names)
     store.close()
 

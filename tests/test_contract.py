@@ -9,7 +9,7 @@ import pytest
 
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas, builtin_hash
-from uwf.engine.errors import NotFound, Rejected, StoreBusy, UsageError
+from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
 from uwf.engine.events import (
     GENESIS_PREV,
     LogRepaired,
@@ -295,7 +295,7 @@ def test_garbage_is_what_the_roots_do_not_reach(cas: Cas) -> None:
 
 
 def test_verify_detects_an_altered_file(tmp_path: Path) -> None:
-    cas = Cas(FileBlobs(tmp_path / "cas"))
+    cas = Cas(FileBlobs(tmp_path / "cas"), clock=lambda: 1)
     hash_ = cas.put_text("original")
     path = tmp_path / "cas" / hash_[:2] / f"{hash_}.json"
     path.write_text(path.read_text().replace("original", "altered"))

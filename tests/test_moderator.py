@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from uwf.engine.errors import EXIT_REJECTED, Rejected
+from uwf.errors import EXIT_REJECTED, Rejected
 from uwf.engine.moderator import END, START, NoTransition, evaluate
 
 GRAPH: dict[str, dict[str, dict[str, str]]] = {

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uwf.api.store import Store
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 from uwf.engine.events import (
     Envelope,
     LogRepaired,

@@ -19,7 +19,7 @@ from typing import Any
 
 from uwf.agents.kit import agent_cli, context, submit
 from uwf.agents.prompting import assemble_prompt, extract_output
-from uwf.engine.errors import Rejected, UsageError
+from uwf.errors import Rejected, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from uwf.engine.errors import UsageError, UwfError
+from uwf.errors import UsageError, UwfError
 
 Handler = Callable[[dict[str, Any]], tuple[Any, str]]
 

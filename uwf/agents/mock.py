@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from uwf.agents.kit import agent_cli, context, submit
-from uwf.engine.errors import NotFound, UsageError
+from uwf.errors import NotFound, UsageError
 
 
 def load_script(path: str) -> dict[str, list[Any]]:

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from uwf.engine.errors import Rejected
+from uwf.errors import Rejected
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _FRONT = re.compile(r"\A\s*---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)

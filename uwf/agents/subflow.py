@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from uwf.agents.kit import agent_cli, context, submit
-from uwf.engine.errors import Rejected, UsageError
+from uwf.errors import Rejected, UsageError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from uwf.api.store import Store
 from uwf.api.threads import chain, get_thread
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
-from uwf.engine.errors import NotFound, Rejected
+from uwf.errors import NotFound, Rejected
 from uwf.engine.moderator import NoTransition, status_of
 from uwf.projections.threads import ThreadState
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from uwf.engine.errors import Rejected, UsageError
+from uwf.errors import Rejected, UsageError
 
 
 class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):

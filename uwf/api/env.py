@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from uwf.engine.errors import UsageError
+from uwf.errors import UsageError
 
 
 def env_number(name: str, default: float, *, integer: bool = False,

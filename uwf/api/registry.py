@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from uwf.api.store import Store
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 from uwf.engine.journal import Progress
 
 _NEXT = {

@@ -27,7 +27,7 @@ from uwf.api.threads import get_thread, summary
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.engine.clock import format_ts
-from uwf.engine.errors import NotFound, Rejected
+from uwf.errors import NotFound, Rejected
 from uwf.engine.events import (
     EventData,
     NewEvent,
@@ -276,7 +276,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
 
 def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Failure:
     from uwf.api.agents import agent_context, submit_step
-    from uwf.engine.errors import UwfError
+    from uwf.errors import UwfError
 
     role = plan.decision.role
     try:

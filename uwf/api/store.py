@@ -12,8 +12,8 @@ from pathlib import Path
 from uwf.api.env import env_number
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
-from uwf.engine.clock import now_ms
-from uwf.engine.errors import UsageError
+from uwf.engine.clock import Clock, clock_from, system_clock
+from uwf.errors import UsageError
 from uwf.engine.journal import Journal, Progress
 from uwf.engine.log import DEFAULT_SEGMENT_BYTES, EventLog
 from uwf.engine.segments import FileSegments, MemorySegments
@@ -63,8 +63,12 @@ class Store:
         return "fsync" if self.log.durable else "none"
 
     @classmethod
-    def open(cls, root: str | Path | None = None) -> Store:
-        """The embedded default: file log, SQLite views, file CAS, in one folder."""
+    def open(cls, root: str | Path | None = None, *, clock: Clock | None = None) -> Store:
+        """The embedded default: file log, SQLite views, file CAS, in one folder.
+
+        `clock` defaults to `UWF_NOW` when set, else the wall clock.
+        """
+        clock = clock or clock_from(None, os.environ)
         path = resolve_root(str(root) if root is not None else None)
         durable = durability_from_env()
         log = EventLog(
@@ -75,15 +79,16 @@ class Store:
             lock_timeout=env_number("UWF_LOCK_TIMEOUT", 10.0),
         )
         views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
-        journal = Journal(log, views, all_projections(), clock=now_ms)
-        return cls(path, journal, Cas(FileBlobs(path / "cas", durable), clock=now_ms))
+        journal = Journal(log, views, all_projections(), clock=clock)
+        return cls(path, journal, Cas(FileBlobs(path / "cas", durable), clock=clock))
 
     @classmethod
-    def memory(cls, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Store:
+    def memory(cls, segment_bytes: int = DEFAULT_SEGMENT_BYTES, *,
+               clock: Clock = system_clock) -> Store:
         """The in-memory twin of every part, for tests and embedding."""
         log = EventLog(MemorySegments(), segment_bytes=segment_bytes)
-        journal = Journal(log, MemoryViewStore(views_version()), all_projections())
-        return cls(None, journal, Cas(MemoryBlobs()))
+        journal = Journal(log, MemoryViewStore(views_version()), all_projections(), clock=clock)
+        return cls(None, journal, Cas(MemoryBlobs(), clock=clock))
 
     def read(self, progress: Progress | None = None) -> Journal:
         """The views, caught up with the log (rebuilt first if absent)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from uwf.engine.errors import NotFound, Rejected, UsageError
+from uwf.errors import NotFound, Rejected, UsageError
 
 
 def load_yaml(path: Path, what: str = "") -> Any:

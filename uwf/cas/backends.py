@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from uwf.cas.hashing import is_hash
-from uwf.engine.errors import UsageError
+from uwf.errors import UsageError
 
 
 def check_hash(text: str) -> str:

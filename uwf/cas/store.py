@@ -17,8 +17,7 @@ from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import is_hash, node_hash, self_hash
-from uwf.engine.clock import now_ms
-from uwf.engine.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 
 BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
 
@@ -99,7 +98,7 @@ def _path(parts: Iterable[object]) -> str:
 class Cas:
     """The typed store over a `Blobs` backend."""
 
-    def __init__(self, blobs: Blobs, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, blobs: Blobs, clock: Callable[[], int]) -> None:
         self.blobs = blobs
         self.clock = clock
         self._validators: dict[str, Any] = {}

@@ -24,7 +24,7 @@ def progress_bar(done: int, total: int) -> None:
 
 def read_input(source: str) -> str:
     """The text of a file, or of stdin for `-`; a one-line error when unreadable."""
-    from uwf.engine.errors import NotFound, UsageError
+    from uwf.errors import NotFound, UsageError
 
     if source == "-":
         return sys.stdin.read()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from uwf.cli.common import read_input
 from uwf.cli.render import run
 from uwf.cli.spec import Command, Group, arg
-from uwf.engine.errors import UsageError
+from uwf.errors import UsageError
 
 if TYPE_CHECKING:
     from uwf.cas.store import Cas
@@ -46,7 +46,7 @@ def _get(args: argparse.Namespace) -> Any:
 
 
 def _has(args: argparse.Namespace) -> Any:
-    from uwf.engine.errors import NotFound
+    from uwf.errors import NotFound
 
     if not _cas(args).has(args.hash):
         raise NotFound(f"node {args.hash} not found", "put it first")
@@ -65,7 +65,7 @@ def _hash(args: argparse.Namespace) -> Any:
     type_hash = cas.resolve_type(args.type)
     problems = cas.problems(type_hash, value)
     if problems:
-        from uwf.engine.errors import Rejected
+        from uwf.errors import Rejected
 
         raise Rejected(f"payload does not match type {type_hash}: {'; '.join(problems)}",
                        "fix the payload or choose another --type")

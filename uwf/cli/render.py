@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from uwf.cli.spec import Command, Group
-from uwf.engine.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
+from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -71,7 +71,7 @@ def _context(args: argparse.Namespace) -> Any:
 
 def _submit(args: argparse.Namespace) -> Any:
     from uwf.api.agents import submit_step
-    from uwf.engine.errors import UsageError
+    from uwf.errors import UsageError
 
     text = read_input(args.output)
     try:

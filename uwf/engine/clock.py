@@ -1,12 +1,19 @@
-"""The injected clock: `UWF_NOW` (or `--now`) fixes time for every command."""
+"""The injected clock: a function returning epoch milliseconds, passed explicitly.
+
+`--now` (or `UWF_NOW`) fixes time for one command: the CLI turns it into a
+`fixed_clock` and hands it to the store; nothing reads or writes the process
+environment behind the caller's back.
+"""
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from uwf.engine.errors import UsageError
+from uwf.errors import UsageError
+
+Clock = Callable[[], int]
 
 
 def parse_instant(text: str) -> int:
@@ -25,12 +32,23 @@ def parse_instant(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def now_ms(override: str | None = None) -> int:
-    """The current time in ms: the override, else `UWF_NOW`, else the wall clock."""
-    fixed = override if override is not None else os.environ.get("UWF_NOW")
-    if fixed:
-        return parse_instant(fixed)
+def system_clock() -> int:
+    """The wall clock in ms."""
     return time.time_ns() // 1_000_000
+
+
+def fixed_clock(ms: int) -> Clock:
+    """A clock stopped at `ms` (for `--now`, `UWF_NOW` and tests)."""
+    return lambda: ms
+
+
+def clock_from(override: str | None = None, env: Mapping[str, str] | None = None) -> Clock:
+    """`override` (`--now`), else `env["UWF_NOW"]`, else the wall clock.
+
+    A malformed value is a usage error here, before any work is done.
+    """
+    fixed = override or (env or {}).get("UWF_NOW")
+    return fixed_clock(parse_instant(fixed)) if fixed else system_clock
 
 
 def format_ts(ms: int) -> str:

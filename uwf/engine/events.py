@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Union
 
 import msgspec
 
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 
 FORMAT_VERSION = 1
 GENESIS_PREV = "0" * 32

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from uwf.engine.clock import format_ts, now_ms
-from uwf.engine.errors import Corrupt
+from uwf.engine.clock import Clock, format_ts
+from uwf.errors import Corrupt
 from uwf.engine.events import (
     FORMAT_VERSION,
     Envelope,
@@ -72,7 +72,7 @@ class Journal:
         views: ViewStore,
         projections: Sequence[Projection],
         *,
-        clock: Callable[[], int] = now_ms,
+        clock: Clock,
     ) -> None:
         self.log = log
         self.views = views

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 from uwf.engine.events import (
     GENESIS_PREV,
     Envelope,

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from uwf.engine.errors import Rejected
+from uwf.errors import Rejected
 
 START = "$START"
 END = "$END"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from uwf.engine.errors import StoreBusy
+from uwf.errors import StoreBusy
 
 SEGMENT_SUFFIX = ".jsonl"
 # Written before a torn tail is truncated, removed once `log.repaired` is in the log.

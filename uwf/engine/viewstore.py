@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from uwf.engine.errors import Corrupt
+from uwf.errors import Corrupt
 from uwf.engine.log import Head
 
 Key = tuple[str, str]

@@ -53,3 +53,8 @@ class StoreBusy(UwfError):
 
 class Corrupt(UwfError):
     """The log, a view or a node does not match what it must be: fail closed."""
+
+
+class StoreUnavailable(UwfError):
+    """The store could not be read or written just now (an I/O error, a full disk):
+    transient, so nothing is deleted or rebuilt because of it."""
