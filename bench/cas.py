@@ -185,7 +185,8 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
     os.sync()
     read = interleave({
         # A new Cas per block: its decoded-node cache is empty, as in a new process.
-        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable), clock=system_clock).get, take("get", hashes)),
+        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable), clock=system_clock).get,
+                            take("get", hashes)),
         "verify": lambda: rate(cas.verify, take("verify", hashes)),
         "read": lambda: raw_read(raw_root, take("read", hashes)),
     }, blocks)

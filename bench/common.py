@@ -380,10 +380,9 @@ def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False
     from uwf.api.store import Store
     from uwf.cas.backends import FileBlobs
     from uwf.cas.store import Cas
-    from uwf.engine.clock import format_ts
+    from uwf.engine.clock import format_ts, system_clock
     from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, WorkflowRegistered, digest
     from uwf.engine.log import EMPTY_HEAD, EventLog, Head
-    from uwf.engine.clock import system_clock
     from uwf.engine.segments import FileSegments
 
     start = time.perf_counter()

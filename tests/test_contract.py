@@ -9,7 +9,6 @@ import pytest
 
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas, builtin_hash
-from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
 from uwf.engine.events import (
     GENESIS_PREV,
     LogRepaired,
@@ -22,6 +21,7 @@ from uwf.engine.events import (
 from uwf.engine.log import EMPTY_HEAD, EventLog, Head
 from uwf.engine.segments import FileSegments, MemorySegments, Segments
 from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
+from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
 
 TS = "2026-11-25T20:57:13.123Z"
 ULIDS = [f"01JD{i:022d}" for i in range(100)]

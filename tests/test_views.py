@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uwf.api.store import Store
-from uwf.errors import Corrupt
 from uwf.engine.events import (
     Envelope,
     LogRepaired,
@@ -25,6 +24,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.journal import Journal
 from uwf.engine.viewstore import Key
+from uwf.errors import Corrupt
 
 HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 

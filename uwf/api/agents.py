@@ -14,8 +14,8 @@ from uwf.api.store import Store
 from uwf.api.threads import chain, get_thread
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
-from uwf.errors import NotFound, Rejected
 from uwf.engine.moderator import NoTransition, status_of
+from uwf.errors import NotFound, Rejected
 from uwf.projections.threads import ThreadState
 
 

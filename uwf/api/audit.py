@@ -10,7 +10,6 @@ from typing import Any
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
-from uwf.errors import Corrupt
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,
@@ -27,6 +26,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.log import Line
 from uwf.engine.segments import segment_name
+from uwf.errors import Corrupt
 
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

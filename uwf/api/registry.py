@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from uwf.api.store import Store
-from uwf.errors import Corrupt
 from uwf.engine.journal import Progress
+from uwf.errors import Corrupt
 
 _NEXT = {
     "valid": "none",

@@ -27,7 +27,6 @@ from uwf.api.threads import get_thread, summary
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.engine.clock import format_ts
-from uwf.errors import NotFound, Rejected
 from uwf.engine.events import (
     EventData,
     NewEvent,
@@ -39,6 +38,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.journal import Journal
 from uwf.engine.moderator import END, START, Decision, NoTransition, evaluate, status_of
+from uwf.errors import NotFound, Rejected
 from uwf.projections.threads import ThreadState
 
 DEFAULT_TIMEOUT = 3600.0

@@ -13,11 +13,11 @@ from uwf.api.env import env_number
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.engine.clock import Clock, clock_from, system_clock
-from uwf.errors import UsageError
 from uwf.engine.journal import Journal, Progress
 from uwf.engine.log import DEFAULT_SEGMENT_BYTES, EventLog
 from uwf.engine.segments import FileSegments, MemorySegments
 from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
+from uwf.errors import UsageError
 from uwf.projections import all_projections, views_version
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from uwf.api.store import Store
 from uwf.api.workflows import resolve_workflow
 from uwf.cas.store import Node, builtin_hash
-from uwf.errors import NotFound, Rejected, UsageError
 from uwf.engine.events import NewEvent, ThreadEnded, ThreadStarted
 from uwf.engine.journal import Journal
 from uwf.engine.moderator import status_of
+from uwf.errors import NotFound, Rejected, UsageError
 from uwf.projections.threads import ThreadState
 
 

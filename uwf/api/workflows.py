@@ -10,9 +10,9 @@ from uwf.api.templates import template_problem
 from uwf.api.yamlfile import load_yaml
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash, meta_hash, schema_problems
-from uwf.errors import NotFound, Rejected
 from uwf.engine.events import NewEvent, WorkflowRegistered
 from uwf.engine.journal import Journal
+from uwf.errors import NotFound, Rejected
 
 START = "$START"
 END = "$END"

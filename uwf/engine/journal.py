@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from uwf.engine.clock import Clock, format_ts
-from uwf.errors import Corrupt
 from uwf.engine.events import (
     FORMAT_VERSION,
     Envelope,
@@ -28,6 +27,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.log import EMPTY_HEAD, EventLog, Head, Line
 from uwf.engine.viewstore import Key, ViewStore
+from uwf.errors import Corrupt
 
 
 class Projection(Protocol):

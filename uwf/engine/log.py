@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import msgspec
 
-from uwf.errors import Corrupt
 from uwf.engine.events import (
     GENESIS_PREV,
     Envelope,
@@ -26,6 +25,7 @@ from uwf.engine.events import (
     encode_line,
 )
 from uwf.engine.segments import Segments, segment_name
+from uwf.errors import Corrupt
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _TAIL_WINDOW = 4096  # a few lines; grows when a line or batch is longer

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from uwf.errors import Corrupt
 from uwf.engine.log import Head
+from uwf.errors import Corrupt
 
 Key = tuple[str, str]
 
