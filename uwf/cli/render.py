@@ -138,9 +138,9 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         if os.environ.get("UWF_NOW"):
-            from uwf.engine.clock import now_ms
+            from uwf.engine.clock import clock_from
 
-            now_ms()  # a malformed --now / UWF_NOW is a usage error before any work
+            clock_from(None, os.environ)  # a malformed --now / UWF_NOW: a usage error now
         result = command.handler(args)
         if command.streams:
             _stream(result)
