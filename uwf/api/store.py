@@ -15,6 +15,7 @@ from uwf.cas.store import Cas
 from uwf.engine.clock import Clock, clock_from, system_clock
 from uwf.engine.journal import Journal, Progress
 from uwf.engine.log import DEFAULT_SEGMENT_BYTES, EventLog
+from uwf.engine.redact import Redact
 from uwf.engine.segments import FileSegments, MemorySegments
 from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
 from uwf.errors import UsageError
@@ -49,6 +50,9 @@ class Store:
     cas: Cas
     # Shown while absent views are rebuilt by a read (the CLI sets a terminal bar).
     progress: Progress | None = None
+    # The fixed time (`--now` / `UWF_NOW`) agents are given, so they agree with uwf.
+    now: str | None = None
+    redact: Redact | None = None
 
     @property
     def log(self) -> EventLog:
@@ -63,12 +67,15 @@ class Store:
         return "fsync" if self.log.durable else "none"
 
     @classmethod
-    def open(cls, root: str | Path | None = None, *, clock: Clock | None = None) -> Store:
+    def open(cls, root: str | Path | None = None, *, now: str | None = None,
+             clock: Clock | None = None, redact: Redact | None = None) -> Store:
         """The embedded default: file log, SQLite views, file CAS, in one folder.
 
-        `clock` defaults to `UWF_NOW` when set, else the wall clock.
+        `now` (`--now`) fixes the clock, else `UWF_NOW`, else the wall clock (`clock`
+        overrides all three). `redact` hides secrets from the log and the CAS.
         """
-        clock = clock or clock_from(None, os.environ)
+        clock = clock or clock_from(now, os.environ)
+        now = now or os.environ.get("UWF_NOW") or None
         path = resolve_root(str(root) if root is not None else None)
         durable = durability_from_env()
         log = EventLog(
@@ -80,7 +87,8 @@ class Store:
         )
         views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
         journal = Journal(log, views, all_projections(), clock=clock)
-        return cls(path, journal, Cas(FileBlobs(path / "cas", durable), clock=clock))
+        cas = Cas(FileBlobs(path / "cas", durable), clock=clock)
+        return cls(path, journal, cas, now=now, redact=redact)
 
     @classmethod
     def memory(cls, segment_bytes: int = DEFAULT_SEGMENT_BYTES, *,
