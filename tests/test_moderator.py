@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from uwf.engine.moderator import END, START, NoTransition, evaluate
+from uwf.workflow.moderator import END, START, NoTransition, evaluate
 from uwf.errors import EXIT_REJECTED, Rejected
 
 GRAPH: dict[str, dict[str, dict[str, str]]] = {

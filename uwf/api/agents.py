@@ -8,15 +8,23 @@ StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Literal
 
+from uwf.api.config import Config
+from uwf.api.limits import DEFAULT_HISTORY
 from uwf.api.store import Store
 from uwf.api.threads import chain, get_thread
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
-from uwf.engine.moderator import NoTransition, status_of
-from uwf.errors import NotFound, Rejected
+from uwf.errors import NotFound, Rejected, UsageError
 from uwf.projections.threads import ThreadState
+from uwf.workflow.moderator import NoTransition, status_of
+from uwf.workflow.routing import next_decision
+
+# How much history to give: a number of steps (0: none, only `steps` and `visits`),
+# "all", or None for the default (UWF_HISTORY > config historyLimit > DEFAULT_HISTORY).
+HistoryLimit = int | Literal["all"] | None
 
 
 def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
@@ -28,16 +36,49 @@ def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
     return definition
 
 
+def _history_limit(requested: HistoryLimit = None, config: Config | None = None) -> int | None:
+    """How many steps of history to give (None: all of them).
+
+    `requested` wins when given; else `UWF_HISTORY` (a number, or `all`); else the
+    config's `historyLimit` (`config`, or the config file when None); else
+    DEFAULT_HISTORY. A bad value is a usage error.
+    """
+    if requested is None:
+        raw = os.environ.get("UWF_HISTORY", "").strip()
+        if raw.lower() == "all":
+            return None
+        if raw:
+            from uwf.api.env import env_number
+
+            return int(env_number("UWF_HISTORY", DEFAULT_HISTORY, integer=True))
+        if config is None:
+            from uwf.api.config import load_config
+
+            config = load_config()
+        requested = config.settings.history_limit
+        if requested is None:
+            return DEFAULT_HISTORY
+    if requested == "all":
+        return None
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
+        raise UsageError(f"history limit must be a number of steps (0 or more) or 'all', "
+                         f"not {requested!r}", "give a number or 'all'")
+    return requested
+
+
 def agent_context(
-    store: Store, thread: str, role: str, history_limit: int | None = None
+    store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
+    config: Config | None = None,
 ) -> dict[str, Any]:
     """Everything an agent needs for one step of `thread` as `role`.
 
-    `history` lists the steps oldest first, the last `history_limit` of them when
-    given (walking a long chain is the one cost here that grows with the thread).
+    `history` lists the last steps, oldest first: `history_limit` of them (0: none;
+    "all": every one), by default `UWF_HISTORY`, else the config's `historyLimit`
+    (from `config`, or the config file), else DEFAULT_HISTORY (20). Only those
+    StepNodes are read, so the cost of a context does not grow with the thread.
+    `steps` counts every step; `historyTruncated` says that `history` has fewer.
     """
-    from uwf.api.stepping import next_decision
-
+    limit = _history_limit(history_limit, config)
     state = get_thread(store.read(), thread)
     definition = _role(store, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]
@@ -47,13 +88,13 @@ def agent_context(
         edge_prompt, step_id = state.in_flight.edge_prompt, state.in_flight.step_id
     elif not state.done:
         try:
-            _, decision = next_decision(store, state)
+            _, decision = next_decision(store.cas, state)
             if decision.role == role:
                 edge_prompt = decision.prompt
         except NoTransition:
             pass
     history = []
-    for node in chain(store, state.head, history_limit):
+    for node in chain(store, state.head, limit):
         output = store.cas.get(node.payload["output"]).payload
         history.append({"role": node.payload["role"],
                         "status": status_of(node.payload["role"], output),
@@ -71,6 +112,7 @@ def agent_context(
         "start": state.start,
         "stepId": step_id,
         "steps": state.steps,
+        "historyTruncated": len(history) < state.steps,
         "visits": state.visits,
     }
 
@@ -123,5 +165,5 @@ def submit_step(
         step["edgePrompt"] = edge_prompt
     if started_at_ms is not None:
         step["startedAtMs"] = started_at_ms
-    step["completedAtMs"] = store.journal.clock()
+    step["completedAtMs"] = store.clock()
     return store.cas.put(builtin_hash("StepNode"), step)

@@ -10,23 +10,17 @@ from typing import Any
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
-from uwf.engine.events import (
-    FORMAT_VERSION,
-    GENESIS_PREV,
-    Envelope,
-    StoreCreated,
+from uwf.engine.events import FORMAT_VERSION, GENESIS_PREV, Envelope, StoreCreated, digest
+from uwf.engine.log import LogLine
+from uwf.errors import Corrupt
+from uwf.projections.thread_events import (
     ThreadEnded,
     ThreadStarted,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
-    WorkflowRegistered,
-    decode_line,
-    digest,
 )
-from uwf.engine.log import Line
-from uwf.engine.segments import segment_name
-from uwf.errors import Corrupt
+from uwf.projections.workflow_events import WorkflowRegistered
 
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -47,24 +41,24 @@ def tail(
     subject: str | None = None,
     since: int | None = None,
 ) -> list[bytes]:
-    """The last `count` matching lines; by default 10, or all after `since`."""
+    """The last `count` matching lines; by default 10, or all after `since`.
+
+    Read from the log's end, so `-n N` costs what it prints (and what it skips).
+    """
     if count is None and since is None:
         count = 10
     if count == 0:
         return []
+    decode = store.journal.catalog.decode
     found: list[bytes] = []
-    for name in reversed(store.log.segments.names()):
-        batch = [line.raw for line in store.log.read_segment(name)]
-        for raw in reversed(batch):
-            envelope = decode_line(raw)
-            if since is not None and envelope.seq <= since:
-                found.reverse()
-                return found
-            if _matches(envelope, type_, subject):
-                found.append(raw)
-                if count is not None and len(found) >= count:
-                    found.reverse()
-                    return found
+    for line in store.log.read_reverse():
+        envelope = decode(line.raw)
+        if since is not None and envelope.seq <= since:
+            break
+        if _matches(envelope, type_, subject):
+            found.append(line.raw)
+            if count is not None and len(found) >= count:
+                break
     found.reverse()
     return found
 
@@ -73,15 +67,14 @@ def follow(
     store: Store, type_: str | None, subject: str | None, after: int, poll: float = 0.2
 ) -> Iterator[bytes]:
     """New matching lines as they are appended (until interrupted)."""
-    segment, offset, seq = "", 0, after
+    decode = store.journal.catalog.decode
+    seq = after
     while True:
-        for line in store.log.read(segment, offset):
-            segment, offset = line.segment, line.end
-            envelope = decode_line(line.raw)
-            if envelope.seq > seq:
-                seq = envelope.seq
-                if _matches(envelope, type_, subject):
-                    yield line.raw
+        for line in store.log.read(seq):
+            envelope = decode(line.raw)
+            seq = max(seq, line.seq)
+            if _matches(envelope, type_, subject):
+                yield line.raw
         time.sleep(poll)
 
 
@@ -103,10 +96,10 @@ class _Verifier:
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
 
-    def check_line(self, line: Line, number: int) -> None:
-        segment = line.segment
+    def check_line(self, line: LogLine) -> None:
+        segment, number = line.where, line.number
         try:
-            envelope = decode_line(line.raw)
+            envelope = self.store.journal.catalog.decode(line.raw)
         except Corrupt as exc:
             self.problem(self.seq + 1, segment, number, exc.what)
             # Keep the chain going from this line so one bad line is one problem.
@@ -199,48 +192,41 @@ class _Verifier:
 
 
 def verify(store: Store) -> dict[str, Any]:
-    """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs."""
+    """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
+    what the backend finds wrong with the stored form (torn tail, misnamed segment)."""
     checker = _Verifier(store)
-    names = store.log.segments.names()
-    for name in names:
-        if name != segment_name(checker.seq + 1) and checker.seq:
-            checker.problem(checker.seq + 1, name, 1,
-                            f"segment name does not match its first seq {checker.seq + 1}")
-        number = complete = 0
-        for line in store.log.read_segment(name):
-            number += 1
-            complete = line.end
-            checker.check_line(line, number)
-        size = store.log.segments.size(name)
-        if size > complete:
-            checker.problem(None, name, number + 1,
-                            f"torn tail: {size - complete} bytes without a newline")
+    last_where = ""
+    for line in store.log.read():
+        last_where = line.where
+        checker.check_line(line)
+    for problem in store.log.problems():
+        checker.problem(problem.seq, problem.where, problem.number, problem.problem)
     if checker.open_batch is not None:
         k, n = checker.open_batch
-        checker.problem(checker.seq, names[-1] if names else "", 0,
-                        f"the last batch has {k} of {n} lines")
+        checker.problem(checker.seq, last_where, 0, f"the last batch has {k} of {n} lines")
     _check_anchor(store, checker)
     return {
         "ok": not checker.problems,
         "events": checker.events,
-        "segments": len(names),
+        "segments": store.log.describe()["segments"],
         "problems": checker.problems,
     }
 
 
 def _check_anchor(store: Store, checker: _Verifier) -> None:
-    """The views' checkpoint remembers the digest of the last line it folded: the
+    """Each view's checkpoint remembers the digest of the last line it folded: the
     only witness for the last line, which no later `prev` covers."""
     try:
-        checkpoint = store.views.checkpoint()
+        checkpoints = store.views.checkpoints()
     except Corrupt:
         return
-    if checkpoint is None or checkpoint.seq == 0:
-        return
-    seen = checker.digests.get(checkpoint.seq)
-    if seen is None:
-        checker.problem(checkpoint.seq, checkpoint.segment, 0,
-                        "the views folded this seq but the log no longer has it")
-    elif seen[0] != checkpoint.digest:
-        checker.problem(checkpoint.seq, seen[1], seen[2],
-                        "line differs from the one the views folded: it was altered")
+    for checkpoint in sorted(set(checkpoints.values())):
+        if checkpoint.seq == 0:
+            continue
+        seen = checker.digests.get(checkpoint.seq)
+        if seen is None:
+            checker.problem(checkpoint.seq, "", 0,
+                            "the views folded this seq but the log no longer has it")
+        elif seen[0] != checkpoint.digest:
+            checker.problem(checkpoint.seq, seen[1], seen[2],
+                            "line differs from the one the views folded: it was altered")

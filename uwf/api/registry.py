@@ -6,6 +6,8 @@ from typing import Any
 
 from uwf.api.store import Store
 from uwf.engine.journal import Progress
+from uwf.engine.log import GENESIS
+from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt
 
 _NEXT = {
@@ -21,12 +23,13 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
     """Freshness of every view, row counts, durability and the next action."""
     freshness = store.journal.freshness()
     status = freshness.status
-    label = f"stale ({freshness.behind} events behind)" if status == "stale" else status
+    views = {}
+    for name, view in freshness.views.items():
+        label = f"stale ({view.behind} events behind)" if view.status == "stale" else view.status
+        readable = view.status in ("valid", "stale")
+        views[name] = {"status": label,
+                       "rows": store.views.count(Query(name)) if readable else 0}
     readable = status in ("valid", "stale")
-    views = {
-        name: {"status": label, "rows": store.views.count(name) if readable else 0}
-        for name in store.journal.projections
-    }
     return {
         "store": str(store.root) if store.root else ":memory:",
         "scope": scope,
@@ -34,7 +37,7 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         "checkpoint": freshness.checkpoint,
         "logSeq": freshness.log_seq,
         "behind": freshness.behind,
-        "segments": len(store.log.segments.names()),
+        "segments": store.log.describe()["segments"],
         "durability": store.durability,
         "views": views,
         "counts": {"workflows": views["workflows"]["rows"],
@@ -44,24 +47,24 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
 
 
 def _thread_counts(store: Store) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for _, state in store.journal.scan("threads"):
-        counts[state.state] = counts.get(state.state, 0) + 1
-    return dict(sorted(counts.items()))
+    """Threads per state: kept up to date by the view store, not counted row by row."""
+    counts = store.views.counts("threads", "state")
+    return {str(state): n for state, n in sorted(counts.items(), key=lambda item: str(item[0]))}
 
 
 def refresh(store: Store, progress: Progress | None = None) -> dict[str, Any]:
     """Catch the views up with the log."""
-    before = store.journal.views.checkpoint()
+    before = store.journal.views.checkpoints()
     head = store.journal.refresh(progress)
-    start = 0 if before is None else before.seq
+    start = min((before.get(name, GENESIS).seq for name in store.journal.projections),
+                default=0)
     return {"checkpoint": head.seq, "applied": head.seq - start, "status": "valid"}
 
 
 def rebuild(store: Store, progress: Progress | None = None) -> dict[str, Any]:
     """Drop the views and replay the whole log."""
     head = store.journal.rebuild(progress)
-    rows = sum(store.views.count(name) for name in store.journal.projections)
+    rows = sum(store.views.count(Query(name)) for name in store.journal.projections)
     return {"checkpoint": head.seq, "rows": rows, "status": "valid"}
 
 
@@ -85,7 +88,26 @@ def verify(store: Store) -> dict[str, Any]:
             differences.append({"view": view, "key": key, "problem": "missing from the views"})
         elif want is None:
             differences.append({"view": view, "key": key, "problem": "not produced by replay"})
-        elif want != have:
+        elif want.value != have:
             differences.append({"view": view, "key": key, "problem": "differs from replay"})
+        else:
+            columns = store.journal.projections[view].spec().columns
+            where = (("key", "=", key), *((column, "=", value) for column, value in
+                                          zip(columns, want.columns, strict=True)
+                                          if value is not None))
+            if store.views.count(Query(view, where)) != 1:
+                differences.append({"view": view, "key": key,
+                                    "problem": "indexed columns differ from replay"})
+    for name in store.journal.projections:
+        spec = store.journal.projections[name].spec()
+        for column in spec.counted:
+            want_counts: dict[Any, int] = {}
+            for (view, _), row in expected.items():
+                if view == name:
+                    value = row.columns[spec.columns.index(column)]
+                    want_counts[value] = want_counts.get(value, 0) + 1
+            if store.views.counts(name, column) != want_counts:
+                differences.append({"view": name, "key": "*",
+                                    "problem": f"counts by {column} differ from replay"})
     return {"ok": not differences, "checkpoint": head.seq, "rows": len(persisted),
             "differences": differences}

@@ -27,19 +27,19 @@ from uwf.api.threads import get_thread, summary
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.engine.clock import format_ts
-from uwf.engine.events import (
-    EventData,
-    NewEvent,
+from uwf.engine.events import EventData, NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.errors import NotFound, Rejected, UwfError
+from uwf.projections.thread_events import (
     ThreadBlocked,
     ThreadEnded,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.engine.journal import Journal
-from uwf.engine.moderator import END, START, Decision, NoTransition, evaluate, status_of
-from uwf.errors import NotFound, Rejected
 from uwf.projections.threads import ThreadState
+from uwf.workflow.moderator import END, Decision, NoTransition, status_of
+from uwf.workflow.routing import last_step, next_decision, route
 
 DEFAULT_TIMEOUT = 3600.0
 # A step in flight is stranded once its agent's timeout and this grace have passed.
@@ -61,26 +61,6 @@ class Plan:
 
 class StepFailed(Rejected):
     """The step ran but its result was refused; recorded as `thread.step_failed`."""
-
-
-def next_decision(store: Store, state: ThreadState) -> tuple[dict[str, Any], Decision]:
-    """The workflow and the moderator's decision from the thread's head."""
-    return _route(store, state, *_last(store, state))
-
-
-def _last(store: Store, state: ThreadState) -> tuple[str, Any]:
-    """The role and output at the thread's head (`$START` and None before any step)."""
-    if state.head is None:
-        return START, None
-    step = store.cas.get(state.head).payload
-    return step["role"], store.cas.get(step["output"]).payload
-
-
-def _route(store: Store, state: ThreadState, role: str,
-           output: Any) -> tuple[dict[str, Any], Decision]:
-    workflow: dict[str, Any] = store.cas.get(state.workflow).payload
-    prompt = store.cas.get(state.start).payload["prompt"]
-    return workflow, evaluate(workflow["graph"], role, output, prompt)
 
 
 # An agent run in this process: (output, detail) from the step's context. For
@@ -143,13 +123,11 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
            config: Config, *, in_process: bool = False) -> Plan | None:
     from ulid import ULID
 
-    outcome: dict[str, Any] = {}
-
-    def decide(journal: Journal) -> list[NewEvent]:
-        state = get_thread(journal, thread)
+    def decide(views: Views) -> Outcome[Plan | UwfError | None]:
+        state = get_thread(views, thread)
         if state.done:
             raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
-        now = store.journal.clock()
+        now = store.clock()
         subject = f"thread/{thread}"
         events: list[NewEvent] = []
         taken_over = None
@@ -167,13 +145,12 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
                 flight.step_id, flight.role, "abandoned",
                 f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over",
             )))
-        workflow, decision = _decide(store, state, events, outcome)
+        workflow, decision, blocked = _decide(store, state, events)
         if decision is None:
-            return events
+            return Outcome(events, blocked)
         if decision.ends:
             events.append(NewEvent(subject, ThreadEnded("end")))
-            outcome["ended"] = True
-            return events
+            return Outcome(events, None)
         choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
                   else resolve_agent(config, workflow["name"], decision.role, agent_flag))
         if choice is None:
@@ -181,40 +158,37 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
             message = (f'no agent configured for workflow "{workflow["name"]}" '
                        f'role "{decision.role}"')
             events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
-            outcome["error"] = Rejected(
-                message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"
-            )
-            return events
+            return Outcome(events, Rejected(
+                message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
         step_id = str(ULID.from_timestamp(now))
         deadline = now + int(timeout * 1000) + DEADLINE_GRACE_MS
         events.append(NewEvent(subject, ThreadStepStarted(
             step_id, decision.role, decision.prompt, choice.name, deadline, taken_over
         )))
-        outcome["plan"] = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
-        return events
+        plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
+        return Outcome(events, plan)
 
-    store.journal.write(decide)
-    if "error" in outcome:
-        raise outcome["error"]
-    plan: Plan | None = outcome.get("plan")
-    return plan
+    # A blocked thread's event is written, then its reason raised.
+    result = store.journal.write(decide)
+    if isinstance(result, UwfError):
+        raise result
+    return result
 
 
-def _decide(store: Store, state: ThreadState, events: list[NewEvent],
-            outcome: dict[str, Any]) -> tuple[dict[str, Any], Decision | None]:
+def _decide(store: Store, state: ThreadState, events: list[NewEvent]
+            ) -> tuple[dict[str, Any], Decision | None, UwfError | None]:
     try:
-        workflow, decision = next_decision(store, state)
+        workflow, decision = next_decision(store.cas, state)
     except NoTransition as exc:
-        last_role, last_output = _last(store, state)
+        last_role, last_output = last_step(store.cas, state)
         status = status_of(last_role, last_output)
         events.append(NewEvent(f"thread/{state.thread}",
                                ThreadBlocked("no-transition", exc.what, last_role, status)))
-        outcome["error"] = exc
-        return {}, None
+        return {}, None, exc
     except NotFound as exc:
         raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
                        "run `uwf log verify`") from None
-    return workflow, decision
+    return workflow, decision, None
 
 
 # -- phase 2 ---------------------------------------------------------------------
@@ -237,6 +211,8 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
         "UWF_STEP_ID": plan.step_id,
         "UWF_STEP_STARTED_MS": str(plan.started_ms),
     })
+    if store.now:  # the agent's uwf calls keep the same fixed clock
+        env["UWF_NOW"] = store.now
     argv = [*plan.agent.argv, plan.thread, plan.decision.role]
     # An agent runs in a process group of its own, killed as one on timeout. A step
     # run by an agent (uwf-subflow) stays in its parent's group instead, so the
@@ -330,10 +306,9 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
 
 def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
     secrets = [v for v in config.secrets().values() if len(v) >= 4]
-    outcome: dict[str, Any] = {}
 
-    def decide(journal: Journal) -> list[NewEvent]:
-        state = get_thread(journal, plan.thread)
+    def decide(views: Views) -> Outcome[StepFailed | None]:
+        state = get_thread(views, plan.thread)
         flight = state.in_flight
         if flight is None or flight.step_id != plan.step_id:
             raise Rejected(f"step {plan.step_id} of thread {plan.thread} was taken over",
@@ -342,10 +317,10 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
         failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
         if failure is not None:
             message = _redact(failure.message, secrets)
-            outcome["error"] = StepFailed(f"step failed ({failure.reason}): {message}",
-                                          f"the head stays at {state.head or state.start}")
-            return [NewEvent(subject, ThreadStepFailed(plan.step_id, plan.decision.role,
-                                                       failure.reason, message))]
+            error = StepFailed(f"step failed ({failure.reason}): {message}",
+                               f"the head stays at {state.head or state.start}")
+            return Outcome([NewEvent(subject, ThreadStepFailed(
+                plan.step_id, plan.decision.role, failure.reason, message))], error)
         assert isinstance(result, str)
         output_hash = store.cas.get(result).payload["output"]
         output = store.cas.get(output_hash).payload
@@ -353,18 +328,18 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
         events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
             plan.step_id, result, plan.decision.role, status, output_hash))]
         events += _after(store, state, plan.decision.role, output)
-        return events
+        return Outcome(events, None)
 
-    store.journal.write(decide)
-    if "error" in outcome:
-        raise outcome["error"]
+    error = store.journal.write(decide)
+    if error is not None:
+        raise error
     return summary(get_thread(store.read(), plan.thread))
 
 
 def _after(store: Store, state: ThreadState, role: str, output: Any) -> list[NewEvent]:
     """Step 8: ask the moderator again; `$END` ends the thread in the same batch."""
     try:
-        _, decision = _route(store, state, role, output)
+        _, decision = route(store.cas, state, role, output)
     except NoTransition:
         return []  # the next step finds no transition and blocks the thread
     data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []

@@ -13,13 +13,13 @@ from uwf.api.env import env_number
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.engine.clock import Clock, clock_from, system_clock
-from uwf.engine.journal import Journal, Progress
-from uwf.engine.log import DEFAULT_SEGMENT_BYTES, EventLog
-from uwf.engine.redact import Redact
-from uwf.engine.segments import FileSegments, MemorySegments
+from uwf.engine.filelog import DEFAULT_SEGMENT_BYTES, FileLog
+from uwf.engine.journal import Journal, Progress, Views
+from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
 from uwf.errors import UsageError
-from uwf.projections import all_projections, views_version
+from uwf.projections import all_projections, event_catalog
+from uwf.redact import Redact
 
 
 def resolve_root(explicit: str | None = None) -> Path:
@@ -66,6 +66,10 @@ class Store:
     def durability(self) -> str:
         return "fsync" if self.log.durable else "none"
 
+    @property
+    def clock(self) -> Clock:
+        return self.journal.clock
+
     @classmethod
     def open(cls, root: str | Path | None = None, *, now: str | None = None,
              clock: Clock | None = None, redact: Redact | None = None) -> Store:
@@ -78,32 +82,36 @@ class Store:
         now = now or os.environ.get("UWF_NOW") or None
         path = resolve_root(str(root) if root is not None else None)
         durable = durability_from_env()
-        log = EventLog(
-            FileSegments(path / "events", path / "lock"),
+        log = FileLog(
+            path / "events", path / "lock",
             segment_bytes=int(env_number("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES,
                                          integer=True, positive=True)),
             durable=durable,
             lock_timeout=env_number("UWF_LOCK_TIMEOUT", 10.0),
         )
-        views = SqliteViewStore(path / "views" / "views.sqlite3", views_version())
-        journal = Journal(log, views, all_projections(), clock=clock)
-        cas = Cas(FileBlobs(path / "cas", durable), clock=clock)
+        projections = all_projections()
+        views = SqliteViewStore(path / "views" / "views.sqlite3",
+                                [projection.spec() for projection in projections])
+        journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact)
+        cas = Cas(FileBlobs(path / "cas", durable), clock=clock, redact=redact)
         return cls(path, journal, cas, now=now, redact=redact)
 
     @classmethod
-    def memory(cls, segment_bytes: int = DEFAULT_SEGMENT_BYTES, *,
-               clock: Clock = system_clock) -> Store:
+    def memory(cls, *, clock: Clock = system_clock, redact: Redact | None = None) -> Store:
         """The in-memory twin of every part, for tests and embedding."""
-        log = EventLog(MemorySegments(), segment_bytes=segment_bytes)
-        journal = Journal(log, MemoryViewStore(views_version()), all_projections(), clock=clock)
-        return cls(None, journal, Cas(MemoryBlobs(), clock=clock))
+        projections = all_projections()
+        views = MemoryViewStore([projection.spec() for projection in projections])
+        journal = Journal(MemoryLog(), views, projections, event_catalog(), clock=clock,
+                          redact=redact)
+        return cls(None, journal, Cas(MemoryBlobs(), clock=clock, redact=redact), redact=redact)
 
-    def read(self, progress: Progress | None = None) -> Journal:
-        """The views, caught up with the log (rebuilt first if absent)."""
-        self.journal.refresh(progress or self.progress)
-        return self.journal
+    def read(self, progress: Progress | None = None) -> Views:
+        """The views, caught up with the log (absent ones built first)."""
+        head = self.journal.refresh(progress or self.progress)
+        return self.journal.reader(head)
 
     def close(self) -> None:
-        close = getattr(self.views, "close", None)
+        self.views.close()
+        close = getattr(self.log, "close", None)
         if close is not None:
             close()

@@ -13,11 +13,13 @@ from typing import Any
 from uwf.api.store import Store
 from uwf.api.workflows import resolve_workflow
 from uwf.cas.store import Node, builtin_hash
-from uwf.engine.events import NewEvent, ThreadEnded, ThreadStarted
-from uwf.engine.journal import Journal
-from uwf.engine.moderator import status_of
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
 from uwf.errors import NotFound, Rejected, UsageError
+from uwf.projections.thread_events import ThreadEnded, ThreadStarted
 from uwf.projections.threads import ThreadState
+from uwf.workflow.moderator import status_of
 
 
 def find_repo(explicit: str | None = None) -> str:
@@ -31,8 +33,8 @@ def find_repo(explicit: str | None = None) -> str:
     return str(here)
 
 
-def get_thread(journal: Journal, thread: str) -> ThreadState:
-    state: ThreadState | None = journal.get("threads", thread)
+def get_thread(views: Views, thread: str) -> ThreadState:
+    state: ThreadState | None = views.get("threads", thread)
     if state is None:
         raise NotFound(f"no thread {thread}", "list them with `uwf thread list --all`")
     return state
@@ -57,45 +59,46 @@ def start_thread(
 
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
-    journal = store.read()
-    workflow_hash, payload = resolve_workflow(store, journal, workflow)
+    workflow_hash, payload = resolve_workflow(store, store.read(), workflow)
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
-    thread = str(ULID.from_timestamp(store.journal.clock()))
-    where = find_repo(repo)
-    store.journal.write(lambda _j: [NewEvent(
-        f"thread/{thread}", ThreadStarted(workflow_hash, str(payload["name"]), start, where)
-    )])
-    return {"workflow": workflow_hash, "thread": thread}
+    thread = str(ULID.from_timestamp(store.clock()))
+    started = ThreadStarted(workflow_hash, str(payload["name"]), start, find_repo(repo))
+    return store.journal.write(lambda _views: Outcome(
+        [NewEvent(f"thread/{thread}", started)], {"workflow": workflow_hash, "thread": thread}))
 
 
 def show_thread(store: Store, thread: str) -> dict[str, Any]:
     return summary(get_thread(store.read(), thread))
 
 
-def list_threads(store: Store, include_ended: bool = False) -> list[dict[str, Any]]:
-    """Active threads (all with --all), oldest first: the seed's ThreadListItem."""
+def list_threads(store: Store, include_ended: bool = False, limit: int | None = None,
+                 offset: int = 0) -> list[dict[str, Any]]:
+    """Active threads (all with --all), oldest first: the seed's ThreadListItem.
+
+    An indexed read: the cost follows the rows printed, not the threads ever created.
+    """
+    where = () if include_ended else (("state", "in", ("active", "blocked")),)
     rows = []
-    for _, state in store.read().scan("threads"):
-        if include_ended or not state.done:
-            item = {"thread": state.thread, "workflow": state.workflow, "head": head_of(state)}
-            if include_ended:
-                item["done"] = state.done
-            rows.append(item)
+    for state in store.read().query(Query("threads", where, limit=limit, offset=offset)):
+        item = {"thread": state.thread, "workflow": state.workflow, "head": head_of(state)}
+        if include_ended:
+            item["done"] = state.done
+        rows.append(item)
     return rows
 
 
 def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
     """End a thread now (`thread.ended`, reason killed); its history stays."""
 
-    def decide(journal: Journal) -> list[NewEvent]:
-        state = get_thread(journal, thread)
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
+        state = get_thread(views, thread)
         if state.done:
             raise Rejected(f"thread {thread} has already ended", "nothing to kill")
-        return [NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))]
+        ended = {**summary(state), "done": True}
+        return Outcome([NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))], ended)
 
-    store.journal.write(decide)
-    return summary(get_thread(store.read(), thread))
+    return store.journal.write(decide)
 
 
 def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node]:
@@ -135,19 +138,18 @@ def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
     """A new thread whose head is an earlier step of `thread` (same StartNode)."""
     from ulid import ULID
 
-    journal = store.read()
-    state = get_thread(journal, thread)
+    state = get_thread(store.read(), thread)
     steps = chain(store, state.head)
     hashes = [node.hash for node in steps]
     if at not in hashes:
         raise NotFound(f"{at} is not a step of thread {thread}",
                        f"see its steps with `uwf thread log {thread}`")
-    new = str(ULID.from_timestamp(store.journal.clock()))
+    new = str(ULID.from_timestamp(store.clock()))
     kept = steps[: hashes.index(at) + 1]
     visits: dict[str, int] = {}
     for node in kept:
         visits[node.payload["role"]] = visits.get(node.payload["role"], 0) + 1
     event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
                           fork_of=thread, steps=len(kept), visits=visits)
-    store.journal.write(lambda _j: [NewEvent(f"thread/{new}", event)])
-    return {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
+    result = {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
+    return store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{new}", event)], result))

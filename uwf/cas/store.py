@@ -18,6 +18,7 @@ from typing import Any
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import is_hash, node_hash, self_hash
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.redact import Redact, redact_value
 
 BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
 
@@ -98,9 +99,11 @@ def _path(parts: Iterable[object]) -> str:
 class Cas:
     """The typed store over a `Blobs` backend."""
 
-    def __init__(self, blobs: Blobs, clock: Callable[[], int]) -> None:
+    def __init__(self, blobs: Blobs, clock: Callable[[], int],
+                 redact: Redact | None = None) -> None:
         self.blobs = blobs
         self.clock = clock
+        self.redact = redact  # secrets never reach a node: payloads are redacted first
         self._validators: dict[str, Any] = {}
         # Nodes are immutable: a step reads the same workflow, StartNode and head
         # several times, so decoded nodes are kept (verify always rereads the file).
@@ -124,6 +127,8 @@ class Cas:
     def put(self, type_hash: str, payload: Any) -> str:
         """Validate `payload` against its type's schema and store it; return its hash."""
         check_hash(type_hash)
+        if self.redact is not None:
+            payload = redact_value(payload, self.redact)
         if type_hash == meta_hash():
             self.ensure_meta()
         elif type_hash in _builtin_hashes():

@@ -1,13 +1,17 @@
-"""The event envelope and one msgspec Struct per event type (SPEC §3).
+"""The event envelope, the core event types, and the catalogue that decodes lines (SPEC §3).
 
 A line is `{"seq","id","ts","type","subject","batch","data","prev"}` in that
 order. `data` is decoded with the Struct of its type and unknown fields are an
 error, so a log written by a newer uwf fails closed instead of being misread.
+Each feature owns its event types (`uwf.projections.*_events`); a store's
+`EventCatalog` lists them explicitly.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from functools import cache
 from typing import Any, ClassVar, Union
 
 import msgspec
@@ -48,107 +52,6 @@ class LogRepaired(EventData, frozen=True):
     dropped_lines: int
     digest: str
     reason: str
-
-
-class WorkflowRegistered(EventData, frozen=True):
-    """A workflow name now points at a Workflow node."""
-
-    type: ClassVar[str] = "workflow.registered"
-    refs: ClassVar[tuple[str, ...]] = ("hash", "previous")
-    name: str
-    hash: str
-    previous: str | None = None
-
-
-EVENT_TYPES: dict[str, type[EventData]] = {}
-_DATA_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
-_TYPED_ENVELOPES: list[type[msgspec.Struct]] = []
-_line_decoder: msgspec.json.Decoder[Any] | None = None
-
-
-def register(*types: type[EventData]) -> None:
-    """Add event types to the catalogue (features extend it as they are built)."""
-    for data_type in types:
-        EVENT_TYPES[data_type.type] = data_type
-        _DATA_DECODERS[data_type.type] = msgspec.json.Decoder(data_type)
-        # An envelope tagged by `type` whose `data` is this type: msgspec picks the
-        # right one while parsing, so a whole line is one decode call.
-        typed = msgspec.defstruct(
-            f"Envelope_{data_type.__name__}", [("data", data_type)], bases=(_TaggedEnvelope,),
-            frozen=True, forbid_unknown_fields=True, tag=data_type.type,
-        )
-        typed.type = data_type.type  # type: ignore[attr-defined]
-        _TYPED_ENVELOPES.append(typed)
-    global _line_decoder
-    _line_decoder = msgspec.json.Decoder(Union[tuple(_TYPED_ENVELOPES)])  # noqa: UP007
-
-
-class ThreadStarted(EventData, frozen=True):
-    """A thread exists: its workflow, StartNode and repo (and, for a fork, its origin)."""
-
-    type: ClassVar[str] = "thread.started"
-    refs: ClassVar[tuple[str, ...]] = ("workflow", "start", "head")
-    workflow: str
-    name: str
-    start: str
-    repo: str
-    head: str | None = None
-    fork_of: str | None = None
-    steps: int = 0
-    visits: dict[str, int] = {}
-
-
-class ThreadStepStarted(EventData, frozen=True):
-    """The moderator chose a role and an agent is about to run; recorded first, so a
-    concurrent step of the same thread is refused."""
-
-    type: ClassVar[str] = "thread.step_started"
-    step_id: str
-    role: str
-    edge_prompt: str
-    agent: str
-    deadline_ms: int
-    takes_over: str | None = None
-
-
-class ThreadStepped(EventData, frozen=True):
-    """The agent's StepNode passed every check: the head moves to it."""
-
-    type: ClassVar[str] = "thread.stepped"
-    refs: ClassVar[tuple[str, ...]] = ("head", "output")
-    step_id: str
-    head: str
-    role: str
-    status: str
-    output: str
-
-
-class ThreadStepFailed(EventData, frozen=True):
-    """A step ended without moving the head: the reason, and what the agent left."""
-
-    type: ClassVar[str] = "thread.step_failed"
-    step_id: str
-    role: str
-    reason: str
-    message: str
-
-
-class ThreadBlocked(EventData, frozen=True):
-    """The thread cannot go on until something changes (no transition, no agent)."""
-
-    type: ClassVar[str] = "thread.blocked"
-    reason: str
-    message: str
-    role: str | None = None
-    status: str | None = None
-
-
-class ThreadEnded(EventData, frozen=True):
-    """The thread is over: reached `$END` (reason "end") or was killed ("killed")."""
-
-    type: ClassVar[str] = "thread.ended"
-    reason: str
-    note: str = ""
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -194,18 +97,6 @@ class _RawEnvelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prev: str
 
 
-register(
-    StoreCreated,
-    LogRepaired,
-    WorkflowRegistered,
-    ThreadStarted,
-    ThreadStepStarted,
-    ThreadStepped,
-    ThreadStepFailed,
-    ThreadBlocked,
-    ThreadEnded,
-)
-
 _encoder = msgspec.json.Encoder()
 _raw_decoder = msgspec.json.Decoder(_RawEnvelope)
 
@@ -215,26 +106,57 @@ def encode_line(envelope: Envelope) -> bytes:
     return _encoder.encode(envelope)
 
 
-def decode_line(line: bytes) -> Envelope:
-    """Decode one line (without newline); raise Corrupt naming what is wrong."""
-    assert _line_decoder is not None
-    try:
-        envelope: Envelope = _line_decoder.decode(line)
-        return envelope
-    except msgspec.DecodeError:
-        pass  # decode again, step by step, to name the problem
-    try:
-        raw = _raw_decoder.decode(line)
-    except msgspec.DecodeError as exc:
-        raise Corrupt(f"invalid event line: {exc}") from None
-    decoder = _DATA_DECODERS.get(raw.type)
-    if decoder is None:
-        raise Corrupt(f"unknown event type {raw.type!r}", "upgrade uwf to read this log")
-    try:
-        data = decoder.decode(raw.data)
-    except msgspec.DecodeError as exc:
-        raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
-    return Envelope(raw.seq, raw.id, raw.ts, raw.type, raw.subject, raw.batch, data, raw.prev)
+CORE_EVENTS: tuple[type[EventData], ...] = (StoreCreated, LogRepaired)
+
+
+@cache
+def _typed_envelope(data_type: type[EventData]) -> type[msgspec.Struct]:
+    """An envelope tagged by `type` whose `data` is `data_type`: msgspec picks the right
+    one while parsing, so a whole line is one decode call."""
+    typed = msgspec.defstruct(
+        f"Envelope_{data_type.__name__}", [("data", data_type)], bases=(_TaggedEnvelope,),
+        frozen=True, forbid_unknown_fields=True, tag=data_type.type,
+    )
+    typed.type = data_type.type  # type: ignore[attr-defined]
+    return typed
+
+
+class EventCatalog:
+    """The event types a store knows: the core ones plus each feature's, registered
+    explicitly when a store is opened (no import side effects, no global registry)."""
+
+    def __init__(self, *features: Iterable[type[EventData]]) -> None:
+        self.types: dict[str, type[EventData]] = {}
+        for data_type in (*CORE_EVENTS, *(t for feature in features for t in feature)):
+            known = self.types.get(data_type.type)
+            if known is not None and known is not data_type:
+                raise ValueError(f"two event types are named {data_type.type}")
+            self.types[data_type.type] = data_type
+        self._data_decoders = {name: msgspec.json.Decoder(t) for name, t in self.types.items()}
+        envelopes = tuple(_typed_envelope(t) for t in self.types.values())
+        self._line_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
+            Union[envelopes]  # noqa: UP007
+        )
+
+    def decode(self, line: bytes) -> Envelope:
+        """Decode one line (without newline); raise Corrupt naming what is wrong."""
+        try:
+            envelope: Envelope = self._line_decoder.decode(line)
+            return envelope
+        except msgspec.DecodeError:
+            pass  # decode again, step by step, to name the problem
+        try:
+            raw = _raw_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise Corrupt(f"invalid event line: {exc}") from None
+        decoder = self._data_decoders.get(raw.type)
+        if decoder is None:
+            raise Corrupt(f"unknown event type {raw.type!r}", "upgrade uwf to read this log")
+        try:
+            data = decoder.decode(raw.data)
+        except msgspec.DecodeError as exc:
+            raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
+        return Envelope(raw.seq, raw.id, raw.ts, raw.type, raw.subject, raw.batch, data, raw.prev)
 
 
 def as_envelope(decoded: Envelope) -> Envelope:

@@ -1,41 +1,58 @@
 """The write protocol and view freshness: the log and the views, kept in step.
 
 Order of a write (SPEC §3), each step before the next:
-1. take the writers' lock; 2. truncate an unacknowledged tail (`log.repaired`);
-3. catch the views up; 4. let the command decide its events against the views
-(rejected: nothing is written); 5. one append, fsync; 6. fold the new events
-into the views and move their checkpoint in one transaction; 7. release the
-lock. The caller prints its result only after `write` returns.
+1. enter the log's exclusive section; 2. cut an unacknowledged tail
+(`log.repaired`); 3. catch the views up; 4. let the command decide its events
+against a read-only view of the state (rejected: nothing is written); 5. one
+append, durable; 6. fold the new events into the views and move their
+checkpoints in one transaction; 7. leave the section. `write` returns the
+command's result only after its events are durable.
+
+Every view has its own checkpoint: catch-up folds each event only into the
+views that have not seen it, so a new or changed view is built alone. Every
+move of a checkpoint is a compare-and-set, so no fold (a reader's catch-up, a
+reader's rebuild of absent views) can move a view backwards, and a writer,
+which catches up inside the exclusive section, decides on views at the head.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import msgspec
 
 from uwf.engine.clock import Clock, format_ts
 from uwf.engine.events import (
     FORMAT_VERSION,
     Envelope,
+    EventCatalog,
+    EventData,
     NewEvent,
     StoreCreated,
-    decode_line,
     digest,
+    encode_line,
 )
-from uwf.engine.log import EMPTY_HEAD, EventLog, Head, Line
-from uwf.engine.viewstore import Key, ViewStore
-from uwf.errors import Corrupt
+from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
+from uwf.engine.viewstore import ColumnValue, Query, Row, ViewSpec, ViewStore
+from uwf.errors import Corrupt, UwfError
+from uwf.redact import Redact, redact_value
+
+T = TypeVar("T")
+Key = tuple[str, str]
+Progress = Callable[[int, int], None]
 
 
 class Projection(Protocol):
     """A pure fold of events into entity states (implemented in `uwf.projections`)."""
 
     name: ClassVar[str]
-    version: ClassVar[int]
     event_types: ClassVar[frozenset[str]]
+
+    def spec(self) -> ViewSpec: ...
 
     def key(self, event: Envelope) -> str:
         """The entity an event changes."""
@@ -45,22 +62,72 @@ class Projection(Protocol):
         """The entity's next state (None removes it); no I/O, clock or randomness."""
         ...
 
-    def encode(self, state: Any) -> bytes: ...
+    def row(self, state: Any) -> Row:
+        """The stored form: encoded state, column values, search text."""
+        ...
 
     def decode(self, raw: bytes) -> Any: ...
 
 
-Progress = Callable[[int, int], None]
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """What a command decided: the events to append and the result to hand back."""
+
+    events: Sequence[NewEvent] = ()
+    result: T = None  # type: ignore[assignment]
+
+
+class Views:
+    """A read-only, typed view of the persisted views (what `decide` and reads get)."""
+
+    def __init__(self, store: ViewStore, projections: Mapping[str, Projection],
+                 head: Checkpoint) -> None:
+        self._store = store
+        self._projections = projections
+        self.head = head
+
+    def get(self, view: str, key: str) -> Any:
+        """The typed state of one entity, or None."""
+        raw = self._store.load(view, key)
+        return None if raw is None else self._projections[view].decode(raw)
+
+    def query(self, query: Query) -> list[Any]:
+        decode = self._projections[query.view].decode
+        return [decode(raw) for _, raw in self._store.query(query)]
+
+    def count(self, query: Query) -> int:
+        return self._store.count(query)
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        return self._store.counts(view, column)
+
+    def scan(self, view: str) -> Iterator[tuple[str, Any]]:
+        decode = self._projections[view].decode
+        for key, raw in self._store.scan(view):
+            yield key, decode(raw)
+
+
+@dataclass(frozen=True)
+class ViewFreshness:
+    """How one persisted view stands against the log."""
+
+    status: str  # valid | stale | absent | mismatch | unreadable
+    checkpoint: int
+    behind: int
+
+
+_SEVERITY = ("valid", "stale", "absent", "mismatch", "unreadable")
 
 
 @dataclass(frozen=True)
 class Freshness:
-    """How the persisted views stand against the log."""
+    """How the views stand against the log: the worst view decides `status`."""
 
-    status: str  # valid | stale | absent | mismatch
+    status: str
     checkpoint: int
     log_seq: int
     behind: int
+    views: dict[str, ViewFreshness] = field(default_factory=dict)
 
 
 class Journal:
@@ -71,229 +138,281 @@ class Journal:
         log: EventLog,
         views: ViewStore,
         projections: Sequence[Projection],
+        catalog: EventCatalog,
         *,
         clock: Clock,
+        redact: Redact | None = None,
     ) -> None:
         self.log = log
         self.views = views
         self.projections = {projection.name: projection for projection in projections}
+        self.catalog = catalog
         self.clock = clock
+        self.redact = redact
         self._routes: dict[str, list[Projection]] = {}
         for projection in projections:
             for event_type in projection.event_types:
                 self._routes.setdefault(event_type, []).append(projection)
+        self._local = threading.local()  # `decide` running in this thread
 
     # -- reads -----------------------------------------------------------
 
-    def get(self, view: str, key: str) -> Any:
-        """The typed state of one entity, or None (call `refresh` first)."""
-        raw = self.views.load(view, key)
-        return None if raw is None else self.projections[view].decode(raw)
+    def reader(self, head: Checkpoint = GENESIS) -> Views:
+        """The persisted views as they are (call `refresh` first to catch them up)."""
+        return Views(self.views, self.projections, head)
 
-    def scan(self, view: str) -> Iterator[tuple[str, Any]]:
-        decode = self.projections[view].decode
-        for key, raw in self.views.scan(view):
-            yield key, decode(raw)
-
-    def refresh(self, progress: Progress | None = None) -> Head:
-        """Catch the views up with the log; rebuild them if absent; fail on mismatch."""
+    def refresh(self, progress: Progress | None = None) -> Checkpoint:
+        """Catch every view up with the log (building absent ones); fail on mismatch."""
         for _attempt in range(100):
-            checkpoint = self.views.checkpoint()
-            if checkpoint is None:
-                if not self.log.segments.names():
-                    return EMPTY_HEAD  # nothing to fold and nothing to create on disk
-                return self.rebuild(progress)
-            self._check_match(checkpoint)
+            checkpoints = self.views.checkpoints()
+            for checkpoint in set(checkpoints.values()):
+                self._check_match(checkpoint)
+            since = {name: checkpoints[name].seq if name in checkpoints else 0
+                     for name in self.projections}
+            low = min(since.values())
+            start = GENESIS if low == 0 else next(
+                cp for cp in checkpoints.values() if cp.seq == low)
+            lines: Iterable[LogLine] = self.log.read(low)
+            if low == 0 and progress is not None:
+                lines = self._with_progress(lines, progress)
             states: dict[Key, Any] = {}
-            lines = self.log.read(checkpoint.segment, checkpoint.end)
-            head = self._fold(states, lines, checkpoint, self._load)
-            if head.seq == checkpoint.seq:
-                return checkpoint
-            if self.views.commit(self._encode(states), checkpoint, head):
+            head = self._fold(states, lines, start, since, present=set(checkpoints))
+            if head.seq == 0:
+                return GENESIS  # nothing logged: nothing to fold, nothing to create
+            behind = {name: checkpoints.get(name) for name in self.projections
+                      if checkpoints.get(name) != head}
+            if not behind:
                 return head
-            # Another process moved the checkpoint first: start again from it.
-        raise Corrupt("the views would not take the caught-up state",
-                      "run `uwf registry rebuild`")
+            if self.views.commit(self._rows(states, behind), behind, head):
+                return head
+            # Another process moved a checkpoint first: start again from the new ones.
+        raise Corrupt("the views would not take the caught-up state", "run `uwf registry rebuild`")
 
-    def rebuild(self, progress: Progress | None = None) -> Head:
-        """Drop the views and replay the whole log into them."""
-        states: dict[Key, Any] = {}
-        lines: Iterable[Line] = self.log.read()
-        if progress is not None:
-            lines = self._with_progress(lines, progress)
-        head = self._fold(states, lines, EMPTY_HEAD, None)
-        rows = [(view, key, raw) for (view, key), raw in self._encode(states).items()
-                if raw is not None]
-        try:
-            # In place, in one transaction: other processes' open connections stay valid.
-            self.views.replace(rows, head)
-        except Corrupt:
-            self.views.drop()  # the file itself is damaged: start a new one
-            self.views.replace(rows, head)
-        return head
+    def rebuild(self, progress: Progress | None = None) -> Checkpoint:
+        """Replay the whole log into new views, inside the writers' exclusive section
+        (so no write lands between the replay and its commit)."""
+        self._not_deciding("rebuild the views")
+        with self.log.exclusive():
+            lines: Iterable[LogLine] = self.log.read()
+            if progress is not None:
+                lines = self._with_progress(lines, progress)
+            states: dict[Key, Any] = {}
+            since = dict.fromkeys(self.projections, 0)
+            head = self._fold(states, lines, GENESIS, since, present=set())
+            for _attempt in range(100):
+                try:
+                    checkpoints = self.views.checkpoints()
+                except Corrupt:
+                    self.views.drop()  # the file itself is damaged: start a new one
+                    checkpoints = {}
+                expected = {name: checkpoints.get(name) for name in self.projections}
+                if self.views.commit(self._rows(states, expected), expected, head, reset=True):
+                    return head
+            raise Corrupt("the views would not take the rebuilt state",
+                          "check the views folder, then retry")
 
-    def replay(self) -> dict[Key, bytes]:
+    def replay(self) -> dict[Key, Row]:
         """Every view row as a full replay would write it, without touching the views."""
         states: dict[Key, Any] = {}
-        self._fold(states, self.log.read(), EMPTY_HEAD, None)
-        return {key: raw for key, raw in self._encode(states).items() if raw is not None}
+        self._fold(states, self.log.read(), GENESIS, dict.fromkeys(self.projections, 0),
+                   present=set())
+        return {key: self.projections[key[0]].row(state)
+                for key, state in states.items() if state is not None}
 
     def freshness(self) -> Freshness:
-        """valid | stale (K behind) | absent | mismatch | unreadable, changing nothing."""
+        """Each view valid | stale | absent | mismatch | unreadable, changing nothing."""
         head = self.log.head()
         try:
-            checkpoint = self.views.checkpoint()
+            checkpoints = self.views.checkpoints()
         except Corrupt:
-            return Freshness("unreadable", 0, head.seq, head.seq)
-        if checkpoint is None:
-            # Nothing logged and nothing folded: the (empty) views are exactly current.
-            status = "valid" if head.seq == 0 else "absent"
-            return Freshness(status, 0, head.seq, head.seq)
-        try:
-            self._check_match(checkpoint)
-        except Corrupt:
-            return Freshness("mismatch", checkpoint.seq, head.seq, 0)
-        behind = head.seq - checkpoint.seq
-        if behind < 0:
-            return Freshness("mismatch", checkpoint.seq, head.seq, 0)
-        return Freshness("stale" if behind else "valid", checkpoint.seq, head.seq, behind)
+            unreadable = ViewFreshness("unreadable", 0, head.seq)
+            return Freshness("unreadable", 0, head.seq, head.seq,
+                             dict.fromkeys(self.projections, unreadable))
+        views: dict[str, ViewFreshness] = {}
+        for name in self.projections:
+            checkpoint = checkpoints.get(name)
+            if checkpoint is None:
+                # Nothing logged and nothing folded: the (empty) views are exactly current.
+                views[name] = ViewFreshness("valid" if head.seq == 0 else "absent", 0, head.seq)
+                continue
+            behind = head.seq - checkpoint.seq
+            try:
+                self._check_match(checkpoint)
+            except Corrupt:
+                behind = -1
+            if behind < 0:
+                views[name] = ViewFreshness("mismatch", checkpoint.seq, 0)
+            else:
+                views[name] = ViewFreshness("stale" if behind else "valid", checkpoint.seq,
+                                            behind)
+        worst = max(views.values(), key=lambda v: _SEVERITY.index(v.status),
+                    default=ViewFreshness("valid", head.seq, 0))
+        lowest = min((v.checkpoint for v in views.values()), default=head.seq)
+        return Freshness(worst.status, lowest, head.seq,
+                         max((v.behind for v in views.values()), default=0), views)
 
     # -- writes ----------------------------------------------------------
 
-    def write(self, decide: Callable[[Journal], Sequence[NewEvent]]) -> list[Envelope]:
-        """Run one command under the write protocol; return the events it appended."""
-        with self.log.lock():
-            checkpoint = self.views.checkpoint()
-            scan = self.log.scan_tail()
-            current = checkpoint is not None and scan.head is not None and (
-                (checkpoint.seq, checkpoint.digest) == (scan.head.seq, scan.head.digest))
-            if checkpoint is not None and not current:
+    def write(self, decide: Callable[[Views], Outcome[T]]) -> T:
+        """Run one command under the write protocol; its result once its events are durable.
+
+        `decide` gets read-only views at the log's head; raising rejects the command
+        and nothing is written.
+        """
+        self._not_deciding("write")
+        with self.log.exclusive() as session:
+            checkpoints = self.views.checkpoints()
+            tail = session.tail()
+            current = tail is not None and len(checkpoints) == len(self.projections) and all(
+                checkpoint == tail for checkpoint in checkpoints.values())
+            if not current:
                 # Views fold only acknowledged lines; if the log lost one of them, the
                 # tail is evidence, not a torn write: refuse before recovery cuts it.
-                self._check_match(checkpoint)
-            _, repairs = self.log.recover(scan)
-            # Views current: the last line itself vouches for them.
-            head = checkpoint if checkpoint is not None and current else self.refresh()
+                for checkpoint in set(checkpoints.values()):
+                    self._check_match(checkpoint)
+            head, repairs = session.recover()
+            if not current:
+                head = self.refresh()
             if repairs:
-                head, _ = self._append(head, [NewEvent("store", item) for item in repairs])
-                self.log.segments.set_pending(None)
-            events = list(decide(self))
-            if not events:
-                return []
-            _, written = self._append(head, events)
-            return written
+                head = self._append(session, head, [NewEvent("store", item) for item in repairs])
+            self._local.deciding = True
+            try:
+                outcome = decide(Views(self.views, self.projections, head))
+            finally:
+                self._local.deciding = False
+            if outcome.events:
+                self._append(session, head, outcome.events)
+            return outcome.result
 
-    def _append(self, head: Head, events: Sequence[NewEvent]) -> tuple[Head, list[Envelope]]:
+    def _not_deciding(self, what: str) -> None:
+        if getattr(self._local, "deciding", False):
+            raise RuntimeError(f"a command's decide may not {what}: it is read-only")
+
+    def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent]
+                ) -> Checkpoint:
         from ulid import ULID  # imported here: only writers pay for it
 
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         ms = self.clock()
-        ids = [str(ULID.from_timestamp(ms)) for _ in events]
-        written = self.log.append(head, events, format_ts(ms), ids)
-        last = written[-1][1]
-        new_head = Head(written[-1][0].seq, digest(last.raw), last.segment, last.start, last.end)
-        envelopes = [envelope for envelope, _ in written]
-        # The events are durable now: a view that fails to follow is only stale,
-        # and the next read catches it up, so the command still succeeds.
-        with contextlib.suppress(Exception):
+        ts = format_ts(ms)
+        envelopes: list[Envelope] = []
+        raws: list[bytes] = []
+        prev = head.digest
+        for index, event in enumerate(events):
+            envelope = Envelope(
+                seq=head.seq + index + 1, id=str(ULID.from_timestamp(ms)), ts=ts,
+                type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
+                data=self._redacted(event.data), prev=prev,
+            )
+            raw = encode_line(envelope)
+            prev = digest(raw)
+            envelopes.append(envelope)
+            raws.append(raw)
+        new_head = session.append(raws)
+        # The events are durable now: a view that fails to follow is only stale, and
+        # the next read catches it up, so the command still succeeds.
+        try:
             states: dict[Key, Any] = {}
+            since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
-                self._apply(states, envelope, self._load)
-            if not self.views.commit(self._encode(states), head, new_head):
+                self._apply(states, envelope, since, set(self.projections))
+            expected: dict[str, Checkpoint | None] = dict.fromkeys(self.projections, head)
+            if not self.views.commit(self._rows(states, expected), expected, new_head):
                 self.refresh()
-        return new_head, envelopes
+        except UwfError:
+            pass
+        return new_head
+
+    def _redacted(self, data: EventData) -> EventData:
+        if self.redact is None:
+            return data
+        plain = msgspec.to_builtins(data)
+        hidden = redact_value(plain, self.redact)
+        return data if hidden == plain else msgspec.convert(hidden, type(data))
 
     # -- folding ---------------------------------------------------------
 
     def _fold(
         self,
         states: dict[Key, Any],
-        lines: Iterable[Line],
-        start: Head,
-        load: Callable[[str, str], Any] | None,
-    ) -> Head:
-        """Fold complete batches after `start`, checking seq and chain; return the new head."""
+        lines: Iterable[LogLine],
+        start: Checkpoint,
+        since: Mapping[str, int],
+        present: set[str],
+    ) -> Checkpoint:
+        """Fold complete batches after `start` into the views that have not seen them,
+        checking seq and chain; return the new head."""
         prev = start.digest
         seq = start.seq
         pending: list[Envelope] = []
-        last_line: Line | None = None
-        last_seq = start.seq
-        last_digest = start.digest
+        last = start
         apply = self._apply
+        decode = self.catalog.decode
         sha256 = hashlib.sha256  # `digest`, inlined: this loop is the rebuild's hot path
         for line in lines:
-            envelope = decode_line(line.raw)
+            envelope = decode(line.raw)
             if envelope.seq != seq + 1:
-                raise Corrupt(
-                    f"log seq jumps from {seq} to {envelope.seq} in {line.segment}",
-                    "run `uwf log verify`",
-                )
+                raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
+                              "run `uwf log verify`")
             if envelope.prev != prev:
-                raise Corrupt(
-                    f"log chain broken at seq {envelope.seq} in {line.segment}",
-                    "run `uwf log verify`",
-                )
+                raise Corrupt(f"log chain broken at seq {envelope.seq} in {line.where}",
+                              "run `uwf log verify`")
             if envelope.type == "store.created" and envelope.data.format > FORMAT_VERSION:
                 raise Corrupt(
                     f"store format {envelope.data.format} is newer than this uwf supports "
-                    f"({FORMAT_VERSION})",
-                    "upgrade uwf",
-                )
+                    f"({FORMAT_VERSION})", "upgrade uwf")
             prev = sha256(line.raw).hexdigest()[:32]
             seq = envelope.seq
             k, n = envelope.batch
             if k == n == 1 and not pending:
-                apply(states, envelope, load)
+                apply(states, envelope, since, present)
             else:
                 pending.append(envelope)
                 if k != n:
                     continue
                 for member in pending:
-                    apply(states, member, load)
+                    apply(states, member, since, present)
                 pending.clear()
-            last_line, last_seq, last_digest = line, seq, prev
-        if last_line is None:
-            return start
-        return Head(last_seq, last_digest, last_line.segment, last_line.start, last_line.end)
+            last = Checkpoint(seq, prev)
+        return last
 
-    def _apply(
-        self, states: dict[Key, Any], envelope: Envelope, load: Callable[[str, str], Any] | None
-    ) -> None:
+    def _apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
+               present: set[str]) -> None:
         for projection in self._routes.get(envelope.type, ()):
+            if envelope.seq <= since[projection.name]:
+                continue  # this view folded it already
             key = (projection.name, projection.key(envelope))
             if key in states:
                 state = states[key]
-            elif load is not None:
-                state = load(*key)
+            elif projection.name in present:
+                raw = self.views.load(*key)
+                state = None if raw is None else projection.decode(raw)
             else:
                 state = None
             states[key] = projection.apply(state, envelope)
 
-    def _load(self, view: str, key: str) -> Any:
-        return self.get(view, key)
+    def _rows(self, states: Mapping[Key, Any], views: Iterable[str]
+              ) -> dict[str, dict[str, Row | None]]:
+        rows: dict[str, dict[str, Row | None]] = {name: {} for name in views}
+        for (view, key), state in states.items():
+            if view in rows:
+                rows[view][key] = None if state is None else self.projections[view].row(state)
+        return rows
 
-    def _encode(self, states: dict[Key, Any]) -> dict[Key, bytes | None]:
-        return {
-            key: None if state is None else self.projections[key[0]].encode(state)
-            for key, state in states.items()
-        }
-
-    def _check_match(self, checkpoint: Head) -> None:
+    def _check_match(self, checkpoint: Checkpoint) -> None:
         if checkpoint.seq == 0:
             return
-        line = self.log.line_at(checkpoint.segment, checkpoint.start, checkpoint.end)
+        line = self.log.line(checkpoint.seq)
         if line is None or digest(line) != checkpoint.digest:
-            raise Corrupt(
-                f"views do not match the log at seq {checkpoint.seq}",
-                "run `uwf registry rebuild`",
-            )
+            raise Corrupt(f"views do not match the log at seq {checkpoint.seq}",
+                          "run `uwf registry rebuild`")
 
-    def _with_progress(self, lines: Iterable[Line], progress: Progress) -> Iterator[Line]:
-        total = sum(self.log.segments.size(name) for name in self.log.segments.names())
+    def _with_progress(self, lines: Iterable[LogLine], progress: Progress) -> Iterator[LogLine]:
+        total = self.log.describe()["bytes"]
         done = 0
         for count, line in enumerate(lines, 1):
-            done += line.end - line.start
+            done += len(line.raw) + 1
             if count % 50_000 == 0:
                 progress(done, total)
             yield line

@@ -1,19 +1,16 @@
-"""Where the log's bytes live: segment files on disk, or their in-memory twin.
+"""The file backend's bytes: segment files `events/<first-seq>.jsonl` and the lock.
 
-The interface is the handful of byte operations the log needs, so recovery,
-reading and chaining are written once in `uwf.engine.log` and tested against
-both backends by one contract suite.
+Private to `uwf.engine.filelog`: nothing above the log interface knows that
+segments, offsets or the pending-repair note exist.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 from uwf.errors import StoreBusy
 
@@ -30,40 +27,6 @@ def segment_name(first_seq: int) -> str:
 def is_segment_name(name: str) -> bool:
     stem = name.removesuffix(SEGMENT_SUFFIX)
     return name.endswith(SEGMENT_SUFFIX) and len(stem) == 20 and stem.isdigit()
-
-
-class Segments(Protocol):
-    """The byte store under the log: named append-only segments and a writers' lock."""
-
-    def names(self) -> list[str]:
-        """Segment names in log order."""
-        ...
-
-    def size(self, name: str) -> int: ...
-
-    def read(self, name: str, start: int, end: int | None = None) -> bytes: ...
-
-    def append(self, name: str, data: bytes, durable: bool) -> None:
-        """One write of `data` at the end of `name` (created if new), fsync if durable."""
-        ...
-
-    def truncate(self, name: str, size: int) -> None:
-        """Cut `name` to `size` bytes durably; only recovery does this."""
-        ...
-
-    def remove(self, name: str) -> None: ...
-
-    def lock(self, timeout: float) -> contextlib.AbstractContextManager[None]:
-        """The exclusive writers' lock, waiting at most `timeout` seconds."""
-        ...
-
-    def pending(self) -> bytes | None:
-        """The note of a truncation whose `log.repaired` may not be written yet."""
-        ...
-
-    def set_pending(self, note: bytes | None) -> None:
-        """Durably save (or, with None, clear) that note."""
-        ...
 
 
 class FileSegments:
@@ -212,45 +175,3 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class MemorySegments:
-    """The in-memory twin: the same bytes and the same lock semantics, in RAM."""
-
-    def __init__(self) -> None:
-        self._segments: dict[str, bytearray] = {}
-        self._lock = threading.Lock()
-        self._pending: bytes | None = None
-
-    def pending(self) -> bytes | None:
-        return self._pending
-
-    def set_pending(self, note: bytes | None) -> None:
-        self._pending = note
-
-    def names(self) -> list[str]:
-        return sorted(self._segments)
-
-    def size(self, name: str) -> int:
-        return len(self._segments.get(name, b""))
-
-    def read(self, name: str, start: int, end: int | None = None) -> bytes:
-        return bytes(self._segments.get(name, b"")[start:end])
-
-    def append(self, name: str, data: bytes, durable: bool) -> None:
-        self._segments.setdefault(name, bytearray()).extend(data)
-
-    def truncate(self, name: str, size: int) -> None:
-        del self._segments[name][size:]
-
-    def remove(self, name: str) -> None:
-        self._segments.pop(name, None)
-
-    @contextlib.contextmanager
-    def lock(self, timeout: float) -> Iterator[None]:
-        if not self._lock.acquire(timeout=timeout):
-            raise StoreBusy("store is busy: the in-memory log is locked", "retry")
-        try:
-            yield
-        finally:
-            self._lock.release()

@@ -1,234 +1,482 @@
-"""Where view states persist: SQLite in WAL mode, or its in-memory twin (SPEC §5).
+"""Where view states persist, and how they are queried: SQLite in WAL mode, or its
+in-memory twin (SPEC §5).
 
-A view store holds opaque entity states (JSON bytes) keyed by (view, key) and
-one checkpoint: the last log line folded in. States and checkpoint move in one
-transaction, guarded by compare-and-set on the checkpoint, so concurrent
-catch-ups (readers take no log lock) never fold an event twice.
+Each view is a table of entity states (JSON bytes) keyed by a string, plus the
+columns its projection declares (filtered and ordered by, with indexes) and an
+optional search text (FTS5 trigram in SQLite). Each view has its own
+checkpoint, the (seq, digest) of the last log line folded into it, and its own
+signature (version and declared columns): a new or changed view is built alone
+while the others stay. Rows and checkpoints move in one transaction, guarded by
+compare-and-set on each checkpoint, so concurrent catch-ups (readers take no
+log lock) never fold an event twice and a rebuild never moves a view backwards.
+
+Query semantics, identical in both backends: `where` terms are ANDed (`=`,
+`in`, `<`, `<=`, `>`, `>=`; a NULL column matches none of them); `text` keeps
+rows whose search text contains every whitespace-separated term, ASCII
+case-insensitively; `order` names columns (`-col` descending; NULL sorts first
+ascending, last descending) and always ends with the key; then offset, limit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
-from uwf.engine.log import Head
-from uwf.errors import Corrupt
+from uwf.engine.log import Checkpoint
+from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 
-Key = tuple[str, str]
+ColumnValue = int | str | None
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_OPS = ("=", "in", "<", "<=", ">", ">=")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """What a projection declares about its view's storage."""
+
+    name: str
+    version: int
+    columns: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    counted: tuple[str, ...] = ()  # columns whose per-value counts are kept up to date
+    text: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (self.name, *self.columns):
+            if not _NAME.fullmatch(name) or name in ("key", "value", "text"):
+                raise ValueError(f"invalid view or column name {name!r}")
+        for column in (*(c for index in self.indexes for c in index), *self.counted):
+            if column != "key" and column not in self.columns:
+                raise ValueError(f"view {self.name}: {column!r} is not a declared column")
+
+    @property
+    def signature(self) -> str:
+        """Changes whenever the stored shape or the fold changes: such views are rebuilt."""
+        return json.dumps([self.version, self.columns, self.indexes, self.counted, self.text])
+
+
+class Row(NamedTuple):
+    """One entity as stored: its state, its column values (in declared order), its text."""
+
+    value: bytes
+    columns: tuple[ColumnValue, ...] = ()
+    text: str = ""
+
+
+Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A read of one view: filter, search, order, page."""
+
+    view: str
+    where: tuple[tuple[str, str, Any], ...] = ()
+    text: str | None = None
+    order: tuple[str, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+
+def search_terms(text: str | None) -> list[str]:
+    return [] if not text else text.translate(_ASCII_LOWER).split()
 
 
 class ViewStore(Protocol):
-    """Persisted view states plus their checkpoint."""
+    """Persisted view rows, their checkpoints, and queries over them."""
 
-    def checkpoint(self) -> Head | None:
-        """The last folded line, or None when the views are absent (or outdated)."""
+    def checkpoints(self) -> dict[str, Checkpoint]:
+        """The checkpoint of every view present at its declared signature."""
         ...
 
     def load(self, view: str, key: str) -> bytes | None: ...
+
+    def query(self, query: Query) -> list[tuple[str, bytes]]:
+        """(key, state) of the rows the query selects, in its order."""
+        ...
+
+    def count(self, query: Query) -> int:
+        """How many rows the query's filter and text select (order and paging ignored)."""
+        ...
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        """Rows per value of `column` (values with no rows are absent)."""
+        ...
 
     def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
         """Every (key, state) of a view, in key order."""
         ...
 
-    def count(self, view: str) -> int: ...
-
-    def commit(self, changes: Mapping[Key, bytes | None], expected: Head, new: Head) -> bool:
-        """Apply `changes` (None deletes) and move the checkpoint expected -> new.
-
-        Returns False, changing nothing, when the checkpoint is no longer `expected`.
-        """
-        ...
-
-    def replace(self, rows: Iterable[tuple[str, str, bytes]], checkpoint: Head) -> None:
-        """Drop every state and write `rows` with `checkpoint`: a rebuild."""
+    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
+               new: Checkpoint, *, reset: bool = False) -> bool:
+        """Move each view of `expected` from its expected checkpoint to `new` and apply
+        its changes, all in one transaction. `None` expects the view absent (or of
+        another signature): it is emptied first, as is every view with `reset` (a
+        rebuild, in place, so other processes' connections stay valid). Returns
+        False, changing nothing, when any checkpoint is not as expected."""
         ...
 
     def drop(self) -> None:
         """Forget everything, as if the views had been deleted."""
         ...
 
+    def close(self) -> None: ...
 
-def _same(a: Head | None, b: Head) -> bool:
-    return a is not None and (a.seq, a.digest) == (b.seq, b.digest)
 
+# -- the in-memory twin ------------------------------------------------------------
 
 class MemoryViewStore:
-    """The in-memory twin of the SQLite view store."""
+    """The in-memory twin of the SQLite view store: the same answers, by brute force."""
 
-    def __init__(self, version: str) -> None:
-        self.version = version
-        self._states: dict[Key, bytes] = {}
-        self._checkpoint: Head | None = None
+    def __init__(self, specs: Sequence[ViewSpec]) -> None:
+        self.specs = {spec.name: spec for spec in specs}
+        self._rows: dict[str, dict[str, Row]] = {}
+        self._checkpoints: dict[str, tuple[str, Checkpoint]] = {}
+        self._lock = threading.Lock()
 
-    def checkpoint(self) -> Head | None:
-        return self._checkpoint
+    def checkpoints(self) -> dict[str, Checkpoint]:
+        return {name: checkpoint for name, (signature, checkpoint) in self._checkpoints.items()
+                if name in self.specs and self.specs[name].signature == signature}
 
     def load(self, view: str, key: str) -> bytes | None:
-        return self._states.get((view, key))
+        row = self._rows.get(view, {}).get(key)
+        return None if row is None else row.value
+
+    def _select(self, query: Query) -> list[tuple[str, Row]]:
+        spec = self.specs[query.view]
+        rows = list(self._rows.get(query.view, {}).items())
+        for column, op, value in query.where:
+            get = _getter(spec, column)
+            rows = [(k, r) for k, r in rows if _compare(get(k, r), op, value)]
+        for term in search_terms(query.text):
+            rows = [(k, r) for k, r in rows if term in r.text]
+        return rows
+
+    def query(self, query: Query) -> list[tuple[str, bytes]]:
+        spec = self.specs[query.view]
+        rows = self._select(query)
+        rows.sort(key=lambda item: item[0])
+        for term in reversed(_order_terms(query.order)):
+            descending = term.startswith("-")
+            get = _getter(spec, term.lstrip("-"))
+            rows.sort(key=lambda item, g=get: _null_first(g(*item)),  # type: ignore[misc]
+                      reverse=descending)
+        end = None if query.limit is None else query.offset + query.limit
+        return [(key, row.value) for key, row in rows[query.offset:end]]
+
+    def count(self, query: Query) -> int:
+        return len(self._select(query))
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        get = _getter(self.specs[view], column)
+        found: dict[ColumnValue, int] = {}
+        for key, row in self._rows.get(view, {}).items():
+            value = get(key, row)
+            found[value] = found.get(value, 0) + 1
+        return found
 
     def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
-        rows = sorted((k, v) for (name, k), v in self._states.items() if name == view)
-        yield from rows
+        rows = sorted(self._rows.get(view, {}).items())
+        for key, row in rows:
+            yield key, row.value
 
-    def count(self, view: str) -> int:
-        return sum(1 for name, _ in self._states if name == view)
-
-    def commit(self, changes: Mapping[Key, bytes | None], expected: Head, new: Head) -> bool:
-        fresh = self._checkpoint is None and expected.seq == 0
-        if not (fresh or _same(self._checkpoint, expected)):
-            return False
-        if fresh:
-            self._states.clear()
-        for key, value in changes.items():
-            if value is None:
-                self._states.pop(key, None)
-            else:
-                self._states[key] = value
-        self._checkpoint = new
-        return True
-
-    def replace(self, rows: Iterable[tuple[str, str, bytes]], checkpoint: Head) -> None:
-        self._states = {(view, key): value for view, key, value in rows}
-        self._checkpoint = checkpoint
+    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
+               new: Checkpoint, *, reset: bool = False) -> bool:
+        with self._lock:
+            current = self.checkpoints()
+            if any(current.get(name) != want for name, want in expected.items()):
+                return False
+            for name, want in expected.items():
+                if want is None or reset:
+                    self._rows[name] = {}
+                rows = self._rows.setdefault(name, {})
+                for key, row in changes.get(name, {}).items():
+                    if row is None:
+                        rows.pop(key, None)
+                    else:
+                        rows[key] = row._replace(text=row.text.translate(_ASCII_LOWER))
+                self._checkpoints[name] = (self.specs[name].signature, new)
+            return True
 
     def drop(self) -> None:
-        self._states.clear()
-        self._checkpoint = None
+        self._rows.clear()
+        self._checkpoints.clear()
+
+    def close(self) -> None:
+        pass
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS checkpoint (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  seq INTEGER NOT NULL, segment TEXT NOT NULL, start INTEGER NOT NULL,
-  "end" INTEGER NOT NULL, digest TEXT NOT NULL
+def _order_terms(order: Sequence[str]) -> list[str]:
+    terms = list(order)
+    if not any(term.lstrip("-") == "key" for term in terms):
+        terms.append("key")
+    return terms
+
+
+def _getter(spec: ViewSpec, column: str) -> Any:
+    if column == "key":
+        return lambda key, row: key
+    try:
+        index = spec.columns.index(column)
+    except ValueError:
+        raise ValueError(f"view {spec.name} has no column {column!r}") from None
+    return lambda key, row: row.columns[index]
+
+
+def _null_first(value: ColumnValue) -> tuple[bool, Any]:
+    return (value is not None, value if value is not None else 0)
+
+
+def _compare(have: ColumnValue, op: str, want: Any) -> bool:
+    if have is None:
+        return False
+    if op == "=":
+        return bool(have == want)
+    if op == "in":
+        return have in want
+    if op == "<":
+        return bool(have < want)
+    if op == "<=":
+        return bool(have <= want)
+    if op == ">":
+        return bool(have > want)
+    if op == ">=":
+        return bool(have >= want)
+    raise ValueError(f"unknown operator {op!r}")
+
+
+# -- SQLite --------------------------------------------------------------------------
+
+_META = """
+CREATE TABLE IF NOT EXISTS views (
+  name TEXT PRIMARY KEY, signature TEXT NOT NULL, seq INTEGER NOT NULL, digest TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS state (
-  view TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (view, key)
+CREATE TABLE IF NOT EXISTS counts (
+  view TEXT NOT NULL, col TEXT NOT NULL, value TEXT NOT NULL, n INTEGER NOT NULL,
+  PRIMARY KEY (view, col, value)
 ) WITHOUT ROWID;
 """
+_BUSY = ("locked", "busy")
+_UNAVAILABLE = ("disk i/o", "unable to open", "full", "readonly", "read-only")
 
 
 class SqliteViewStore:
-    """One SQLite file in WAL mode; `synchronous=NORMAL` since views can be replayed."""
+    """One SQLite file in WAL mode; `synchronous=NORMAL` since views can be replayed.
 
-    def __init__(self, path: Path, version: str) -> None:
+    Each thread gets its own connection, so one store serves many threads.
+    """
+
+    def __init__(self, path: Path, specs: Sequence[ViewSpec], *, busy_timeout: float = 30.0
+                 ) -> None:
         self.path = path
-        self.version = version
-        self._db: sqlite3.Connection | None = None
+        self.specs = {spec.name: spec for spec in specs}
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
 
-    # -- connection ------------------------------------------------------
+    # -- connection and errors -------------------------------------------------
 
     def _connect(self, create: bool) -> sqlite3.Connection | None:
-        if self._db is not None:
-            return self._db
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            return db
         if not create and not self.path.exists():
             return None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise self._corrupt(exc) from None
-        self._db = db
+        with self._guard():
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
+                                 check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                tables = {row[0] for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "state" in tables or "checkpoint" in tables:
+                    # Views of the earlier single-checkpoint format: rebuilt from the log.
+                    db.executescript("DROP TABLE IF EXISTS state; DROP TABLE IF EXISTS "
+                                     "checkpoint; DROP TABLE IF EXISTS meta;")
+                db.executescript(_META)
+            except BaseException:
+                db.close()
+                raise
+        self._local.db = db
+        with self._all_lock:
+            self._all.append(db)
         return db
-
-    def _corrupt(self, exc: Exception) -> Corrupt:
-        return Corrupt(
-            f"views are unreadable ({self.path}: {exc})", "run `uwf registry rebuild`"
-        )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
+        """Classify SQLite's errors: busy and I/O errors are transient (never a reason
+        to delete the views); only a damaged file is Corrupt."""
         try:
             yield
+        except (sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # a bug in uwf, not a state of the file
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if any(word in text for word in _BUSY):
+                raise StoreBusy(f"the views are busy ({self.path}: {exc})", "retry") from None
+            if any(word in text for word in _UNAVAILABLE):
+                raise StoreUnavailable(f"cannot use the views ({self.path}: {exc})",
+                                       "check the disk and permissions, then retry") from None
+            raise self._corrupt(exc) from None
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
             raise self._corrupt(exc) from None
 
+    def _corrupt(self, exc: Exception) -> Corrupt:
+        return Corrupt(f"views are unreadable ({self.path}: {exc})", "run `uwf registry rebuild`")
+
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        with self._all_lock:
+            for db in self._all:
+                db.close()
+            self._all.clear()
+        self._local = threading.local()
 
-    # -- reads -----------------------------------------------------------
+    # -- reads -------------------------------------------------------------------
 
-    def checkpoint(self) -> Head | None:
+    def checkpoints(self) -> dict[str, Checkpoint]:
         with self._guard():
             db = self._connect(create=False)
             if db is None:
-                return None
-            return self._checkpoint(db)
+                return {}
+            return self._checkpoints(db)
 
-    def _checkpoint(self, db: sqlite3.Connection) -> Head | None:
-        row = db.execute(
-            'SELECT seq, digest, segment, start, "end" FROM checkpoint '
-            "WHERE (SELECT value FROM meta WHERE key = 'version') = ?",
-            (self.version,),
-        ).fetchone()
-        return None if row is None else Head(*row)
+    def _checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
+        found = {}
+        for name, signature, seq, digest in db.execute(
+                "SELECT name, signature, seq, digest FROM views"):
+            spec = self.specs.get(name)
+            if spec is not None and spec.signature == signature:
+                found[name] = Checkpoint(seq, digest)
+        return found
+
+    def _reader(self, view: str) -> sqlite3.Connection | None:
+        """A connection when the view's table exists (it may not, before a first fold)."""
+        db = self._connect(create=False)
+        if db is None:
+            return None
+        if view not in self.specs:
+            raise ValueError(f"unknown view {view!r}")
+        row = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                         (f"v_{view}",)).fetchone()
+        return db if row is not None else None
 
     def load(self, view: str, key: str) -> bytes | None:
         with self._guard():
-            db = self._connect(create=False)
+            db = self._reader(view)
             if db is None:
                 return None
-            row = db.execute(
-                "SELECT value FROM state WHERE view = ? AND key = ?", (view, key)
-            ).fetchone()
+            row = db.execute(f'SELECT value FROM "v_{view}" WHERE key = ?', (key,)).fetchone()
             return None if row is None else bytes(row[0])
+
+    def _filter(self, query: Query) -> tuple[str, list[Any]]:
+        spec = self.specs[query.view]
+        conditions: list[str] = []
+        params: list[Any] = []
+        for column, op, value in query.where:
+            name = _column_sql(spec, column)
+            if op == "in":
+                values = list(value)
+                conditions.append(f"{name} IN ({', '.join('?' * len(values))})"
+                                  if values else "0")
+                params.extend(values)
+            elif op in _OPS:
+                conditions.append(f"{name} {op} ?")
+                params.append(value)
+            else:
+                raise ValueError(f"unknown operator {op!r}")
+        for term in search_terms(query.text):
+            if len(term) >= 3:  # the trigram index answers terms of 3+ characters
+                conditions.append(f'rowid IN (SELECT rowid FROM "f_{spec.name}" '
+                                  f'WHERE "f_{spec.name}" MATCH ?)')
+                params.append('"' + term.replace('"', '""') + '"')
+            else:
+                conditions.append("instr(text, ?) > 0")
+                params.append(term)
+        return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
+
+    def query(self, query: Query) -> list[tuple[str, bytes]]:
+        spec = self.specs[query.view]
+        if query.text is not None and not spec.text:
+            raise ValueError(f"view {spec.name} has no search text")
+        where, params = self._filter(query)
+        order = ", ".join(
+            f"{_column_sql(spec, term.lstrip('-'))} {'DESC' if term.startswith('-') else 'ASC'}"
+            for term in _order_terms(query.order))
+        sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY {order} '
+               "LIMIT ? OFFSET ?")
+        with self._guard():
+            db = self._reader(spec.name)
+            if db is None:
+                return []
+            rows = db.execute(sql, [*params, -1 if query.limit is None else query.limit,
+                                    query.offset]).fetchall()
+        return [(key, bytes(value)) for key, value in rows]
+
+    def count(self, query: Query) -> int:
+        where, params = self._filter(query)
+        with self._guard():
+            db = self._reader(query.view)
+            if db is None:
+                return 0
+            row = db.execute(f'SELECT count(*) FROM "v_{query.view}"{where}', params).fetchone()
+            return int(row[0])
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        spec = self.specs[view]
+        with self._guard():
+            db = self._reader(view)
+            if db is None:
+                return {}
+            if column in spec.counted:  # kept up to date by commit: O(distinct values)
+                rows = db.execute("SELECT value, n FROM counts WHERE view = ? AND col = ?",
+                                  (view, column)).fetchall()
+                return {json.loads(value): int(n) for value, n in rows if n}
+            name = _column_sql(spec, column)
+            rows = db.execute(f'SELECT {name}, count(*) FROM "v_{view}" GROUP BY {name}'
+                              ).fetchall()
+            return {value: int(n) for value, n in rows}
 
     def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
         with self._guard():
-            db = self._connect(create=False)
+            db = self._reader(view)
             if db is None:
                 return
-            rows = db.execute(
-                "SELECT key, value FROM state WHERE view = ? ORDER BY key", (view,)
-            ).fetchall()
+            rows = db.execute(f'SELECT key, value FROM "v_{view}" ORDER BY key').fetchall()
         for key, value in rows:
             yield key, bytes(value)
 
-    def count(self, view: str) -> int:
-        with self._guard():
-            db = self._connect(create=False)
-            if db is None:
-                return 0
-            row = db.execute("SELECT count(*) FROM state WHERE view = ?", (view,)).fetchone()
-            return int(row[0])
+    # -- writes ------------------------------------------------------------------
 
-    # -- writes ----------------------------------------------------------
-
-    def commit(self, changes: Mapping[Key, bytes | None], expected: Head, new: Head) -> bool:
+    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
+               new: Checkpoint, *, reset: bool = False) -> bool:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
-                if expected.seq == 0:  # the first fold into new (or outdated) views
-                    current = self._checkpoint(db)
-                    if current is not None and not _same(current, expected):
-                        db.execute("ROLLBACK")
-                        return False
-                    if current is None:
-                        self._reset(db)
-                    self._set_checkpoint(db, new)
-                elif not self._move_checkpoint(db, expected, new):
+                current = self._checkpoints(db)
+                if any(current.get(name) != want for name, want in expected.items()):
                     db.execute("ROLLBACK")
                     return False
-                upserts = [(v, k, val) for (v, k), val in changes.items() if val is not None]
-                deletes = [(v, k) for (v, k), val in changes.items() if val is None]
-                if upserts:
-                    db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", upserts)
-                if deletes:
-                    db.executemany("DELETE FROM state WHERE view = ? AND key = ?", deletes)
+                for name, want in expected.items():
+                    spec = self.specs[name]
+                    if want is None or reset:
+                        self._create(db, spec)
+                    self._apply(db, spec, changes.get(name, {}))
+                    db.execute("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
+                               (name, spec.signature, new.seq, new.digest))
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -236,20 +484,70 @@ class SqliteViewStore:
                 raise
             return True
 
-    def replace(self, rows: Iterable[tuple[str, str, bytes]], checkpoint: Head) -> None:
-        with self._guard():
-            db = self._connect(create=True)
-            assert db is not None
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                self._reset(db)
-                db.executemany("INSERT INTO state VALUES (?, ?, ?)", rows)
-                self._set_checkpoint(db, checkpoint)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+    def _create(self, db: sqlite3.Connection, spec: ViewSpec) -> None:
+        """An empty table for the view at its declared shape (dropping any earlier one)."""
+        name = spec.name
+        db.execute(f'DROP TABLE IF EXISTS "v_{name}"')
+        db.execute(f'DROP TABLE IF EXISTS "f_{name}"')
+        db.execute("DELETE FROM counts WHERE view = ?", (name,))
+        columns = "".join(f', "c_{column}"' for column in spec.columns)
+        db.execute(f'CREATE TABLE "v_{name}" (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL'
+                   f"{columns}, text TEXT NOT NULL DEFAULT '')")
+        for number, index in enumerate(spec.indexes):
+            fields = ", ".join(_column_sql(spec, column) for column in index)
+            db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})')
+        for column in spec.counted:
+            db.execute(f'CREATE INDEX "n_{name}_{column}" ON "v_{name}" ("c_{column}")')
+        if spec.text:
+            db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
+                       "tokenize='trigram case_sensitive 1')")
+
+    def _apply(self, db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None]
+               ) -> None:
+        if not rows:
+            return
+        name = spec.name
+        delta: dict[tuple[str, str], int] = {}
+        counted = [(column, spec.columns.index(column)) for column in spec.counted]
+        if counted:
+            selected = ", ".join(f'"c_{column}"' for column, _ in counted)
+            for key in rows:
+                old = db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key = ?',
+                                 (key,)).fetchone()
+                if old is not None:
+                    for (column, _), value in zip(counted, old, strict=True):
+                        slot = (column, json.dumps(value))
+                        delta[slot] = delta.get(slot, 0) - 1
+        deletes = [(key,) for key, row in rows.items() if row is None]
+        upserts = [(key, row.value, *row.columns, row.text.translate(_ASCII_LOWER))
+                   for key, row in rows.items() if row is not None]
+        if spec.text:
+            db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
+                           f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [(k,) for k in rows])
+        if deletes:
+            db.executemany(f'DELETE FROM "v_{name}" WHERE key = ?', deletes)
+        if upserts:
+            columns = "".join(f', "c_{column}"' for column in spec.columns)
+            marks = ", ".join("?" * (len(spec.columns) + 3))
+            updates = ", ".join(f'"c_{c}" = excluded."c_{c}"' for c in spec.columns)
+            db.executemany(
+                f'INSERT INTO "v_{name}" (key, value{columns}, text) VALUES ({marks}) '
+                f"ON CONFLICT(key) DO UPDATE SET value = excluded.value, text = excluded.text"
+                + (f", {updates}" if updates else ""), upserts)
+            if spec.text:
+                db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
+                               f'FROM "v_{name}" WHERE key = ?', [(u[0],) for u in upserts])
+        for row in rows.values():
+            if row is not None:
+                for column, index in counted:
+                    slot = (column, json.dumps(row.columns[index]))
+                    delta[slot] = delta.get(slot, 0) + 1
+        for (column, value), n in delta.items():
+            if n:
+                db.execute("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, value)"
+                           " DO UPDATE SET n = n + excluded.n", (name, column, value, n))
+        if delta:
+            db.execute("DELETE FROM counts WHERE view = ? AND n = 0", (name,))
 
     def drop(self) -> None:
         """Delete the file (and its WAL): the way out of a corrupt view store."""
@@ -258,28 +556,10 @@ class SqliteViewStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
-    def _reset(self, db: sqlite3.Connection) -> None:
-        db.execute("DELETE FROM state")
-        db.execute("DELETE FROM checkpoint")
-        db.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,)
-        )
 
-    def _move_checkpoint(self, db: sqlite3.Connection, expected: Head, new: Head) -> bool:
-        """Compare-and-set in one statement: the checkpoint moves only from `expected`
-        (and only in views of this version)."""
-        moved = db.execute(
-            'UPDATE checkpoint SET seq = ?, segment = ?, start = ?, "end" = ?, digest = ? '
-            "WHERE id = 1 AND seq = ? AND digest = ? AND "
-            "(SELECT value FROM meta WHERE key = 'version') = ?",
-            (new.seq, new.segment, new.start, new.end, new.digest,
-             expected.seq, expected.digest, self.version),
-        ).rowcount
-        return bool(moved == 1)
-
-    def _set_checkpoint(self, db: sqlite3.Connection, head: Head) -> None:
-        db.execute(
-            'INSERT OR REPLACE INTO checkpoint (id, seq, segment, start, "end", digest) '
-            "VALUES (1, ?, ?, ?, ?, ?)",
-            (head.seq, head.segment, head.start, head.end, head.digest),
-        )
+def _column_sql(spec: ViewSpec, column: str) -> str:
+    if column == "key":
+        return "key"
+    if column not in spec.columns:
+        raise ValueError(f"view {spec.name} has no column {column!r}")
+    return f'"c_{column}"'

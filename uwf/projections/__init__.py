@@ -1,10 +1,14 @@
-"""Pure folds of events into view states: no I/O, no clock, no randomness."""
+"""Pure folds of events into view states (no I/O, no clock, no randomness), and the
+event catalogue each feature owns."""
 
 from __future__ import annotations
 
+from uwf.engine.events import EventCatalog
 from uwf.projections.base import StructProjection
 from uwf.projections.store import StoreProjection
+from uwf.projections.thread_events import THREAD_EVENTS
 from uwf.projections.threads import ThreadsProjection
+from uwf.projections.workflow_events import WORKFLOW_EVENTS
 from uwf.projections.workflows import WorkflowsProjection
 
 
@@ -13,6 +17,6 @@ def all_projections() -> list[StructProjection]:
     return [StoreProjection(), WorkflowsProjection(), ThreadsProjection()]
 
 
-def views_version() -> str:
-    """Changes whenever a projection changes, so outdated views are rebuilt."""
-    return ",".join(f"{p.name}@{p.version}" for p in all_projections())
+def event_catalog() -> EventCatalog:
+    """The core event types plus every feature's, registered explicitly."""
+    return EventCatalog(WORKFLOW_EVENTS, THREAD_EVENTS)

@@ -1,4 +1,5 @@
-"""The shape every projection shares: states are frozen msgspec Structs."""
+"""The shape every projection shares: states are frozen msgspec Structs, and a view
+declares the columns it is queried by."""
 
 from __future__ import annotations
 
@@ -7,25 +8,48 @@ from typing import Any, ClassVar
 import msgspec
 
 from uwf.engine.events import Envelope
+from uwf.engine.viewstore import ColumnValue, Row, ViewSpec
 
 
 class StructProjection:
-    """A named view whose entity states are one msgspec Struct type."""
+    """A named view whose entity states are one msgspec Struct type.
+
+    `columns` are state fields (snake_case attribute names) copied into indexed
+    columns; `indexes` and `counted` name columns; `search_text` feeds text search.
+    """
 
     name: ClassVar[str]
     version: ClassVar[int]
     event_types: ClassVar[frozenset[str]]
     state_type: ClassVar[type[msgspec.Struct]]
+    columns: ClassVar[tuple[str, ...]] = ()
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    counted: ClassVar[tuple[str, ...]] = ()
+    text: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._encoder = msgspec.json.Encoder()
         self._decoder = msgspec.json.Decoder(self.state_type)
+
+    def spec(self) -> ViewSpec:
+        return ViewSpec(self.name, self.version, self.columns, self.indexes, self.counted,
+                        self.text)
 
     def key(self, event: Envelope) -> str:
         raise NotImplementedError
 
     def apply(self, state: Any, event: Envelope) -> Any:
         raise NotImplementedError
+
+    def column_values(self, state: Any) -> tuple[ColumnValue, ...]:
+        return tuple(getattr(state, column) for column in self.columns)
+
+    def search_text(self, state: Any) -> str:
+        return ""
+
+    def row(self, state: Any) -> Row:
+        return Row(self._encoder.encode(state), self.column_values(state),
+                   self.search_text(state))
 
     def encode(self, state: Any) -> bytes:
         return self._encoder.encode(state)

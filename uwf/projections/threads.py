@@ -6,8 +6,9 @@ from typing import ClassVar
 
 import msgspec
 
-from uwf.engine.events import (
-    Envelope,
+from uwf.engine.events import Envelope
+from uwf.projections.base import StructProjection
+from uwf.projections.thread_events import (
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
@@ -15,7 +16,6 @@ from uwf.engine.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.projections.base import StructProjection
 
 
 class InFlight(msgspec.Struct, frozen=True, rename="camel"):
@@ -65,6 +65,11 @@ class ThreadsProjection(StructProjection):
                          ThreadBlocked, ThreadEnded)
     )
     state_type: ClassVar[type[msgspec.Struct]] = ThreadState
+    # `thread list` filters by state in creation (key) order; counts per state are kept.
+    columns: ClassVar[tuple[str, ...]] = ("state", "repo", "name", "created_at")
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("state", "key"), ("repo", "key"), ("name", "key"), ("created_at", "key"))
+    counted: ClassVar[tuple[str, ...]] = ("state",)
 
     def key(self, event: Envelope) -> str:
         return event.subject.removeprefix("thread/")

@@ -6,8 +6,9 @@ from typing import ClassVar
 
 import msgspec
 
-from uwf.engine.events import Envelope, WorkflowRegistered
+from uwf.engine.events import Envelope
 from uwf.projections.base import StructProjection
+from uwf.projections.workflow_events import WorkflowRegistered
 
 
 class WorkflowState(msgspec.Struct, frozen=True, rename="camel"):

@@ -1,0 +1,380 @@
+"""The embedded log backend: JSONL segment files, one `write` + `fsync` per batch.
+
+Durability order, kept here: a command's lines are written with one append and
+fsynced before anyone is told they exist; a tail that was never acknowledged (a
+last line without `\\n`, a batch with fewer than n lines) is truncated by the
+next writer, which records what it dropped as `log.repaired`. The note of a
+truncation is saved before the bytes go, so a writer killed between truncating
+and recording leaves the record to the next writer.
+
+Segments are named by the seq of their first line; a line is found by its seq
+by picking the segment from the names and walking back from its end (catch-up
+reads are near the end), with the last position this process saw as a hint.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from uwf.engine.events import LogRepaired
+from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
+from uwf.engine.segments import FileSegments, segment_name
+from uwf.errors import Corrupt
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+_WINDOW = 64 * 1024  # bytes read at a time, backward or forward
+
+
+class _TailInfo(msgspec.Struct):
+    seq: int
+    batch: tuple[int, int]
+
+
+class _LastRepair(msgspec.Struct):
+    type: str
+    data: LogRepaired
+
+
+_tail_decoder = msgspec.json.Decoder(_TailInfo)
+_repair_decoder = msgspec.json.Decoder(LogRepaired)
+_last_repair_decoder = msgspec.json.Decoder(_LastRepair)
+
+
+def _seq_of(raw: bytes) -> int | None:
+    """The `seq` a line claims, read from its fixed prefix `{"seq":N,` (None if absent)."""
+    if raw.startswith(b'{"seq":'):
+        comma = raw.find(b",", 7)
+        digits = raw[7:comma]
+        if comma > 7 and digits.isdigit():
+            return int(digits)
+    return None
+
+
+def _tail_info(raw: bytes, where: str) -> _TailInfo:
+    try:
+        return _tail_decoder.decode(raw)
+    except msgspec.DecodeError:
+        raise Corrupt(
+            f"the last line of {where} is not a valid event", "run `uwf log verify` to inspect it"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A complete line in a segment: [start, end) including its newline."""
+
+    segment: str
+    start: int
+    end: int
+    raw: bytes
+
+
+class FileLog:
+    """The log as segment files under `events/`, with `lock` as the writers' lock."""
+
+    def __init__(
+        self,
+        events_dir: Path,
+        lock_path: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        durable: bool = True,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.segments = FileSegments(events_dir, lock_path)
+        self.segment_bytes = segment_bytes
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self._thread_lock = threading.Lock()  # flock is per open file: threads queue here
+        self._hint: _Span | None = None  # the last line this process saw at the end
+
+    # -- reading ---------------------------------------------------------
+
+    def head(self) -> Checkpoint:
+        span = self._last_span()
+        if span is None:
+            return GENESIS
+        return Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
+
+    def read(self, after: int = 0) -> Iterator[LogLine]:
+        names = self.segments.names()
+        if after <= 0:
+            start_index, offset, seq = 0, 0, 0
+        else:
+            found = self._locate(after, names)
+            if found is None:
+                return
+            start_index, offset, seq = names.index(found.segment), found.end, after
+        for index in range(start_index, len(names)):
+            name = names[index]
+            begin = offset if index == start_index else 0
+            # Line numbers are known only when a segment is read from its start.
+            number = 0
+            for span in self._forward(name, begin):
+                seq += 1
+                number = number + 1 if begin == 0 else 0
+                yield LogLine(seq, span.raw, name, number)
+
+    def read_reverse(self) -> Iterator[LogLine]:
+        for name in reversed(self.segments.names()):
+            end = self._complete_end(name)
+            for span in self._backward(name, end):
+                yield LogLine(_seq_of(span.raw) or 0, span.raw, name, 0)
+
+    def line(self, seq: int) -> bytes | None:
+        if seq <= 0:
+            return None
+        span = self._locate(seq, self.segments.names())
+        return None if span is None else span.raw
+
+    def problems(self) -> list[LogProblem]:
+        found: list[LogProblem] = []
+        expected = 1
+        for name in self.segments.names():
+            end = self._complete_end(name)
+            lines = self._count_lines(name, end)
+            if lines and name != segment_name(expected):
+                found.append(LogProblem(expected, name, 1,
+                                        f"segment name does not match its first seq {expected}"))
+            size = self.segments.size(name)
+            if size > end:
+                found.append(LogProblem(None, name, lines + 1,
+                                        f"torn tail: {size - end} bytes without a newline"))
+            expected += lines
+        return found
+
+    def describe(self) -> dict[str, int]:
+        names = self.segments.names()
+        return {"segments": len(names),
+                "bytes": sum(self.segments.size(name) for name in names)}
+
+    # -- writing -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[LogSession]:
+        with self._thread_lock, self.segments.lock(self.lock_timeout):
+            yield _FileSession(self)
+
+    # -- finding lines -----------------------------------------------------
+
+    def _last_span(self) -> _Span | None:
+        for name in reversed(self.segments.names()):
+            for span in self._backward(name, self._complete_end(name)):
+                self._hint = span
+                return span
+        return None
+
+    def _locate(self, seq: int, names: list[str]) -> _Span | None:
+        """The line whose seq is `seq`: from the hint, else the segment its name says,
+        walked back from the end."""
+        hint = self._hint
+        if hint is not None and _seq_of(hint.raw) == seq:
+            data = self.segments.read(hint.segment, hint.start, hint.end)
+            if data == hint.raw + b"\n":
+                return hint
+        firsts = [int(name[:20]) for name in names]
+        index = bisect.bisect_right(firsts, seq) - 1
+        if index < 0:
+            return None
+        name = names[index]
+        for span in self._backward(name, self._complete_end(name)):
+            claimed = _seq_of(span.raw)
+            if claimed == seq:
+                return span
+            if claimed is not None and claimed < seq:
+                return None
+        return None
+
+    def _complete_end(self, name: str) -> int:
+        """Offset just after the last `\\n` of a segment (0 if it has none)."""
+        size = self.segments.size(name)
+        window = _WINDOW
+        while True:
+            start = max(0, size - window)
+            chunk = self.segments.read(name, start, size)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            if start == 0:
+                return 0
+            window *= 4
+
+    def _backward(self, name: str, end: int) -> Iterator[_Span]:
+        """Complete lines of a segment ending at `end`, newest first."""
+        # `carry` is the part of the file from `position` up to the line last
+        # yielded (a line whose start is not read yet), newline included.
+        carry = b""
+        position = end
+        while position > 0:
+            start = max(0, position - _WINDOW)
+            chunk = self.segments.read(name, start, position) + carry
+            parts = chunk.split(b"\n")[:-1]  # the chunk ends with a newline
+            whole = parts if start == 0 else parts[1:]
+            line_end = start + len(chunk)
+            for raw in reversed(whole):
+                line_start = line_end - len(raw) - 1
+                yield _Span(name, line_start, line_end, raw)
+                line_end = line_start
+            carry = b"" if start == 0 else parts[0] + b"\n"
+            position = start
+
+    def _forward(self, name: str, start: int) -> Iterator[_Span]:
+        """Complete lines of a segment from offset `start`, oldest first."""
+        line_start = start
+        offset = start
+        rest = b""  # bytes from `line_start` to `offset`: a line not yet complete
+        while True:
+            chunk = self.segments.read(name, offset, offset + (1 << 20))
+            if not chunk:
+                return
+            offset += len(chunk)
+            data = rest + chunk
+            complete = data.rfind(b"\n") + 1
+            for raw in data[:complete].split(b"\n")[:-1] if complete else ():
+                line_end = line_start + len(raw) + 1
+                yield _Span(name, line_start, line_end, raw)
+                line_start = line_end
+            rest = data[complete:]
+
+    def _count_lines(self, name: str, end: int) -> int:
+        count, position = 0, 0
+        while position < end:
+            chunk = self.segments.read(name, position, min(end, position + (1 << 20)))
+            count += chunk.count(b"\n")
+            position += len(chunk)
+        return count
+
+    def close(self) -> None:
+        self.segments.close()
+
+
+class _FileSession:
+    """A writer's section on the file log: scan, cut, append."""
+
+    def __init__(self, log: FileLog) -> None:
+        self.log = log
+        self.segments = log.segments
+        self._scan: tuple[str, int, int, tuple[str, ...], _Span | None] | None = None
+        self._head_span: _Span | None = None
+        self._head: Checkpoint | None = None
+        self._unrecorded = False
+
+    def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], _Span | None]:
+        """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
+        were never acknowledged; the kept line is None when it lies before the cut's
+        segment start or is unknown."""
+        if self._scan is not None:
+            return self._scan
+        names = self.segments.names()
+        if not names:
+            self._scan = ("", 0, 0, (), None)
+            return self._scan
+        name = names[-1]
+        size = self.segments.size(name)
+        cut = self.log._complete_end(name)
+        reasons: tuple[str, ...] = ("torn last line",) if cut < size else ()
+        last = next(self.log._backward(name, cut), None)
+        kept = last
+        if last is not None:
+            k, n = _tail_info(last.raw, name).batch
+            if k < n:
+                # Walk back over the k lines of the incomplete batch: they all go.
+                spans = self.log._backward(name, cut)
+                first = last
+                for _ in range(k):
+                    first = next(spans)
+                cut = first.start
+                reasons = (*reasons, f"batch cut after {k} of {n} lines")
+                kept = None
+        self._scan = (name, size, cut, reasons, kept)
+        return self._scan
+
+    def tail(self) -> Checkpoint | None:
+        name, _, _, _, kept = self._scan_tail()
+        if not name:
+            return GENESIS
+        if kept is None:
+            return None
+        return Checkpoint(_tail_info(kept.raw, name).seq, digest(kept.raw))
+
+    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
+        name, size, cut, reasons, kept = self._scan_tail()
+        repairs: list[LogRepaired] = []
+        note = self.segments.pending()
+        if note is not None:
+            earlier = _repair_decoder.decode(note)
+            if self._tail_records(earlier):
+                self.segments.set_pending(None)  # recorded before its writer died
+            else:
+                repairs.append(earlier)
+        if cut < size:
+            repairs.append(self._cut(name, size, cut, reasons))
+            kept = None
+        self._unrecorded = bool(repairs)
+        self._scan = None
+        span = kept if kept is not None else self.log._last_span()
+        self._head_span = span
+        self._head = GENESIS if span is None else Checkpoint(
+            _tail_info(span.raw, span.segment).seq, digest(span.raw))
+        return self._head, repairs
+
+    def _tail_records(self, repair: LogRepaired) -> bool:
+        """Whether the log's last line already is this `log.repaired`."""
+        span = self.log._last_span()
+        if span is None:
+            return False
+        try:
+            last_event = _last_repair_decoder.decode(span.raw)
+        except msgspec.DecodeError:
+            return False
+        return last_event.type == LogRepaired.type and last_event.data == repair
+
+    def _cut(self, name: str, size: int, cut: int, reasons: tuple[str, ...]) -> LogRepaired:
+        dropped = self.segments.read(name, cut, size)
+        repair = LogRepaired(
+            segment=name,
+            offset=cut,
+            dropped_bytes=len(dropped),
+            dropped_lines=dropped.count(b"\n") + (0 if dropped.endswith(b"\n") else 1),
+            digest=hashlib.sha256(dropped).hexdigest()[:32],
+            reason="; ".join(reasons),
+        )
+        self.segments.set_pending(msgspec.json.encode(repair))
+        if cut == 0:
+            self.segments.remove(name)
+        else:
+            self.segments.truncate(name, cut)
+        return repair
+
+    def append(self, lines: Sequence[bytes]) -> Checkpoint:
+        if self._head is None:
+            self.recover()  # never append after a tail that was not looked at
+        assert self._head is not None
+        if not lines:
+            return self._head
+        if any(b"\n" in raw for raw in lines):
+            raise ValueError("a log line may not contain a newline")
+        span = self._head_span
+        name = span.segment if span is not None else ""
+        if not name or self.segments.size(name) >= self.log.segment_bytes:
+            name = segment_name(self._head.seq + 1)
+        position = self.segments.size(name)
+        data = b"\n".join(lines) + b"\n"
+        self.segments.append(name, data, self.log.durable)
+        if self._unrecorded:  # the batch that records the cut is durable now
+            self.segments.set_pending(None)
+            self._unrecorded = False
+        last = lines[-1]
+        end = position + len(data)
+        self._head_span = _Span(name, end - len(last) - 1, end, last)
+        self.log._hint = self._head_span
+        self._head = Checkpoint(self._head.seq + len(lines), digest(last))
+        return self._head

@@ -1,0 +1,80 @@
+"""The threads feature's events: start, step (started, stepped, failed), block, end."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from uwf.engine.events import EventData
+
+
+class ThreadStarted(EventData, frozen=True):
+    """A thread exists: its workflow, StartNode and repo (and, for a fork, its origin)."""
+
+    type: ClassVar[str] = "thread.started"
+    refs: ClassVar[tuple[str, ...]] = ("workflow", "start", "head")
+    workflow: str
+    name: str
+    start: str
+    repo: str
+    head: str | None = None
+    fork_of: str | None = None
+    steps: int = 0
+    visits: dict[str, int] = {}  # noqa: RUF012  (msgspec copies mutable defaults)
+
+
+class ThreadStepStarted(EventData, frozen=True):
+    """The moderator chose a role and an agent is about to run; recorded first, so a
+    concurrent step of the same thread is refused."""
+
+    type: ClassVar[str] = "thread.step_started"
+    step_id: str
+    role: str
+    edge_prompt: str
+    agent: str
+    deadline_ms: int
+    takes_over: str | None = None
+
+
+class ThreadStepped(EventData, frozen=True):
+    """The agent's StepNode passed every check: the head moves to it."""
+
+    type: ClassVar[str] = "thread.stepped"
+    refs: ClassVar[tuple[str, ...]] = ("head", "output")
+    step_id: str
+    head: str
+    role: str
+    status: str
+    output: str
+
+
+class ThreadStepFailed(EventData, frozen=True):
+    """A step ended without moving the head: the reason, and what the agent left."""
+
+    type: ClassVar[str] = "thread.step_failed"
+    step_id: str
+    role: str
+    reason: str
+    message: str
+
+
+class ThreadBlocked(EventData, frozen=True):
+    """The thread cannot go on until something changes (no transition, no agent)."""
+
+    type: ClassVar[str] = "thread.blocked"
+    reason: str
+    message: str
+    role: str | None = None
+    status: str | None = None
+
+
+class ThreadEnded(EventData, frozen=True):
+    """The thread is over: reached `$END` (reason "end") or was killed ("killed")."""
+
+    type: ClassVar[str] = "thread.ended"
+    reason: str
+    note: str = ""
+
+
+THREAD_EVENTS: tuple[type[EventData], ...] = (
+    ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed, ThreadBlocked, ThreadEnded,
+)

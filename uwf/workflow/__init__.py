@@ -1,0 +1,1 @@
+"""Workflow logic: the graph model, compiling YAML, templates, the moderator, routing."""
