@@ -8,16 +8,15 @@ import pytest
 
 from uwf.api import audit
 from uwf.api.store import Store
-from uwf.engine.events import (
-    EventData,
-    NewEvent,
-    StoreCreated,
+from tests.logkit import append
+from uwf.engine.events import EventData, StoreCreated
+from uwf.projections.thread_events import (
     ThreadEnded,
     ThreadStarted,
     ThreadStepped,
     ThreadStepStarted,
-    WorkflowRegistered,
 )
+from uwf.projections.workflow_events import WorkflowRegistered
 
 H = "70D2DHWNFR6T8"
 T = "thread/01JD0000000000000000000000"
@@ -26,8 +25,7 @@ T = "thread/01JD0000000000000000000000"
 def write(store: Store, *events: tuple[str, EventData]) -> None:
     """Append chained lines directly, as a tampering or buggy writer would."""
     for subject, data in events:
-        store.log.append(store.log.head(), [NewEvent(subject, data)],
-                         "2026-11-25T00:00:00.000Z", ["01JD0000000000000000000001"])
+        append(store.log, (subject, data))
 
 
 def problems(store: Store) -> list[str]:

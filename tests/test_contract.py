@@ -1,47 +1,67 @@
-"""One contract suite for each storage interface, run against every backend."""
+"""One contract suite for each storage interface, run against every backend.
+
+Backend-only behaviour (segments, torn tails, the pending-repair note) lives in
+tests/test_filelog.py; the journal's contract is in tests/test_views.py.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.logkit import append
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas, builtin_hash
-from uwf.engine.events import (
-    GENESIS_PREV,
-    LogRepaired,
-    NewEvent,
-    StoreCreated,
-    WorkflowRegistered,
-    decode_line,
-    digest,
+from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
+from uwf.engine.filelog import FileLog
+from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
+from uwf.engine.viewstore import (
+    MemoryViewStore,
+    Query,
+    Row,
+    SqliteViewStore,
+    ViewSpec,
+    ViewStore,
 )
-from uwf.engine.log import EMPTY_HEAD, EventLog, Head
-from uwf.engine.segments import FileSegments, MemorySegments, Segments
-from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
 from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
+from uwf.projections import event_catalog
+from uwf.projections.workflow_events import WorkflowRegistered
 
-TS = "2026-11-25T20:57:13.123Z"
-ULIDS = [f"01JD{i:022d}" for i in range(100)]
+CATALOG = event_catalog()
 
 
 # -- backends ------------------------------------------------------------------
 
 @pytest.fixture(params=["memory", "file"])
-def segments(request: pytest.FixtureRequest, tmp_path: Path) -> Segments:
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> EventLog:
     if request.param == "memory":
-        return MemorySegments()
-    return FileSegments(tmp_path / "events", tmp_path / "lock")
+        return MemoryLog(lock_timeout=0.05)
+    return FileLog(tmp_path / "events", tmp_path / "lock", lock_timeout=0.05,
+                   segment_bytes=400)
+
+
+SPECS = [
+    ViewSpec("w", 1, columns=("status", "priority", "at"),
+             indexes=(("status", "priority", "at", "key"),), counted=("status",), text=True),
+    ViewSpec("s", 1),
+]
+
+
+def view_store(kind: str, path: Path, specs: list[ViewSpec] = SPECS) -> ViewStore:
+    if kind == "memory":
+        return MemoryViewStore(specs)
+    return SqliteViewStore(path / "views" / "views.sqlite3", specs)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
 def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]:
-    if request.param == "memory":
-        yield MemoryViewStore("v1")
-        return
-    store = SqliteViewStore(tmp_path / "views" / "views.sqlite3", "v1")
+    store = view_store(request.param, tmp_path)
     yield store
     store.close()
 
@@ -57,168 +77,248 @@ def registered(name: str, hash_: str = "70D2DHWNFR6T8") -> NewEvent:
     return NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_))
 
 
-def append(log: EventLog, *events: NewEvent) -> Head:
-    written = log.append(log.head(), events, TS, ULIDS[: len(events)])
-    return log.head() if written else EMPTY_HEAD
+def seqs(log: EventLog, after: int = 0) -> list[int]:
+    return [CATALOG.decode(line.raw).seq for line in log.read(after)]
 
 
 # -- the event log ---------------------------------------------------------------
 
-def test_empty_log_has_genesis_head(segments: Segments) -> None:
-    log = EventLog(segments)
-    assert log.head() == EMPTY_HEAD
+def test_empty_log_has_genesis_head(log: EventLog) -> None:
+    assert log.head() == GENESIS == Checkpoint(0, GENESIS_PREV)
     assert list(log.read()) == []
-    assert log.recover() == (EMPTY_HEAD, [])
+    assert list(log.read_reverse()) == []
+    assert log.line(1) is None
+    assert log.problems() == []
+    with log.exclusive() as session:
+        assert session.tail() == GENESIS
+        assert session.recover() == (GENESIS, [])
 
 
-def test_append_chains_lines_and_numbers_batches(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, NewEvent("store", StoreCreated(format=1)), registered("a"))
+def test_append_returns_the_head_and_lines_chain(log: EventLog) -> None:
+    head = append(log, NewEvent("store", StoreCreated(format=1)), registered("a"))
+    assert head == log.head()
+    assert head.seq == 2
     append(log, registered("b"))
     lines = list(log.read())
-    events = [decode_line(line.raw) for line in lines]
-    assert [e.seq for e in events] == [1, 2, 3]
+    assert [line.seq for line in lines] == [1, 2, 3]
+    events = [CATALOG.decode(line.raw) for line in lines]
     assert [e.batch for e in events] == [(1, 2), (2, 2), (1, 1)]
     assert events[0].prev == GENESIS_PREV
-    assert events[1].prev == digest(lines[0].raw)
-    assert events[2].prev == digest(lines[1].raw)
-    head = log.head()
-    assert (head.seq, head.digest) == (3, digest(lines[2].raw))
+    for before, after in zip(lines, events[1:], strict=False):
+        assert after.prev == digest(before.raw)
+    assert log.head().digest == digest(lines[-1].raw)
 
 
-def test_line_field_order_is_fixed(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, registered("a"))
-    raw = next(iter(log.read())).raw
-    assert raw.startswith(b'{"seq":1,"id":"')
-    order = [b'"seq"', b'"id"', b'"ts"', b'"type"', b'"subject"', b'"batch"', b'"data"', b'"prev"']
-    positions = [raw.index(key) for key in order]
-    assert positions == sorted(positions)
+def test_read_after_a_seq_returns_only_later_lines(log: EventLog) -> None:
+    for index in range(12):  # enough to rotate the file backend's small segments
+        append(log, registered(f"w{index}"))
+    assert seqs(log, 0) == list(range(1, 13))
+    assert seqs(log, 5) == list(range(6, 13))
+    assert seqs(log, 11) == [12]
+    assert seqs(log, 12) == []
+    assert [line.seq for line in log.read(7)] == list(range(8, 13))
 
 
-def test_read_from_a_position_returns_only_later_lines(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, registered("a"))
-    first = log.head()
-    append(log, registered("b"), registered("c"))
-    later = [decode_line(line.raw).seq for line in log.read(first.segment, first.end)]
-    assert later == [2, 3]
+def test_read_reverse_is_newest_first(log: EventLog) -> None:
+    for index in range(12):
+        append(log, registered(f"w{index}"))
+    assert [CATALOG.decode(line.raw).seq for line in log.read_reverse()] == list(
+        range(12, 0, -1))
 
 
-def test_segments_rotate_by_size_and_never_split_a_batch(segments: Segments) -> None:
-    log = EventLog(segments, segment_bytes=300)
-    for index in range(6):
-        append(log, registered(f"w{index}a"), registered(f"w{index}b"))
-    names = segments.names()
-    assert len(names) > 1
-    seqs = []
-    for name in names:
-        batch = [decode_line(line.raw) for line in log.read_segment(name)]
-        assert name == f"{batch[0].seq:020d}.jsonl"
-        assert batch[0].batch[0] == 1
-        assert batch[-1].batch[0] == batch[-1].batch[1]
-        seqs += [e.seq for e in batch]
-    assert seqs == list(range(1, 13))
-    assert log.head().seq == 12
+def test_line_returns_the_bytes_at_a_seq(log: EventLog) -> None:
+    for index in range(8):
+        append(log, registered(f"w{index}"))
+    lines = {line.seq: line.raw for line in log.read()}
+    for seq, raw in lines.items():
+        assert log.line(seq) == raw
+    assert log.line(0) is None
+    assert log.line(9) is None
 
 
-def test_torn_last_line_is_ignored_by_readers_and_cut_by_recovery(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, registered("a"))
-    before = log.head()
-    name = segments.names()[-1]
-    segments.append(name, b'{"seq":2,"id":"01J', durable=True)
-    assert [decode_line(line.raw).seq for line in log.read()] == [1]
-    assert log.head() == before
-    head_after, repairs = log.recover()
-    assert head_after == before
-    repair = repairs[0]
-    assert isinstance(repair, LogRepaired)
-    assert repair.dropped_bytes == len(b'{"seq":2,"id":"01J')
-    assert repair.dropped_lines == 1
-    assert repair.offset == before.end
-    assert segments.size(name) == before.end
-    # Until a writer records it, the note of the truncation survives.
-    assert log.recover() == (before, [repair])
-    segments.set_pending(None)
-    assert log.recover() == (before, [])
+def test_append_refuses_a_line_with_a_newline(log: EventLog) -> None:
+    with log.exclusive() as session:
+        session.recover()
+        with pytest.raises(ValueError, match="newline"):
+            session.append([b'{"a":\n1}'])
+    assert log.head() == GENESIS
 
 
-def test_incomplete_batch_is_cut_by_recovery(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, registered("a"))
-    kept = log.head()
-    append(log, registered("b"), registered("c"), registered("d"))
-    name = segments.names()[-1]
-    lines = list(log.read())
-    segments.truncate(name, lines[2].end)  # keep [1,3] and [2,3] of the last batch
-    _, (repair,) = log.recover()
-    assert repair.dropped_lines == 2
-    assert "batch cut after 2 of 3" in repair.reason
-    assert log.head() == kept
+def test_exclusive_section_is_exclusive(log: EventLog) -> None:
+    entered = threading.Event()
+    release = threading.Event()
+    failures: list[BaseException] = []
 
+    def hold() -> None:
+        with log.exclusive():
+            entered.set()
+            release.wait(5)
 
-def test_line_at_detects_a_rewritten_line(segments: Segments) -> None:
-    log = EventLog(segments)
-    append(log, registered("a"))
-    head = log.head()
-    assert log.line_at(head.segment, head.start, head.end) is not None
-    assert log.line_at(head.segment, head.start, head.end + 5) is None
-
-
-def test_lock_is_exclusive(segments: Segments) -> None:
-    log = EventLog(segments, lock_timeout=0.05)
-    with log.lock(), pytest.raises(StoreBusy), EventLog(segments, lock_timeout=0.05).lock():
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert entered.wait(5)
+    try:
+        with pytest.raises(StoreBusy), log.exclusive():
+            pass
+    except BaseException as exc:  # pragma: no cover - reported below
+        failures.append(exc)
+    release.set()
+    holder.join()
+    assert not failures
+    with log.exclusive():  # free again
         pass
+
+
+def test_describe_counts_bytes(log: EventLog) -> None:
+    append(log, registered("a"))
+    facts = log.describe()
+    assert facts["bytes"] == sum(len(line.raw) + 1 for line in log.read())
+    assert facts["segments"] >= 1
 
 
 # -- the view store --------------------------------------------------------------
 
-def head(seq: int) -> Head:
-    return Head(seq, f"{seq:032x}", "00000000000000000001.jsonl", seq * 10, seq * 10 + 10)
+def cp(seq: int) -> Checkpoint:
+    return Checkpoint(seq, f"{seq:032x}")
+
+
+def row(status: str | None, priority: int | None = 100, at: str | None = "t",
+        text: str = "") -> Row:
+    return Row(f"{status}/{priority}/{at}".encode(), (status, priority, at), text)
 
 
 def test_views_start_absent(views: ViewStore) -> None:
-    assert views.checkpoint() is None
-    assert views.load("workflows", "a") is None
-    assert list(views.scan("workflows")) == []
-    assert views.count("workflows") == 0
+    assert views.checkpoints() == {}
+    assert views.load("w", "a") is None
+    assert list(views.scan("w")) == []
+    assert views.count(Query("w")) == 0
+    assert views.query(Query("w")) == []
+    assert views.counts("w", "status") == {}
 
 
-def test_commit_moves_rows_and_checkpoint_together(views: ViewStore) -> None:
-    assert views.commit({("w", "a"): b"1", ("w", "b"): b"2"}, EMPTY_HEAD, head(2))
-    assert views.checkpoint() == head(2)
-    assert list(views.scan("w")) == [("a", b"1"), ("b", b"2")]
-    assert views.commit({("w", "a"): None, ("w", "c"): b"3"}, head(2), head(3))
-    assert list(views.scan("w")) == [("b", b"2"), ("c", b"3")]
-    assert views.count("w") == 2
+def test_commit_moves_rows_and_each_checkpoint_together(views: ViewStore) -> None:
+    assert views.commit({"w": {"a": row("ready"), "b": row("done")}}, {"w": None, "s": None},
+                        cp(2))
+    assert views.checkpoints() == {"w": cp(2), "s": cp(2)}
+    assert [key for key, _ in views.scan("w")] == ["a", "b"]
+    assert views.commit({"w": {"a": None, "c": row("ready")}}, {"w": cp(2)}, cp(3))
+    assert views.checkpoints() == {"w": cp(3), "s": cp(2)}
+    assert [key for key, _ in views.scan("w")] == ["b", "c"]
+    assert views.load("w", "c") == row("ready").value
+    assert views.counts("w", "status") == {"done": 1, "ready": 1}
 
 
-def test_commit_refuses_a_stale_checkpoint(views: ViewStore) -> None:
-    assert views.commit({("w", "a"): b"1"}, EMPTY_HEAD, head(1))
-    assert not views.commit({("w", "a"): b"X"}, EMPTY_HEAD, head(1))
-    assert not views.commit({("w", "a"): b"X"}, head(5), head(6))
-    assert views.load("w", "a") == b"1"
-    assert views.checkpoint() == head(1)
+def test_commit_refuses_a_stale_checkpoint_and_changes_nothing(views: ViewStore) -> None:
+    assert views.commit({"w": {"a": row("ready")}}, {"w": None, "s": None}, cp(1))
+    assert not views.commit({"w": {"a": row("X")}}, {"w": None}, cp(1))
+    assert not views.commit({"w": {"a": row("X")}}, {"w": cp(1), "s": cp(5)}, cp(6))
+    assert views.load("w", "a") == row("ready").value
+    assert views.checkpoints() == {"w": cp(1), "s": cp(1)}
 
 
-def test_replace_and_drop(views: ViewStore) -> None:
-    views.commit({("w", "old"): b"0"}, EMPTY_HEAD, head(1))
-    views.replace([("w", "a", b"1"), ("s", "store", b"2")], head(9))
-    assert views.checkpoint() == head(9)
+def test_reset_empties_in_place_and_drop_forgets(views: ViewStore) -> None:
+    views.commit({"w": {"old": row("ready")}}, {"w": None, "s": None}, cp(1))
+    assert views.commit({"w": {"a": row("done")}}, {"w": cp(1), "s": cp(1)}, cp(9), reset=True)
+    assert views.checkpoints() == {"w": cp(9), "s": cp(9)}
     assert views.load("w", "old") is None
-    assert views.load("s", "store") == b"2"
+    assert views.counts("w", "status") == {"done": 1}
     views.drop()
-    assert views.checkpoint() is None
+    assert views.checkpoints() == {}
     assert views.load("w", "a") is None
 
 
-def test_outdated_view_version_reads_as_absent(tmp_path: Path) -> None:
-    path = tmp_path / "views.sqlite3"
-    old = SqliteViewStore(path, "v1")
-    old.commit({("w", "a"): b"1"}, EMPTY_HEAD, head(1))
-    old.close()
-    assert SqliteViewStore(path, "v2").checkpoint() is None
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_changed_view_reads_as_absent_alone(kind: str, tmp_path: Path) -> None:
+    first = view_store(kind, tmp_path)
+    first.commit({"w": {"a": row("ready")}}, {"w": None, "s": None}, cp(1))
+    if kind == "memory":
+        assert isinstance(first, MemoryViewStore)
+        first.specs["w"] = ViewSpec("w", 2, columns=("status", "priority", "at"))
+        again: ViewStore = first
+    else:
+        first.close()
+        again = view_store(kind, tmp_path, [ViewSpec("w", 2, columns=("status", "priority", "at")),
+                                            SPECS[1]])
+    assert again.checkpoints() == {"s": cp(1)}
+
+
+def test_views_store_serves_several_threads(views: ViewStore) -> None:
+    views.commit({"w": {"a": row("ready")}}, {"w": None, "s": None}, cp(1))
+    seen: list[Any] = []
+    worker = threading.Thread(target=lambda: seen.append(views.load("w", "a")))
+    worker.start()
+    worker.join()
+    assert seen == [row("ready").value]
+
+
+# -- queries: one semantics, both backends -----------------------------------------
+
+statuses = st.sampled_from(["ready", "leased", "parked", None])
+texts = st.text(alphabet="abcXYZ é\"'%_", max_size=12)
+rows_strategy = st.dictionaries(
+    st.text(alphabet="0123456789ab", min_size=1, max_size=4),
+    st.tuples(statuses, st.one_of(st.none(), st.integers(-3, 3)),
+              st.one_of(st.none(), st.sampled_from(["2026-01", "2026-02", "2026-03"])), texts),
+    max_size=25,
+)
+wheres = st.lists(st.one_of(
+    st.tuples(st.just("status"), st.just("="), st.sampled_from(["ready", "parked"])),
+    st.tuples(st.just("status"), st.just("in"),
+              st.lists(st.sampled_from(["ready", "leased", "parked"]), max_size=2).map(tuple)),
+    st.tuples(st.just("priority"), st.sampled_from(["<", "<=", ">", ">="]), st.integers(-3, 3)),
+    st.tuples(st.just("at"), st.sampled_from(["<", ">="]), st.sampled_from(["2026-02"])),
+), max_size=2).map(tuple)
+orders = st.lists(st.sampled_from(["status", "-status", "priority", "-priority", "at", "-at",
+                                   "-key"]), max_size=3, unique=True).map(tuple)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=rows_strategy, where=wheres, order=orders,
+       text=st.one_of(st.none(), st.sampled_from(["a", "ab", "abc", "XYZ", "é", "c x", "%",
+                                                  '"']), texts),
+       limit=st.one_of(st.none(), st.integers(0, 6)), offset=st.integers(0, 4))
+def test_queries_answer_the_same_in_memory_and_in_sqlite(  # noqa: PLR0917
+        tmp_path_factory: pytest.TempPathFactory, rows: dict[str, tuple[Any, Any, Any, str]],
+        where: tuple[tuple[str, str, Any], ...], order: tuple[str, ...], text: str | None,
+        limit: int | None, offset: int) -> None:
+    changes = {"w": {key: row(s, p, a, t) for key, (s, p, a, t) in rows.items()}}
+    memory = MemoryViewStore(SPECS)
+    sqlite = SqliteViewStore(tmp_path_factory.mktemp("q") / "v.sqlite3", SPECS)
+    try:
+        for store in (memory, sqlite):
+            assert store.commit(changes, {"w": None, "s": None}, cp(1))
+        query = Query("w", where, text, order, limit, offset)
+        assert memory.query(query) == sqlite.query(query)
+        assert memory.count(query) == sqlite.count(query)
+        assert memory.counts("w", "status") == sqlite.counts("w", "status")
+        assert memory.counts("w", "priority") == sqlite.counts("w", "priority")
+    finally:
+        sqlite.close()
+
+
+def test_query_pages_in_order_and_counts(views: ViewStore) -> None:
+    changes = {"w": {f"k{index:02d}": row("failed" if index % 2 else "ok", index % 3,
+                                          f"2026-{index:02d}") for index in range(50)}}
+    views.commit(changes, {"w": None, "s": None}, cp(1))
+    page = views.query(Query("w", (("status", "=", "failed"),), order=("at",), limit=5,
+                             offset=10))
+    assert [key for key, _ in page] == [f"k{index:02d}" for index in range(21, 31, 2)]
+    first = views.query(Query("w", (("status", "in", ("ok", "failed")),),
+                              order=("priority", "at"), limit=3))
+    assert [key for key, _ in first] == ["k00", "k03", "k06"]
+    assert views.count(Query("w", (("status", "=", "failed"),))) == 25
+    assert views.counts("w", "status") == {"failed": 25, "ok": 25}
+
+
+def test_text_search_is_substring_and_ascii_case_insensitive(views: ViewStore) -> None:
+    views.commit({"w": {"a": row("ok", text="Fix the LOGIN bug in #42"),
+                        "b": row("ok", text="Refactor the parser")}},
+                 {"w": None, "s": None}, cp(1))
+    assert [k for k, _ in views.query(Query("w", text="login"))] == ["a"]
+    assert [k for k, _ in views.query(Query("w", text="the"))] == ["a", "b"]
+    assert [k for k, _ in views.query(Query("w", text="#4 bug"))] == ["a"]
+    assert [k for k, _ in views.query(Query("w", text="PARSE fix"))] == []
 
 
 # -- the CAS ---------------------------------------------------------------------

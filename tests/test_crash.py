@@ -77,7 +77,9 @@ if mode == "once" and len(args) > 1:
 
 from uwf.api.store import Store
 from uwf.api.workflows import put_workflow
-from uwf.engine.events import NewEvent, WorkflowRegistered
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome
+from uwf.projections.workflow_events import WorkflowRegistered
 
 text = example.read_text("utf-8")
 store = Store.open()
@@ -102,9 +104,9 @@ elif mode == "bigwrite":
     hash_ = register(f"{prefix}-base")
     names = [f"{prefix}-{index}-" + "x" * 5000 for index in range(2000)]
     _kill_inside_write(delay)
-    store.journal.write(lambda journal: [
+    store.journal.write(lambda views: Outcome([
         NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_, None)) for name in names
-    ])
+    ]))
     sys.setprofile(None)
     sys.stdout.write("".join(name + "\n" for name in names))
     sys.stdout.flush()
@@ -115,10 +117,10 @@ elif mode == "batch":
     hash_ = register(f"{prefix}-base")
     for round_ in range(10**9):
         names = [f"{prefix}-r{round_}-{index}" for index in range(size)]
-        store.journal.write(lambda journal: [
+        store.journal.write(lambda views: Outcome([
             NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_, None))
             for name in names
-        ])
+        ]))
         sys.stdout.write("".join(name + "\n" for name in names))
         sys.stdout.flush()
 '''
@@ -420,12 +422,14 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
 BATCH_WRITER = r'''
 import sys
 from uwf.api.store import Store
-from uwf.engine.events import NewEvent, WorkflowRegistered
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome
+from uwf.projections.workflow_events import WorkflowRegistered
 
 hash_, names = sys.argv[1], sys.argv[2:]
-Store.open().journal.write(lambda journal: [
+Store.open().journal.write(lambda views: Outcome([
     NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_, None)) for name in names
-])
+]))
 '''
 
 
@@ -556,7 +560,7 @@ def test_torn_tail_is_ignored_reported_and_repaired(
         # after the append and fsync, before the views transaction
         ("uwf/engine/segments.py", "append", "return", True, False),
         # inside the views transaction, before COMMIT
-        ("uwf/engine/viewstore.py", "_move_checkpoint", "return", True, False),
+        ("uwf/engine/viewstore.py", "_apply", "return", True, False),
     ],
     ids=["before-lock", "empty-new-segment", "after-append", "inside-views-transaction"],
 )
@@ -661,7 +665,7 @@ def test_lock_is_released_when_its_holder_is_killed(cli: Cli, tmp_path: Path) ->
     write_script(tmp_path)
     put(cli, tmp_path, "solve-issue")
     env = dict(cli.env, UWF_LOCK_TIMEOUT="2")
-    proc = run_writer(cli, tmp_path, "once", "victim", "uwf/engine/log.py", "recover",
+    proc = run_writer(cli, tmp_path, "once", "victim", "uwf/engine/filelog.py", "recover",
                       "call", env=env)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL

@@ -27,7 +27,7 @@ import msgspec
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
 from uwf.engine.segments import FileSegments, segment_name
-from uwf.errors import Corrupt
+from uwf.errors import Corrupt, StoreBusy
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _WINDOW = 64 * 1024  # bytes read at a time, backward or forward
@@ -160,8 +160,15 @@ class FileLog:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[LogSession]:
-        with self._thread_lock, self.segments.lock(self.lock_timeout):
-            yield _FileSession(self)
+        # flock is per open file, so this process's threads queue on a lock of their own.
+        if not self._thread_lock.acquire(timeout=self.lock_timeout):
+            raise StoreBusy(f"store is busy: another thread held the log for "
+                            f"{self.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
+        try:
+            with self.segments.lock(self.lock_timeout):
+                yield _FileSession(self)
+        finally:
+            self._thread_lock.release()
 
     # -- finding lines -----------------------------------------------------
 
