@@ -1,32 +1,46 @@
-"""Views are derived: incremental fold == full rebuild == rebuild after deleting them."""
+"""The journal's contract, on the in-memory and the file store alike: incremental
+fold == full rebuild == rebuild after deleting the views; a checkpoint per view;
+writes return their result; decide is read-only; rebuilds never move views back."""
 
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.logkit import append
 from uwf.api.store import Store
 from uwf.engine.events import (
     Envelope,
+    EventData,
     LogRepaired,
     NewEvent,
     StoreCreated,
-    WorkflowRegistered,
     as_envelope,
-    decode_line,
     encode_line,
 )
-from uwf.engine.journal import Journal
-from uwf.engine.viewstore import Key
-from uwf.errors import Corrupt
+from uwf.engine.journal import Outcome, Views
+from uwf.errors import Corrupt, StoreBusy
+from uwf.projections import event_catalog
+from uwf.projections.thread_events import (
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+from uwf.projections.workflow_events import WorkflowRegistered
 
 HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
+CATALOG = event_catalog()
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -38,26 +52,30 @@ def store(request: pytest.FixtureRequest, tmp_path: Path,
     opened.close()
 
 
-def register(store: Store, name: str, hash_: str) -> list[Envelope]:
-    return store.journal.write(
-        lambda _j: [NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_))]
-    )
+def register(store: Store, name: str, hash_: str) -> str:
+    return store.journal.write(lambda _views: Outcome(
+        [NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_))], name))
 
 
-def persisted(journal: Journal) -> dict[Key, bytes]:
-    return {(view, key): raw for view in journal.projections for key, raw in
-            journal.views.scan(view)}
+def events(store: Store) -> list[Envelope]:
+    return [CATALOG.decode(line.raw) for line in store.log.read()]
 
 
-def test_first_write_creates_the_store_in_the_same_batch(store: Store) -> None:
-    written = register(store, "a", HASHES[0])
-    assert [e.type for e in written] == ["store.created", "workflow.registered"]
-    assert [e.batch for e in written] == [(1, 2), (2, 2)]
-    assert isinstance(written[0].data, StoreCreated)
+def persisted(store: Store) -> dict[tuple[str, str], bytes]:
+    return {(view, key): raw for view in store.journal.projections for key, raw in
+            store.views.scan(view)}
+
+
+def test_write_returns_what_decide_decided(store: Store) -> None:
+    assert register(store, "a", HASHES[0]) == "a"
+    found = events(store)
+    assert [e.type for e in found] == ["store.created", "workflow.registered"]
+    assert [e.batch for e in found] == [(1, 2), (2, 2)]
+    assert isinstance(found[0].data, StoreCreated)
 
 
 def test_a_command_that_decides_nothing_writes_nothing(store: Store) -> None:
-    assert store.journal.write(lambda _j: []) == []
+    assert store.journal.write(lambda _views: Outcome((), 7)) == 7
     assert store.log.head().seq == 0
 
 
@@ -65,7 +83,7 @@ def test_rejection_inside_decide_writes_nothing(store: Store) -> None:
     register(store, "a", HASHES[0])
     before = store.log.head()
 
-    def reject(_journal: Journal) -> list[NewEvent]:
+    def reject(_views: Views) -> Outcome[None]:
         raise Corrupt("no")
 
     with pytest.raises(Corrupt):
@@ -73,29 +91,69 @@ def test_rejection_inside_decide_writes_nothing(store: Store) -> None:
     assert store.log.head() == before
 
 
-registrations = st.lists(
-    st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(HASHES)),
-    min_size=1, max_size=25,
+def test_decide_sees_read_only_views_and_cannot_write_or_rebuild(store: Store) -> None:
+    register(store, "a", HASHES[0])
+
+    def nested(views: Views) -> Outcome[None]:
+        assert views.get("workflows", "a").hash == HASHES[0]
+        assert not hasattr(views, "write")
+        store.journal.write(lambda _v: Outcome(()))
+        return Outcome(())
+
+    with pytest.raises(RuntimeError, match="read-only"):
+        store.journal.write(nested)
+
+    def rebuilds(_views: Views) -> Outcome[None]:
+        store.journal.rebuild()
+        return Outcome(())
+
+    with pytest.raises(RuntimeError, match="read-only"):
+        store.journal.write(rebuilds)
+    assert store.log.head().seq == 2
+
+
+# Every event type, with the subjects the projections key them by.
+T = "thread/01JD0000000000000000000001"
+U = "thread/01JD0000000000000000000002"
+event_data: st.SearchStrategy[tuple[str, EventData]] = st.one_of(
+    st.tuples(st.sampled_from(["workflow/a", "workflow/b"]), st.builds(
+        WorkflowRegistered, st.sampled_from(["a", "b"]),
+        st.sampled_from(HASHES), st.one_of(st.none(), st.sampled_from(HASHES)))),
+    st.tuples(st.sampled_from([T, U]), st.builds(
+        lambda h, r: ThreadStarted(HASHES[0], "a", HASHES[1], r, head=h),
+        st.one_of(st.none(), st.sampled_from(HASHES)), st.sampled_from(["/r1", "/r2"]))),
+    st.tuples(st.sampled_from([T, U]), st.builds(
+        lambda step, role: ThreadStepStarted(step, role, "go", "mock", 5),
+        st.sampled_from(["s1", "s2"]), st.sampled_from(["planner", "dev"]))),
+    st.tuples(st.sampled_from([T, U]), st.builds(
+        lambda step, status: ThreadStepped(step, HASHES[2], "planner", status, HASHES[0]),
+        st.sampled_from(["s1", "s2"]), st.sampled_from(["ready", "done"]))),
+    st.tuples(st.sampled_from([T, U]), st.builds(
+        lambda step: ThreadStepFailed(step, "planner", "exit", "boom"),
+        st.sampled_from(["s1", "s2"]))),
+    st.tuples(st.sampled_from([T, U]), st.just(ThreadBlocked("no-agent", "none", "dev"))),
+    st.tuples(st.sampled_from([T, U]), st.builds(
+        ThreadEnded, st.sampled_from(["end", "killed"]))),
+    st.tuples(st.just("store"), st.just(LogRepaired("s", 1, 2, 1, "d" * 32, "torn"))),
 )
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(registrations)
-def test_incremental_equals_rebuild_equals_replay(store: Store,
-                                                  steps: list[tuple[str, str]]) -> None:
-    store.journal.views.drop()
-    base = store.log.head().seq
-    for name, hash_ in steps:
-        register(store, name, hash_)
-    incremental = persisted(store.journal)
-    assert store.journal.replay() == incremental
+@given(st.lists(st.lists(event_data, min_size=1, max_size=3), min_size=1, max_size=12))
+def test_fold_all_at_once_equals_step_by_step_equals_replay(
+        store: Store, batches: list[list[tuple[str, EventData]]]) -> None:
     store.journal.rebuild()
-    assert persisted(store.journal) == incremental
-    store.journal.views.drop()
+    for batch in batches:
+        store.journal.write(lambda _views, b=batch: Outcome(  # type: ignore[misc]
+            [NewEvent(subject, data) for subject, data in b]))
+    incremental = persisted(store)
+    assert {key: row.value for key, row in store.journal.replay().items()} == incremental
+    store.journal.rebuild()
+    assert persisted(store) == incremental
+    store.views.drop()
     store.read()
-    assert persisted(store.journal) == incremental
-    assert store.log.head().seq >= base + len(steps)
+    assert persisted(store) == incremental
 
 
 def test_rebuild_after_deleting_the_views_folder(tmp_path: Path,
@@ -104,12 +162,12 @@ def test_rebuild_after_deleting_the_views_folder(tmp_path: Path,
     store = Store.open(tmp_path / "s")
     for index in range(30):
         register(store, f"w{index % 7}", HASHES[index % 3])
-    before = persisted(store.journal)
+    before = persisted(store)
     store.close()
     shutil.rmtree(tmp_path / "s" / "views")
     again = Store.open(tmp_path / "s")
     again.read()
-    assert persisted(again.journal) == before
+    assert persisted(again) == before
 
 
 def test_reads_catch_up_with_events_written_by_another_handle(tmp_path: Path,
@@ -127,16 +185,45 @@ def test_reads_catch_up_with_events_written_by_another_handle(tmp_path: Path,
 
 def test_views_behind_the_log_are_stale_then_refreshed(store: Store) -> None:
     register(store, "a", HASHES[0])
-    checkpoint = store.journal.views.checkpoint()
-    assert checkpoint is not None
-    # Append behind the views' back, as another process would.
-    store.log.append(store.log.head(), [NewEvent("workflow/b", WorkflowRegistered("b", HASHES[1]))],
-                     "2026-11-25T00:00:00.000Z", ["01JD0000000000000000000000"])
+    append(store.log, NewEvent("workflow/b", WorkflowRegistered("b", HASHES[1])))
     fresh = store.journal.freshness()
     assert (fresh.status, fresh.behind) == ("stale", 1)
-    store.read()
+    assert {v.status for v in fresh.views.values()} == {"stale"}
+    assert store.read().get("workflows", "b").hash == HASHES[1]
     assert store.journal.freshness().status == "valid"
-    assert store.journal.get("workflows", "b").hash == HASHES[1]
+
+
+def test_a_new_or_changed_view_is_built_alone(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from uwf.projections.threads import ThreadsProjection
+    from uwf.projections.workflows import WorkflowsProjection
+
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
+    register(store, "a", HASHES[0])
+    store.journal.write(lambda _views: Outcome([NewEvent(T, ThreadStarted(
+        HASHES[0], "a", HASHES[1], "/r"))]))
+    before = persisted(store)
+    store.close()
+    # The threads projection changes: only its view reads as absent and is rebuilt.
+    monkeypatch.setattr(ThreadsProjection, "version", ThreadsProjection.version + 100)
+    folded: list[str] = []
+    original = WorkflowsProjection.apply
+
+    def counting(self: WorkflowsProjection, state: Any, event: Envelope) -> Any:
+        folded.append(event.type)
+        return original(self, state, event)
+
+    monkeypatch.setattr(WorkflowsProjection, "apply", counting)
+    again = Store.open(tmp_path / "s")
+    fresh = again.journal.freshness()
+    assert fresh.views["threads"].status == "absent"
+    assert fresh.views["workflows"].status == "valid"
+    again.read()
+    assert again.journal.freshness().status == "valid"
+    assert persisted(again) == before
+    assert folded == []  # the workflows view stayed; nothing was folded into it again
+    again.close()
 
 
 def test_a_rewritten_log_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,37 +231,120 @@ def test_a_rewritten_log_fails_closed(tmp_path: Path, monkeypatch: pytest.Monkey
     store = Store.open(tmp_path / "s")
     register(store, "a", HASHES[0])
     register(store, "b", HASHES[1])
-    segment = tmp_path / "s" / "events" / store.log.segments.names()[0]
+    segment = sorted((tmp_path / "s" / "events").glob("*.jsonl"))[0]
     lines = segment.read_bytes().splitlines(keepends=True)
     segment.write_bytes(b"".join(lines[:-1]))  # drop the last, already folded, event
     assert store.journal.freshness().status == "mismatch"
     with pytest.raises(Corrupt, match="views do not match the log at seq 3"):
         store.read()
     store.journal.rebuild()
-    assert store.journal.get("workflows", "b") is None
+    assert store.read().get("workflows", "b") is None
 
 
-def test_newer_store_format_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    store = Store.open(tmp_path / "s")
-    store.log.append(store.log.head(), [NewEvent("store", StoreCreated(format=99))],
-                     "2026-11-25T00:00:00.000Z", ["01JD0000000000000000000000"])
+def test_newer_store_format_fails_closed(store: Store) -> None:
+    append(store.log, NewEvent("store", StoreCreated(format=99)))
     with pytest.raises(Corrupt, match="store format 99 is newer"):
         store.read()
 
 
-def test_writer_repairs_a_torn_tail_and_records_it(store: Store) -> None:
+def test_a_rebuild_never_moves_views_back_under_a_writer(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader rebuilding absent views, paused between its replay and its commit while
+    a writer commits newer state, must not replace that state with its older replay."""
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    reader = Store.open(tmp_path / "s")
+    writer = Store.open(tmp_path / "s")
+    register(writer, "a", HASHES[0])
+    writer.views.drop()  # views absent: the reader's next read rebuilds them
+    replayed = threading.Event()
+    resume = threading.Event()
+    original = reader.views.commit
+
+    def paused_commit(*args: Any, **kwargs: Any) -> bool:
+        replayed.set()
+        assert resume.wait(10)
+        return original(*args, **kwargs)
+
+    reader.views.commit = paused_commit  # type: ignore[method-assign]
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(reader.read().get("workflows", "a")))
+    thread.start()
+    assert replayed.wait(10)
+    register(writer, "a", HASHES[1])  # the writer rebuilds, then commits seq 4
+    resume.set()
+    thread.join(10)
+    reader.views.commit = original  # type: ignore[method-assign]
+    assert writer.read().get("workflows", "a").hash == HASHES[1]
+    assert reader.journal.freshness().status == "valid"
+    assert result
+    assert result[0].hash == HASHES[1]  # the reader retried from the new state
+
+
+def test_busy_views_are_not_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database lock held by another connection is busy, not corrupt: the write of the
+    events succeeds, the views stay (stale), and a later read catches them up."""
+    import sqlite3
+
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
     register(store, "a", HASHES[0])
-    name = store.log.segments.names()[-1]
-    store.log.segments.append(name, b'{"seq":3,"id"', durable=False)
-    written = register(store, "b", HASHES[1])
-    events = [decode_line(line.raw) for line in store.log.read()]
-    repaired = [e for e in events if e.type == "log.repaired"]
+    path = tmp_path / "s" / "views" / "views.sqlite3"
+    store.views.busy_timeout = 0.05  # type: ignore[attr-defined]
+    store.views.close()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        assert register(store, "b", HASHES[1]) == "b"  # durable: the command succeeds
+        assert store.journal.freshness().views["workflows"].status == "stale"
+        with pytest.raises(StoreBusy):
+            store.read()  # catching up needs the database: busy, said so, nothing deleted
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert path.exists()
+    assert store.read().get("workflows", "b").hash == HASHES[1]
+
+
+def test_a_store_is_usable_from_several_threads(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            for round_ in range(5):
+                register(store, f"t{index}-{round_}", HASHES[index % 3])
+                store.read().get("workflows", f"t{index}-{round_}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(index,)) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert store.views.count_rows() if False else True
+    assert len(list(store.read().scan("workflows"))) == 20
+    assert [e.seq for e in events(store)] == list(range(1, 22))
+
+
+def test_writer_repairs_a_torn_tail_and_records_it(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
+    register(store, "a", HASHES[0])
+    segment = sorted((tmp_path / "s" / "events").glob("*.jsonl"))[-1]
+    with segment.open("ab") as handle:
+        handle.write(b'{"seq":3,"id"')
+    register(store, "b", HASHES[1])
+    found = events(store)
+    repaired = [e for e in found if e.type == "log.repaired"]
     assert len(repaired) == 1
     assert isinstance(repaired[0].data, LogRepaired)
     assert repaired[0].data.dropped_bytes == len(b'{"seq":3,"id"')
-    assert [e.seq for e in events] == [1, 2, 3, 4]
-    assert written[-1].seq == 4
+    assert [e.seq for e in found] == [1, 2, 3, 4]
     assert store.read().get("store", "store").repairs == 1
 
 
@@ -183,19 +353,31 @@ def test_event_round_trip(hash_: str, name: str, seq: int) -> None:
     envelope = Envelope(seq, "01JD0000000000000000000000", "2026-11-25T00:00:00.000Z",
                         "workflow.registered", f"workflow/{name}", (1, 1),
                         WorkflowRegistered(name, hash_, None), "0" * 32)
-    decoded = decode_line(encode_line(envelope))
+    decoded = CATALOG.decode(encode_line(envelope))
     assert decoded.type == envelope.type
     assert as_envelope(decoded) == envelope
 
 
-def test_unknown_fields_in_data_are_an_error() -> None:
+def test_unknown_fields_and_types_are_errors() -> None:
     line = (b'{"seq":1,"id":"01JD0000000000000000000000","ts":"2026-11-25T00:00:00.000Z",'
             b'"type":"store.created","subject":"store","batch":[1,1],'
             b'"data":{"format":1,"extra":true},"prev":"' + b"0" * 32 + b'"}')
     with pytest.raises(Corrupt, match="invalid data"):
-        decode_line(line)
+        CATALOG.decode(line)
     with pytest.raises(Corrupt, match="unknown event type"):
-        decode_line(line.replace(b"store.created", b"store.exploded"))
+        CATALOG.decode(line.replace(b"store.created", b"store.exploded"))
+
+
+def test_a_catalogue_knows_only_what_was_registered() -> None:
+    from uwf.engine.events import EventCatalog
+
+    core = EventCatalog()
+    line = encode_line(Envelope(1, "01JD0000000000000000000000", "2026-11-25T00:00:00.000Z",
+                                "workflow.registered", "workflow/a", (1, 1),
+                                WorkflowRegistered("a", HASHES[0]), "0" * 32))
+    with pytest.raises(Corrupt, match="unknown event type"):
+        core.decode(line)
+    assert CATALOG.decode(line).type == "workflow.registered"
 
 
 def test_event_data_is_encoded_in_camel_case() -> None:
