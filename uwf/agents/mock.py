@@ -7,6 +7,10 @@ SCRIPT is YAML mapping each role to a list of outputs; the n-th visit of a role
     developer: [{status: done, files: [parser.py]}]
     reviewer:  [{status: rejected, comments: "Add a test"}, {status: approved}]
 
+A relative SCRIPT is looked for in the working directory (the thread's repo,
+where `uwf thread step` runs agents), then beside the config file, so a config
+can name a script kept next to it.
+
 For tests, demos and CI: it exercises the whole protocol with no model.
 """
 
@@ -20,11 +24,25 @@ from uwf.agents.kit import agent_cli, context, submit
 from uwf.errors import NotFound, UsageError
 
 
+def find_script(path: str) -> Path:
+    """SCRIPT as given, else (when relative) the same path beside the config file."""
+    from uwf.api.config import config_path
+
+    given = Path(path).expanduser()
+    if given.is_absolute() or given.exists():
+        return given
+    config_dir = config_path().parent
+    if (config_dir / given).exists():
+        return config_dir / given
+    raise NotFound(f"no mock script {path} in {Path.cwd()} or {config_dir}",
+                   "give the script's path in the agent's args")
+
+
 def load_script(path: str) -> dict[str, list[Any]]:
     import yaml
 
     try:
-        script = yaml.safe_load(Path(path).read_text("utf-8"))
+        script = yaml.safe_load(find_script(path).read_text("utf-8"))
     except FileNotFoundError:
         raise NotFound(
             f"no mock script {path}", "give the script's path in the agent's args"
