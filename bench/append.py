@@ -45,11 +45,12 @@ from common import (
 )
 
 from uwf.api.store import Store
-from uwf.api.workflows import compile_workflow
 from uwf.api.yamlfile import load_yaml
 from uwf.cas.store import builtin_hash
-from uwf.engine.events import NewEvent, WorkflowRegistered
-from uwf.engine.journal import Journal
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.workflow.compile import compile_workflow
 
 TARGET = 0.7
 NAMES = 1000
@@ -66,7 +67,7 @@ def _store(root: Path, durability: str) -> Store:
 def _workflow_hashes(store: Store) -> list[str]:
     """Two real Workflow nodes to point at, so the events are ones uwf would write."""
     store.cas.ensure_builtins()
-    payload, schemas = compile_workflow(store, load_yaml(EXAMPLE))
+    payload, schemas = compile_workflow(store.cas, load_yaml(EXAMPLE))
     for schema in schemas:
         store.cas.put_schema(schema)
     return [
@@ -84,12 +85,13 @@ def make_writer(store: Store) -> Callable[[int], None]:
         name = f"wf-{counter % NAMES:04d}"
         target = hashes[(counter // NAMES) % 2]
 
-        def decide(view: Journal) -> list[NewEvent]:
-            current = view.get("workflows", name)
+        def decide(views: Views) -> Outcome[bool]:
+            current = views.get("workflows", name)
             if current is not None and current.hash == target:
-                return []
+                return Outcome((), False)
             previous = None if current is None else current.hash
-            return [NewEvent(f"workflow/{name}", WorkflowRegistered(name, target, previous))]
+            return Outcome([NewEvent(f"workflow/{name}",
+                                     WorkflowRegistered(name, target, previous))], True)
 
         if not journal.write(decide):
             sys.exit("bench: a write appended nothing")

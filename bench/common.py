@@ -6,6 +6,7 @@ in tests. Each one prints its figures beside a baseline measured in the same run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -22,7 +23,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "solve-issue.yaml"
 BIN = Path(sys.executable).parent
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: written through FileLog sessions (the event-level log)
 BASE_MS = 1_790_000_000_000  # 2026-09-21: the generated log's first timestamp
 
 
@@ -245,14 +246,25 @@ class RunResult:
     err: bytes
 
 
-def run_measured(argv: Sequence[str], env: dict[str, str] | None = None) -> RunResult:
-    """Run a child to completion: wall time and its own peak RSS (wait4 rusage).
+def run_measured(argv: Sequence[str], env: dict[str, str] | None = None,
+                 own_rss: bool = False) -> RunResult:
+    """Run a child to completion: wall time and its peak RSS (wait4 rusage).
 
     Output goes to unlinked temp files, not pipes, so no reader thread runs
-    while the child is timed.
+    while the child is timed. The wait4 RSS is never below this process's own
+    peak: Linux counts the memory a child shares with its parent between fork
+    (or vfork) and exec. With `own_rss` the child is started by GNU time
+    instead (a ~2 MiB process; its `%M` is the child's peak RSS): wall times
+    then include GNU time's own fork and exec, well under a millisecond.
     """
     import tempfile
 
+    report = None
+    if own_rss:
+        if not os.access(TIME, os.X_OK):
+            sys.exit(f"bench: {TIME} (GNU time) is needed to measure a child's own peak RSS")
+        report = tempfile.NamedTemporaryFile(prefix="uwf-bench-rss-")  # noqa: SIM115
+        argv = [TIME, "-f", "%M", "-o", report.name, *argv]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, env=env)
@@ -262,7 +274,23 @@ def run_measured(argv: Sequence[str], env: dict[str, str] | None = None) -> RunR
         out.seek(0)
         err.seek(0)
         cpu = usage.ru_utime + usage.ru_stime
-        return RunResult(proc.returncode, wall, cpu, int(usage.ru_maxrss), out.read(), err.read())
+        rss = int(usage.ru_maxrss)
+        if report is not None:
+            with report:
+                words = Path(report.name).read_text("utf-8").split()
+            # GNU time writes "Command exited with non-zero status N" first on failure.
+            rss = int(words[-1]) if words and words[-1].isdigit() else 0
+        return RunResult(proc.returncode, wall, cpu, rss, out.read(), err.read())
+
+
+TIME = "/usr/bin/time"
+
+
+def peak_rss(argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+    """A child's own peak RSS in KiB (started by GNU time, see `run_measured`)."""
+    result = run_measured(argv, env=env, own_rss=True)
+    check(result, " ".join(argv[:4]))
+    return result.maxrss_kib
 
 
 def uwf_exe() -> str:
@@ -306,21 +334,101 @@ class GeneratedLog:
     reused: bool
 
 
+class BulkWriter:
+    """Appends commands' events as chained lines, in big batches, through the log interface.
+
+    The lines are the ones `Journal._append` writes (one `Envelope` per event,
+    `encode_line`, `prev` = `digest` of the line before, `batch` = (k, n) within a
+    command, one id and ts per command); they are buffered and handed to one
+    `FileLog(...).exclusive()` session with `append(lines)` every `flush_lines`
+    lines, always at a command boundary. No fsync (durability none): a bulk load.
+    Views are not touched: run `uwf registry rebuild` (or any read) afterwards.
+    """
+
+    def __init__(self, session: Any, head: Any, flush_lines: int) -> None:
+        self.session = session
+        self.seq: int = head.seq
+        self.prev: str = head.digest
+        self.flush_lines = flush_lines
+        self._pending: list[bytes] = []
+
+    def command(self, events: Sequence[tuple[str, Any]], ms: int) -> None:
+        """One command's events, `(subject, EventData)` each, stamped at `ms`."""
+        from ulid import ULID
+
+        from uwf.engine.clock import format_ts
+        from uwf.engine.events import Envelope, digest, encode_line
+
+        ts = format_ts(ms)
+        count = len(events)
+        for index, (subject, data) in enumerate(events):
+            self.seq += 1
+            raw = encode_line(Envelope(
+                seq=self.seq, id=str(ULID.from_timestamp(ms)), ts=ts, type=data.type,
+                subject=subject, batch=(index + 1, count), data=data, prev=self.prev))
+            self.prev = digest(raw)
+            self._pending.append(raw)
+        if len(self._pending) >= self.flush_lines:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        head = self.session.append(self._pending)
+        self._pending = []
+        if head.seq != self.seq or head.digest != self.prev:
+            sys.exit(f"bench: the log's head is {head}, the writer expected seq {self.seq}")
+
+
+@contextlib.contextmanager
+def bulk_log(root: Path, flush_lines: int = 20_000) -> Iterator[BulkWriter]:
+    """A `BulkWriter` on the file log of the store at `root` (durability none)."""
+    from uwf.engine.filelog import FileLog
+
+    log = FileLog(root / "events", root / "lock", durable=False)
+    try:
+        with log.exclusive() as session:
+            head, repairs = session.recover()
+            if repairs:
+                sys.exit(f"bench: {root} had a torn tail; delete it and generate again")
+            writer = BulkWriter(session, head, flush_lines)
+            yield writer
+            writer.flush()
+    finally:
+        log.close()
+
+
+def _bench_cas(root: Path) -> Any:
+    """The store's CAS without fsync (a bulk load), its built-in schemas present."""
+    from uwf.cas.backends import FileBlobs
+    from uwf.cas.store import Cas
+    from uwf.engine.clock import system_clock
+
+    cas = Cas(FileBlobs(root / "cas", durable=False), clock=system_clock)
+    cas.ensure_builtins()
+    return cas
+
+
+def _example_payload(cas: Any) -> dict[str, Any]:
+    """The Workflow payload of examples/solve-issue.yaml, its role schemas stored."""
+    from uwf.api.yamlfile import load_yaml
+    from uwf.workflow.compile import compile_workflow
+
+    payload, schemas = compile_workflow(cas, load_yaml(EXAMPLE))
+    for schema in schemas:
+        cas.put_schema(schema)
+    return payload
+
+
 def workflow_name(index: int) -> str:
     return f"wf-{index:04d}"
 
 
-def _workflow_payloads(store: Any, names: int) -> dict[str, tuple[str, str]]:
+def _workflow_payloads(cas: Any, names: int) -> dict[str, tuple[str, str]]:
     """Two versions of a real Workflow node per name; name -> (hash v0, hash v1)."""
-    from uwf.api.workflows import compile_workflow
-    from uwf.api.yamlfile import load_yaml
     from uwf.cas.store import builtin_hash
 
-    store.cas.ensure_builtins()
-    document = load_yaml(EXAMPLE)
-    payload, schemas = compile_workflow(store, document)
-    for schema in schemas:
-        store.cas.put_schema(schema)
+    payload = _example_payload(cas)
     workflow_type = builtin_hash("Workflow")
     hashes: dict[str, tuple[str, str]] = {}
     for index in range(names):
@@ -328,7 +436,7 @@ def _workflow_payloads(store: Any, names: int) -> dict[str, tuple[str, str]]:
         versions = []
         for version in range(2):
             node = dict(payload, name=name, description=f"{name}, version {version}")
-            versions.append(store.cas.put(workflow_type, node))
+            versions.append(cas.put(workflow_type, node))
         hashes[name] = (versions[0], versions[1])
     return hashes
 
@@ -355,66 +463,169 @@ def _commands(events: int, names: int) -> Iterator[list[tuple[str, int]]]:
         yield batch
 
 
-def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False) -> GeneratedLog:
-    """A store of `events` real events, written through uwf's own EventLog.append.
-
-    The first command carries `store.created` (as `Journal.write` does for a new
-    store), then `workflow.registered` over `names` names, each pointing at a
-    real Workflow node in the CAS. No fsync (durability none): this is a bulk
-    load. Views are not built here. A store made with the same parameters is
-    reused unless `fresh`.
-    """
+def _reusable(root: Path, wanted: dict[str, Any], fresh: bool) -> bool:
+    """Whether a store made with the same parameters (`wanted`) is there; else clear it."""
     marker = root.parent / f"{root.name}.json"
-    wanted = {"events": events, "names": names, "generator": GENERATOR_VERSION}
     if not fresh and marker.exists() and (root / "events").exists():
         try:
             if json.loads(marker.read_text("utf-8")) == wanted:
-                return GeneratedLog(root, events, names, 0.0, True)
+                return True
         except ValueError:
             pass
     marker.unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)
+    return False
+
+
+def _mark(root: Path, wanted: dict[str, Any]) -> None:
+    (root.parent / f"{root.name}.json").write_text(json.dumps(wanted), "utf-8")
+
+
+def remove_store(root: Path) -> None:
+    """Delete a generated store and its marker."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root.parent / f"{root.name}.json").unlink(missing_ok=True)
+
+
+def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False) -> GeneratedLog:
+    """A store of `events` real events, written in bulk through uwf's log interface.
+
+    The first command carries `store.created` (as `Journal.write` does for a new
+    store), then `workflow.registered` over `names` names, each pointing at a
+    real Workflow node in the CAS. No fsync (durability none): this is a bulk
+    load (`BulkWriter`). Views are not built here. A store made with the same
+    parameters is reused unless `fresh`.
+    """
+    wanted = {"events": events, "names": names, "generator": GENERATOR_VERSION}
+    if _reusable(root, wanted, fresh):
+        return GeneratedLog(root, events, names, 0.0, True)
+
+    from uwf.engine.events import FORMAT_VERSION, StoreCreated
+    from uwf.projections.workflow_events import WorkflowRegistered
+
+    start = time.perf_counter()
+    hashes = _workflow_payloads(_bench_cas(root), names)
+    current: dict[str, str] = {}
+    ms = BASE_MS
+    with bulk_log(root) as writer:
+        for number, batch in enumerate(_commands(events, names)):
+            new: list[tuple[str, Any]] = []
+            if number == 0:
+                new.append(("store", StoreCreated(format=FORMAT_VERSION)))
+            for name, version in batch:
+                target = hashes[name][version]
+                new.append((f"workflow/{name}",
+                            WorkflowRegistered(name, target, current.get(name))))
+                current[name] = target
+            ms += 7
+            writer.command(new, ms)
+        written = writer.seq
+    if written != events:
+        sys.exit(f"bench: generator wrote {written} events, wanted {events}")
+    _mark(root, wanted)
+    return GeneratedLog(root, events, names, time.perf_counter() - start, False)
+
+
+@dataclass(frozen=True)
+class GeneratedThreads:
+    root: Path
+    threads: int
+    active: int
+    events: int
+    seconds: float
+    reused: bool
+
+
+def thread_states(threads: int, active: int) -> list[str]:
+    """Each generated thread's final state, in creation order: `active` of them spread
+    evenly (the last one among them), every tenth of the rest killed, the others ended."""
+    spacing = threads / max(1, active)
+    chosen = {threads - 1 - int(index * spacing) for index in range(min(active, threads))}
+    states = []
+    for index in range(threads):
+        if index in chosen:
+            states.append("active")
+        else:
+            states.append("killed" if index % 10 == 9 else "ended")
+    return states
+
+
+def generate_threads(root: Path, threads: int, active: int, fresh: bool = False
+                     ) -> GeneratedThreads:
+    """A store holding `threads` threads of examples/solve-issue.yaml, `active` still going.
+
+    Commands as uwf writes them (one event each, as `thread start`, `thread step`
+    and `thread kill` do), thread after thread: `workflow.registered`, then per
+    thread `thread.started`, `thread.step_started` (planner) and `thread.stepped`.
+    An ended thread's planner answered "unclear" and the thread reached `$END`
+    (`thread.ended`, reason end, in the step's batch, as `thread step` writes it); a
+    killed one answered "ready" and was killed;
+    an active one answered "ready" and waits for its developer. The CAS holds the
+    real Workflow node, one StartNode and the two planner StepNodes (with their
+    outputs and details) that all threads share: `thread list` and `registry show`
+    read only the views. Bulk-written without fsync; views not built.
+    """
+    wanted = {"threads": threads, "active": active, "generator": GENERATOR_VERSION,
+              "kind": "threads"}
+    if _reusable(root, wanted, fresh):
+        return GeneratedThreads(root, threads, active, 0, 0.0, True)
 
     from ulid import ULID
 
-    from uwf.api.store import Store
-    from uwf.cas.backends import FileBlobs
-    from uwf.cas.store import Cas
-    from uwf.engine.clock import format_ts, system_clock
-    from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, WorkflowRegistered, digest
-    from uwf.engine.log import EMPTY_HEAD, EventLog, Head
-    from uwf.engine.segments import FileSegments
+    from uwf.cas.store import builtin_hash
+    from uwf.engine.events import FORMAT_VERSION, StoreCreated
+    from uwf.projections.thread_events import (
+        ThreadEnded,
+        ThreadStarted,
+        ThreadStepped,
+        ThreadStepStarted,
+    )
+    from uwf.projections.workflow_events import WorkflowRegistered
 
     start = time.perf_counter()
-    store = Store.open(root)  # opening creates nothing; the CAS below skips fsync
-    store.cas = Cas(FileBlobs(root / "cas", durable=False), clock=system_clock)
-    hashes = _workflow_payloads(store, names)
-    store.close()
+    cas = _bench_cas(root)
+    payload = _example_payload(cas)
+    workflow = cas.put(builtin_hash("Workflow"), payload)
+    name = str(payload["name"])
+    begin_node = cas.put(builtin_hash("StartNode"),
+                         {"workflow": workflow, "prompt": "Fix the flaky test in tests/"})
+    planner_meta = payload["roles"]["planner"]["meta"]
+    steps: dict[str, tuple[str, str]] = {}  # status -> (StepNode, output)
+    for status, extra in (("ready", {"plan": "Retry the fixture's connection."}),
+                          ("unclear", {"question": "Which test is flaky?"})):
+        output = cas.put(planner_meta, {"status": status, **extra})
+        detail = cas.put_text(f"planner transcript ({status})")
+        step = cas.put(builtin_hash("StepNode"), {
+            "start": begin_node, "prev": None, "role": "planner", "output": output,
+            "detail": detail, "agent": "mock"})
+        steps[status] = (step, output)
 
-    segments = FileSegments(root / "events", root / "lock")
-    log = EventLog(segments, durable=False)
-    head = EMPTY_HEAD
-    current: dict[str, str] = {}
+    repo = "/work/bench-repo"
     ms = BASE_MS
-    for number, batch in enumerate(_commands(events, names)):
-        new: list[NewEvent] = []
-        if number == 0:
-            new.append(NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
-        for name, version in batch:
-            target = hashes[name][version]
-            new.append(NewEvent(f"workflow/{name}",
-                                WorkflowRegistered(name, target, current.get(name))))
-            current[name] = target
-        ms += 7
-        ids = [str(ULID.from_timestamp(ms)) for _ in new]
-        written = log.append(head, new, format_ts(ms), ids)
-        envelope, line = written[-1]
-        head = Head(envelope.seq, digest(line.raw), line.segment, line.start, line.end)
-    segments.close()
-    if head.seq != events:
-        sys.exit(f"bench: generator wrote {head.seq} events, wanted {events}")
-    marker.write_text(json.dumps(wanted), "utf-8")
-    return GeneratedLog(root, events, names, time.perf_counter() - start, False)
+    with bulk_log(root) as writer:
+        writer.command([("store", StoreCreated(format=FORMAT_VERSION)),
+                        (f"workflow/{name}", WorkflowRegistered(name, workflow, None))], ms)
+        for final in thread_states(threads, active):
+            ms += 11
+            thread = str(ULID.from_timestamp(ms))
+            subject = f"thread/{thread}"
+            writer.command([(subject, ThreadStarted(workflow, name, begin_node, repo))], ms)
+            step_id = str(ULID.from_timestamp(ms + 1))
+            writer.command([(subject, ThreadStepStarted(
+                step_id, "planner", "Fix the flaky test in tests/", "mock", ms + 600_000))],
+                ms + 1)
+            status = "unclear" if final == "ended" else "ready"
+            head, output = steps[status]
+            stepped = (subject, ThreadStepped(step_id, head, "planner", status, output))
+            if final == "ended":  # `$END` ends the thread in the step's own batch
+                writer.command([stepped, (subject, ThreadEnded("end"))], ms + 5)
+            else:
+                writer.command([stepped], ms + 5)
+            if final == "killed":
+                writer.command([(subject, ThreadEnded("killed", "bench: not needed"))], ms + 6)
+        written = writer.seq
+    _mark(root, wanted)
+    return GeneratedThreads(root, threads, active, written, time.perf_counter() - start, False)
 
 
 def log_bytes(root: Path) -> int:

@@ -5,7 +5,8 @@
 
 uwf: the real CLI as a child process, `uwf --store DIR registry rebuild`, timed
 end to end (interpreter start, imports, reading, decoding, chain check, fold,
-writing the views), peak RSS from the child's own rusage (wait4).
+writing the views), the child's own peak RSS from GNU time (`%M`; wait4's figure
+would count this script's memory too, see `common.run_measured`).
 Baseline, same run: the `eventsourcing` library (the project's `bench` extra)
 holding the same events (state = the same line bytes) in its SQLite
 application recorder; a child process reads every notification back with
@@ -160,7 +161,7 @@ def es_read(db: Path, fold: bool) -> dict[str, Any]:
 # -- uwf -------------------------------------------------------------------------
 
 def uwf_rebuild(root: Path) -> tuple[RunResult, dict[str, Any]]:
-    result = run_measured([uwf_exe(), "--store", str(root), "registry", "rebuild"])
+    result = run_measured([uwf_exe(), "--store", str(root), "registry", "rebuild"], own_rss=True)
     check(result, "uwf registry rebuild")
     payload: dict[str, Any] = json.loads(result.out)
     return result, payload
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         uwf_runs.append(result)
         for argv_, runs, inner in ((es_argv, es_runs, es_inner),
                                    ([*es_argv, "--fold"], fold_runs, fold_inner)):
-            es = run_measured(argv_)
+            es = run_measured(argv_, own_rss=True)
             check(es, "eventsourcing read")
             figures = json.loads(es.out)
             if figures["count"] != args.events:

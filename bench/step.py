@@ -152,13 +152,13 @@ def last_agent_time(times: Path) -> float:
 
 def next_step(root: Path, thread: str) -> tuple[str, str]:
     """The role and edge prompt uwf would give the next step's agent (read-only)."""
-    from uwf.api.stepping import next_decision
     from uwf.api.store import Store
     from uwf.api.threads import get_thread
+    from uwf.workflow.routing import next_decision
 
     store = Store.open(root)
     try:
-        _, decision = next_decision(store, get_thread(store.read(), thread))
+        _, decision = next_decision(store.cas, get_thread(store.read(), thread))
     finally:
         store.close()
     return decision.role, decision.prompt

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.logkit import append
 from uwf.api import audit
 from uwf.api.store import Store
-from tests.logkit import append
 from uwf.engine.events import EventData, StoreCreated
 from uwf.projections.thread_events import (
     ThreadEnded,

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import msgspec
@@ -45,7 +46,7 @@ COLUMNS = "100"
 
 Main = Callable[[Sequence[str] | None], int]
 PROGRAMS: dict[str, Main] = {"uwf": uwf_cli.main, "json-cas": jsoncas.main}
-DECLARED: list[tuple[str, Command]] = [
+DECLARED: list[tuple[str, Command[Any]]] = [
     *(("uwf", command) for command in uwf_cli.COMMANDS),
     *(("json-cas", command) for command in jsoncas.COMMANDS),
 ]
@@ -58,7 +59,7 @@ AGENT_BLOCK = re.compile(
 )
 
 
-def command_line(prog: str, command: Command) -> str:
+def command_line(prog: str, command: Command[Any]) -> str:
     """`uwf workflow put`, as the docs write it."""
     return " ".join((prog, *command.path))
 
@@ -100,7 +101,7 @@ BLOCKS = list(help_blocks())
 @pytest.mark.parametrize(
     ("prog", "command"), DECLARED, ids=[command_line(p, c) for p, c in DECLARED]
 )
-def test_command_has_help_and_example(prog: str, command: Command) -> None:
+def test_command_has_help_and_example(prog: str, command: Command[Any]) -> None:
     assert command.help.strip(), "a command needs a one-line help"
     assert command.example.startswith(f"{prog} "), "an example is a real command line"
     code, text = help_output(command_line(prog, command))
@@ -111,7 +112,7 @@ def test_command_has_help_and_example(prog: str, command: Command) -> None:
 @pytest.mark.parametrize(
     ("prog", "command"), DECLARED, ids=[command_line(p, c) for p, c in DECLARED]
 )
-def test_command_is_documented(prog: str, command: Command) -> None:
+def test_command_is_documented(prog: str, command: Command[Any]) -> None:
     line = command_line(prog, command)
     mention = re.compile(rf"(?<![\w-]){re.escape(line)}(?![\w-])")
     pages = [page.name for page in doc_pages() if mention.search(page.read_text("utf-8"))]

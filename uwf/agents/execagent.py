@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         if not command:
             raise UsageError("uwf-exec needs the command of a CLI agent",
                              "set args such as [\"--\", \"claude\", \"-p\"]")
+        # The default history (the last 20 steps, or UWF_HISTORY / historyLimit), never
+        # all of it: the prompt must not grow with the thread.
         prompt = assemble_prompt(context(thread, role))
         try:
             done = subprocess.run(command if use_stdin else [*command, prompt],

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from uwf.errors import UsageError, UwfError
 
@@ -29,8 +29,13 @@ def _store() -> Any:
     return Store.open(os.environ.get("UWF_HOME"))
 
 
-def context(thread: str, role: str, history_limit: int | None = None) -> dict[str, Any]:
-    """The step's context: role, schema, prompt, edge prompt, history, head."""
+def context(thread: str, role: str,
+            history_limit: int | Literal["all"] | None = None) -> dict[str, Any]:
+    """The step's context: role, schema, prompt, edge prompt, history, head.
+
+    `history` holds the last `history_limit` steps (0: none; "all": every one);
+    None gives the default: UWF_HISTORY, else the config's historyLimit, else 20.
+    """
     from uwf.api.agents import agent_context
 
     return agent_context(_store(), thread, role, history_limit)
@@ -82,7 +87,7 @@ def agent_cli(name: str, body: Body, argv: Sequence[str] | None = None,
 
 
 def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None,
-        history_limit: int | None = None) -> int:
+        history_limit: int | Literal["all"] | None = None) -> int:
     """Run `handler` as an agent: context in, (output, detail) out, hash printed."""
     prog = name or os.path.basename(sys.argv[0]) or "agent"
 

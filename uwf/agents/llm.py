@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"unexpected arguments {rest}", "uwf-llm [--model NAME] THREAD ROLE")
         from uwf.api.config import load_config
 
-        ctx = context(thread, role)
+        ctx = context(thread, role)  # the default, bounded history: see uwf-exec
         target = endpoint(choose_model(role, flag))
         messages = [
             {"role": "system", "content": ctx["role"].get("goal") or "You are a helpful agent."},

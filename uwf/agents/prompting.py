@@ -13,7 +13,11 @@ _FRONT = re.compile(r"\A\s*---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
 def assemble_prompt(ctx: dict[str, Any]) -> str:
-    """The full prompt for a CLI or LLM agent: role, task, history, output contract."""
+    """The full prompt for a CLI or LLM agent: role, task, history, output contract.
+
+    The history is the context's, bounded by default (`agent_context`): the
+    prompt's size does not grow with the thread.
+    """
     role = ctx["role"]
     parts = [
         role.get("goal", ""),
@@ -27,7 +31,10 @@ def assemble_prompt(ctx: dict[str, Any]) -> str:
     if ctx.get("history"):
         lines = [f"- {h['role']} ({h['status']}): {json.dumps(h['output'], ensure_ascii=False)}"
                  for h in ctx["history"]]
-        parts.append("## Previous steps\n" + "\n".join(lines))
+        shown = len(ctx["history"])
+        title = (f"## Previous steps (the last {shown} of {ctx['steps']})"
+                 if ctx.get("historyTruncated") and "steps" in ctx else "## Previous steps")
+        parts.append(title + "\n" + "\n".join(lines))
     parts.append(
         "## Output\n"
         + (role.get("output") + "\n" if role.get("output") else "")

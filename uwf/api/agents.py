@@ -43,7 +43,8 @@ def _history_limit(requested: HistoryLimit = None, config: Config | None = None)
     config's `historyLimit` (`config`, or the config file when None); else
     DEFAULT_HISTORY. A bad value is a usage error.
     """
-    if requested is None:
+    value: int | str | None = requested
+    if value is None:
         raw = os.environ.get("UWF_HISTORY", "").strip()
         if raw.lower() == "all":
             return None
@@ -55,15 +56,15 @@ def _history_limit(requested: HistoryLimit = None, config: Config | None = None)
             from uwf.api.config import load_config
 
             config = load_config()
-        requested = config.settings.history_limit
-        if requested is None:
+        value = config.settings.history_limit
+        if value is None:
             return DEFAULT_HISTORY
-    if requested == "all":
+    if value == "all":
         return None
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(f"history limit must be a number of steps (0 or more) or 'all', "
-                         f"not {requested!r}", "give a number or 'all'")
-    return requested
+                         f"not {value!r}", "give a number or 'all'")
+    return value
 
 
 def agent_context(

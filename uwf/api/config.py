@@ -41,6 +41,8 @@ class WorkflowConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, re
     agent_overrides: dict[str, dict[str, str]] | None = None
     default_model: str | None = None
     model_overrides: dict[str, str] | None = None
+    # Steps of history `agent_context` gives by default (`all`: every one); UWF_HISTORY wins.
+    history_limit: int | str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,10 @@ def _cross_check(settings: WorkflowConfig) -> list[str]:
         if model_name not in settings.models:
             problems.append(f"modelOverrides.{scenario}: unknown model {model_name!r}"
                             f"{_known(settings.models)}")
+    limit = settings.history_limit
+    if limit is not None and (limit != "all" if isinstance(limit, str) else limit < 0):
+        problems.append(f"historyLimit: must be a number of steps (0 or more) or 'all', "
+                        f"not {limit!r}")
     for name, agent in agents.items():
         if not agent.command.strip():
             problems.append(f"agents.{name}.command: must not be empty")

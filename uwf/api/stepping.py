@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uwf.api.config import AgentChoice, Config, config_path, load_config, resolve_agent
+from uwf.api.secrets import MIN_LENGTH, secret_values
 from uwf.api.store import Store
 from uwf.api.threads import get_thread, summary
 from uwf.cas.hashing import is_hash
@@ -38,6 +39,7 @@ from uwf.projections.thread_events import (
     ThreadStepStarted,
 )
 from uwf.projections.threads import ThreadState
+from uwf.redact import redactor
 from uwf.workflow.moderator import END, Decision, NoTransition, status_of
 from uwf.workflow.routing import last_step, next_decision, route
 
@@ -236,7 +238,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
     except BaseException:
         _kill(process, nested)  # interrupted: leave no agent behind
         raise
-    hidden = [value for value in secrets.values() if len(value) >= 4]
+    hidden = secret_values(os.environ, config)
     if process.returncode != 0:
         # Redact before cutting: a cut secret would no longer match.
         text = _redact(err.decode("utf-8", "replace"), hidden).strip()
@@ -305,7 +307,7 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
 
 
 def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
-    secrets = [v for v in config.secrets().values() if len(v) >= 4]
+    secrets = secret_values(os.environ, config)
 
     def decide(views: Views) -> Outcome[StepFailed | None]:
         state = get_thread(views, plan.thread)
@@ -347,6 +349,5 @@ def _after(store: Store, state: ThreadState, role: str, output: Any) -> list[New
 
 
 def _redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    redact = redactor(secrets, min_length=MIN_LENGTH)
+    return redact(text) if redact is not None else text

@@ -1,13 +1,8 @@
-"""What every command handler needs: the store named by --store, and a progress bar."""
+"""Helpers of the command handlers: a progress bar, and reading a file or stdin."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from uwf.api.store import Store
 
 
 def progress_bar(done: int, total: int) -> None:
@@ -36,11 +31,3 @@ def read_input(source: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 file") from None
 
-
-def open_store(args: argparse.Namespace) -> Store:
-    """The store of --store (or the environment), showing rebuild progress on a terminal."""
-    from uwf.api.store import Store
-
-    store = Store.open(args.store)
-    store.progress = progress_bar
-    return store

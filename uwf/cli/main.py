@@ -6,38 +6,56 @@ command pay only for what they use (the CLI runs once per agent step).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from uwf.cli.common import open_store, progress_bar
-from uwf.cli.render import panel, run, table
-from uwf.cli.spec import Command, Group, arg
+from uwf.cli.context import Context
+from uwf.cli.render import console, panel, table
+from uwf.cli.spec import Args, Command, Group, NoArgs, NonNegative, arg
 from uwf.cli.threads import THREAD_COMMANDS
 
-_store = open_store
-_progress = progress_bar
+# -- arguments ---------------------------------------------------------------
+
+class WorkflowPut(Args, frozen=True, kw_only=True):
+    file: Annotated[str, arg("workflow YAML file", positional=True)]
+
+
+class WorkflowShow(Args, frozen=True, kw_only=True):
+    ref: Annotated[str, arg("workflow name or hash", positional=True, metavar="NAME|HASH")]
+
+
+class Scoped(Args, frozen=True, kw_only=True):
+    scope: Annotated[Literal["home", "repo"],
+                     arg("home (all repos, default) or repo (the current repo)")] = "home"
+
+
+class LogTail(Args, frozen=True, kw_only=True):
+    n: Annotated[NonNegative | None, arg("how many events (default 10; all after --since)")] = None
+    type: Annotated[str | None, arg("event type, or a prefix such as `thread.`")] = None
+    subject: Annotated[str | None, arg("subject, or a prefix such as `workflow/`")] = None
+    since: Annotated[NonNegative | None, arg("only events after this seq")] = None
+    follow: Annotated[bool, arg("keep printing new events until interrupted")] = False
 
 
 # -- workflow ----------------------------------------------------------------
 
-def _workflow_put(args: argparse.Namespace) -> Any:
+def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
     from uwf.api.workflows import put_workflow
 
-    return put_workflow(_store(args), args.file)
+    return put_workflow(ctx.store, args.file)
 
 
-def _workflow_show(args: argparse.Namespace) -> Any:
+def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
     from uwf.api.workflows import show_workflow
 
-    return show_workflow(_store(args), args.ref)
+    return show_workflow(ctx.store, args.ref)
 
 
-def _workflow_list(args: argparse.Namespace) -> Any:
+def _workflow_list(args: NoArgs, ctx: Context) -> Any:
     from uwf.api.workflows import list_workflows
 
-    return list_workflows(_store(args))
+    return list_workflows(ctx.store)
 
 
 def _workflow_panel(payload: dict[str, Any]) -> str:
@@ -53,28 +71,28 @@ def _workflow_panel(payload: dict[str, Any]) -> str:
 
 # -- registry ----------------------------------------------------------------
 
-def _registry_show(args: argparse.Namespace) -> Any:
+def _registry_show(args: Scoped, ctx: Context) -> Any:
     from uwf.api import registry
 
-    return registry.show(_store(args), args.scope)
+    return registry.show(ctx.store, args.scope)
 
 
-def _registry_refresh(args: argparse.Namespace) -> Any:
+def _registry_refresh(args: Scoped, ctx: Context) -> Any:
     from uwf.api import registry
 
-    return registry.refresh(_store(args), _progress)
+    return registry.refresh(ctx.store, ctx.progress)
 
 
-def _registry_rebuild(args: argparse.Namespace) -> Any:
+def _registry_rebuild(args: Scoped, ctx: Context) -> Any:
     from uwf.api import registry
 
-    return registry.rebuild(_store(args), _progress)
+    return registry.rebuild(ctx.store, ctx.progress)
 
 
-def _registry_verify(args: argparse.Namespace) -> Any:
+def _registry_verify(args: NoArgs, ctx: Context) -> Any:
     from uwf.api import registry
 
-    return registry.verify(_store(args))
+    return registry.verify(ctx.store)
 
 
 def _plural(count: int, noun: str) -> str:
@@ -99,12 +117,12 @@ def _registry_panel(payload: dict[str, Any]) -> str:
 
 # -- log ---------------------------------------------------------------------
 
-def _log_tail(args: argparse.Namespace) -> Iterator[str]:
+def _log_tail(args: LogTail, ctx: Context) -> Iterator[str]:
     from uwf.api import audit
 
-    store = _store(args)
+    store = ctx.store
     lines = audit.tail(store, args.n, args.type, args.subject, args.since)
-    human = not args.json and sys.stdout.isatty()
+    human = not ctx.json and sys.stdout.isatty()
     last = args.since or 0
     for raw in lines:
         last = max(last, _seq_of(raw))
@@ -131,10 +149,10 @@ def _tail_human(raw: bytes) -> str:
     return f"{event['seq']:>6}  {event['ts']}  {event['type']:<20} {event['subject']}  {data}"
 
 
-def _log_verify(args: argparse.Namespace) -> Any:
+def _log_verify(args: NoArgs, ctx: Context) -> Any:
     from uwf.api import audit
 
-    return audit.verify(_store(args))
+    return audit.verify(ctx.store)
 
 
 def _verify_panel(payload: dict[str, Any]) -> str:
@@ -144,16 +162,6 @@ def _verify_panel(payload: dict[str, Any]) -> str:
         return head
     return head + "\n" + table(payload["problems"])
 
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
-_SCOPE = arg("--scope", help="home (all repos, default) or repo (the current repo)",
-             choices=["home", "repo"], default="home")
 
 COMMANDS = Group(
     prog="uwf",
@@ -168,48 +176,36 @@ COMMANDS = Group(
     },
     commands=[
         Command(("workflow", "put"), "Validate a workflow YAML file and register it.",
-                "uwf workflow put examples/solve-issue.yaml", _workflow_put,
-                (arg("file", help="workflow YAML file"),)),
+                "uwf workflow put examples/solve-issue.yaml", WorkflowPut, _workflow_put),
         Command(("workflow", "show"), "Show a workflow by name (its registered version) or hash.",
-                "uwf workflow show solve-issue", _workflow_show,
-                (arg("ref", help="workflow name or hash", metavar="NAME|HASH"),),
+                "uwf workflow show solve-issue", WorkflowShow, _workflow_show,
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",
-                "uwf workflow list", _workflow_list),
+                "uwf workflow list", NoArgs, _workflow_list),
         *THREAD_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
-                "next action.", "uwf registry show", _registry_show, (_SCOPE,),
+                "next action.", "uwf registry show", Scoped, _registry_show,
                 human=_registry_panel),
         Command(("registry", "refresh"), "Catch the views up with the log.",
-                "uwf registry refresh", _registry_refresh, (_SCOPE,)),
+                "uwf registry refresh", Scoped, _registry_refresh),
         Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
-                "uwf registry rebuild", _registry_rebuild, (_SCOPE,)),
+                "uwf registry rebuild", Scoped, _registry_rebuild),
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row (exit 1 on any difference).",
-                "uwf registry verify", _registry_verify, ok_exit=True),
+                "uwf registry verify", NoArgs, _registry_verify, ok_exit=True),
         Command(("log", "tail"), "Print the last events of the log, optionally filtered.",
-                "uwf log tail -n 20 --type workflow.registered", _log_tail,
-                (arg("-n", help="how many events (default 10; all after --since)",
-                     type=_positive),
-                 arg("--type", help="event type, or a prefix such as `thread.`"),
-                 arg("--subject", help="subject, or a prefix such as `workflow/`"),
-                 arg("--since", help="only events after this seq", type=_positive),
-                 arg("--follow", help="keep printing new events until interrupted",
-                     action="store_true")),
+                "uwf log tail -n 20 --type workflow.registered", LogTail, _log_tail,
                 streams=True),
         Command(("log", "verify"), "Verify the whole log: JSON, seq, chain, batches, types, "
                 "data, order, CAS refs (exit 1 naming every problem).",
-                "uwf log verify", _log_verify, human=_verify_panel, ok_exit=True),
+                "uwf log verify", NoArgs, _log_verify, human=_verify_panel, ok_exit=True),
     ],
 )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `uwf` console script."""
-    code = run(COMMANDS, argv)
-    if argv is None:
-        sys.exit(code)
-    return code
+    """Entry point of the `uwf` console script; `main(argv)` runs in-process."""
+    return console(COMMANDS, argv)
 
 
 __all__ = ["COMMANDS", "main", "panel"]

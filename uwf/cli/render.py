@@ -1,9 +1,11 @@
 """Render declared commands to argparse, run one, and print its result.
 
-stdout carries the result (JSON with --json or when not a terminal, a terse
-panel on a terminal); stderr carries one-line errors `<prog>: error: <what>;
-<next action>` with the spec's exit codes, and never a traceback unless
-UWF_DEBUG=1.
+Each command's `Args` Struct becomes its argparse arguments; the parsed values
+are converted back into that Struct (`msgspec.convert`), so bounds are checked
+once, by the declaration. stdout carries the result (JSON with --json or when
+not a terminal, a terse panel on a terminal); stderr carries one-line errors
+`<prog>: error: <what>; <next action>` with the spec's exit codes, and never a
+traceback unless UWF_DEBUG=1. Secret values are masked in both.
 """
 
 from __future__ import annotations
@@ -11,13 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from uwf.cli.spec import Command, Group
+import msgspec
+import msgspec.inspect as mi
+
+from uwf.cli.common import progress_bar
+from uwf.cli.context import GLOBAL_OPTIONS, Context, process_redactor
+from uwf.cli.spec import Args, Command, Group
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
+
+if TYPE_CHECKING:
+    from uwf.redact import Redact
+
+# What `arg(..., **extra)` may say about the command line.
+_CLI_EXTRAS = {"positional", "short", "metavar"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,11 +40,113 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         binary = self.prog.split()[0]
-        sys.stderr.write(f"{binary}: error: {message}; see `{self.prog} --help`\n")
+        line = f"{binary}: error: {message}; see `{self.prog} --help`"
+        sys.stderr.write(_masked(line, process_redactor()) + "\n")  # argv may hold a secret
         raise SystemExit(EXIT_USAGE)
 
 
+# -- the declaration, as the command line sees it ----------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    """One field of an `Args` Struct, read for the command line."""
+
+    name: str  # the field's encoded name: argparse's dest, the schema's property
+    help: str
+    kind: type  # str, int, float, bool, or list (of str)
+    required: bool
+    default: Any
+    nullable: bool
+    choices: tuple[Any, ...] | None
+    positional: bool
+    flags: tuple[str, ...]  # empty for a positional
+    metavar: str | None
+    bounds: tuple[tuple[str, float], ...]  # ("ge", 0), ("gt", 0), ...
+
+
+_PARAMS: dict[type[Args], tuple[Param, ...]] = {}
+
+
+def params(args: type[Args]) -> tuple[Param, ...]:
+    """The arguments a command declares, in declaration order."""
+    found = _PARAMS.get(args)
+    if found is None:
+        info = mi.type_info(args)
+        assert isinstance(info, mi.StructType)
+        found = _PARAMS[args] = tuple(_param(args, field) for field in info.fields)
+    return found
+
+
+def _param(args: type[Args], field: mi.Field) -> Param:
+    where = f"{args.__name__}.{field.name}"
+    help_text: str | None = None
+    extra: dict[str, Any] = {}
+    nullable = False
+    kind_info: mi.Type = field.type
+    while True:  # peel Annotated metadata and `| None`, outermost first
+        if isinstance(kind_info, mi.Metadata):
+            if help_text is None:
+                help_text = (kind_info.extra_json_schema or {}).get("description")
+            extra = {**(kind_info.extra or {}), **extra}
+            kind_info = kind_info.type
+        elif isinstance(kind_info, mi.UnionType):
+            others = [t for t in kind_info.types if not isinstance(t, mi.NoneType)]
+            if len(others) != 1 or len(others) == len(kind_info.types):
+                raise TypeError(f"{where}: only `X | None` unions can be command arguments")
+            nullable = True
+            kind_info = others[0]
+        else:
+            break
+    if not help_text:
+        raise TypeError(f"{where}: every argument needs help: Annotated[..., arg('...')]")
+    if unknown := set(extra) - _CLI_EXTRAS:
+        raise TypeError(f"{where}: unknown command-line details {sorted(unknown)}")
+    kind, choices, bounds = _kind(where, kind_info)
+    if field.default is not msgspec.NODEFAULT:
+        default = field.default
+    elif field.default_factory is not msgspec.NODEFAULT:
+        default = field.default_factory()
+    else:
+        default = None
+    positional = bool(extra.get("positional"))
+    if kind is bool and (positional or field.required or default is not False):
+        raise TypeError(f"{where}: a bool argument is a flag defaulting to False")
+    if positional:
+        flags: tuple[str, ...] = ()
+    else:
+        long = f"--{field.encode_name.replace('_', '-')}"
+        flags = (f"-{field.encode_name}",) if len(field.encode_name) == 1 else (long,)
+        if short := extra.get("short"):
+            flags = (short, *flags)
+    return Param(field.encode_name, help_text, kind, field.required, default, nullable,
+                 choices, positional, flags, extra.get("metavar"), bounds)
+
+
+def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,
+                                              tuple[tuple[str, float], ...]]:
+    if isinstance(info, mi.IntType | mi.FloatType):
+        bounds = tuple((name, value) for name in ("ge", "gt", "le", "lt")
+                       if (value := getattr(info, name)) is not None)
+        return (int if isinstance(info, mi.IntType) else float), None, bounds
+    if isinstance(info, mi.StrType):
+        return str, None, ()
+    if isinstance(info, mi.BoolType):
+        return bool, None, ()
+    if isinstance(info, mi.LiteralType):
+        kinds = {type(value) for value in info.values}
+        if len(kinds) != 1 or not kinds <= {str, int}:
+            raise TypeError(f"{where}: choices must all be strings or all integers")
+        return kinds.pop(), info.values, ()
+    if isinstance(info, mi.ListType) and isinstance(info.item_type, mi.StrType):
+        return list, None, ()
+    raise TypeError(f"{where}: a command argument is str, int, float, bool, list[str] or a "
+                    "Literal")
+
+
+# -- argparse --------------------------------------------------------------------------
+
 def build_parser(group: Group) -> argparse.ArgumentParser:
+    """The whole command line of `group`, each command's arguments from its Struct."""
     parser = _Parser(
         prog=group.prog,
         description=group.description,
@@ -59,11 +176,43 @@ def build_parser(group: Group) -> argparse.ArgumentParser:
             epilog=f"example:\n  {command.example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        for spec in command.args:
-            leaf.add_argument(*spec.flags, help=spec.help, **spec.options)
+        for param in params(command.args):
+            if param.name in GLOBAL_OPTIONS or param.name.startswith("_"):
+                raise TypeError(f"{command.name}: an argument may not be named {param.name}")
+            _add_argument(leaf, param)
         _global_options(leaf, argparse.SUPPRESS, shown=False)
-        leaf.set_defaults(_declared=command)
+        leaf.set_defaults(_declared=command, _parser=leaf)
     return parser
+
+
+def _add_argument(parser: argparse.ArgumentParser, param: Param) -> None:
+    options: dict[str, Any] = {"help": param.help.replace("%", "%%")}
+    if param.metavar is not None:
+        options["metavar"] = param.metavar
+    if param.kind is bool:
+        options["action"] = "store_true"
+    elif param.kind is list:
+        if param.positional:
+            options["nargs"] = "+" if param.required else "*"
+        else:
+            options["action"] = "append"  # a list flag is given once per item
+    else:
+        if param.kind is not str:
+            options["type"] = param.kind  # bounds are checked on conversion to the Struct
+        if param.choices is not None:
+            options["choices"] = list(param.choices)
+    if param.positional:
+        if not param.required:
+            if param.kind is not list:
+                options["nargs"] = "?"
+            options["default"] = param.default
+        parser.add_argument(param.name, **options)
+        return
+    if param.required:
+        options["required"] = True
+    elif param.kind is not list:  # an unused list flag stays None: the Struct's default
+        options["default"] = param.default
+    parser.add_argument(*param.flags, dest=param.name, **options)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object,
@@ -80,6 +229,71 @@ def _global_options(parser: argparse.ArgumentParser, default: object,
     parser.add_argument("--now", metavar="TIME", default=default,
                         help=text("fix the clock (RFC 3339 or epoch ms); same as UWF_NOW"))
 
+
+def command_parsers(group: Group) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Each command's own parser (its arguments as argparse sees them), by path."""
+    parser = build_parser(group)
+    leaves: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+
+    def walk(node: argparse.ArgumentParser) -> None:
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    walk(child)
+        declared = node.get_default("_declared")
+        if declared is not None:
+            leaves[declared.path] = node
+
+    walk(parser)
+    return leaves
+
+
+def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
+                                                            argparse.Namespace]:
+    """The command, its arguments as its Struct, and the global options; a usage
+    error (one line, exit 2) for anything argparse or the Struct refuses."""
+    namespace = build_parser(group).parse_args(argv)
+    command: Command[Any] = namespace._declared
+    leaf: argparse.ArgumentParser = namespace._parser
+    declared = params(command.args)
+    values = {}
+    for param in declared:
+        value = getattr(namespace, param.name)
+        if value is None and not param.nullable:
+            continue  # a list flag never given: the field's default
+        values[param.name] = value
+    try:
+        args = msgspec.convert(values, command.args)
+    except msgspec.ValidationError as exc:
+        leaf.error(_invalid(exc, declared, values))
+    return command, args, namespace
+
+
+def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
+             values: dict[str, Any]) -> str:
+    """argparse's wording for a value the Struct refused: `argument -n: must be 0 or
+    more, not -1`."""
+    text = str(exc)
+    match = re.search(r" - at `\$\.(\w+)", text)
+    param = next((p for p in declared if match and p.name == match[1]), None)
+    if param is None:
+        return text
+    name = "/".join(param.flags) or param.metavar or param.name
+    if not param.bounds:
+        return f"argument {name}: {text.partition(' - at ')[0]}"
+    value = values.get(param.name)
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"argument {name}: {_bounds_text(param.bounds)}, not {shown}"
+
+
+def _bounds_text(bounds: Sequence[tuple[str, float]]) -> str:
+    words = {"ge": "{} or more", "gt": "more than {}", "le": "{} or less", "lt": "less than {}"}
+    parts = ["positive" if (op, limit) == ("gt", 0) else words[op].format(f"{limit:g}")
+             for op, limit in bounds]
+    return "must be " + " and ".join(parts)
+
+
+# -- output ----------------------------------------------------------------------------
 
 def _is_terminal() -> bool:
     return sys.stdout.isatty()
@@ -123,34 +337,48 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def run(group: Group, argv: Sequence[str] | None = None) -> int:
-    """Parse, dispatch, print; return the exit code."""
-    parser = build_parser(group)
-    args = parser.parse_args(argv)
-    for name, default in (("store", None), ("json", False), ("now", None)):
-        if not hasattr(args, name):
-            setattr(args, name, default)
-    command: Command = args._declared
-    if args.now:
-        os.environ["UWF_NOW"] = args.now
-    as_json = args.json or not _is_terminal()
-    # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so.
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        if os.environ.get("UWF_NOW"):
-            from uwf.engine.clock import clock_from
+def _render(command: Command[Any], result: Any, as_json: bool, redact: Redact | None) -> str:
+    if redact is not None:
+        from uwf.redact import redact_value
 
-            clock_from(None, os.environ)  # a malformed --now / UWF_NOW: a usage error now
-        result = command.handler(args)
-        if command.streams:
-            _stream(result)
-            return 0
-        if command.plain:
-            text = str(result)
-        elif as_json or command.human is None:
-            text = dump_json(result) if as_json else panel(result)
-        else:
-            text = command.human(result)
+        # The payload first (a secret JSON escapes would slip past the text), then the text.
+        result = redact_value(result, redact)
+    if command.plain:
+        text = str(result)
+    elif as_json or command.human is None:
+        text = dump_json(result) if as_json else panel(result)
+    else:
+        text = command.human(result)
+    return _masked(text, redact)
+
+
+# -- running ---------------------------------------------------------------------------
+
+def run(group: Group, argv: Sequence[str] | None = None) -> int:
+    """Parse, dispatch, print; return the exit code.
+
+    Touches no process-wide state (environment, signal handlers), so it can run
+    many commands in one process; `console` is the console scripts' entry point.
+    """
+    try:
+        command, args, options = parse(group, argv)
+    except SystemExit as exc:  # --help, or a usage error already printed: no exception leaks
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else 0
+    json_flag = getattr(options, "json", False) is True
+    as_json = json_flag or not _is_terminal()
+    context: Context | None = None
+    try:
+        # A malformed --now / UWF_NOW is a usage error here, before any work.
+        context = Context(store_root=_option(options, "store"), json=json_flag,
+                          now=_option(options, "now"), progress=progress_bar)
+        try:
+            result = command.handler(args, context)
+            if command.streams:
+                _stream(result, context.redact)
+                return 0
+            text = _render(command, result, as_json, context.redact)
+        finally:
+            context.close()
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
         if command.ok_exit and isinstance(result, dict) and result.get("ok") is False:
@@ -159,7 +387,7 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     except UwfError as exc:
         if os.environ.get("UWF_DEBUG") == "1":
             raise
-        sys.stderr.write(f"{group.prog}: error: {exc.line()}\n")
+        _error(f"{group.prog}: error: {exc.line()}", context)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -169,20 +397,42 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("UWF_DEBUG") == "1":
             raise
-        sys.stderr.write(
-            f"{group.prog}: error: internal error ({type(exc).__name__}: {exc}); "
-            "rerun with UWF_DEBUG=1 and report it\n"
-        )
+        _error(f"{group.prog}: error: internal error ({type(exc).__name__}: {exc}); "
+               "rerun with UWF_DEBUG=1 and report it", context)
         return EXIT_REJECTED
+
+
+def console(group: Group, argv: Sequence[str] | None = None) -> int:
+    """A console script's `main`: with `argv` None (the `uwf` / `json-cas` executable)
+    install the SIGTERM handler and exit; with `argv`, run in-process and return."""
+    if argv is not None:
+        return run(group, argv)
+    # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so.
+    signal.signal(signal.SIGTERM, _terminate)
+    sys.exit(run(group))
+
+
+def _option(options: argparse.Namespace, name: str) -> str | None:
+    value = getattr(options, name, None)
+    return value if isinstance(value, str) else None
+
+
+def _error(line: str, context: Context | None) -> None:
+    redact = context.redact if context is not None else process_redactor()
+    sys.stderr.write(_masked(line, redact) + "\n")
+
+
+def _masked(text: str, redact: Redact | None) -> str:
+    return redact(text) if redact is not None else text
 
 
 def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _stream(lines: Iterable[str]) -> None:
+def _stream(lines: Iterable[str], redact: Redact | None) -> None:
     for line in lines:
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(_masked(line, redact) + "\n")
         sys.stdout.flush()
 
 

@@ -1,42 +1,71 @@
-"""A command, declared once: name, arguments, help, example, and a handler.
+"""A command, declared once: name, help, example, typed arguments and a handler.
 
-The handler takes the parsed arguments and returns a JSON-serialisable payload;
-the CLI renders it, and other surfaces (an MCP server) can call the same handler.
+A command's arguments are one frozen msgspec Struct (a subclass of `Args`):
+each field's type says what it holds (`str`, `int`, `float`, `bool`,
+`list[str]`, `Literal[...]` for choices, `X | None` when optional) and its
+`Annotated[..., arg(...)]` metadata gives the help text, bounds and the few
+details only a command line needs (positional or flag, a short flag, a
+metavar). From that one declaration the CLI renders argparse
+(`uwf.cli.render`) and any other surface (an MCP server) derives a JSON Schema
+(`command_schemas`); every surface calls the same handler,
+`handler(args, ctx) -> payload`.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
+
+import msgspec
+
+if TYPE_CHECKING:
+    from uwf.cli.context import Context
+
+
+class Args(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The arguments of a command; subclasses declare them as fields."""
+
+
+class NoArgs(Args, frozen=True, kw_only=True):
+    """A command that takes no arguments."""
+
+
+# Bounds shared by several commands; an optional field is `Annotated[Count | None, arg(...)]`
+# because msgspec checks bounds on the number type itself, not on `int | None`.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=1)]
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+def arg(help: str, *, positional: bool = False, short: str | None = None,
+        metavar: str | None = None) -> msgspec.Meta:
+    """The metadata of one argument: its help text (the schema's `description`) and the
+    command-line details kept in `extra`: `positional` (else it is a `--flag`), a
+    `short` alias such as `-p`, and the `metavar` shown in usage."""
+    extra: dict[str, Any] = {}
+    if positional:
+        extra["positional"] = True
+    if short is not None:
+        extra["short"] = short
+    if metavar is not None:
+        extra["metavar"] = metavar
+    return msgspec.Meta(description=help, extra=extra or None)
+
+
+A = TypeVar("A", bound=Args)
 
 
 @dataclass(frozen=True)
-class Arg:
-    """One argument, in argparse's terms."""
-
-    flags: tuple[str, ...]
-    help: str
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-def arg(*flags: str, help: str, **options: Any) -> Arg:
-    return Arg(flags, help, options)
-
-
-Handler = Callable[[argparse.Namespace], Any]
-
-
-@dataclass(frozen=True)
-class Command:
-    """A command: `path` such as ("workflow", "put")."""
+class Command(Generic[A]):
+    """A command: `path` such as ("workflow", "put"), its arguments and its handler."""
 
     path: tuple[str, ...]
     help: str
     example: str
-    handler: Handler
-    args: tuple[Arg, ...] = ()
+    args: type[A]
+    # Takes the parsed arguments and the global options; returns a JSON-serialisable payload.
+    handler: Callable[[A, Context], Any]
     # Human panel renderer for a terminal; the JSON payload otherwise.
     human: Callable[[Any], str] | None = None
     # Exit 1 when the payload says {"ok": false} (verify commands).
@@ -46,6 +75,11 @@ class Command:
     # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.
     plain: bool = False
 
+    @property
+    def name(self) -> str:
+        """`workflow put`: the path as one string."""
+        return " ".join(self.path)
+
 
 @dataclass
 class Group:
@@ -54,7 +88,23 @@ class Group:
     prog: str
     description: str
     groups: dict[str, str]
-    commands: list[Command]
+    commands: list[Command[Any]]
 
-    def __iter__(self) -> Iterator[Command]:
+    def __iter__(self) -> Iterator[Command[Any]]:
         return iter(self.commands)
+
+
+def command_schemas(group: Group) -> dict[str, dict[str, Any]]:
+    """A JSON Schema of each command's arguments, by command name (`workflow put`).
+
+    Derived from the same Structs argparse is rendered from, so another surface
+    (an MCP server) offers exactly the CLI's arguments, types, bounds and defaults.
+    """
+    _, components = msgspec.json.schema_components([command.args for command in group])
+    schemas = {}
+    for command in group:
+        schema = dict(components[command.args.__name__])
+        schema.pop("title", None)
+        schema["description"] = command.help
+        schemas[command.name] = schema
+    return schemas
