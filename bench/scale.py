@@ -8,8 +8,9 @@ RSS (started by GNU time, `%M`: a child this script starts itself would count
 this script's memory too, see `common.peak_rss`):
 
 1. `uwf --store S thread list --limit 10` and `uwf --store S registry show` on a
-   store with 50,000 threads (10 of them active, the rest ended or killed) and
-   on one with 10 threads (all active): both lists print the same 10 rows. The
+   store with 50,000 threads (10 of them active, the rest ended or killed;
+   `--active N` for more) and on one with 10 threads (all active): both lists
+   print 10 rows. The
    stores are written in bulk (`common.generate_threads`), then `uwf registry
    rebuild` once, so every view is current (checked: `registry show` says
    valid). Where `--limit` is not accepted yet, `thread list` runs without it
@@ -208,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--threads", type=int, default=50_000,
                         help="threads in the big store (default 50,000)")
+    parser.add_argument("--active", type=int, default=ACTIVE,
+                        help=f"active threads in the big store (default {ACTIVE}; more needs "
+                        "`thread list --limit`)")
     parser.add_argument("--events", type=int, default=1_000_000,
                         help="events in the big log (default 1M)")
     parser.add_argument("--runs", type=int, help="runs of each command (default 21; 15 with "
@@ -244,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     small_t = generate_threads(work / f"threads-{SMALL_THREADS}", SMALL_THREADS, ACTIVE,
                                fresh=args.fresh)
-    big_t = generate_threads(work / f"threads-{args.threads}", args.threads, ACTIVE,
+    big_t = generate_threads(work / f"threads-{args.threads}-{args.active}", args.threads,
+                             args.active,
                              fresh=args.fresh)
     small_l = generate_log(work / f"log-{SMALL_EVENTS}", SMALL_EVENTS, fresh=args.fresh)
     big_l = generate_log(work / f"log-{args.events}", args.events, fresh=args.fresh)
@@ -262,21 +267,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     with_limit = limit_accepted(small_t.root, env)
     list_args = ["thread", "list", "--limit", str(LIMIT)] if with_limit else ["thread", "list"]
     if with_limit:
-        print(f"`thread list --limit {LIMIT}` is accepted: timing it")
+        print(f"`thread list --limit {LIMIT}` is accepted: timing it ({args.active:,} active "
+              f"threads in the big store, {ACTIVE} in the small one)")
+    elif args.active > LIMIT:
+        sys.exit(f"bench: this uwf does not accept `thread list --limit`: use --active {LIMIT}")
     else:
         print(f"note: this uwf does not accept `thread list --limit` yet: timing `thread list`, "
               f"on stores where only {ACTIVE} threads are active (the same {LIMIT} rows)")
 
     exe = uwf_exe()
-    n_big = f"{args.threads:,}"
+    n_big = f"{args.threads:,} threads" + (f", {args.active:,} active"
+                                           if args.active != ACTIVE else "")
     commands = {
         "list-small": Command(f"thread list, {SMALL_THREADS} threads",
                               [exe, "--store", str(small_t.root), *list_args]),
-        "list-big": Command(f"thread list, {n_big} threads",
+        "list-big": Command(f"thread list, {n_big}",
                             [exe, "--store", str(big_t.root), *list_args]),
         "show-small": Command(f"registry show, {SMALL_THREADS} threads",
                               [exe, "--store", str(small_t.root), "registry", "show"]),
-        "show-big": Command(f"registry show, {n_big} threads",
+        "show-big": Command(f"registry show, {n_big}",
                             [exe, "--store", str(big_t.root), "registry", "show"]),
         "tail-small": Command(f"log tail -n 1, {SMALL_EVENTS:,} events",
                               [exe, "--store", str(small_l.root), "log", "tail", "-n", "1"]),

@@ -6,9 +6,10 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+from uwf.api.limits import DEFAULT_MAX_STEPS
 from uwf.cli.common import read_input
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, Count, Seconds, arg
+from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
 
 ThreadId = Annotated[str, arg("thread id (a ULID)", positional=True, metavar="THREAD")]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
@@ -31,8 +32,8 @@ class ThreadStep(Args, frozen=True, kw_only=True):
 
 
 class ThreadRun(ThreadStep, frozen=True, kw_only=True):
-    max_steps: Annotated[Count, arg("stop after this many steps (default 200: a loop that "
-                                    "never approves stops too)")] = 200
+    max_steps: Annotated[Count, arg(f"stop after this many steps (default {DEFAULT_MAX_STEPS}: "
+                                    "a loop that never approves stops too)")] = DEFAULT_MAX_STEPS
 
 
 class ThreadRef(Args, frozen=True, kw_only=True):
@@ -41,6 +42,9 @@ class ThreadRef(Args, frozen=True, kw_only=True):
 
 class ThreadList(Args, frozen=True, kw_only=True):
     all: Annotated[bool, arg("include ended threads")] = False
+    limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
+                                             metavar="N")] = None
+    offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0
 
 
 class ThreadKill(Args, frozen=True, kw_only=True):
@@ -97,7 +101,7 @@ def _show(args: ThreadRef, ctx: Context) -> Any:
 def _list(args: ThreadList, ctx: Context) -> Any:
     from uwf.api.threads import list_threads
 
-    return list_threads(ctx.store, args.all)
+    return list_threads(ctx.store, args.all, args.limit, args.offset)
 
 
 def _kill(args: ThreadKill, ctx: Context) -> Any:
@@ -150,7 +154,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
     Command(("thread", "show"), "Show a thread's workflow, head and whether it is done.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, _show),
     Command(("thread", "list"), "List active threads (all with --all), oldest first.",
-            "uwf thread list --all", ThreadList, _list),
+            "uwf thread list --all --limit 20", ThreadList, _list),
     Command(("thread", "kill"), "End a thread now; its history stays.",
             'uwf thread kill 01J7K9M2XNPQR5VWBCDF8G3H4T --reason "superseded"', ThreadKill,
             _kill),
