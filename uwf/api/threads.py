@@ -78,7 +78,7 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
 
     An indexed read: the cost follows the rows printed, not the threads ever created.
     """
-    where = () if include_ended else (("state", "in", ("active", "blocked")),)
+    where = () if include_ended else (("open", "=", 1),)
     rows = []
     for state in store.read().query(Query("threads", where, limit=limit, offset=offset)):
         item = {"thread": state.thread, "workflow": state.workflow, "head": head_of(state)}

@@ -19,8 +19,8 @@ import contextlib
 import hashlib
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -30,7 +30,8 @@ from uwf.engine.segments import FileSegments, segment_name
 from uwf.errors import Corrupt, StoreBusy
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_WINDOW = 64 * 1024  # bytes read at a time, backward or forward
+_WINDOW = 64 * 1024  # bytes read at a time when reading many lines backward
+_TAIL = 4096  # the first window at the end: a few lines, for the head and the tail check
 
 
 class _TailInfo(msgspec.Struct):
@@ -67,9 +68,9 @@ def _tail_info(raw: bytes, where: str) -> _TailInfo:
         ) from None
 
 
-@dataclass(frozen=True)
-class _Span:
-    """A complete line in a segment: [start, end) including its newline."""
+class _Span(NamedTuple):
+    """A complete line in a segment: [start, end) including its newline (a tuple:
+    the rebuild reads one per event)."""
 
     segment: str
     start: int
@@ -126,7 +127,7 @@ class FileLog:
     def read_reverse(self) -> Iterator[LogLine]:
         for name in reversed(self.segments.names()):
             end = self._complete_end(name)
-            for span in self._backward(name, end):
+            for span in self._backward(name, end, _WINDOW):
                 yield LogLine(_seq_of(span.raw) or 0, span.raw, name, 0)
 
     def line(self, seq: int) -> bytes | None:
@@ -203,7 +204,7 @@ class FileLog:
     def _complete_end(self, name: str) -> int:
         """Offset just after the last `\\n` of a segment (0 if it has none)."""
         size = self.segments.size(name)
-        window = _WINDOW
+        window = _TAIL
         while True:
             start = max(0, size - window)
             chunk = self.segments.read(name, start, size)
@@ -214,14 +215,16 @@ class FileLog:
                 return 0
             window *= 4
 
-    def _backward(self, name: str, end: int) -> Iterator[_Span]:
-        """Complete lines of a segment ending at `end`, newest first."""
+    def _backward(self, name: str, end: int, window: int = _TAIL) -> Iterator[_Span]:
+        """Complete lines of a segment ending at `end`, newest first; the window grows
+        from `window` to `_WINDOW`, so finding the last line reads a few KiB."""
         # `carry` is the part of the file from `position` up to the line last
         # yielded (a line whose start is not read yet), newline included.
         carry = b""
         position = end
         while position > 0:
-            start = max(0, position - _WINDOW)
+            start = max(0, position - window)
+            window = min(window * 4, _WINDOW)
             chunk = self.segments.read(name, start, position) + carry
             parts = chunk.split(b"\n")[:-1]  # the chunk ends with a newline
             whole = parts if start == 0 else parts[1:]

@@ -20,6 +20,7 @@ ascending, last descending) and always ends with the key; then offset, limit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -58,7 +59,7 @@ class ViewSpec:
             if column != "key" and column not in self.columns:
                 raise ValueError(f"view {self.name}: {column!r} is not a declared column")
 
-    @property
+    @functools.cached_property
     def signature(self) -> str:
         """Changes whenever the stored shape or the fold changes: such views are rebuilt."""
         return json.dumps([self.version, self.columns, self.indexes, self.counted, self.text])
@@ -310,6 +311,7 @@ class SqliteViewStore:
                 db.close()
                 raise
         self._local.db = db
+        self._local.tables = set()
         with self._all_lock:
             self._all.append(db)
         return db
@@ -368,9 +370,15 @@ class SqliteViewStore:
             return None
         if view not in self.specs:
             raise ValueError(f"unknown view {view!r}")
+        known: set[str] = self._local.tables
+        if view in known:  # tables are only ever replaced within one transaction
+            return db
         row = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                          (f"v_{view}",)).fetchone()
-        return db if row is not None else None
+        if row is None:
+            return None
+        known.add(view)
+        return db
 
     def load(self, view: str, key: str) -> bytes | None:
         with self._guard():
@@ -475,8 +483,9 @@ class SqliteViewStore:
                     if want is None or reset:
                         self._create(db, spec)
                     self._apply(db, spec, changes.get(name, {}))
-                    db.execute("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
-                               (name, spec.signature, new.seq, new.digest))
+                db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
+                               [(name, self.specs[name].signature, new.seq, new.digest)
+                                for name in expected])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -496,8 +505,6 @@ class SqliteViewStore:
         for number, index in enumerate(spec.indexes):
             fields = ", ".join(_column_sql(spec, column) for column in index)
             db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})')
-        for column in spec.counted:
-            db.execute(f'CREATE INDEX "n_{name}_{column}" ON "v_{name}" ("c_{column}")')
         if spec.text:
             db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
                        "tokenize='trigram case_sensitive 1')")

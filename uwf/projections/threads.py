@@ -7,6 +7,7 @@ from typing import ClassVar
 import msgspec
 
 from uwf.engine.events import Envelope
+from uwf.engine.viewstore import ColumnValue
 from uwf.projections.base import StructProjection
 from uwf.projections.thread_events import (
     ThreadBlocked,
@@ -65,11 +66,16 @@ class ThreadsProjection(StructProjection):
                          ThreadBlocked, ThreadEnded)
     )
     state_type: ClassVar[type[msgspec.Struct]] = ThreadState
-    # `thread list` filters by state in creation (key) order; counts per state are kept.
-    columns: ClassVar[tuple[str, ...]] = ("state", "repo", "name", "created_at")
+    # `thread list` reads open (not ended) threads in creation (key) order, one index
+    # range however many threads ended; counts per state are kept.
+    columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
-        ("state", "key"), ("repo", "key"), ("name", "key"), ("created_at", "key"))
+        ("open", "key"), ("state", "key"), ("repo", "key"), ("name", "key"),
+        ("created_at", "key"))
     counted: ClassVar[tuple[str, ...]] = ("state",)
+
+    def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
+        return (state.state, 0 if state.done else 1, state.repo, state.name, state.created_at)
 
     def key(self, event: Envelope) -> str:
         return event.subject.removeprefix("thread/")
