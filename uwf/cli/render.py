@@ -279,6 +279,8 @@ def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
     if param is None:
         return text
     name = "/".join(param.flags) or param.metavar or param.name
+    if "matching regex" in text and param.metavar:  # say what the pattern means
+        return f"argument {name}: must be {param.metavar}, not {values.get(param.name)!r}"
     if not param.bounds:
         return f"argument {name}: {text.partition(' - at ')[0]}"
     value = values.get(param.name)

@@ -6,11 +6,14 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from uwf.api.limits import DEFAULT_MAX_STEPS
+import msgspec
+
+from uwf.api.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.cli.common import read_input
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
 
+HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
 ThreadId = Annotated[str, arg("thread id (a ULID)", positional=True, metavar="THREAD")]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
@@ -60,7 +63,9 @@ class ThreadFork(Args, frozen=True, kw_only=True):
 class AgentContext(Args, frozen=True, kw_only=True):
     thread: ThreadId
     role: Annotated[str, arg("the role to play", positional=True, metavar="ROLE")]
-    history: Annotated[Count | None, arg("only the last N steps of history", metavar="N")] = None
+    history: Annotated[HistoryArg | None, arg(
+        f"only the last N steps of history (default {DEFAULT_HISTORY}, or UWF_HISTORY, or the "
+        "config's historyLimit; 0: none; all: every step)", metavar="N|all")] = None
 
 
 class AgentSubmit(Args, frozen=True, kw_only=True):
@@ -124,9 +129,12 @@ def _fork(args: ThreadFork, ctx: Context) -> Any:
 
 
 def _context(args: AgentContext, ctx: Context) -> Any:
-    from uwf.api.agents import agent_context
+    from uwf.api.agents import HistoryLimit, agent_context
 
-    return agent_context(ctx.store, args.thread, args.role, args.history)
+    limit: HistoryLimit = None
+    if args.history is not None:
+        limit = "all" if args.history == "all" else int(args.history)
+    return agent_context(ctx.store, args.thread, args.role, limit)
 
 
 def _submit(args: AgentSubmit, ctx: Context) -> Any:
