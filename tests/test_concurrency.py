@@ -31,7 +31,8 @@ RACES = 2  # names every writer registers with its own content
 # printing one JSON line per put: the file, the exit code, stdout and stderr.
 DRIVER = r'''
 import json, os, subprocess, sys, time
-uwf, go, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+uwf, go, ready, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 for path in files:
@@ -40,10 +41,19 @@ for path in files:
                       "err": done.stderr}), flush=True)
 '''
 
+def wait_exists(path: Path, seconds: float = 60.0) -> None:
+    """Until `path` exists: a process's signal that it is ready."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.005)
+
+
 # Lists the workflows in a loop until told to stop; one JSON line per read.
 READER = r'''
 import json, os, subprocess, sys, time
-uwf, go, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+uwf, go, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 while not os.path.exists(stop):
@@ -103,16 +113,21 @@ def test_eight_processes_register_at_once(cli: Cli, tmp_path: Path) -> None:
     go, stop = tmp_path / "go", tmp_path / "stop"
 
     writers = [
-        subprocess.Popen([PYTHON, str(driver), uwf, str(go), *map(str, files)],
+        subprocess.Popen([PYTHON, str(driver), uwf, str(go), str(tmp_path / f"ready-w{index}"),
+                          *map(str, files)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
-        for files in plans
+        for index, files in enumerate(plans)
     ]
     readers = [
-        subprocess.Popen([PYTHON, str(reader), uwf, str(go), str(stop)],
+        subprocess.Popen([PYTHON, str(reader), uwf, str(go), str(stop),
+                          str(tmp_path / f"ready-r{index}")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
-        for _ in range(2)
+        for index in range(2)
     ]
-    time.sleep(0.3)  # every driver is up and polling
+    for index in range(len(plans)):  # every driver is up and polling for `go`
+        wait_exists(tmp_path / f"ready-w{index}")
+    for index in range(2):
+        wait_exists(tmp_path / f"ready-r{index}")
     go.touch()
     results: list[dict[str, Any]] = []
     for proc in writers:

@@ -669,10 +669,9 @@ def test_lock_is_released_when_its_holder_is_killed(cli: Cli, tmp_path: Path) ->
                       "call", env=env)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    start = time.monotonic()
+    # With UWF_LOCK_TIMEOUT=2, a lock still held would make this put fail as busy.
     result = Cli(cli.home, env).run("workflow", "put", str(workflow_file(tmp_path, "next")))
     assert result.code == 0, result.err
-    assert time.monotonic() - start < 2
     assert os.path.exists(cli.home / "lock")
     assert_verify_ok(cli)
 

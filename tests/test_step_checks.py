@@ -7,7 +7,6 @@ the thread able to take its next step.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.conftest import Cli
@@ -203,12 +202,13 @@ def test_timeout_kills_the_agent(cli: Cli, tmp_path: Path) -> None:
     pid_file = tmp_path / "agent.pid"
     agent = kit.agent("sleeper", f'''
         open({str(pid_file)!r}, "w").write(str(os.getpid()))
-        time.sleep(60)
+        time.sleep(600)
         print(submit({VALID_PLAN}))
     ''')
-    began = time.monotonic()
+    # The agent would run for 600 s and the command is given 60: it returns only if
+    # uwf stops waiting at the timeout, and the agent, which never exits on its own,
+    # must then be dead: killed, not waited for.
     refused(kit, thread, agent, "timeout", "planner", "within 1s", timeout="1")
-    assert time.monotonic() - began < 30
     pid = int(pid_file.read_text())
     assert wait_dead(pid), f"agent {pid} survived its timeout"
 
@@ -217,14 +217,12 @@ def test_timeout_kills_the_whole_process_group(cli: Cli, tmp_path: Path) -> None
     kit, thread = setup(cli, tmp_path)
     pids = tmp_path / "pids"
     agent = kit.agent("spawner", f'''
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
-        time.sleep(120)
+        time.sleep(600)
     ''')
-    began = time.monotonic()
-    try:
+    try:  # as above: the command returns at all only if uwf stopped waiting
         refused(kit, thread, agent, "timeout", "planner", timeout="1")
-        assert time.monotonic() - began < 30
     finally:
         parent, child = (int(word) for word in wait_for(pids).split())
         dead = wait_dead(child) and wait_dead(parent)

@@ -4,6 +4,7 @@ step stranded by a dead writer is taken over once its deadline has passed."""
 from __future__ import annotations
 
 import signal
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -16,12 +17,21 @@ def test_two_concurrent_steps_one_advances(cli: Cli, tmp_path: Path) -> None:
     kit.put_workflow()
     thread = kit.start()
     start = kit.show(thread)["head"]
-    slow = kit.agent("slow", '''
-        time.sleep(1.5)
-        print(submit({"status": "ready", "plan": "slowly"}))
+    go = tmp_path / "go"
+    slow = kit.agent("slow", f'''
+        while not os.path.exists({str(go)!r}):  # runs until the other step was refused
+            time.sleep(0.02)
+        print(submit({{"status": "ready", "plan": "slowly"}}))
     ''')
     processes = [popen_uwf(cli, "thread", "step", thread, "--agent", str(slow))
                  for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while all(p.poll() is None for p in processes):  # the refused one exits first
+            assert time.monotonic() < deadline, "neither step was refused"
+            time.sleep(0.02)
+    finally:
+        go.write_text("go")
     results = [(p.wait(timeout=60), *p.communicate()) for p in processes]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 1], results
