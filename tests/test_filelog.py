@@ -1,0 +1,138 @@
+"""The file backend's own behaviour, beyond the log contract: segments, rotation,
+torn tails, incomplete batches and the pending-repair note."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.logkit import append
+from uwf.engine.events import LogRepaired, NewEvent
+from uwf.engine.filelog import FileLog
+from uwf.engine.segments import PENDING_NOTE
+from uwf.projections import event_catalog
+from uwf.projections.workflow_events import WorkflowRegistered
+
+CATALOG = event_catalog()
+
+
+def registered(name: str) -> NewEvent:
+    return NewEvent(f"workflow/{name}", WorkflowRegistered(name, "70D2DHWNFR6T8"))
+
+
+def make(tmp_path: Path, segment_bytes: int = 64 << 20) -> FileLog:
+    return FileLog(tmp_path / "events", tmp_path / "lock", lock_timeout=0.05,
+                   segment_bytes=segment_bytes)
+
+
+def segment_files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "events").glob("*.jsonl"))
+
+
+def test_segments_rotate_by_size_and_never_split_a_batch(tmp_path: Path) -> None:
+    log = make(tmp_path, segment_bytes=300)
+    for index in range(6):
+        append(log, registered(f"w{index}a"), registered(f"w{index}b"))
+    files = segment_files(tmp_path)
+    assert len(files) > 1
+    seqs = []
+    for path in files:
+        batch = [json.loads(line) for line in path.read_bytes().splitlines()]
+        assert path.name == f"{batch[0]['seq']:020d}.jsonl"
+        assert batch[0]["batch"][0] == 1
+        assert batch[-1]["batch"][0] == batch[-1]["batch"][1]
+        seqs += [event["seq"] for event in batch]
+    assert seqs == list(range(1, 13))
+    assert log.head().seq == 12
+    assert log.problems() == []
+    # Line numbers count from each segment's start when it is read from its start.
+    numbers = [(line.where, line.number) for line in log.read()]
+    assert numbers[0] == (files[0].name, 1)
+    assert all(number >= 1 for _, number in numbers)
+
+
+def test_a_line_longer_than_any_read_window_is_found(tmp_path: Path) -> None:
+    log = make(tmp_path)
+    append(log, registered("a" * 200_000))
+    append(log, registered("b"))
+    assert [CATALOG.decode(line.raw).seq for line in log.read_reverse()] == [2, 1]
+    assert log.line(1) is not None
+    assert [line.seq for line in log.read(1)] == [2]
+
+
+def test_torn_last_line_is_ignored_by_readers_and_cut_by_recovery(tmp_path: Path) -> None:
+    log = make(tmp_path)
+    append(log, registered("a"))
+    before = log.head()
+    path = segment_files(tmp_path)[-1]
+    size = path.stat().st_size
+    with path.open("ab") as handle:
+        handle.write(b'{"seq":2,"id":"01J')
+    assert [line.seq for line in log.read()] == [1]
+    assert log.head() == before
+    assert [p.problem for p in log.problems()] == ["torn tail: 18 bytes without a newline"]
+    with log.exclusive() as session:
+        assert session.tail() == before
+        head_after, repairs = session.recover()
+    assert head_after == before
+    (repair,) = repairs
+    assert isinstance(repair, LogRepaired)
+    assert repair.dropped_bytes == 18
+    assert repair.dropped_lines == 1
+    assert repair.offset == size
+    assert path.stat().st_size == size
+    # Until a writer records it, the note of the truncation survives...
+    assert (tmp_path / "events" / PENDING_NOTE).exists()
+    with log.exclusive() as session:
+        assert session.recover() == (before, [repair])
+    # ...and the first append after it, the batch that records it, clears it.
+    with log.exclusive() as session:
+        session.recover()
+        session.append([b'{"seq":2}'])
+    assert not (tmp_path / "events" / PENDING_NOTE).exists()
+
+
+def test_an_incomplete_batch_is_cut_by_recovery(tmp_path: Path) -> None:
+    log = make(tmp_path)
+    append(log, registered("a"))
+    kept = log.head()
+    append(log, registered("b"), registered("c"), registered("d"))
+    path = segment_files(tmp_path)[-1]
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:3]))  # keep [1,3] and [2,3] of the last batch
+    with log.exclusive() as session:
+        assert session.tail() is None  # unknown until the cut
+        head, (repair,) = session.recover()
+    assert head == kept
+    assert repair.dropped_lines == 2
+    assert "batch cut after 2 of 3" in repair.reason
+    assert log.head() == kept
+
+
+def test_a_recorded_repair_is_not_recorded_twice(tmp_path: Path) -> None:
+    """A writer killed after appending `log.repaired` but before removing the note:
+    the next writer sees its record at the end of the log and drops the note."""
+    log = make(tmp_path)
+    append(log, registered("a"))
+    path = segment_files(tmp_path)[-1]
+    with path.open("ab") as handle:
+        handle.write(b"torn")
+    with log.exclusive() as session:
+        _, (repair,) = session.recover()
+    note = (tmp_path / "events" / PENDING_NOTE).read_bytes()
+    append(log, NewEvent("store", repair))  # recorded; the note is cleared with it
+    (tmp_path / "events" / PENDING_NOTE).write_bytes(note)  # as if the clear never ran
+    with log.exclusive() as session:
+        assert session.recover()[1] == []
+    assert not (tmp_path / "events" / PENDING_NOTE).exists()
+
+
+def test_a_misnamed_segment_is_a_problem(tmp_path: Path) -> None:
+    log = make(tmp_path, segment_bytes=300)
+    for index in range(6):
+        append(log, registered(f"w{index}"))
+    files = segment_files(tmp_path)
+    assert len(files) > 1
+    files[-1].rename(files[-1].with_name(f"{99:020d}.jsonl"))
+    problems = [p.problem for p in log.problems()]
+    assert any("segment name does not match its first seq" in p for p in problems)
