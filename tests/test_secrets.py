@@ -129,6 +129,25 @@ def test_an_environment_token_echoed_by_a_failing_agent_is_masked(cli: Cli,
     assert_nowhere(kit, [result.out, result.err, line, tail.out, tail.err], TOKEN)
 
 
+def test_a_token_an_agent_puts_in_its_output_and_detail_never_reaches_the_cas(
+        cli: Cli, tmp_path: Path) -> None:
+    """The agent kit opens the store with the same redactor: what an agent submits is
+    masked before it is hashed and stored."""
+    cli.env["MY_SERVICE_TOKEN"] = TOKEN
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    agent = kit.agent("leaky", '''
+        token = os.environ["MY_SERVICE_TOKEN"]
+        print(submit({"status": "ready", "plan": "use " + token}, detail="called with " + token))
+    ''')
+    result = kit.step(thread, "--agent", str(agent))
+    assert result.code == 0, result.err
+    (step,) = kit.log(thread)
+    assert step["output"]["plan"] == "use ***"
+    assert_nowhere(kit, [result.out, result.err], TOKEN)
+
+
 def test_an_environment_token_cut_by_truncation_is_still_masked(cli: Cli,
                                                                   tmp_path: Path) -> None:
     """The step's message keeps the end of the agent's stderr: masked before the cut,

@@ -24,9 +24,12 @@ Handler = Callable[[dict[str, Any]], tuple[Any, str]]
 
 
 def _store() -> Any:
+    """The store uwf ran this agent on; secrets in what the agent submits are masked
+    before they reach the CAS, as the CLI masks them."""
+    from uwf.api.secrets import load_redactor
     from uwf.api.store import Store
 
-    return Store.open(os.environ.get("UWF_HOME"))
+    return Store.open(os.environ.get("UWF_HOME"), redact=load_redactor(os.environ))
 
 
 def context(thread: str, role: str,

@@ -16,6 +16,7 @@ Config example:
 
 from __future__ import annotations
 
+import os
 import sys
 
 from uwf.agents.kit import agent_cli, context, submit
@@ -41,12 +42,13 @@ def _arguments(rest: list[str]) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     def body(thread: str, role: str, rest: list[str]) -> str:
         workflow, max_steps = _arguments(rest)
+        from uwf.api.secrets import load_redactor
         from uwf.api.stepping import run_thread
         from uwf.api.store import Store
         from uwf.api.threads import find_repo, get_thread, start_thread
 
         ctx = context(thread, role, history_limit=0)
-        store = Store.open()
+        store = Store.open(redact=load_redactor(os.environ))
         parent = get_thread(store.read(), thread)
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],
                              parent.repo or find_repo())
