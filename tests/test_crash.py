@@ -330,6 +330,15 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
     base = put(cli, tmp_path, "base")["workflow"]
 
     acked: set[str] = set()
+    # One acknowledged batch larger than a segment, before any kill: every later write
+    # starts a new segment, so rotation is met however the kills happen to fall.
+    filler_writer = tmp_path / "filler.py"
+    filler_writer.write_text(BATCH_WRITER, "utf-8")
+    filler = [f"fill-{index}" for index in range(800)]
+    done = subprocess.run([PYTHON, str(filler_writer), base, *filler], env=env,
+                          capture_output=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    acked.update(filler)
     torn_names: set[str] = set()
     observed: list[Tail] = []
     tears = natural_tears = 0

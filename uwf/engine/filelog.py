@@ -117,12 +117,25 @@ class FileLog:
         for index in range(start_index, len(names)):
             name = names[index]
             begin = offset if index == start_index else 0
-            # Line numbers are known only when a segment is read from its start.
+            # Line numbers are known only when a segment is read from its start. This
+            # loop is the rebuild's hot path: lines are cut and wrapped once, here.
+            numbered = begin == 0
             number = 0
-            for span in self._forward(name, begin):
-                seq += 1
-                number = number + 1 if begin == 0 else 0
-                yield LogLine(seq, span.raw, name, number)
+            position = begin
+            rest = b""
+            while chunk := self.segments.read(name, position, position + (1 << 20)):
+                position += len(chunk)
+                data = rest + chunk
+                complete = data.rfind(b"\n") + 1
+                if not complete:
+                    rest = data
+                    continue
+                for raw in data[:complete - 1].split(b"\n"):
+                    seq += 1
+                    if numbered:
+                        number += 1
+                    yield LogLine(seq, raw, name, number)
+                rest = data[complete:]
 
     def read_reverse(self) -> Iterator[LogLine]:
         for name in reversed(self.segments.names()):
@@ -235,24 +248,6 @@ class FileLog:
                 line_end = line_start
             carry = b"" if start == 0 else parts[0] + b"\n"
             position = start
-
-    def _forward(self, name: str, start: int) -> Iterator[_Span]:
-        """Complete lines of a segment from offset `start`, oldest first."""
-        line_start = start
-        offset = start
-        rest = b""  # bytes from `line_start` to `offset`: a line not yet complete
-        while True:
-            chunk = self.segments.read(name, offset, offset + (1 << 20))
-            if not chunk:
-                return
-            offset += len(chunk)
-            data = rest + chunk
-            complete = data.rfind(b"\n") + 1
-            for raw in data[:complete].split(b"\n")[:-1] if complete else ():
-                line_end = line_start + len(raw) + 1
-                yield _Span(name, line_start, line_end, raw)
-                line_start = line_end
-            rest = data[complete:]
 
     def _count_lines(self, name: str, end: int) -> int:
         count, position = 0, 0
