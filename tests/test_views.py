@@ -383,3 +383,22 @@ def test_a_catalogue_knows_only_what_was_registered() -> None:
 def test_event_data_is_encoded_in_camel_case() -> None:
     raw = msgspec.json.encode(LogRepaired("s", 1, 2, 3, "d", "r"))
     assert b'"droppedBytes":2' in raw
+
+
+def test_rebuild_replaces_a_damaged_views_file(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
+    register(store, "a", HASHES[0])
+    store.close()
+    path = tmp_path / "s" / "views" / "views.sqlite3"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"this is not a database" * 200)
+    again = Store.open(tmp_path / "s")
+    assert again.journal.freshness().status == "unreadable"
+    with pytest.raises(Corrupt, match="views are unreadable"):
+        again.read()
+    again.journal.rebuild()
+    assert again.read().get("workflows", "a").hash == HASHES[0]
+    assert again.journal.freshness().status == "valid"

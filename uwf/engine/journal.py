@@ -202,12 +202,14 @@ class Journal:
             for _attempt in range(100):
                 try:
                     checkpoints = self.views.checkpoints()
+                    expected = {name: checkpoints.get(name) for name in self.projections}
+                    if self.views.commit(self._rows(states, expected), expected, head,
+                                         reset=True):
+                        return head
                 except Corrupt:
-                    self.views.drop()  # the file itself is damaged: start a new one
-                    checkpoints = {}
-                expected = {name: checkpoints.get(name) for name in self.projections}
-                if self.views.commit(self._rows(states, expected), expected, head, reset=True):
-                    return head
+                    # The file itself is damaged (never merely busy: that is StoreBusy):
+                    # start a new one, and commit into it on the next round.
+                    self.views.drop()
             raise Corrupt("the views would not take the rebuilt state",
                           "check the views folder, then retry")
 
