@@ -242,3 +242,44 @@ def test_detail_not_in_the_cas(cli: Cli, tmp_path: Path) -> None:
         print(put("StepNode", step))
     ''')
     refused(kit, thread, agent, "not-found", "planner", "7ZZZZZZZZZZZZ")
+
+
+HOLDER = '''
+        holder = subprocess.Popen(["setsid", "sleep", "600"])  # inherits stdout and stderr
+        open({pids!r}, "w").write(str(holder.pid))
+'''
+
+
+def test_an_agent_that_exits_in_time_succeeds_whatever_its_descendants_hold(
+        cli: Cli, tmp_path: Path) -> None:
+    """A daemon the agent started keeps its stdout open for 600 s: uwf stops reading
+    once the agent itself has exited (and a short grace), and takes its hash. The
+    command is given 60 s, so waiting for the daemon would fail the test."""
+    kit, thread = setup(cli, tmp_path)
+    pids = tmp_path / "holder.pid"
+    agent = kit.agent("daemonizer", HOLDER.format(pids=str(pids)) + f'''
+        print(submit({VALID_PLAN}))
+    ''')
+    try:
+        result = kit.step(thread, "--agent", str(agent), "--timeout", "30")
+        assert result.code == 0, result.err
+        assert kit.show(thread)["head"] != kit.events("thread.started")[0]["data"]["start"]
+        assert [e["data"]["role"] for e in kit.events("thread.stepped")] == ["planner"]
+    finally:
+        kill_quietly(int(wait_for(pids)))
+
+
+def test_the_deadline_holds_whatever_the_agents_descendants_hold(cli: Cli,
+                                                                tmp_path: Path) -> None:
+    """The agent outlives its timeout and a daemon of its own holds the pipes: the step
+    still ends at the deadline as `timeout` (killing the agent's group; the daemon,
+    in a session of its own, is not waited for)."""
+    kit, thread = setup(cli, tmp_path)
+    pids = tmp_path / "holder.pid"
+    agent = kit.agent("stuck", HOLDER.format(pids=str(pids)) + '''
+        time.sleep(600)
+    ''')
+    try:
+        refused(kit, thread, agent, "timeout", "planner", "within 2s", timeout="2")
+    finally:
+        kill_quietly(int(wait_for(pids)))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from uwf.api.agentproc import collect
 from uwf.api.config import AgentChoice, Config, config_path, load_config, resolve_agent
 from uwf.api.secrets import MIN_LENGTH, secret_values
 from uwf.api.store import Store
@@ -231,13 +232,15 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
     except PermissionError:
         return Failure("spawn", f"agent command {argv[0]!r} is not executable")
     try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(process, nested)
-        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
+        collected = collect(process, timeout)
     except BaseException:
         _kill(process, nested)  # interrupted: leave no agent behind
         raise
+    if collected is None:
+        _kill(process, nested)
+        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
+    out, err = collected
+    process.wait()
     hidden = secret_values(os.environ, config)
     if process.returncode != 0:
         # Redact before cutting: a cut secret would no longer match.
@@ -271,7 +274,7 @@ def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
             process.kill()
         else:
             os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
+    process.wait()  # the pipes are closed: nothing of a descendant can hold this up
 
 
 # -- phase 3 ---------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""Collecting an agent's output: until it exits (plus a short grace) or its deadline.
+
+`Popen.communicate` waits for end-of-file on stdout and stderr, which never
+comes while any descendant of the agent (a daemon it started, `setsid sleep`)
+still holds them open. So uwf waits for the agent process itself: once it has
+exited, the pipes get `EXIT_GRACE` seconds to drain, and then whatever was read
+is its output; at the deadline, the agent (still running) is reported as timed
+out, whatever its descendants do.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import time
+from typing import IO
+
+EXIT_GRACE = 0.5  # seconds the pipes may drain after the agent exits
+_POLL = 0.05  # how often an agent that prints nothing is checked for exit
+
+
+def collect(process: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes] | None:
+    """The agent's (stdout, stderr) once it exited, or None if it still ran at the
+    deadline (the caller kills it). The pipes are closed either way."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    streams: dict[int, list[bytes]] = {process.stdout.fileno(): [],
+                                       process.stderr.fileno(): []}
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    selector = selectors.DefaultSelector()
+    pipes: list[IO[bytes]] = [process.stdout, process.stderr]
+    try:
+        for pipe in pipes:
+            selector.register(pipe, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            limit = deadline if exited_at is None else min(deadline, exited_at + EXIT_GRACE)
+            if now >= limit:
+                break
+            wait = limit - now if exited_at is not None else min(limit - now, _POLL)
+            for key, _ in selector.select(wait):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    streams[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+        if exited_at is None and process.poll() is None:
+            return None
+        return (b"".join(streams[process.stdout.fileno()]),
+                b"".join(streams[process.stderr.fileno()]))
+    finally:
+        selector.close()
+        for pipe in pipes:
+            pipe.close()
