@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.logkit import append
 from uwf.engine.events import LogRepaired, NewEvent
 from uwf.engine.filelog import FileLog
@@ -136,3 +138,56 @@ def test_a_misnamed_segment_is_a_problem(tmp_path: Path) -> None:
     files[-1].rename(files[-1].with_name(f"{99:020d}.jsonl"))
     problems = [p.problem for p in log.problems()]
     assert any("segment name does not match its first seq" in p for p in problems)
+
+
+def test_a_writer_killed_between_its_note_and_the_cut_leaves_one_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note of a cut is saved, then the writer dies before truncating: the next
+    writer finds the same torn tail and that note, and records the cut once."""
+    from uwf.api.store import Store
+    from uwf.engine.journal import Outcome
+    from uwf.engine.segments import FileSegments
+
+    def register(store: Store, name: str) -> None:
+        store.journal.write(lambda _views: Outcome([registered(name)]))
+
+    store = Store.open(tmp_path / "s")
+    register(store, "a")
+    segment = sorted((tmp_path / "s" / "events").glob("*.jsonl"))[-1]
+    with segment.open("ab") as handle:
+        handle.write(b'{"seq":3,"id"')
+
+    def killed(self: FileSegments, name: str, size: int) -> None:
+        raise KeyboardInterrupt  # the writer dies after its note, before the cut
+
+    with monkeypatch.context() as patch:
+        patch.setattr(FileSegments, "truncate", killed)
+        with pytest.raises(KeyboardInterrupt):
+            register(store, "b")
+    assert (tmp_path / "s" / "events" / PENDING_NOTE).exists()
+    register(Store.open(tmp_path / "s"), "c")
+    events = [json.loads(line) for line in segment.read_bytes().splitlines()]
+    repaired = [e for e in events if e["type"] == "log.repaired"]
+    assert len(repaired) == 1
+    assert repaired[0]["batch"] == [1, 1]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert not (tmp_path / "s" / "events" / PENDING_NOTE).exists()
+
+
+def test_two_cuts_are_two_records_each_alone_in_its_batch(tmp_path: Path) -> None:
+    """An earlier cut still unrecorded (its writer died before recording it) and a new
+    torn tail: both recorded, each in a batch of its own, and nothing lost between."""
+    log = make(tmp_path)
+    append(log, registered("a"))
+    path = segment_files(tmp_path)[-1]
+    with path.open("ab") as handle:
+        handle.write(b"first tear")
+    with log.exclusive() as session:
+        session.recover()  # cut and noted, never recorded: the writer "dies" here
+    with path.open("ab") as handle:
+        handle.write(b"second tear")
+    with log.exclusive() as session:
+        _, repairs = session.recover()
+    assert [r.dropped_bytes for r in repairs] == [10, 11]
+    note = json.loads((tmp_path / "events" / PENDING_NOTE).read_bytes())
+    assert [r["droppedBytes"] for r in note] == [10, 11]

@@ -47,6 +47,12 @@ class _LastRepair(msgspec.Struct):
 _tail_decoder = msgspec.json.Decoder(_TailInfo)
 _repair_decoder = msgspec.json.Decoder(LogRepaired)
 _last_repair_decoder = msgspec.json.Decoder(_LastRepair)
+_notes_decoder = msgspec.json.Decoder(list[LogRepaired])
+
+
+def _take(spans: Iterator[_Span], count: int) -> Iterator[_Span]:
+    for _, span in zip(range(count), spans, strict=False):
+        yield span
 
 
 def _seq_of(raw: bytes) -> int | None:
@@ -270,7 +276,7 @@ class _FileSession:
         self._scan: tuple[str, int, int, tuple[str, ...], _Span | None] | None = None
         self._head_span: _Span | None = None
         self._head: Checkpoint | None = None
-        self._unrecorded = False
+        self._unrecorded = 0
 
     def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], _Span | None]:
         """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
@@ -312,37 +318,58 @@ class _FileSession:
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         name, size, cut, reasons, kept = self._scan_tail()
-        repairs: list[LogRepaired] = []
-        note = self.segments.pending()
-        if note is not None:
-            earlier = _repair_decoder.decode(note)
-            if self._tail_records(earlier):
-                self.segments.set_pending(None)  # recorded before its writer died
-            else:
-                repairs.append(earlier)
+        # The note lists the cuts made and not yet known to be recorded. Those whose
+        # record already ends the log were recorded by a writer that died before it
+        # could clear the note.
+        noted = self._noted()
+        recorded = self._recorded_tail(len(noted))
+        unrecorded = [repair for repair in noted if repair not in recorded]
         if cut < size:
-            repairs.append(self._cut(name, size, cut, reasons))
+            # A note for this very cut means its writer died before truncating: the
+            # cut below is the same one, so it is recorded once, not twice.
+            tail = self.segments.read(name, cut, size)
+            same = (name, cut, len(tail), hashlib.sha256(tail).hexdigest()[:32])
+            unrecorded = [r for r in unrecorded
+                          if (r.segment, r.offset, r.dropped_bytes, r.digest) != same]
+            unrecorded.append(self._cut(name, size, cut, reasons, unrecorded))
             kept = None
-        self._unrecorded = bool(repairs)
+        elif noted and not unrecorded:
+            self.segments.set_pending(None)
+        self._unrecorded = len(unrecorded)
         self._scan = None
         span = kept if kept is not None else self.log._last_span()
         self._head_span = span
         self._head = GENESIS if span is None else Checkpoint(
             _tail_info(span.raw, span.segment).seq, digest(span.raw))
-        return self._head, repairs
+        return self._head, unrecorded
 
-    def _tail_records(self, repair: LogRepaired) -> bool:
-        """Whether the log's last line already is this `log.repaired`."""
-        span = self.log._last_span()
-        if span is None:
-            return False
+    def _noted(self) -> list[LogRepaired]:
+        note = self.segments.pending()
+        if note is None:
+            return []
         try:
-            last_event = _last_repair_decoder.decode(span.raw)
+            return _notes_decoder.decode(note)
         except msgspec.DecodeError:
-            return False
-        return last_event.type == LogRepaired.type and last_event.data == repair
+            return [_repair_decoder.decode(note)]  # a note of one cut, as first written
 
-    def _cut(self, name: str, size: int, cut: int, reasons: tuple[str, ...]) -> LogRepaired:
+    def _recorded_tail(self, count: int) -> list[LogRepaired]:
+        """The `log.repaired` data among the log's last `count` lines."""
+        found: list[LogRepaired] = []
+        for span in _take(self._last_spans(), count):
+            try:
+                last_event = _last_repair_decoder.decode(span.raw)
+            except msgspec.DecodeError:
+                continue
+            if last_event.type == LogRepaired.type:
+                found.append(last_event.data)
+        return found
+
+    def _last_spans(self) -> Iterator[_Span]:
+        for name in reversed(self.segments.names()):
+            yield from self.log._backward(name, self.log._complete_end(name))
+
+    def _cut(self, name: str, size: int, cut: int, reasons: tuple[str, ...],
+             unrecorded: list[LogRepaired]) -> LogRepaired:
         dropped = self.segments.read(name, cut, size)
         repair = LogRepaired(
             segment=name,
@@ -352,7 +379,8 @@ class _FileSession:
             digest=hashlib.sha256(dropped).hexdigest()[:32],
             reason="; ".join(reasons),
         )
-        self.segments.set_pending(msgspec.json.encode(repair))
+        # Noted (with any earlier unrecorded cut) before the bytes go.
+        self.segments.set_pending(msgspec.json.encode([*unrecorded, repair]))
         if cut == 0:
             self.segments.remove(name)
         else:
@@ -374,9 +402,10 @@ class _FileSession:
         position = self.segments.size(name)
         data = b"\n".join(lines) + b"\n"
         self.segments.append(name, data, self.log.durable)
-        if self._unrecorded:  # the batch that records the cut is durable now
-            self.segments.set_pending(None)
-            self._unrecorded = False
+        if self._unrecorded:  # each repair is a batch of its own, recorded first
+            self._unrecorded -= 1
+            if not self._unrecorded:  # the last batch recording a cut is durable now
+                self.segments.set_pending(None)
         last = lines[-1]
         end = position + len(data)
         self._head_span = _Span(name, end - len(last) - 1, end, last)

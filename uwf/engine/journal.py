@@ -275,8 +275,8 @@ class Journal:
             head, repairs = session.recover()
             if not current:
                 head = self.refresh()
-            if repairs:
-                head = self._append(session, head, [NewEvent("store", item) for item in repairs])
+            for repair in repairs:  # each recorded once, alone in its batch
+                head = self._append(session, head, [NewEvent("store", repair)])
             self._local.deciding = True
             try:
                 outcome = decide(Views(self.views, self.projections, head))
