@@ -275,3 +275,50 @@ def test_write_on_a_log_cut_behind_the_checkpoint_fails_closed(
     assert_one_line_error(result, "views do not match the log at seq 8")
     assert segment.exists(), "the writer deleted the log segment"
     assert segment.read_bytes() == kept, "a rejected write changed the log"
+
+
+def test_a_renamed_first_segment_is_named_by_verify(cli: Cli, tmp_path: Path) -> None:
+    """Each segment's name is its first line's seq, the first segment's too."""
+    build_store(cli, tmp_path, ["a", "b"])
+    (first,) = segments(cli.home)
+    first.rename(first.with_name(f"{7:020d}.jsonl"))
+    code, report = verify(cli)
+    assert code == 1
+    assert not report["ok"]
+    assert [p["problem"] for p in report["problems"]] == [
+        "segment name does not match its first seq 1"]
+    assert report["problems"][0]["segment"] == f"{7:020d}.jsonl"
+
+
+@pytest.mark.parametrize("value", ["'{\"name\": \"a\"}'", "x'7b6e6f7420736f6e'"],
+                         ids=["text-not-blob", "blob-not-json"])
+def test_a_hand_edited_view_row_fails_closed(cli: Cli, tmp_path: Path, value: str) -> None:
+    import sqlite3
+
+    build_store(cli, tmp_path, ["a"])
+    db = sqlite3.connect(cli.home / "views" / "views.sqlite3")
+    db.execute(f"UPDATE v_workflows SET value = {value}")
+    db.commit()
+    db.close()
+    result = cli.run("workflow", "show", "a")
+    assert result.code == 1
+    assert result.err.startswith("uwf: error: ")
+    assert "unreadable" in result.err
+    assert "run `uwf registry rebuild`" in result.err
+    assert len(result.err.splitlines()) == 1
+    assert cli.run("registry", "rebuild").code == 0
+    assert cli.run("workflow", "show", "a").code == 0
+
+
+def test_a_lock_that_is_a_symlink_is_refused(cli: Cli, tmp_path: Path) -> None:
+    build_store(cli, tmp_path, ["a"])
+    outside = tmp_path / "elsewhere"
+    (cli.home / "lock").unlink()
+    (cli.home / "lock").symlink_to(outside)
+    before = cli.log_bytes()
+    result = cli.run("workflow", "put", str(workflow_file(tmp_path, "b")))
+    assert result.code == 1
+    assert "is a symbolic link" in result.err
+    assert len(result.err.splitlines()) == 1
+    assert not outside.exists()
+    assert cli.log_bytes() == before

@@ -7,12 +7,13 @@ segments, offsets or the pending-repair note exist.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from uwf.errors import StoreBusy
+from uwf.errors import Corrupt, StoreBusy
 
 SEGMENT_SUFFIX = ".jsonl"
 # Written before a torn tail is truncated, removed once `log.repaired` is in the log.
@@ -127,7 +128,15 @@ class FileSegments:
 
         if self._lock_fd is None:
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                # Never through a symlink: the lock must be this store's own file.
+                self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                                        0o666)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                raise Corrupt(f"the lock file {self.lock_path} is a symbolic link",
+                              "remove it (uwf creates its own) and retry") from None
         flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
         deadline = time.monotonic() + timeout
         pause = 0.001

@@ -335,6 +335,12 @@ class SqliteViewStore:
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from None
 
+    def _blob(self, value: object) -> bytes:
+        """A stored state; anything but a BLOB (a hand-edited row) is a damaged view."""
+        if not isinstance(value, bytes):
+            raise self._corrupt(ValueError(f"a state stored as {type(value).__name__}"))
+        return value
+
     def _corrupt(self, exc: Exception) -> Corrupt:
         return Corrupt(f"views are unreadable ({self.path}: {exc})", "run `uwf registry rebuild`")
 
@@ -386,7 +392,7 @@ class SqliteViewStore:
             if db is None:
                 return None
             row = db.execute(f'SELECT value FROM "v_{view}" WHERE key = ?', (key,)).fetchone()
-            return None if row is None else bytes(row[0])
+            return None if row is None else self._blob(row[0])
 
     def _filter(self, query: Query) -> tuple[str, list[Any]]:
         spec = self.specs[query.view]
@@ -430,7 +436,7 @@ class SqliteViewStore:
                 return []
             rows = db.execute(sql, [*params, -1 if query.limit is None else query.limit,
                                     query.offset]).fetchall()
-        return [(key, bytes(value)) for key, value in rows]
+        return [(key, self._blob(value)) for key, value in rows]
 
     def count(self, query: Query) -> int:
         where, params = self._filter(query)
@@ -468,7 +474,7 @@ class SqliteViewStore:
                 return
             rows = db.execute(f'SELECT key, value FROM "v_{view}" ORDER BY key').fetchall()
         for key, value in rows:
-            yield key, bytes(value)
+            yield key, self._blob(value)
 
     # -- writes ------------------------------------------------------------------
 

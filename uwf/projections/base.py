@@ -9,6 +9,7 @@ import msgspec
 
 from uwf.engine.events import Envelope
 from uwf.engine.viewstore import ColumnValue, Row, ViewSpec
+from uwf.errors import Corrupt
 
 
 class StructProjection:
@@ -55,4 +56,8 @@ class StructProjection:
         return self._encoder.encode(state)
 
     def decode(self, raw: bytes) -> Any:
-        return self._decoder.decode(raw)
+        try:
+            return self._decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise Corrupt(f"a row of the {self.name} view is unreadable ({exc})",
+                          "run `uwf registry rebuild`") from None
