@@ -48,8 +48,13 @@ def collect(process: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, by
                     streams[key.fd].append(chunk)
                 else:
                     selector.unregister(key.fileobj)
-        if exited_at is None and process.poll() is None:
-            return None
+        if exited_at is None:
+            # Both pipes closed (or the deadline came) before the exit was seen: the
+            # agent gets what is left of its time to exit.
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return None
         return (b"".join(streams[process.stdout.fileno()]),
                 b"".join(streams[process.stderr.fileno()]))
     finally:
