@@ -8,18 +8,27 @@ from typing import Any
 from uwf.api.store import Store
 from uwf.api.yamlfile import load_yaml
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import builtin_hash
+from uwf.cas.store import builtin_hash, meta_hash
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import NotFound
+from uwf.errors import NotFound, Rejected
 from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.redact import redact_value
 from uwf.workflow.compile import compile_workflow
 
 
 def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
-    """Register a workflow file; returns {"workflow": HASH, "name": NAME}."""
+    """Register a workflow file; returns {"workflow": HASH, "name": NAME}.
+
+    Everything is checked before the first write, with the checks the CAS puts make,
+    so a refused file leaves the CAS and the log as they were.
+    """
     document = load_yaml(Path(path))
+    if store.redact is not None:
+        # As the CAS will store it: schema hashes are computed over the redacted text.
+        document = redact_value(document, store.redact)
     payload, schemas = compile_workflow(store.cas, document)
+    _check_nodes(store, payload, schemas)
     # Nodes first, then the event that refers to them (durability order).
     store.cas.ensure_builtins()
     for schema in schemas:
@@ -38,6 +47,16 @@ def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
         return Outcome([NewEvent(f"workflow/{name}", registered)], result)
 
     return store.journal.write(decide)
+
+
+def _check_nodes(store: Store, payload: dict[str, Any], schemas: list[Any]) -> None:
+    """Refuse, writing nothing, what `Cas.put` would refuse part way through the writes."""
+    found = [f"role schema: {problem}" for schema in schemas
+             for problem in store.cas.problems(meta_hash(), schema)]
+    found += store.cas.problems(builtin_hash("Workflow"), payload)
+    if found:
+        raise Rejected(f"workflow does not match the Workflow schema: {'; '.join(found)}",
+                       "fix it and run `uwf workflow put` again")
 
 
 def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[str, Any]]:

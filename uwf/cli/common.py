@@ -1,8 +1,9 @@
-"""Helpers of the command handlers: a progress bar, and reading a file or stdin."""
+"""Helpers of the command handlers: a progress bar, and reading a file, stdin or JSON."""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def progress_bar(done: int, total: int) -> None:
@@ -18,11 +19,19 @@ def progress_bar(done: int, total: int) -> None:
 
 
 def read_input(source: str) -> str:
-    """The text of a file, or of stdin for `-`; a one-line error when unreadable."""
+    """The text of a file, or of stdin for `-`; a one-line error when unreadable or not
+    UTF-8."""
     from uwf.errors import NotFound, UsageError
 
     if source == "-":
-        return sys.stdin.read()
+        raw = getattr(sys.stdin, "buffer", None)
+        # The bytes themselves: a text stdin would smuggle bad bytes in as surrogates.
+        data = raw.read() if raw is not None else sys.stdin.read().encode("utf-8",
+                                                                         "surrogatepass")
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"stdin is not UTF-8 text: {exc}", "give UTF-8") from None
     try:
         with open(source, encoding="utf-8") as handle:
             return handle.read()
@@ -31,3 +40,52 @@ def read_input(source: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 file") from None
 
+
+class _Refused(Exception):
+    """A number or constant json.loads must not turn into a value."""
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _integer(text: str) -> int:
+    from uwf.api.yamlfile import MAX_NUMBER
+
+    # int() refuses 4,300+ digits with a ValueError; 400 are already past float64.
+    value = int(text) if len(text) <= 400 else None
+    if value is None or abs(value) > MAX_NUMBER:
+        raise _Refused(f"a number of {len(text.lstrip('-')):,} digits is out of range")
+    return value
+
+
+def _float(text: str) -> float:
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses as inf
+        raise _Refused(f"the number {text[:40]} is out of range")
+    return value
+
+
+def parse_json(text: str, source: str) -> Any:
+    """JSON from `source` (a file name, `-` or a flag, for errors) as plain values within
+    uwf's limits (docs/cli.md#limits): nested at most 200 deep, numbers within float64
+    (no NaN or Infinity), strings UTF-8 can encode. Otherwise a usage error."""
+    import json
+
+    from uwf.api.yamlfile import LIMITS_DOC, MAX_DEPTH, value_problem
+    from uwf.errors import UsageError
+
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_int=_integer,
+                           parse_float=_float)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source} is not JSON: {exc}", "fix the input") from None
+    except _Refused as exc:
+        raise UsageError(f"{source}: {exc}", LIMITS_DOC) from None
+    except RecursionError:
+        raise UsageError(f"{source}: nested more than {MAX_DEPTH} deep", LIMITS_DOC) from None
+    if (problem := value_problem(value)) is not None:
+        raise UsageError(f"{source}: {problem}", LIMITS_DOC)
+    return value

@@ -6,16 +6,15 @@ reads its input and calls `uwf.api.jsoncas`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 import msgspec
 
-from uwf.cli.common import read_input
+from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
 from uwf.cli.render import console
-from uwf.cli.spec import Args, Command, Group, NoArgs, arg
+from uwf.cli.spec import Age, Args, Command, Group, NoArgs, arg
 from uwf.errors import UsageError
 
 Hash = Annotated[str, arg("node hash", positional=True)]
@@ -56,17 +55,14 @@ class Walk(Args, frozen=True, kw_only=True):
 class Gc(Args, frozen=True, kw_only=True):
     dry_run: Annotated[bool, arg("only list what would be removed")] = False
     yes: Annotated[bool, arg("really remove them")] = False
-    grace: Annotated[float, arg("spare nodes younger than this many seconds (default 900: "
-                                "a command may be about to refer to them)")] = 900.0
+    grace: Annotated[Age, arg("spare nodes younger than this many seconds (default 900: "
+                              "a command may be about to refer to them)")] = 900.0
 
 
 def _read_json(source: str) -> Any:
-    """JSON from a file or `-` (stdin); a clear error when it is not JSON."""
-    text = read_input(source)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{source} is not JSON: {exc}", "fix the input") from None
+    """JSON from a file or `-` (stdin); a clear error when it is not JSON or is beyond
+    the limits (docs/cli.md#limits)."""
+    return parse_json(read_input(source), source)
 
 
 def _put(args: Put, ctx: Context) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import re
 import signal
@@ -285,14 +286,33 @@ def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
         return f"argument {name}: {text.partition(' - at ')[0]}"
     value = values.get(param.name)
     shown = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"argument {name}: {_bounds_text(param.bounds)}, not {shown}"
+    text = f"argument {name}: {_violated(param.bounds, value)}, not {shown}"
+    lower = [(op, limit) for op, limit in param.bounds if op in ("ge", "gt")]
+    upper = [(op, limit) for op, limit in param.bounds if op in ("le", "lt")]
+    if lower and upper:  # name the whole range, as nan or inf break both ends
+        low = ("more than " if lower[0][0] == "gt" else "") + _number(lower[0][1])
+        high = ("less than " if upper[0][0] == "lt" else "") + _number(upper[0][1])
+        text += f" (range: {low} to {high})"
+    return text
 
 
-def _bounds_text(bounds: Sequence[tuple[str, float]]) -> str:
-    words = {"ge": "{} or more", "gt": "more than {}", "le": "{} or less", "lt": "less than {}"}
-    parts = ["positive" if (op, limit) == ("gt", 0) else words[op].format(f"{limit:g}")
-             for op, limit in bounds]
-    return "must be " + " and ".join(parts)
+_BOUND_WORDS = {"ge": "{} or more", "gt": "more than {}", "le": "at most {}", "lt": "less than {}"}
+_BOUND_HOLDS = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+
+
+def _violated(bounds: Sequence[tuple[str, float]], value: Any) -> str:
+    """`must be 0 or more`: the first bound `value` breaks (nan breaks every one)."""
+    for op, limit in bounds:
+        if not (isinstance(value, int | float) and _BOUND_HOLDS[op](value, limit)):
+            if (op, limit) == ("gt", 0):
+                return "must be positive"
+            return "must be " + _BOUND_WORDS[op].format(_number(limit))
+    return "must be " + " and ".join(_BOUND_WORDS[op].format(_number(limit))
+                                     for op, limit in bounds)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 # -- output ----------------------------------------------------------------------------

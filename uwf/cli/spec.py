@@ -35,7 +35,11 @@ class NoArgs(Args, frozen=True, kw_only=True):
 # because msgspec checks bounds on the number type itself, not on `int | None`.
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Count = Annotated[int, msgspec.Meta(ge=1)]
-Seconds = Annotated[float, msgspec.Meta(gt=0)]
+# A duration: finite (the bounds refuse nan and inf) and at most a year, so that
+# now + duration is a date every clock function can still print (docs/cli.md#limits).
+MAX_SECONDS = 31_536_000
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
+Age = Annotated[float, msgspec.Meta(ge=0, le=100 * MAX_SECONDS)]
 
 
 def arg(help: str, *, positional: bool = False, short: str | None = None,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import msgspec
 
 from uwf.api.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
-from uwf.cli.common import read_input
+from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
 
@@ -18,7 +18,7 @@ ThreadId = Annotated[str, arg("thread id (a ULID)", positional=True, metavar="TH
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
 Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "
-                                 "killed (default 3600)")]
+                                 "killed (default 3600, at most 31,536,000: a year)")]
 
 
 class ThreadStart(Args, frozen=True, kw_only=True):
@@ -139,13 +139,7 @@ def _context(args: AgentContext, ctx: Context) -> Any:
 
 def _submit(args: AgentSubmit, ctx: Context) -> Any:
     from uwf.api.agents import submit_step
-    from uwf.errors import UsageError
-
-    text = read_input(args.output)
-    try:
-        output = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--output is not JSON: {exc}", "give the output as JSON") from None
+    output = parse_json(read_input(args.output), "--output")
     detail = read_input(args.detail) if args.detail else None
     return submit_step(ctx.store, args.thread, args.role, output, detail,
                        agent=args.agent or "manual")

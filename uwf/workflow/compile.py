@@ -3,6 +3,7 @@ its YAML path, in one error (SPEC §6)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from uwf.cas.hashing import is_hash
@@ -16,6 +17,9 @@ _TOP_KEYS = {"version", "name", "description", "roles", "graph"}
 _ROLE_TEXT = ("description", "goal", "procedure", "output")
 _ROLE_KEYS = {*_ROLE_TEXT, "capabilities", "meta"}
 _DEFAULT_META: dict[str, Any] = {"type": "object"}
+# The Workflow schema's pattern for `name` (uwf/cas/schemas/Workflow.json): ASCII only,
+# where str.isalnum() would let "café" through to be refused at the CAS put.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
 
 
 class _Problems:
@@ -41,8 +45,9 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
     name = document.get("name")
     if not isinstance(name, str) or not name:
         problems.add("name", "required: a non-empty string")
-    elif is_hash(name) or not all(c.isalnum() or c in "._-" for c in name) or not name[0].isalnum():
-        problems.add("name", f"{name!r} is not a valid name (letters, digits, . _ -)")
+    elif is_hash(name) or not _NAME.fullmatch(name):
+        problems.add("name", f"{name!r} is not a valid name (ASCII letters, digits, . _ -, "
+                     "starting with a letter or digit)")
     description = document.get("description", "")
     if not isinstance(description, str):
         problems.add("description", "must be a string")
@@ -101,6 +106,11 @@ def _meta(cas: Cas, meta: Any, path: str, problems: _Problems, schemas: list[Any
         elif not cas.has(meta) or cas.get(meta).type != meta_hash():
             problems.add(path, f"schema {meta} is not a schema node in the store")
         return meta
+    if (bad_key := _non_string_key(meta)) is not None:
+        where, key = bad_key
+        problems.add(f"{path}.{where}" if where else path,
+                     f"key {key!r} is not a string: quote it")
+        return ""
     found = schema_problems(meta)
     for problem in found:
         problems.add(path, f"invalid JSON Schema: {problem}")
@@ -110,6 +120,22 @@ def _meta(cas: Cas, meta: Any, path: str, problems: _Problems, schemas: list[Any
     from uwf.cas.hashing import node_hash
 
     return node_hash(meta_hash(), meta)
+
+
+def _non_string_key(schema: Any) -> tuple[str, Any] | None:
+    """(path, key) of a key that is not a string: YAML reads `1:` as a number, which the
+    stored JSON would turn into "1" while the hash (over CBOR) keeps it a number."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, list):
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return path, key
+                stack.append((item, f"{path}.{key}" if path else key))
+    return None
 
 
 def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
