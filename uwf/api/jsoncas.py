@@ -40,10 +40,13 @@ def has(store: Store, hash_: str) -> dict[str, Any]:
 def hash_typed(store: Store, type_name: str, value: Any) -> str:
     """The hash `put(store, value, type_name)` would give, without storing anything."""
     from uwf.cas.hashing import node_hash
+    from uwf.cas.limits import check_payload, check_size
 
     cas = store.cas
     type_hash = cas.resolve_type(type_name)
+    check_payload(value)  # the limits `put` applies, before anything recursive
     value = _redacted(value, store.redact)  # as `put` stores it
+    check_size(value)
     problems = cas.problems(type_hash, value)
     if problems:
         raise Rejected(f"payload does not match type {type_hash}: {'; '.join(problems)}",
@@ -54,8 +57,12 @@ def hash_typed(store: Store, type_name: str, value: Any) -> str:
 def hash_self(value: Any, redact: Redact | None = None) -> str:
     """The hash of `value` as a self-typed node (the meta-schema's form); no store needed."""
     from uwf.cas.hashing import self_hash
+    from uwf.cas.limits import check_payload, check_size
 
-    return self_hash(_redacted(value, redact))
+    check_payload(value)
+    value = _redacted(value, redact)
+    check_size(value)
+    return self_hash(value)
 
 
 def verify(store: Store, hashes: list[str] | None = None) -> dict[str, Any]:

@@ -1,20 +1,24 @@
 """Where node bytes live: fan-out files `cas/<2 chars>/<hash>.json`, or RAM.
 
 A hash is checked against the alphabet before it ever becomes a path, so
-`../../x` can never name a file outside the store.
+`../../x` can never name a file outside the store; and no symbolic link inside
+the store is followed out of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import re
+import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from uwf.cas.hashing import is_hash
-from uwf.errors import UsageError
+from uwf.errors import Corrupt, UsageError
 
 
 def check_hash(text: str) -> str:
@@ -54,43 +58,73 @@ class Blobs(Protocol):
 
 
 class FileBlobs:
-    """Nodes as readable JSON files; a temp file in the same folder, then rename."""
+    """Nodes as readable JSON files; a temp file in the same folder, then rename.
+
+    Only regular files in real fan-out folders are served: a symbolic link (to a
+    node file or in place of a fan-out folder) is refused, never followed, so
+    nothing outside the store is read, listed, written or deleted through one.
+    """
 
     def __init__(self, root: Path, durable: bool = True) -> None:
         self.root = root
         self.durable = durable
         self._root = str(root)
-        self._folders: set[str] = set()  # fan-out folders known to exist
+        self._folders: set[str] = set()  # fan-out folders checked to be real directories
 
     def _path(self, hash_: str) -> str:
-        return node_path(self._root, hash_)
+        path = node_path(self._root, hash_)
+        self._check_folder(os.path.dirname(path))
+        return path
+
+    def _check_folder(self, folder: str) -> None:
+        """Refuse a fan-out folder that is not a real directory (checked once per process:
+        a link planted afterwards is a race this store does not defend against)."""
+        if folder in self._folders:
+            return
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return  # no node there yet; `write` creates it
+        if not stat.S_ISDIR(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+            raise Corrupt(f"node folder {folder} is {kind}: not followed out of the store",
+                          "replace it with a real directory (restore it from a backup)")
+        self._folders.add(folder)
 
     def read(self, hash_: str) -> bytes | None:
+        path = self._path(hash_)
         try:
-            with open(self._path(hash_), "rb") as handle:
-                return handle.read()
+            # O_NONBLOCK: a FIFO planted as a node file must not hang the reader.
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _not_a_file(hash_, path, "a symbolic link") from None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise _not_a_file(hash_, path, "not a regular file")
+            return handle.read()
 
     def exists(self, hash_: str) -> bool:
-        return os.path.exists(self._path(hash_))
+        return _is_file(self._path(hash_))
 
     def write(self, hash_: str, data: bytes) -> bool:
         path = self._path(hash_)
-        if os.path.exists(path):
-            return False
+        if _is_file(path):
+            return False  # a link in its place is not a node: the rename replaces it
         folder = os.path.dirname(path)
         if folder not in self._folders:
             os.makedirs(folder, exist_ok=True)
-            self._folders.add(folder)
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+            self._check_folder(folder)
+        fd, temp = _create_temp(folder)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 if self.durable:
                     handle.flush()
                     os.fsync(handle.fileno())
-            os.chmod(temp, 0o644)
             # A node is written before any event refers to it: the rename must be durable too.
             os.replace(temp, path)
             if self.durable:
@@ -106,26 +140,62 @@ class FileBlobs:
         return True
 
     def hashes(self) -> Iterator[str]:
+        """Every node name in the store. A fan-out folder that is a link fails closed
+        (Corrupt); a node file that is a link is listed, so `verify --all` names it
+        (reading it is refused, and removing it removes the link alone)."""
         try:
-            folders = sorted(os.listdir(self.root))
+            with os.scandir(self.root) as entries:
+                folders = sorted(entry.name for entry in entries
+                                 if _FOLDER_RE.fullmatch(entry.name))
         except FileNotFoundError:
             return
         for folder in folders:
-            if len(folder) != 2:
-                continue
-            for name in sorted(os.listdir(self.root / folder)):
+            path = os.path.join(self._root, folder)
+            self._check_folder(path)
+            with os.scandir(path) as entries:
+                names = sorted(entry.name for entry in entries
+                               if not entry.is_dir(follow_symlinks=False))
+            for name in names:
                 stem = name.removesuffix(".json")
                 if name.endswith(".json") and is_hash(stem) and stem[:2] == folder:
                     yield stem
 
     def remove(self, hash_: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._path(hash_))
+            os.unlink(self._path(hash_))  # a link itself, never what it points to
 
     def age(self, hash_: str) -> float:
         import time
 
-        return time.time() - os.stat(self._path(hash_)).st_mtime
+        return time.time() - os.lstat(self._path(hash_)).st_mtime
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_RE = re.compile(r"[0-9A-F][0-9A-HJKMNP-TV-Z]")  # the first two characters of a hash
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _create_temp(folder: str) -> tuple[int, str]:
+    """A new temp file in `folder`, created as open() creates files: mode 0666 less the
+    umask (mkstemp would make it 0600, and a fixed chmod would ignore the umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC
+    while True:
+        temp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}.json")
+        try:
+            return os.open(temp, flags, 0o666), temp
+        except FileExistsError:
+            continue
+
+
+def _not_a_file(hash_: str, path: str, kind: str) -> Corrupt:
+    return Corrupt(f"node {hash_} is {kind} ({path}): not served",
+                   "delete it and put the node again, or restore the file from a backup")
 
 
 class MemoryBlobs:

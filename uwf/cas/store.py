@@ -17,6 +17,13 @@ from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import is_hash, node_hash, self_hash
+from uwf.cas.limits import (
+    check_payload,
+    check_size,
+    first_problem,
+    foreign_reference,
+    refuse_retrieval,
+)
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
@@ -77,18 +84,34 @@ def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
 
 
 def schema_problems(schema: Any) -> list[str]:
-    """Why `schema` is not a valid JSON Schema (empty when it is)."""
+    """Why `schema` is not a valid JSON Schema that refers only inside itself (empty
+    when it is)."""
     import jsonschema_rs
 
     if not isinstance(schema, dict | bool):
         return ["a schema must be a JSON object or a boolean"]
+    if (problem := first_problem(schema)) is not None:
+        return [problem]
+    # Before the meta-schema sees it: jsonschema-rs fetches (or reads) an unknown $schema.
+    if (foreign := foreign_reference(schema)) is not None:
+        return [foreign]
     try:
         jsonschema_rs.meta.validate(schema)
     except jsonschema_rs.ValidationError as exc:
         return [f"{_path(exc.instance_path)}: {exc.message}"]
     except Exception as exc:  # unknown $schema, unresolvable meta-schema
-        return [str(exc)]
+        return [_first_line(exc)]
+    try:  # every $ref resolves, inside the schema
+        jsonschema_rs.validator_for(schema, retriever=refuse_retrieval)
+    except Exception as exc:
+        return [_first_line(exc)]
     return []
+
+
+def _first_line(exc: Exception) -> str:
+    """jsonschema-rs's message without the schema and instance it appends."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _path(parts: Iterable[object]) -> str:
@@ -127,8 +150,10 @@ class Cas:
     def put(self, type_hash: str, payload: Any) -> str:
         """Validate `payload` against its type's schema and store it; return its hash."""
         check_hash(type_hash)
+        check_payload(payload)  # first: redaction, hashing and validation recurse
         if self.redact is not None:
             payload = redact_value(payload, self.redact)
+        check_size(payload)
         if type_hash == meta_hash():
             self.ensure_meta()
         elif type_hash in _builtin_hashes():
@@ -161,6 +186,7 @@ class Cas:
         if not isinstance(type_hash, str):
             raise UsageError("node type must be a hash string", "fix the input")
         check_hash(type_hash)
+        check_payload(node["payload"])
         if type_hash == self_hash(node["payload"]):
             if type_hash != meta_hash():
                 raise Rejected("only the bootstrap meta-schema may be self-typed", "fix the input")
@@ -176,23 +202,40 @@ class Cas:
     # -- reading ---------------------------------------------------------
 
     def get(self, hash_: str, fresh: bool = False) -> Node:
-        """The node stored under `hash_` (`fresh` rereads it from the backend)."""
+        """The node stored under `hash_` (`fresh` rereads it from the backend).
+
+        Fails closed (Corrupt) when the content does not hash to the name. Checked
+        once per process per node: the cache holds only checked nodes.
+        """
         cached = self._nodes.get(hash_)
         if cached is not None and not fresh:
             return cached
+        loaded = self._load(hash_)
+        actual = _content_hash(loaded)
+        if actual is None:
+            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
+        if actual != hash_:
+            raise Corrupt(f"node {hash_} does not hash to its name: the file was altered",
+                          "run `json-cas verify`")
+        if len(self._nodes) >= 4096:
+            self._nodes.clear()
+        self._nodes[hash_] = loaded
+        return loaded
+
+    def _load(self, hash_: str) -> Node:
+        """The node as its file says, unchecked (verify names what is wrong with it)."""
         raw = self.blobs.read(check_hash(hash_))
         if raw is None:
             raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
         try:
             node = json.loads(raw)
             loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise Corrupt(
                 f"node {hash_} is not a valid node file", "run `json-cas verify`"
             ) from None
-        if len(self._nodes) >= 4096:
-            self._nodes.clear()
-        self._nodes[hash_] = loaded
+        if not is_hash(loaded.type):
+            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
         return loaded
 
     def remove(self, hash_: str) -> None:
@@ -247,11 +290,23 @@ class Cas:
         if validator is None:
             import jsonschema_rs
 
-            validator = jsonschema_rs.validator_for(
-                self.schema(type_hash),
-                formats={"cas-ref": is_hash},
-                validate_formats=True,
-            )
+            schema = self.schema(type_hash)
+            # A schema node stored before references were checked is checked here:
+            # nothing outside the schema is fetched or read, whatever it says.
+            problem = foreign_reference(schema)
+            if problem is None:
+                try:
+                    validator = jsonschema_rs.validator_for(
+                        schema,
+                        formats={"cas-ref": is_hash},
+                        validate_formats=True,
+                        retriever=refuse_retrieval,
+                    )
+                except Exception as exc:
+                    problem = _first_line(exc)
+            if validator is None:
+                raise Rejected(f"the schema of type {type_hash} cannot be used: {problem}",
+                               "put a schema that refers only inside itself and use its hash")
             self._validators[type_hash] = validator
         return validator
 
@@ -273,15 +328,16 @@ class Cas:
     def verify(self, hash_: str) -> list[str]:
         """Recompute the hash and re-validate the payload; the problems found."""
         try:
-            node = self.get(hash_, fresh=True)
+            node = self._load(hash_)
         except (NotFound, Corrupt) as exc:
             return [exc.what]
+        actual = _content_hash(node)
+        if actual is None:
+            return ["the payload cannot be hashed: it is not a JSON value within the limits"]
         if node.type == hash_:
-            actual = self_hash(node.payload)
             if actual != hash_:
                 return [f"self-typed hash recomputes to {actual}"]
             return [] if hash_ == meta_hash() else ["self-typed node is not the meta-schema"]
-        actual = node_hash(node.type, node.payload)
         if actual != hash_:
             return [f"content hashes to {actual}: the node was altered"]
         try:
@@ -298,26 +354,37 @@ class Cas:
         yield from _refs(self.schema(node.type), node.payload, "")
 
     def walk(self, hash_: str, depth: int | None = None) -> list[WalkEntry]:
-        """The node and everything it references, depth first, each node once."""
+        """The node and everything it references, depth first, each node once.
+
+        An explicit stack of each open node's references, not recursion: a thread's
+        StepNode chain is as long as its steps.
+        """
         seen: set[str] = set()
         entries: list[WalkEntry] = []
+        stack: list[tuple[Iterator[tuple[str, str]], int]] = []
 
-        def visit(current: str, level: int, path: str) -> None:
-            if current in seen:
-                return
+        def enter(current: str, level: int, path: str) -> None:
             seen.add(current)
             node = self.get(current)
             entries.append(WalkEntry(current, node.type, level, path))
-            if depth is not None and level >= depth:
-                return
-            for sub_path, ref in self.refs(node):
-                if self.has(ref):
-                    visit(ref, level + 1, sub_path)
-                elif ref not in seen:
-                    seen.add(ref)  # a dangling reference is shown, never skipped
-                    entries.append(WalkEntry(ref, "", level + 1, sub_path, missing=True))
+            if depth is None or level < depth:
+                stack.append((self.refs(node), level))
 
-        visit(check_hash(hash_), 0, "")
+        enter(check_hash(hash_), 0, "")
+        while stack:
+            refs, level = stack[-1]
+            found = next(refs, None)
+            if found is None:
+                stack.pop()
+                continue
+            sub_path, ref = found
+            if ref in seen:
+                continue
+            if self.has(ref):
+                enter(ref, level + 1, sub_path)
+            else:
+                seen.add(ref)  # a dangling reference is shown, never skipped
+                entries.append(WalkEntry(ref, "", level + 1, sub_path, missing=True))
         return entries
 
     def reachable(self, roots: Iterable[str]) -> set[str]:
@@ -330,7 +397,8 @@ class Cas:
                 continue
             seen.add(current)
             try:
-                node = self.get(current)
+                # Unchecked: an altered node still keeps what it names (gc errs on keeping).
+                node = self._load(current)
                 stack.append(node.type)
                 stack.extend(ref for _, ref in self.refs(node))
             except (NotFound, Corrupt):
@@ -344,6 +412,17 @@ class Cas:
             hash_ for hash_ in self.blobs.hashes()
             if hash_ not in keep and self.blobs.age(hash_) >= grace_seconds
         ]
+
+
+def _content_hash(node: Node) -> str | None:
+    """The hash a node's content gives (self-typed: its payload alone); None when the
+    content cannot be hashed (a hand-edited file: too deep, a number beyond float64)."""
+    try:
+        if node.type == node.hash:
+            return self_hash(node.payload)
+        return node_hash(node.type, node.payload)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        return None
 
 
 def _refs(schema: Any, value: Any, path: str) -> Iterator[tuple[str, str]]:
