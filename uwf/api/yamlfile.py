@@ -16,12 +16,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+# One depth and one number range for every input, as the CAS stores them.
+from uwf.cas.limits import MAX_DEPTH, MAX_NUMBER
 from uwf.errors import NotFound, Rejected, UsageError
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB
 MAX_NODES = 100_000  # values of a YAML document, counted with its aliases expanded
-MAX_DEPTH = 200  # mappings and sequences (JSON objects and arrays) inside each other
-MAX_NUMBER = 1.7976931348623157e308  # float64's largest: beyond it JSON readers give inf
 LIMITS_DOC = "see the limits in docs/cli.md#limits"
 
 _YAML = "tag:yaml.org,2002:"

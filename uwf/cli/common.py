@@ -50,7 +50,7 @@ def _constant(name: str) -> Any:
 
 
 def _integer(text: str) -> int:
-    from uwf.api.yamlfile import MAX_NUMBER
+    from uwf.cas.limits import MAX_NUMBER
 
     # int() refuses 4,300+ digits with a ValueError; 400 are already past float64.
     value = int(text) if len(text) <= 400 else None
@@ -74,7 +74,8 @@ def parse_json(text: str, source: str) -> Any:
     (no NaN or Infinity), strings UTF-8 can encode. Otherwise a usage error."""
     import json
 
-    from uwf.api.yamlfile import LIMITS_DOC, MAX_DEPTH, value_problem
+    from uwf.api.yamlfile import LIMITS_DOC, value_problem
+    from uwf.cas.limits import MAX_DEPTH
     from uwf.errors import UsageError
 
     try:
