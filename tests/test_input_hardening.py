@@ -322,7 +322,7 @@ def test_format_ts_extremes(ms: int, text: str) -> None:
     assert format_ts(ms) == text
 
 
-def test_a_deadline_stored_out_of_range_by_old_code_does_not_crash_step(cli: Cli) -> None:
+def test_a_deadline_stored_out_of_range_by_old_code_is_taken_over(cli: Cli) -> None:
     from uwf.api.store import Store
     from uwf.engine.events import NewEvent
     from uwf.engine.journal import Outcome
@@ -336,12 +336,16 @@ def test_a_deadline_stored_out_of_range_by_old_code_does_not_crash_step(cli: Cli
             "01J7K9M2XNPQR5VWBCDF8G3H4V", "planner", "x", "mock", 10**15))], None))
     finally:
         store.close()
-    before = snapshot(cli.home)
-    refused(cli.run("thread", "step", thread), (1,), "has a step in flight",
-            "33658-09-27T01:46:40.000Z")
-    assert snapshot(cli.home) == before
-    # The way out: end it (or fork it); both work.
-    assert cli.run("thread", "kill", thread, "--reason", "stuck").code == 0
+    # No step could ever meet that deadline: the next step takes it over at once.
+    mock = f"uwf-mock {EXAMPLE.parent / 'mock-solve-issue.yaml'}"
+    stepped = cli.run("thread", "step", thread, "--agent", mock)
+    assert stepped.code == 0, stepped.err
+    tail = [json.loads(line) for line in
+            cli.run("log", "tail", "-n", "3", "--subject", f"thread/{thread}").out.splitlines()]
+    assert [event["type"] for event in tail] == [
+        "thread.step_failed", "thread.step_started", "thread.stepped"]
+    assert tail[0]["data"]["reason"] == "abandoned"
+    assert "33658-09-27T01:46:40.000Z" in tail[0]["data"]["message"]
 
 
 # -- 4. workflow put validates everything before its first write ---------------------------
@@ -386,3 +390,13 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
         assert snapshot(cli.home) == before
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0, 1e12])
+def test_step_thread_refuses_a_timeout_out_of_range_from_python(timeout: float) -> None:
+    from uwf.api.stepping import step_thread
+    from uwf.api.store import Store
+    from uwf.errors import UsageError
+
+    with pytest.raises(UsageError, match="timeout must be more than 0 and at most 31,536,000"):
+        step_thread(Store.memory(), "01J7K9M2XNPQR5VWBCDF8G3H4V", timeout=timeout)

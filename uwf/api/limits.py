@@ -14,3 +14,8 @@ DEFAULT_MAX_STEPS = 200
 # or the config's `historyLimit` says otherwise. Bounded so that an agent putting
 # the history in its prompt costs the same on the 1,000th step as on the 20th.
 DEFAULT_HISTORY = 20
+
+# The longest a step's agent may run (`--timeout`): a year. So a step's deadline is
+# always a date every clock function prints, and one further away than this is
+# evidence that its step can never report back (taken over at once).
+MAX_TIMEOUT_S = 31_536_000

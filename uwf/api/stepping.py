@@ -23,6 +23,7 @@ from typing import Any
 
 from uwf.api.agentproc import collect
 from uwf.api.config import AgentChoice, Config, config_path, load_config, resolve_agent
+from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.api.secrets import MIN_LENGTH, secret_values
 from uwf.api.store import Store
 from uwf.api.threads import get_thread, summary
@@ -31,7 +32,7 @@ from uwf.cas.store import builtin_hash
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import NotFound, Rejected, UwfError
+from uwf.errors import NotFound, Rejected, UsageError, UwfError
 from uwf.projections.thread_events import (
     ThreadBlocked,
     ThreadEnded,
@@ -81,6 +82,9 @@ def step_thread(
     in_process: InProcessAgent | None = None,
 ) -> dict[str, Any]:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}."""
+    if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
+        raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
+                         f"not {timeout}", "give a shorter timeout")
     config = config or load_config()
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
@@ -136,7 +140,10 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
         taken_over = None
         if state.in_flight is not None:
             flight = state.in_flight
-            if now < flight.deadline_ms:
+            # A deadline beyond any timeout uwf accepts (written before timeouts were
+            # bounded) can never be met: such a step is taken over at once.
+            possible = now + MAX_TIMEOUT_S * 1000 + DEADLINE_GRACE_MS
+            if now < flight.deadline_ms <= possible:
                 raise Rejected(
                     f"thread {thread} has a step in flight (role {flight.role}, since "
                     f"{flight.started_at})",

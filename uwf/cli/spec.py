@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import msgspec
 
+from uwf.api.limits import MAX_TIMEOUT_S
+
 if TYPE_CHECKING:
     from uwf.cli.context import Context
 
@@ -37,7 +39,7 @@ NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Count = Annotated[int, msgspec.Meta(ge=1)]
 # A duration: finite (the bounds refuse nan and inf) and at most a year, so that
 # now + duration is a date every clock function can still print (docs/cli.md#limits).
-MAX_SECONDS = 31_536_000
+MAX_SECONDS = MAX_TIMEOUT_S
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
 Age = Annotated[float, msgspec.Meta(ge=0, le=100 * MAX_SECONDS)]
 
