@@ -26,7 +26,7 @@ from uwf.errors import UsageError
 GROUPS = {"uwf": uwf_cli.COMMANDS, "json-cas": jsoncas.COMMANDS}
 DECLARED = [(prog, command) for prog, group in GROUPS.items() for command in group]
 IDS = [f"{prog} {command.name}" for prog, command in DECLARED]
-GLOBAL = {"help", "store", "json", "now"}
+GLOBAL = {"help", "store", "json", "format", "now"}
 
 
 def arguments(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

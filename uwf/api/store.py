@@ -81,6 +81,9 @@ class Store:
         clock = clock or clock_from(now, os.environ)
         now = now or os.environ.get("UWF_NOW") or None
         path = resolve_root(str(root) if root is not None else None)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"the store root {path} is not a folder",
+                             "give a folder with --store or UWF_HOME")
         durable = durability_from_env()
         log = FileLog(
             path / "events", path / "lock",

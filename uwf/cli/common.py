@@ -78,6 +78,7 @@ def parse_json(text: str, source: str) -> Any:
     from uwf.cas.limits import MAX_DEPTH
     from uwf.errors import UsageError
 
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark, as editors write it
     try:
         value = json.loads(text, parse_constant=_constant, parse_int=_integer,
                            parse_float=_float)

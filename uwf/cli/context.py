@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from uwf.redact import Redact
 
 # The options every command accepts; no command argument may take these names.
-GLOBAL_OPTIONS = ("store", "json", "now")
+GLOBAL_OPTIONS = ("store", "json", "format", "now")
 
 
 def process_redactor() -> Redact | None:

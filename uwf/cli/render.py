@@ -227,6 +227,8 @@ def _global_options(parser: argparse.ArgumentParser, default: object,
                                   "~/.local/state/uwf)"))
     parser.add_argument("--json", action="store_true", default=default,
                         help=text("print JSON even on a terminal"))
+    parser.add_argument("--format", choices=["json"], default=default,
+                        help=text("`--format json` is `--json` (the run registry's spelling)"))
     parser.add_argument("--now", metavar="TIME", default=default,
                         help=text("fix the clock (RFC 3339 or epoch ms); same as UWF_NOW"))
 
@@ -253,7 +255,11 @@ def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
                                                             argparse.Namespace]:
     """The command, its arguments as its Struct, and the global options; a usage
     error (one line, exit 2) for anything argparse or the Struct refuses."""
-    namespace = build_parser(group).parse_args(argv)
+    parser = build_parser(group)
+    if not (sys.argv[1:] if argv is None else argv):  # no command: say what there is
+        sys.stderr.write(parser.format_help())
+        raise SystemExit(EXIT_USAGE)
+    namespace = parser.parse_args(argv)
     command: Command[Any] = namespace._declared
     leaf: argparse.ArgumentParser = namespace._parser
     declared = params(command.args)
@@ -386,7 +392,7 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
         command, args, options = parse(group, argv)
     except SystemExit as exc:  # --help, or a usage error already printed: no exception leaks
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else 0
-    json_flag = getattr(options, "json", False) is True
+    json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
     try:
