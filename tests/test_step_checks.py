@@ -167,17 +167,32 @@ def test_output_not_in_the_cas(cli: Cli, tmp_path: Path) -> None:
 def test_garbage_on_stdout(cli: Cli, tmp_path: Path) -> None:
     kit, thread = setup(cli, tmp_path)
     agent = kit.agent("chatty", 'print("I fixed it!")\nprint("all good")\n')
-    refused(kit, thread, agent, "garbage", "planner", "I fixed it!", "instead of one StepNode")
+    refused(kit, thread, agent, "garbage", "planner", "I fixed it!",
+            "instead of a StepNode hash on its last line")
 
 
-def test_two_hashes_on_stdout(cli: Cli, tmp_path: Path) -> None:
+def test_the_last_non_empty_line_is_the_hash(cli: Cli, tmp_path: Path) -> None:
+    """As the seed's agents do: logs first, the hash last (blank lines after it too)."""
     kit, thread = setup(cli, tmp_path)
-    agent = kit.agent("twice", f'''
+    agent = kit.agent("chatty-then-hash", f'''
         hash_ = submit({VALID_PLAN})
+        print("reading the context...")
+        print("planning: 3 steps")
         print(hash_)
-        print(hash_)
+        print()
     ''')
-    refused(kit, thread, agent, "garbage", "planner")
+    result = kit.step(thread, "--agent", str(agent))
+    assert result.code == 0, result.err
+    assert [e["data"]["role"] for e in kit.events("thread.stepped")] == ["planner"]
+
+
+def test_a_hash_followed_by_more_output_is_garbage(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("hash-then-chat", f'''
+        print(submit({VALID_PLAN}))
+        print("done!")
+    ''')
+    refused(kit, thread, agent, "garbage", "planner", "done!")
 
 
 def test_empty_stdout(cli: Cli, tmp_path: Path) -> None:

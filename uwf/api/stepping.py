@@ -255,11 +255,17 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
         last = (text.splitlines() or [""])[-1]
         said = f": {last[:200]}" if last else ""
         return Failure("exit", f"agent exited with status {process.returncode}{said}")
-    words = out.decode("utf-8", "replace").split()
-    if len(words) != 1 or not is_hash(words[0]):
-        shown = _redact(out.decode("utf-8", "replace"), hidden).strip()[:80]
-        return Failure("garbage", f"agent printed {shown!r} instead of one StepNode hash")
-    return words[0]
+    # As the seed's agents do: the last non-empty line is the hash; what comes before
+    # it (progress, logs) is the agent's business.
+    text = out.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if not is_hash(last):
+        shown = _redact(text, hidden).strip()
+        shown = shown if len(shown) <= 200 else "..." + shown[-197:]
+        return Failure("garbage", f"agent printed {shown!r} instead of a StepNode hash on "
+                                  "its last line")
+    return last
 
 
 def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Failure:
