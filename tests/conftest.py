@@ -49,6 +49,26 @@ class Cli:
         return b"".join(p.read_bytes() for p in sorted(events.glob("*.jsonl")))
 
 
+def snapshot(home: Path) -> dict[str, bytes]:
+    """Every file of the log and the CAS, by path: what a refused command must not touch."""
+    found: dict[str, bytes] = {}
+    for folder in ("events", "cas"):
+        root = home / folder
+        if root.exists():
+            found.update({str(p.relative_to(home)): p.read_bytes()
+                          for p in sorted(root.rglob("*")) if p.is_file()})
+    return found
+
+
+def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
+              env: dict[str, str] | None = None) -> Result:
+    """A console script with raw bytes on stdin (Cli.run only sends text)."""
+    proc = subprocess.run([str(BIN / prog), *args], input=stdin, capture_output=True,
+                          env={**cli.env, **(env or {})}, timeout=120, check=False)
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                  proc.stderr.decode("utf-8", "replace"))
+
+
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"

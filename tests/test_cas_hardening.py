@@ -14,7 +14,6 @@ import json
 import math
 import os
 import stat
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.conftest import BIN, EXAMPLE, Cli, Result
+from tests.conftest import EXAMPLE, Cli, Result, run_bytes, snapshot
 from uwf.api import jsoncas
 from uwf.api.store import Store
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
@@ -76,25 +75,6 @@ def one_line(result: Result, codes: tuple[int, ...], *fragments: str) -> str:
         assert fragment in lines[0], lines[0]
     return lines[0]
 
-
-def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
-              env: dict[str, str] | None = None) -> Result:
-    """A console script with raw bytes on stdin (Cli.run only sends text)."""
-    proc = subprocess.run([str(BIN / prog), *args], input=stdin, capture_output=True,
-                          env={**cli.env, **(env or {})}, timeout=120, check=False)
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
-
-
-def snapshot(home: Path) -> dict[str, bytes]:
-    """Every file of the log and the CAS: what a refused command must leave as it was."""
-    found: dict[str, bytes] = {}
-    for folder in ("events", "cas"):
-        root = home / folder
-        if root.exists():
-            found.update({str(p.relative_to(home)): p.read_bytes()
-                          for p in sorted(root.rglob("*")) if p.is_file()})
-    return found
 
 
 def node_file(home: Path, hash_: str) -> Path:

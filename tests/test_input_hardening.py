@@ -12,7 +12,6 @@ The limits are in docs/cli.md#limits.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,30 +21,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.conftest import BIN, EXAMPLE, Cli, Result
+from tests.conftest import EXAMPLE, Cli, Result, run_bytes, snapshot
 from uwf.engine.clock import MAX_INSTANT_MS, format_ts
 
 THREAD = "01J7K9M2XNPQR5VWBCDF8G3H4T"
 
 
-def snapshot(home: Path) -> dict[str, bytes]:
-    """Every file of the log and the CAS, by path: what a refused command must not touch."""
-    found: dict[str, bytes] = {}
-    for folder in ("events", "cas"):
-        root = home / folder
-        if root.exists():
-            found.update({str(p.relative_to(home)): p.read_bytes()
-                          for p in sorted(root.rglob("*")) if p.is_file()})
-    return found
-
-
-def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
-              env: dict[str, str] | None = None) -> Result:
-    """A console script with raw bytes on stdin (Cli.run only sends text)."""
-    proc = subprocess.run([str(BIN / prog), *args], input=stdin, capture_output=True,
-                          env={**cli.env, **(env or {})}, timeout=60, check=False)
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
 
 
 def refused(result: Result, codes: tuple[int, ...] = (1, 2), *fragments: str,
