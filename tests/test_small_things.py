@@ -58,3 +58,14 @@ def test_format_json_is_json(cli: Cli, where: str) -> None:
     wrong = cli.run("--format", "xml", *args)
     assert wrong.code == 2
     assert "invalid choice: 'xml'" in wrong.err
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--offset"])
+def test_thread_list_refuses_a_negative_page(cli: Cli, flag: str) -> None:
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    before = cli.log_bytes()
+    result = cli.run("thread", "list", flag, "-1")
+    assert result.code == 2
+    assert result.err == (f"uwf: error: argument {flag}: must be 0 or more, not -1; "
+                          "see `uwf thread list --help`\n")
+    assert cli.log_bytes() == before
