@@ -7,15 +7,21 @@
 
     run(plan)
 
-`run` reads `THREAD ROLE` from argv (as `uwf thread step` calls agents), gives
-the handler the context, submits what it returns, and prints the StepNode hash.
+`run` reads `THREAD ROLE` from argv (as `uwf thread step` calls agents), loads
+the config's `.env` into the environment (as the seed's agent kit does at start),
+gives the handler the context, submits what it returns, and prints the StepNode
+hash.
+
+Every setting the kit reads (UWF_HOME, UWF_HISTORY, UWF_STEP_STARTED_MS, API keys)
+comes from `environment()`: the process environment over the config's `.env`, so
+an agent started by hand sees what one started by `uwf thread step` sees.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from uwf.errors import UsageError, UwfError
@@ -23,35 +29,62 @@ from uwf.errors import UsageError, UwfError
 Handler = Callable[[dict[str, Any]], tuple[Any, str]]
 
 
-def _store() -> Any:
-    """The store uwf ran this agent on; secrets in what the agent submits are masked
-    before they reach the CAS, as the CLI masks them."""
+def environment() -> dict[str, str]:
+    """This process's environment over the `.env` beside the config file (a variable
+    already set wins): the environment `uwf thread step` gives its agents."""
+    from uwf.api.env import with_dotenv
+
+    return with_dotenv(os.environ)
+
+
+def load_dotenv() -> None:
+    """Put the config's `.env` values that are not already set into `os.environ`.
+
+    The seed's start-up step for an agent process, so that its own code and the
+    programs it starts see the API keys; `run` calls it. Library functions never
+    do: they take `environment()` instead.
+    """
+    for name, value in environment().items():
+        os.environ.setdefault(name, value)
+
+
+def _store(env: Mapping[str, str]) -> Any:
+    """The store uwf ran this agent on (`UWF_HOME`); secrets in what the agent submits
+    are masked before they reach the CAS, as the CLI masks them."""
     from uwf.api.secrets import load_redactor
     from uwf.api.store import Store
 
-    return Store.open(os.environ.get("UWF_HOME"), redact=load_redactor(os.environ))
+    return Store.open(env.get("UWF_HOME"), redact=load_redactor(env))
 
 
 def context(thread: str, role: str,
-            history_limit: int | Literal["all"] | None = None) -> dict[str, Any]:
+            history_limit: int | Literal["all"] | None = None, *,
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The step's context: role, schema, prompt, edge prompt, history, head.
 
     `history` holds the last `history_limit` steps (0: none; "all": every one);
     None gives the default: UWF_HISTORY, else the config's historyLimit, else 20.
+    Settings come from `env`, by default `environment()`.
     """
     from uwf.api.agents import agent_context
 
-    return agent_context(_store(), thread, role, history_limit)
+    env = environment() if env is None else env
+    return agent_context(_store(env), thread, role, history_limit, env=env)
 
 
 def submit(thread: str, role: str, output: Any, detail: str = "", *,
-           detail_ref: str | None = None, agent: str | None = None) -> str:
-    """Store the output (validated), its detail and the StepNode; return its hash."""
+           detail_ref: str | None = None, agent: str | None = None,
+           env: Mapping[str, str] | None = None) -> str:
+    """Store the output (validated), its detail and the StepNode; return its hash.
+
+    Settings come from `env`, by default `environment()`.
+    """
     from uwf.api.agents import submit_step
 
-    started = os.environ.get("UWF_STEP_STARTED_MS")
+    env = environment() if env is None else env
+    started = env.get("UWF_STEP_STARTED_MS")
     return submit_step(
-        _store(), thread, role, output, detail, detail_ref=detail_ref,
+        _store(env), thread, role, output, detail, detail_ref=detail_ref,
         agent=agent or os.path.basename(sys.argv[0]) or "python",
         started_at_ms=int(started) if started and started.isdigit() else None,
     )
@@ -91,10 +124,15 @@ def agent_cli(name: str, body: Body, argv: Sequence[str] | None = None,
 
 def run(handler: Handler, argv: Sequence[str] | None = None, name: str | None = None,
         history_limit: int | Literal["all"] | None = None) -> int:
-    """Run `handler` as an agent: context in, (output, detail) out, hash printed."""
+    """Run `handler` as an agent: context in, (output, detail) out, hash printed.
+
+    The agent's entry point: it first loads the config's `.env` into `os.environ`
+    (`load_dotenv`), so the handler finds its API keys there however it was started.
+    """
     prog = name or os.path.basename(sys.argv[0]) or "agent"
 
     def body(thread: str, role: str, _args: list[str]) -> str:
+        load_dotenv()
         output, detail = handler(context(thread, role, history_limit))
         return submit(thread, role, output, detail, agent=prog)
 

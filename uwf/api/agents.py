@@ -9,6 +9,7 @@ StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from uwf.api.config import Config
@@ -36,22 +37,28 @@ def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
     return definition
 
 
-def _history_limit(requested: HistoryLimit = None, config: Config | None = None) -> int | None:
+def _history_limit(requested: HistoryLimit = None, config: Config | None = None,
+                   env: Mapping[str, str] | None = None) -> int | None:
     """How many steps of history to give (None: all of them).
 
-    `requested` wins when given; else `UWF_HISTORY` (a number, or `all`); else the
-    config's `historyLimit` (`config`, or the config file when None); else
-    DEFAULT_HISTORY. A bad value is a usage error.
+    `requested` wins when given; else `UWF_HISTORY` (a number, or `all`) from `env`
+    (default: this process's environment over the config's `.env`, as an agent sees
+    it); else the config's `historyLimit` (`config`, or the config file when None);
+    else DEFAULT_HISTORY. A bad value is a usage error.
     """
     value: int | str | None = requested
     if value is None:
-        raw = os.environ.get("UWF_HISTORY", "").strip()
+        if env is None:
+            from uwf.api.env import with_dotenv
+
+            env = with_dotenv(os.environ)
+        raw = env.get("UWF_HISTORY", "").strip()
         if raw.lower() == "all":
             return None
         if raw:
             from uwf.api.env import env_number
 
-            return int(env_number("UWF_HISTORY", DEFAULT_HISTORY, integer=True))
+            return int(env_number("UWF_HISTORY", DEFAULT_HISTORY, integer=True, environ=env))
         if config is None:
             from uwf.api.config import load_config
 
@@ -69,17 +76,20 @@ def _history_limit(requested: HistoryLimit = None, config: Config | None = None)
 
 def agent_context(
     store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
-    config: Config | None = None,
+    config: Config | None = None, env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Everything an agent needs for one step of `thread` as `role`.
 
     `history` lists the last steps, oldest first: `history_limit` of them (0: none;
-    "all": every one), by default `UWF_HISTORY`, else the config's `historyLimit`
-    (from `config`, or the config file), else DEFAULT_HISTORY (20). Only those
-    StepNodes are read, so the cost of a context does not grow with the thread.
-    `steps` counts every step; `historyTruncated` says that `history` has fewer.
+    "all": every one), by default `UWF_HISTORY` (from `env`, else this process's
+    environment over the config's `.env`, as an agent sees it), else the config's
+    `historyLimit` (from `config`, or the config file), else DEFAULT_HISTORY (20).
+    Only those StepNodes are read, so the cost of a context does not grow with the
+    thread. `steps` counts every step; `historyTruncated` says that `history` has
+    fewer. Each step gives its `detail` as a hash, never the node: a detail is a
+    transcript or a child thread, often large.
     """
-    limit = _history_limit(history_limit, config)
+    limit = _history_limit(history_limit, config, env)
     state = get_thread(store.read(), thread)
     definition = _role(store, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]
@@ -99,7 +109,8 @@ def agent_context(
         output = store.cas.get(node.payload["output"]).payload
         history.append({"role": node.payload["role"],
                         "status": status_of(node.payload["role"], output),
-                        "output": output, "step": node.hash, "agent": node.payload["agent"]})
+                        "output": output, "step": node.hash, "agent": node.payload["agent"],
+                        "detail": node.payload["detail"]})
     return {
         "thread": thread,
         "workflow": state.workflow,

@@ -3,14 +3,19 @@
 Every value must be finite and at least 0 (more than 0 if asked); a variable in
 `MAXIMUM` (or a call's `maximum`) is bounded above too, so `UWF_LOCK_TIMEOUT=inf`
 cannot make a writer wait forever. The ranges are listed in docs/cli.md#limits.
+
+Also the environment an agent sees (`with_dotenv`): the config's `.env` under the
+process environment, as `uwf thread step` builds it.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
+from pathlib import Path
 
-from uwf.errors import UsageError
+from uwf.errors import Rejected, UsageError
 
 # The largest value each bounded variable accepts.
 MAXIMUM: dict[str, float] = {
@@ -22,10 +27,12 @@ MAXIMUM: dict[str, float] = {
 
 
 def env_number(name: str, default: float, *, integer: bool = False,
-               positive: bool = False, maximum: float | None = None) -> float:
-    """The value of `name` (or `default` when unset): finite, never negative, positive if
-    asked, and at most `maximum` (default `MAXIMUM[name]`, else unbounded)."""
-    raw = os.environ.get(name)
+               positive: bool = False, maximum: float | None = None,
+               environ: Mapping[str, str] | None = None) -> float:
+    """The value of `name` in `environ` (default: this process's environment), or
+    `default` when unset: finite, never negative, positive if asked, and at most
+    `maximum` (default `MAXIMUM[name]`, else unbounded)."""
+    raw = (os.environ if environ is None else environ).get(name)
     if not raw:
         return default
     if maximum is None:
@@ -59,3 +66,20 @@ def _wanted(integer: bool, positive: bool, maximum: float | None, value: float) 
 
 def _shown(raw: str) -> str:
     return raw if len(raw) <= 40 else raw[:40] + "..."
+
+
+def with_dotenv(environ: Mapping[str, str], env_file: Path | None = None) -> dict[str, str]:
+    """`environ` over the `.env` beside the config file (or `env_file`): what an agent
+    sees. A variable set in `environ` wins over `.env`, as with dotenv and as `uwf
+    thread step` builds its agents' environment, so an agent started by hand reads
+    the same keys and settings as one started by a step. An unreadable `.env` is an
+    error naming it; a missing one adds nothing."""
+    from uwf.api.config import Config, WorkflowConfig, config_path
+
+    path = env_file if env_file is not None else config_path().parent / ".env"
+    try:
+        dotenv = Config(WorkflowConfig(), None, path).secrets()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise Rejected(f"cannot read {path}: {reason}", "fix or remove that file") from None
+    return {**dotenv, **environ}
