@@ -103,7 +103,8 @@ def test_agent_context_and_submit(cli: Cli, tmp_path: Path) -> None:
     assert context["role"]["capabilities"] == ["file-edit", "shell"]
     assert context["history"] == [{"role": "planner", "status": "ready",
                                    "output": MOCK_SCRIPT["planner"][0], "step": first,
-                                   "agent": "uwf-mock"}]
+                                   "agent": "uwf-mock",
+                                   "detail": kit.payload(first)["detail"]}]
     one_line_error(kit.uwf("agent", "context", thread, "tester"), 1, "no role 'tester'")
 
     log = cli.log_bytes()
@@ -414,6 +415,57 @@ def test_llm_bad_key(cli: Cli, tmp_path: Path, llm: FakeLLM) -> None:
 def test_llm_missing_key(cli: Cli, tmp_path: Path, llm: FakeLLM) -> None:
     kit, thread = llm_kit(cli, tmp_path, llm, key=False)
     one_line_error(kit.step(thread), 1, "step failed (exit)", "LLM_TEST_KEY is not set")
+    assert llm.requests == []
+
+
+def test_llm_model_endpoint_and_key_from_the_environment(cli: Cli, tmp_path: Path,
+                                                         llm: FakeLLM) -> None:
+    """No providers or models in config.yaml: the environment names them all."""
+    kit = make_kit(cli, tmp_path, mock=False)
+    kit.write_config({"agents": {"llm": {"command": "uwf-llm"}}, "defaultAgent": "llm"})
+    kit.write_env_file(f"MY_LLM_CREDENTIAL={LLM_KEY}\n")
+    cli.env.update({"UWF_BASE_URL": llm.base_url, "UWF_API_KEY_ENV": "MY_LLM_CREDENTIAL",
+                    "UWF_MODEL": "raw-model-name"})
+    kit.put_workflow()
+    thread = kit.start(prompt=PROMPT)
+    llm.replies.append(Reply(200, completion(ANSWER)))
+    result = kit.step(thread)
+    assert result.code == 0, result
+    [request] = llm.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["body"]["model"] == "raw-model-name"
+    assert request["headers"]["authorization"] == f"Bearer {LLM_KEY}"
+    assert kit.log(thread)[0]["agent"] == "uwf-llm raw-model-name"
+    assert_key_kept_secret(kit, result.out, result.err)
+
+
+def test_llm_environment_wins_over_the_config(cli: Cli, tmp_path: Path, llm: FakeLLM) -> None:
+    kit, thread = llm_kit(cli, tmp_path, llm, extract=True)
+    cli.env.update({"UWF_LLM_MODEL": "extractor", "UWF_MODEL": "not-this-one",
+                    "UWF_EXTRACT_MODEL": "none"})
+    llm.replies.append(Reply(200, completion(ANSWER)))
+    kit.ok("thread", "step", thread)
+    [request] = llm.requests  # no extraction call
+    assert request["body"]["model"] == "extract-model"
+    assert kit.log(thread)[0]["agent"] == "uwf-llm extractor"
+
+
+def test_llm_extract_model_from_the_environment(cli: Cli, tmp_path: Path,
+                                                llm: FakeLLM) -> None:
+    kit, thread = llm_kit(cli, tmp_path, llm)  # no modelOverrides.extract
+    cli.env["UWF_EXTRACT_MODEL"] = "extractor"
+    llm.replies += [Reply(200, completion("prose only")), Reply(200, completion(json.dumps(PLAN)))]
+    kit.ok("thread", "step", thread)
+    assert [r["body"]["model"] for r in llm.requests] == ["main-model", "extract-model"]
+    assert llm.requests[1]["body"]["response_format"]["type"] == "json_schema"
+    assert kit.log(thread)[0]["output"] == PLAN
+
+
+def test_llm_unknown_model_without_an_endpoint(cli: Cli, tmp_path: Path, llm: FakeLLM) -> None:
+    kit, thread = llm_kit(cli, tmp_path, llm)
+    cli.env["UWF_MODEL"] = "ghost"
+    one_line_error(kit.step(thread), 1, "step failed (exit)", "unknown model 'ghost'",
+                   "UWF_BASE_URL")
     assert llm.requests == []
 
 

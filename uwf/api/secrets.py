@@ -1,8 +1,9 @@
 """Which values are secret, so they never reach the log, the CAS or the output.
 
-A secret is the value of every configured provider's `apiKeyEnv` (from the
-environment or `.env`), every `.env` value, and every environment variable whose
-name ends in `_KEY`, `_TOKEN`, `_SECRET` or `_PASSWORD`. Only values of
+A secret is the value of every configured provider's `apiKeyEnv` and of the
+variable `UWF_API_KEY_ENV` names (from the environment or `.env`), every `.env`
+value, and every environment variable whose name ends in `_KEY`, `_TOKEN`,
+`_SECRET` or `_PASSWORD`. Only values of
 `MIN_LENGTH`+ characters are masked: shorter ones match too much ordinary text.
 `uwf.redact` does the masking; this module only decides what to mask.
 """
@@ -31,6 +32,10 @@ def secret_values(env: Mapping[str, str], config: Config | None) -> list[str]:
             key = env.get(provider.api_key_env) or dotenv.get(provider.api_key_env)
             if key:
                 values.append(key)
+    # uwf-llm's key when the environment names its variable (docs/agents.md#uwf-llm).
+    key_env = env.get("UWF_API_KEY_ENV") or dotenv.get("UWF_API_KEY_ENV")
+    if key_env:
+        values.append(env.get(key_env.strip()) or dotenv.get(key_env.strip()) or "")
     values += dotenv.values()
     values += [value for name, value in env.items() if name.upper().endswith(SECRET_SUFFIXES)]
     return list(dict.fromkeys(value for value in values if value))
