@@ -69,7 +69,7 @@ def test_a_thread_through_a_step_a_failure_a_block_and_its_end() -> None:
     assert isinstance(state, ThreadState)
     assert (state.state, state.steps, state.head, state.done) == ("active", 0, None, False)
     assert projection.column_values(state) == ("active", 1, "/repo", "solve",
-                                               "2026-11-25T00:00:01.000Z")
+                                               "2026-11-25T00:00:01.000Z", H1)
     state = advance(projection, state, event(2, subject, ThreadStepStarted("s1", "planner", "go",
                                                                         "mock", 99)))
     assert state.in_flight == InFlight("s1", "planner", "go", "mock", 99,
@@ -85,7 +85,7 @@ def test_a_thread_through_a_step_a_failure_a_block_and_its_end() -> None:
         H3, 1, "planner", "ready")
     assert (state.in_flight, state.last_failure, state.visits) == (None, None, {"planner": 1})
     state = advance(projection, state, event(6, subject, ThreadBlocked("no-agent", "none", "dev")))
-    assert (state.state, state.blocked) == ("blocked", "none")
+    assert (state.state, state.blocked, state.blocked_role) == ("blocked", "none", "dev")
     assert projection.column_values(state)[:2] == ("blocked", 1)
     state = advance(projection, state, event(7, subject, ThreadEnded("killed", "stop")))
     assert (state.state, state.done, state.updated_at) == (

@@ -46,6 +46,9 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     in_flight: InFlight | None = None
     last_failure: str | None = None
     blocked: str | None = None
+    # The role `thread.blocked` named: the role with no agent, or the head's role whose
+    # status has no edge. What `thread show` calls the blocked thread's currentRole.
+    blocked_role: str | None = None
     fork_of: str | None = None
     failures: int = 0
     visits: dict[str, int] = {}  # steps taken per role: O(1) for agents that count visits
@@ -60,22 +63,25 @@ _replace = msgspec.structs.replace
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
                          ThreadBlocked, ThreadEnded)
     )
     state_type: ClassVar[type[msgspec.Struct]] = ThreadState
     # `thread list` reads open (not ended) threads in creation (key) order, one index
-    # range however many threads ended; counts per state are kept.
-    columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at")
+    # range however many threads ended; `--status`, `--workflow NAME` and `--workflow
+    # HASH` are index ranges too. Counts per state are kept.
+    columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at",
+                                          "workflow")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("open", "key"), ("state", "key"), ("repo", "key"), ("name", "key"),
-        ("created_at", "key"))
+        ("created_at", "key"), ("workflow", "key"))
     counted: ClassVar[tuple[str, ...]] = ("state",)
 
     def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
-        return (state.state, 0 if state.done else 1, state.repo, state.name, state.created_at)
+        return (state.state, 0 if state.done else 1, state.repo, state.name, state.created_at,
+                state.workflow)
 
     def key(self, event: Envelope) -> str:
         return event.subject.removeprefix("thread/")
@@ -94,7 +100,8 @@ class ThreadsProjection(StructProjection):
         if isinstance(data, ThreadStepStarted):
             flight = InFlight(data.step_id, data.role, data.edge_prompt, data.agent,
                               data.deadline_ms, event.ts)
-            return _replace(state, in_flight=flight, state="active", blocked=None)
+            return _replace(state, in_flight=flight, state="active", blocked=None,
+                            blocked_role=None)
         if isinstance(data, ThreadStepped):
             visits = {**state.visits, data.role: state.visits.get(data.role, 0) + 1}
             return _replace(
@@ -107,7 +114,8 @@ class ThreadsProjection(StructProjection):
             return _replace(state, in_flight=still, last_failure=data.reason,
                             failures=state.failures + 1)
         if isinstance(data, ThreadBlocked):
-            return _replace(state, state="blocked", blocked=data.message)
+            return _replace(state, state="blocked", blocked=data.message,
+                            blocked_role=data.role)
         if isinstance(data, ThreadEnded):
             ended = "ended" if data.reason == "end" else "killed"
             return _replace(state, state=ended, in_flight=None)
