@@ -30,6 +30,22 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         views[name] = {"status": label,
                        "rows": store.views.count(Query(name)) if readable else 0}
     readable = status in ("valid", "stale")
+    checked = 0
+    missing: list[dict[str, str]] = []
+    if readable:
+        try:
+            checked, missing = _missing_heads(store)
+        except Corrupt:  # a row that does not decode: the views file was edited
+            status = "unreadable"
+    next_action = _NEXT[status]
+    if missing:
+        # A thread whose head node is gone cannot be shown or stepped: not a valid store.
+        status = "missing-nodes"
+        first = missing[0]
+        more = f" (and {len(missing) - 1} more, in heads.missing)" if len(missing) > 1 else ""
+        next_action = (f"thread {first['thread']}'s head {first['head']} is missing from the "
+                       f"CAS{more}: restore it from a backup (`json-cas verify --all` lists "
+                       "what else is damaged), or kill the thread")
     return {
         "store": str(store.root) if store.root else ":memory:",
         "scope": scope,
@@ -42,8 +58,28 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         "views": views,
         "counts": {"workflows": views["workflows"]["rows"],
                    "threads": _thread_counts(store) if readable else {}},
-        "nextAction": _NEXT[status],
+        "heads": {"checked": checked, "missing": missing},
+        "nextAction": next_action,
     }
+
+
+def _missing_heads(store: Store) -> tuple[int, list[dict[str, str]]]:
+    """Open (active or blocked) threads whose head node is not in the CAS.
+
+    Only open threads: they are the ones a step or an agent will read, and their
+    number stays small while ended threads pile up. One index range of the view and
+    one stat per open thread; the views are read as persisted (show never catches up).
+    """
+    decode = store.journal.projections["threads"].decode
+    checked = 0
+    missing: list[dict[str, str]] = []  # of the open threads, in key (creation) order
+    for key, raw in store.views.query(Query("threads", (("open", "=", 1),))):
+        state = decode(raw)
+        head = state.head or state.start
+        checked += 1
+        if not store.cas.has(head):
+            missing.append({"thread": key, "head": head})
+    return checked, missing
 
 
 def _thread_counts(store: Store) -> dict[str, int]:
