@@ -27,6 +27,7 @@ GROUPS = {"uwf": uwf_cli.COMMANDS, "json-cas": jsoncas.COMMANDS}
 DECLARED = [(prog, command) for prog, group in GROUPS.items() for command in group]
 IDS = [f"{prog} {command.name}" for prog, command in DECLARED]
 GLOBAL = {"help", "store", "json", "format", "now"}
+ULID = "01J7K9M2XNPQR5VWBCDF8G3H4T"  # a well-formed thread id
 
 
 def arguments(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -84,9 +85,12 @@ def test_a_schema_as_another_surface_sees_it() -> None:
     schemas = command_schemas(uwf_cli.COMMANDS)
     assert schemas["thread start"] == {
         "type": "object",
-        "description": "Create a thread of a workflow (no step runs).",
+        "description": "Create a thread of a workflow (no step runs); a workflow file is "
+                       "registered first.",
         "properties": {
-            "workflow": {"description": "workflow name or hash", "type": "string"},
+            "workflow": {"description": "workflow name or hash, or a workflow file (.yaml, "
+                                        ".yml, .json, or a path with a folder) to register "
+                                        "first", "type": "string"},
             "prompt": {"description": "the task: the thread's user prompt", "type": "string"},
             "repo": {"description": "repo the thread belongs to (default: git top level of the "
                                     "working directory)",
@@ -116,11 +120,12 @@ def test_schemas_are_plain_json() -> None:
     (["log", "tail", "-n", "-1"], "argument -n: must be 0 or more, not -1"),
     (["log", "tail", "--since", "-3"], "argument --since: must be 0 or more, not -3"),
     (["log", "tail", "-n", "x"], "argument -n: invalid int value: 'x'"),
-    (["thread", "step", "T", "--timeout", "0"], "argument --timeout: must be positive, not 0"),
-    (["thread", "step", "T", "--timeout", "nan"],
+    (["thread", "step", ULID, "--timeout", "0"], "argument --timeout: must be positive, not 0"),
+    (["thread", "step", ULID, "--timeout", "nan"],
      "argument --timeout: must be positive, not nan"),
-    (["thread", "run", "T", "--max-steps", "0"], "argument --max-steps: must be 1 or more, not 0"),
-    (["agent", "context", "T", "R", "--history", "-1"],
+    (["thread", "run", ULID, "--max-steps", "0"],
+     "argument --max-steps: must be 1 or more, not 0"),
+    (["agent", "context", ULID, "R", "--history", "-1"],
      "argument --history: must be N|all, not '-1'"),
     (["registry", "show", "--scope", "nope"], "argument --scope: invalid choice: 'nope'"),
     (["thread", "start", "wf"], "the following arguments are required: -p/--prompt"),

@@ -102,7 +102,7 @@ def test_no_agent_configured_blocks_the_thread(cli: Cli, tmp_path: Path) -> None
     assert blocked[0]["data"]["role"] == "planner"
     assert 'workflow "solve-issue" role "planner"' in blocked[0]["data"]["message"]
     assert kit.events("thread.step_started") == []
-    assert kit.show(thread) == head
+    assert kit.show(thread) == {**head, "status": "blocked", "currentRole": "planner"}
     assert [t["thread"] for t in kit.ok("thread", "list")] == [thread]
 
     # A config file without defaultAgent: the message names that file.
@@ -144,7 +144,8 @@ def test_no_transition_blocks_the_thread(cli: Cli, tmp_path: Path) -> None:
     blocked = kit.events("thread.blocked")
     assert [(b["data"]["reason"], b["data"]["message"], b["data"]["role"], b["data"]["status"])
             for b in blocked] == [("no-transition", message, "worker", "odd")]
-    assert kit.show(thread) == first
+    assert first["currentRole"] is None  # the moderator cannot decide: no role, no error
+    assert kit.show(thread) == {**first, "status": "blocked", "currentRole": "worker"}
     one_line_error(kit.uwf("thread", "run", thread), 1, message)
     assert kit.ok("thread", "kill", thread)["done"] is True
 

@@ -23,7 +23,7 @@ def solved(kit: Kit) -> tuple[str, str]:
     thread = kit.start(prompt=PROMPT)
     result = kit.ok("thread", "run", thread)
     assert result == {"workflow": workflow, "thread": thread, "head": result["head"],
-                      "done": True, "steps": 5}
+                      "done": True, "status": "ended", "currentRole": None, "steps": 5}
     return workflow, thread
 
 
@@ -36,7 +36,7 @@ def test_solve_issue_loop_step_by_step(cli: Cli, tmp_path: Path) -> None:
     start_hash = start_event["data"]["start"]
     assert start_event["subject"] == f"thread/{thread}"
     assert kit.show(thread) == {"workflow": workflow, "thread": thread, "head": start_hash,
-                                "done": False}
+                                "done": False, "status": "active", "currentRole": "planner"}
     start_node = kit.node(start_hash)
     assert start_node["payload"] == {"workflow": workflow, "prompt": PROMPT}
     assert start_node["type"] == kit.schema_hash("StartNode")
@@ -44,7 +44,8 @@ def test_solve_issue_loop_step_by_step(cli: Cli, tmp_path: Path) -> None:
     heads = []
     for number in range(1, 6):
         stepped = kit.ok("thread", "step", thread)
-        assert set(stepped) == {"workflow", "thread", "head", "done"}
+        assert set(stepped) == {"workflow", "thread", "head", "done", "status", "currentRole"}
+        assert stepped["status"] == ("ended" if number == 5 else "active")
         assert stepped["workflow"] == workflow
         assert stepped["thread"] == thread
         assert stepped["done"] == (number == 5)
@@ -128,15 +129,18 @@ def test_thread_run_then_show_and_list(cli: Cli, tmp_path: Path) -> None:
     workflow, done_thread = solved(kit)
     head = kit.log(done_thread)[-1]["hash"]
     assert kit.show(done_thread) == {"workflow": workflow, "thread": done_thread, "head": head,
-                                     "done": True}
+                                     "done": True, "status": "ended", "currentRole": None}
     active = kit.start(prompt="Second task")
     active_start = kit.show(active)["head"]
     assert kit.payload(active_start)["prompt"] == "Second task"
     assert kit.ok("thread", "list") == [{"thread": active, "workflow": workflow,
-                                          "head": active_start}]
+                                          "head": active_start, "status": "active",
+                                          "currentRole": "planner"}]
     assert kit.ok("thread", "list", "--all") == [
-        {"thread": done_thread, "workflow": workflow, "head": head, "done": True},
-        {"thread": active, "workflow": workflow, "head": active_start, "done": False},
+        {"thread": done_thread, "workflow": workflow, "head": head, "done": True,
+         "status": "ended", "currentRole": None},
+        {"thread": active, "workflow": workflow, "head": active_start, "done": False,
+         "status": "active", "currentRole": "planner"},
     ]
     assert kit.log(active) == []
 
@@ -198,7 +202,7 @@ def test_kill_ends_a_thread_and_keeps_its_history(cli: Cli, tmp_path: Path) -> N
     first = kit.ok("thread", "step", thread)
     killed = kit.ok("thread", "kill", thread, "--reason", "superseded by #43")
     assert killed == {"workflow": workflow, "thread": thread, "head": first["head"],
-                      "done": True}
+                      "done": True, "status": "killed", "currentRole": None}
     ended = kit.events("thread.ended")
     assert [(e["subject"], e["data"]) for e in ended] == [
         (f"thread/{thread}", {"reason": "killed", "note": "superseded by #43"})]
@@ -223,7 +227,8 @@ def test_fork_at_an_earlier_step_continues_from_there(cli: Cli, tmp_path: Path) 
     fork = forked["thread"]
     assert forked == {"workflow": workflow, "thread": fork, "head": at, "forkOf": thread}
     assert fork != thread
-    assert kit.show(fork) == {"workflow": workflow, "thread": fork, "head": at, "done": False}
+    assert kit.show(fork) == {"workflow": workflow, "thread": fork, "head": at, "done": False,
+                              "status": "active", "currentRole": "reviewer"}
     assert kit.log(fork) == original[:2]
     started = kit.events("thread.started")[-1]
     assert started["subject"] == f"thread/{fork}"

@@ -6,20 +6,32 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from uwf.api.store import Store
-from uwf.api.workflows import resolve_workflow
-from uwf.cas.store import Node, builtin_hash
+from uwf.api.workflows import put_workflow, resolve_workflow
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import NotFound, Rejected, UsageError
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.projections.thread_events import ThreadEnded, ThreadStarted
 from uwf.projections.threads import ThreadState
-from uwf.workflow.moderator import status_of
+from uwf.workflow.moderator import NoTransition, status_of
+from uwf.workflow.routing import next_decision
+
+# A thread id is a ULID: 26 Crockford Base32 characters, the first 0-7 (128 bits).
+# The CLI declares the same pattern on its THREAD arguments (uwf/cli/threads.py).
+THREAD_ID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+_THREAD_ID = re.compile(THREAD_ID_PATTERN)
+STATUSES = ("active", "blocked", "ended", "killed")
+# What `thread start WORKFLOW` takes for a file rather than a name or a hash.
+WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def find_repo(explicit: str | None = None) -> str:
@@ -33,7 +45,15 @@ def find_repo(explicit: str | None = None) -> str:
     return str(here)
 
 
+def check_thread_id(thread: str) -> None:
+    """Refuse what cannot be a thread id, before looking it up (a usage error, exit 2)."""
+    if not _THREAD_ID.match(thread):
+        raise UsageError(f"{thread!r} is not a thread id (a ULID: 26 upper-case Crockford "
+                         "Base32 characters)", "copy the id from `uwf thread list --all`")
+
+
 def get_thread(views: Views, thread: str) -> ThreadState:
+    check_thread_id(thread)
     state: ThreadState | None = views.get("threads", thread)
     if state is None:
         raise NotFound(f"no thread {thread}", "list them with `uwf thread list --all`")
@@ -51,15 +71,68 @@ def summary(state: ThreadState) -> dict[str, Any]:
             "done": state.done}
 
 
+def current_role(cas: Cas, state: ThreadState) -> str | None:
+    """The role the thread is at: the step in flight, else (active) where the moderator
+    routes from the head, else (blocked) the role `thread.blocked` named; None when the
+    thread is done, routes to `$END`, or the moderator cannot decide (no edge, a
+    missing or damaged node): a description, never an error."""
+    if state.done:
+        return None
+    if state.in_flight is not None:
+        return state.in_flight.role
+    if state.state == "blocked":
+        return state.blocked_role
+    try:
+        _, decision = next_decision(cas, state)
+    except (NoTransition, NotFound, Corrupt):
+        return None
+    return None if decision.ends else decision.role
+
+
+def describe(cas: Cas, state: ThreadState) -> dict[str, Any]:
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`."""
+    return {**summary(state), "status": state.state, "currentRole": current_role(cas, state)}
+
+
+def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
+    """A step's or run's output with the thread's `status` and `currentRole` as the
+    command leaves it: after the seed's fields, before any others (run's `steps`)."""
+    state = get_thread(store.read(), result["thread"])
+    seed = {key: result[key] for key in ("workflow", "thread", "head", "done")}
+    rest = {key: value for key, value in result.items() if key not in seed}
+    return {**seed, "status": state.state, "currentRole": current_role(store.cas, state),
+            **rest}
+
+
+def is_workflow_file(ref: str) -> bool:
+    """`thread start WORKFLOW` names a file: a path with a folder, or a .yaml, .yml or
+    .json name, that is a file. Anything else is a workflow name or hash."""
+    looks_like_a_path = (os.sep in ref or "/" in ref
+                         or ref.lower().endswith(WORKFLOW_FILE_SUFFIXES))
+    return looks_like_a_path and Path(ref).expanduser().is_file()
+
+
 def start_thread(
     store: Store, workflow: str, prompt: str, repo: str | None = None
 ) -> dict[str, str]:
-    """Create a thread (a StartNode and `thread.started`); no step runs."""
+    """Create a thread (a StartNode and `thread.started`); no step runs.
+
+    `workflow` is a registered name, a Workflow hash, or a workflow file, which is
+    registered first (as `uwf workflow put` does): one command from YAML to a thread.
+    """
     from ulid import ULID
 
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
-    workflow_hash, payload = resolve_workflow(store, store.read(), workflow)
+    if is_workflow_file(workflow):
+        workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
+    try:
+        workflow_hash, payload = resolve_workflow(store, store.read(), workflow)
+    except NotFound:
+        if os.sep in workflow or "/" in workflow:  # never a name: a file that is not there
+            raise NotFound(f"no workflow file {workflow}",
+                           "check the path, or give a workflow name or hash") from None
+        raise
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
     thread = str(ULID.from_timestamp(store.clock()))
@@ -69,23 +142,68 @@ def start_thread(
 
 
 def show_thread(store: Store, thread: str) -> dict[str, Any]:
-    return summary(get_thread(store.read(), thread))
+    """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
+
+    Fails closed when the head node is missing from the CAS (or damaged): a thread
+    whose head is gone cannot be stepped, so it is not shown as live.
+    """
+    state = get_thread(store.read(), thread)
+    head = head_of(state)
+    try:
+        store.cas.get(head)
+    except NotFound:
+        raise Corrupt(f"thread {thread}'s head {head} is missing from the CAS",
+                      "restore that node from a backup (`json-cas verify --all` lists what "
+                      "else is damaged), or kill the thread") from None
+    return describe(store.cas, state)
 
 
 def list_threads(store: Store, include_ended: bool = False, limit: int | None = None,
-                 offset: int = 0) -> list[dict[str, Any]]:
-    """Active threads (all with --all), oldest first: the seed's ThreadListItem.
+                 offset: int = 0, *, workflow: str | None = None,
+                 statuses: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Threads oldest first: the seed's ThreadListItem plus `status` and `currentRole`.
 
-    An indexed read: the cost follows the rows printed, not the threads ever created.
+    Open threads (active, blocked) by default; every thread with `include_ended`;
+    exactly the given `statuses` when any are given. `workflow` is a registered
+    name (threads of any version of it) or a Workflow hash (threads of that version).
+    An indexed read, and `currentRole` reads CAS nodes of the returned page only: the
+    cost follows the rows printed, not the threads ever created.
     """
-    where = () if include_ended else (("open", "=", 1),)
+    wanted = tuple(dict.fromkeys(statuses))
+    if unknown := [status for status in wanted if status not in STATUSES]:
+        raise UsageError(f"unknown status {unknown[0]!r}",
+                         "give active, blocked, ended or killed")
+    views = store.read()
+    where: list[tuple[str, str, Any]] = []
+    if wanted:
+        where.append(("state", "in", wanted))
+    elif not include_ended:
+        where.append(("open", "=", 1))
+    if workflow is not None:
+        where.append(_workflow_term(views, workflow))
+    # `done` is the seed's field for lists that may hold ended threads.
+    with_done = include_ended or any(status in ("ended", "killed") for status in wanted)
     rows = []
-    for state in store.read().query(Query("threads", where, limit=limit, offset=offset)):
-        item = {"thread": state.thread, "workflow": state.workflow, "head": head_of(state)}
-        if include_ended:
+    for state in views.query(Query("threads", tuple(where), limit=limit, offset=offset)):
+        item: dict[str, Any] = {"thread": state.thread, "workflow": state.workflow,
+                                "head": head_of(state)}
+        if with_done:
             item["done"] = state.done
+        item["status"] = state.state
+        item["currentRole"] = current_role(store.cas, state)
         rows.append(item)
     return rows
+
+
+def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
+    """`--workflow`: a registered name matches the threads' `name`, a hash their
+    `workflow` (a name wins over a hash of the same spelling)."""
+    if views.get("workflows", ref) is not None:
+        return ("name", "=", ref)
+    if is_hash(ref):
+        return ("workflow", "=", ref)
+    raise NotFound(f"no workflow named {ref!r}",
+                   "list them with `uwf workflow list`, or give a workflow hash")
 
 
 def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
@@ -95,7 +213,7 @@ def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
         state = get_thread(views, thread)
         if state.done:
             raise Rejected(f"thread {thread} has already ended", "nothing to kill")
-        ended = {**summary(state), "done": True}
+        ended = {**summary(state), "done": True, "status": "killed", "currentRole": None}
         return Outcome([NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))], ended)
 
     return store.journal.write(decide)

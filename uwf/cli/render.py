@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from uwf.redact import Redact
 
 # What `arg(..., **extra)` may say about the command line.
-_CLI_EXTRAS = {"positional", "short", "metavar"}
+_CLI_EXTRAS = {"positional", "short", "metavar", "expect"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +63,7 @@ class Param:
     flags: tuple[str, ...]  # empty for a positional
     metavar: str | None
     bounds: tuple[tuple[str, float], ...]  # ("ge", 0), ("gt", 0), ...
+    expect: str | None = None  # what a value that misses the pattern must be
 
 
 _PARAMS: dict[type[Args], tuple[Param, ...]] = {}
@@ -120,7 +121,7 @@ def _param(args: type[Args], field: mi.Field) -> Param:
         if short := extra.get("short"):
             flags = (short, *flags)
     return Param(field.encode_name, help_text, kind, field.required, default, nullable,
-                 choices, positional, flags, extra.get("metavar"), bounds)
+                 choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"))
 
 
 def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,
@@ -140,8 +141,11 @@ def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,
         return kinds.pop(), info.values, ()
     if isinstance(info, mi.ListType) and isinstance(info.item_type, mi.StrType):
         return list, None, ()
-    raise TypeError(f"{where}: a command argument is str, int, float, bool, list[str] or a "
-                    "Literal")
+    if (isinstance(info, mi.ListType) and isinstance(info.item_type, mi.LiteralType)
+            and all(isinstance(value, str) for value in info.item_type.values)):
+        return list, info.item_type.values, ()  # a repeatable flag of choices
+    raise TypeError(f"{where}: a command argument is str, int, float, bool, list[str], a "
+                    "Literal or a list of string Literals")
 
 
 # -- argparse --------------------------------------------------------------------------
@@ -197,6 +201,8 @@ def _add_argument(parser: argparse.ArgumentParser, param: Param) -> None:
             options["nargs"] = "+" if param.required else "*"
         else:
             options["action"] = "append"  # a list flag is given once per item
+        if param.choices is not None:
+            options["choices"] = list(param.choices)  # checked per item
     else:
         if param.kind is not str:
             options["type"] = param.kind  # bounds are checked on conversion to the Struct
@@ -286,6 +292,8 @@ def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
     if param is None:
         return text
     name = "/".join(param.flags) or param.metavar or param.name
+    if "matching regex" in text and param.expect:
+        return f"argument {name}: {values.get(param.name)!r} is not {param.expect}"
     if "matching regex" in text and param.metavar:  # say what the pattern means
         return f"argument {name}: must be {param.metavar}, not {values.get(param.name)!r}"
     if not param.bounds:

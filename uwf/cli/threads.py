@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -14,7 +14,13 @@ from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
 
 HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
-ThreadId = Annotated[str, arg("thread id (a ULID)", positional=True, metavar="THREAD")]
+# A ULID: the pattern is uwf.api.threads.THREAD_ID_PATTERN (not imported: the API pulls
+# in the engine, and `--help` should not pay for it); tests check the two agree.
+ThreadId = Annotated[str, msgspec.Meta(pattern=r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+                     arg("thread id (a ULID)", positional=True, metavar="THREAD",
+                         expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
+                                "characters, as `uwf thread list --all` prints them)")]
+Status = Literal["active", "blocked", "ended", "killed"]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
 Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "
@@ -22,7 +28,9 @@ Timeout = Annotated[Seconds, arg("seconds the agent may run before its process g
 
 
 class ThreadStart(Args, frozen=True, kw_only=True):
-    workflow: Annotated[str, arg("workflow name or hash", positional=True, metavar="WORKFLOW")]
+    workflow: Annotated[str, arg("workflow name or hash, or a workflow file (.yaml, .yml, "
+                                 ".json, or a path with a folder) to register first",
+                                 positional=True, metavar="WORKFLOW")]
     prompt: Annotated[str, arg("the task: the thread's user prompt", short="-p")]
     repo: Annotated[str | None, arg("repo the thread belongs to (default: git top level of "
                                     "the working directory)")] = None
@@ -45,6 +53,12 @@ class ThreadRef(Args, frozen=True, kw_only=True):
 
 class ThreadList(Args, frozen=True, kw_only=True):
     all: Annotated[bool, arg("include ended threads")] = False
+    workflow: Annotated[str | None, arg("only threads of this workflow: a registered name "
+                                        "(any version) or a Workflow hash",
+                                        metavar="NAME|HASH")] = None
+    status: Annotated[list[Status] | None, arg(
+        "only threads in this state; repeat for several (ended or killed lists ended "
+        "threads without --all)", metavar="STATUS")] = None
     limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
                                              metavar="N")] = None
     offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0
@@ -86,15 +100,18 @@ def _start(args: ThreadStart, ctx: Context) -> Any:
 
 def _step(args: ThreadStep, ctx: Context) -> Any:
     from uwf.api.stepping import step_thread
+    from uwf.api.threads import with_status
 
-    return step_thread(ctx.store, args.thread, args.agent, args.timeout)
+    return with_status(ctx.store, step_thread(ctx.store, args.thread, args.agent,
+                                              args.timeout))
 
 
 def _run(args: ThreadRun, ctx: Context) -> Any:
     from uwf.api.stepping import run_thread
+    from uwf.api.threads import with_status
 
-    return run_thread(ctx.store, args.thread, agent=args.agent, timeout=args.timeout,
-                      max_steps=args.max_steps)
+    return with_status(ctx.store, run_thread(ctx.store, args.thread, agent=args.agent,
+                                             timeout=args.timeout, max_steps=args.max_steps))
 
 
 def _show(args: ThreadRef, ctx: Context) -> Any:
@@ -106,7 +123,8 @@ def _show(args: ThreadRef, ctx: Context) -> Any:
 def _list(args: ThreadList, ctx: Context) -> Any:
     from uwf.api.threads import list_threads
 
-    return list_threads(ctx.store, args.all, args.limit, args.offset)
+    return list_threads(ctx.store, args.all, args.limit, args.offset, workflow=args.workflow,
+                        statuses=args.status or ())
 
 
 def _kill(args: ThreadKill, ctx: Context) -> Any:
@@ -146,17 +164,20 @@ def _submit(args: AgentSubmit, ctx: Context) -> Any:
 
 
 THREAD_COMMANDS: list[Command[Any]] = [
-    Command(("thread", "start"), "Create a thread of a workflow (no step runs).",
+    Command(("thread", "start"), "Create a thread of a workflow (no step runs); a workflow "
+            "file is registered first.",
             'uwf thread start solve-issue -p "Fix the login bug in #42"', ThreadStart, _start),
     Command(("thread", "step"), "Run one step: the moderator picks a role, its agent runs, "
             "and the head moves to the agent's StepNode if it passes every check.",
             "uwf thread step 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadStep, _step),
     Command(("thread", "run"), "Step the thread until it is done.",
             "uwf thread run 01J7K9M2XNPQR5VWBCDF8G3H4T --max-steps 20", ThreadRun, _run),
-    Command(("thread", "show"), "Show a thread's workflow, head and whether it is done.",
+    Command(("thread", "show"), "Show a thread's workflow, head, status and current role.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, _show),
-    Command(("thread", "list"), "List active threads (all with --all), oldest first.",
-            "uwf thread list --all --limit 20", ThreadList, _list),
+    Command(("thread", "list"), "List threads that have not ended (all with --all, or by "
+            "--status and --workflow), oldest first.",
+            "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,
+            _list),
     Command(("thread", "kill"), "End a thread now; its history stays.",
             'uwf thread kill 01J7K9M2XNPQR5VWBCDF8G3H4T --reason "superseded"', ThreadKill,
             _kill),
