@@ -251,3 +251,26 @@ def test_the_key_uwf_api_key_env_names_is_a_secret() -> None:
 
     env = {"UWF_API_KEY_ENV": "MY_LLM_CREDENTIAL", "MY_LLM_CREDENTIAL": "cred-0123456789"}
     assert "cred-0123456789" in secret_values(env, None)
+
+
+def test_every_preset_is_documented() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text("utf-8")
+    for preset in PRESETS.values():
+        row = (f"| `{preset.name}` | `{preset.shape()}` | `{preset.bin_var}`, else "
+               f"`{preset.binary}` | `{preset.model_var}`, else `UWF_MODEL` |")
+        assert row in page, row
+
+
+def test_an_unreadable_dotenv_is_one_line_naming_it(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start(prompt=PROMPT)
+    env_file = kit.write_env_file("")
+    env_file.write_bytes(b"KEY=\xff\xfe not UTF-8\n")  # unreadable, even by root
+    line = one_line_error(kit.uwf("agent", "context", thread, "planner"), 1,
+                          f"cannot read {env_file}: ", "can't decode byte 0xff")
+    assert line.endswith("; fix or remove that file")
+    by_hand = cli.run(thread, "planner", prog="uwf-claude")
+    assert by_hand.code == 1, by_hand
+    assert by_hand.err.startswith(f"uwf-claude: error: cannot read {env_file}: ")
+    assert len(by_hand.err.splitlines()) == 1
