@@ -39,7 +39,8 @@ from uwf.errors import Corrupt, Rejected, UwfError
 
 ANY_SCHEMA = {"title": "Any"}
 ANY = node_hash(meta_hash(), ANY_SCHEMA)
-ONLY_INSIDE = "a schema may refer only inside itself"
+ONLY_INSIDE = "is not a keyword of json-cas's schema subset"
+OUTSIDE_SUBSET = f"{ONLY_INSIDE}|is not of type"  # a `$ref` key, or an array where a schema goes
 
 
 def new_cas(blobs: Blobs | None = None) -> Cas:
@@ -142,7 +143,7 @@ def test_a_schema_referring_to_a_url_is_refused_and_nothing_is_fetched(
     base, requests = http_server
     cas = new_cas()
     for schema in foreign_schemas(base):
-        with pytest.raises(Rejected, match=ONLY_INSIDE):
+        with pytest.raises(Rejected, match=OUTSIDE_SUBSET):
             cas.put_schema(schema)
     assert requests == []
     with urllib.request.urlopen(f"{base}/probe", timeout=10) as response:  # it does count
@@ -157,9 +158,9 @@ def test_a_stored_schema_referring_to_a_url_fetches_nothing_when_used(
     for schema in foreign_schemas(base):
         legacy = stored_by_old_code(cas, meta_hash(), schema)
         for payload in ("text", 5, {"a": 1}):
-            with pytest.raises(Rejected, match=ONLY_INSIDE):
+            with pytest.raises(Rejected, match=OUTSIDE_SUBSET):
                 cas.put(legacy, payload)
-        assert any(ONLY_INSIDE in problem for problem in cas.verify(legacy))
+        assert cas.verify(legacy)
     assert requests == []
 
 
@@ -168,7 +169,7 @@ def test_json_cas_refuses_a_schema_with_a_url_in_one_line(
     base, requests = http_server
     for schema in ({"$ref": f"{base}/x"}, {"$schema": f"{base}/meta"}):
         result = cli.cas("put", "--type", "meta", stdin=json.dumps(schema))
-        one_line(result, (1,), ONLY_INSIDE, f"{base}/")
+        one_line(result, (1,), ONLY_INSIDE)
     assert requests == []
 
 
@@ -198,36 +199,35 @@ def test_json_cas_never_shows_a_file_a_schema_names(cli: Cli,
         assert secret not in line
 
 
+@pytest.mark.parametrize("schema", [
+    {"definitions": {"x": {"type": "string"}}, "properties": {"a": {"$ref": "#/definitions/x"}}},
+    {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"},
+    {"$id": "http://example.com/s.json", "type": "string"},
+    {"$defs": {"x": {"type": "string"}}},
+    {"$ref": "#/definitions/missing"},
+])
+def test_references_are_refused_as_json_cas_refuses_them(schema: Any) -> None:
+    cas = new_cas()
+    with pytest.raises(Rejected, match=ONLY_INSIDE):
+        cas.put_schema(schema)
+    legacy = stored_by_old_code(cas, meta_hash(), schema)
+    with pytest.raises(Rejected, match="cannot be used"):
+        cas.put(legacy, 1)
+
+
 @pytest.mark.parametrize(("schema", "good", "bad"), [
-    ({"definitions": {"x": {"type": "string"}}, "properties": {"a": {"$ref": "#/definitions/x"}}},
-     {"a": "s"}, {"a": 1}),
-    ({"definitions": {"x": {"type": "string"}}, "$ref": "#/definitions/x"}, "s", 1),
-    ({"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}},
-     {"kids": [{"kids": []}]}, {"kids": [{"kids": 1}]}),
-    ({"$id": "http://example.com/s.json", "definitions": {"x": {"type": "string"}},
-      "$ref": "#/definitions/x"}, "s", 1),
-    ({"$schema": "https://json-schema.org/draft/2020-12/schema",
-      "$defs": {"x": {"type": "string"}}, "$ref": "#/$defs/x"}, "s", 1),
-    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"}, "s", 1),
     # "$ref" as a property's name, and inside a literal: data, not references.
     ({"properties": {"$ref": {"type": "string"}}}, {"$ref": "http://x"}, {"$ref": 1}),
     ({"const": {"$ref": "http://127.0.0.1:9/x"}}, {"$ref": "http://127.0.0.1:9/x"}, {}),
+    ({"enum": [{"$schema": "x"}, 2]}, 2, 3),
 ])
-def test_references_inside_the_schema_keep_working(schema: Any, good: Any, bad: Any) -> None:
+def test_a_ref_that_is_data_is_not_a_reference(schema: Any, good: Any, bad: Any) -> None:
     cas = new_cas()
     type_hash = cas.put_schema(schema)
     assert cas.put(type_hash, good)
     with pytest.raises(Rejected, match="does not match"):
         cas.put(type_hash, bad)
-
-
-def test_a_reference_to_a_missing_definition_is_refused_at_put() -> None:
-    cas = new_cas()
-    with pytest.raises(Rejected, match="missing"):
-        cas.put_schema({"$ref": "#/definitions/missing"})
-    legacy = stored_by_old_code(cas, meta_hash(), {"$ref": "#/definitions/missing"})
-    with pytest.raises(Rejected, match="missing"):
-        cas.put(legacy, 1)
 
 
 # -- 2. a read checks the hash, and never follows a link out of the store ----------------
@@ -521,9 +521,9 @@ def recursive_walk(cas: Cas, hash_: str, depth: int | None) -> list[WalkEntry]:
 def test_walk_keeps_the_order_of_the_recursive_walk() -> None:
     cas = new_cas()
     tree = cas.put_schema({"title": "Tree", "type": "object", "properties": {
-        "kids": {"type": "array", "items": {"type": "string", "format": "cas-ref"}},
+        "kids": {"type": "array", "items": {"type": "string", "format": "cas_ref"}},
         "by": {"type": "object", "additionalProperties": {"type": "string",
-                                                           "format": "cas-ref"}}}})
+                                                           "format": "cas_ref"}}}})
     leaf = cas.put_text("leaf")
     missing = "0000000000000"
     shared = cas.put(tree, {"kids": [leaf, missing]})

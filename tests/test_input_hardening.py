@@ -54,7 +54,7 @@ def nested(depth: int, opening: str = "[", closing: str = "]") -> str:
 def nested_schema(depth: int) -> str:
     text = "{}"
     for _ in range(depth):
-        text = "{not: " + text + "}"
+        text = "{items: " + text + "}"
     return text
 
 

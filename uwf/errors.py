@@ -58,3 +58,8 @@ class Corrupt(UwfError):
 class StoreUnavailable(UwfError):
     """The store could not be read or written just now (an I/O error, a full disk):
     transient, so nothing is deleted or rebuilt because of it."""
+
+
+class OldFormat(UwfError):
+    """The store was written in a format this uwf no longer reads: fail closed, never
+    reinterpret it."""

@@ -97,6 +97,7 @@ class Store:
                                 [projection.spec() for projection in projections])
         journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact)
         cas = Cas(FileBlobs(path / "cas", durable), clock=clock, redact=redact)
+        cas.refuse_old_bootstrap(path)
         return cls(path, journal, cas, now=now, redact=redact)
 
     @classmethod

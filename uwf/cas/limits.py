@@ -1,21 +1,19 @@
-"""What a node may hold and what a schema may refer to (docs/json-cas.md#limits).
+"""What a node may hold (docs/json-cas.md#limits).
 
 A payload is a JSON value: objects with string keys, arrays, strings UTF-8 can
 encode, finite numbers within float64 (JSON has no NaN or Infinity; JavaScript
 reads a larger number as Infinity), true, false, null. It nests at most
 `MAX_DEPTH` objects and arrays deep, so hashing, validation and JSON decoding
 never meet Python's recursion limit; and it is at most `MAX_NODE_BYTES` as
-compact JSON. A schema refers only inside itself: validation fetches no URL and
-reads no file, so a schema node means the same on every machine, offline.
+compact JSON. (What a schema may say is json-cas's subset: `subset.py`.)
 
-Both checks walk with an explicit stack: a hostile value cannot exhaust it.
+The check walks with an explicit stack: a hostile value cannot exhaust it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from uwf.errors import Rejected
@@ -24,21 +22,6 @@ MAX_NODE_BYTES = 16 * 1024 * 1024  # a payload as compact UTF-8 JSON
 MAX_DEPTH = 200  # objects and arrays inside each other
 MAX_NUMBER = 1.7976931348623157e308  # float64's largest; ints are compared exactly
 LIMITS_DOC = "see the limits in docs/json-cas.md#limits"
-
-# `$schema` values jsonschema-rs knows without retrieving anything. Any other
-# would be fetched (http, https) or read (file) to learn its vocabulary.
-KNOWN_DRAFTS = frozenset(
-    f"{scheme}://json-schema.org/{draft}/schema{hash_}"
-    for scheme in ("http", "https")
-    for draft in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
-    for hash_ in ("", "#")
-)
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
-# Keywords whose values are data, never schemas: a "$ref" inside them is a literal.
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-# Keywords whose values map names to schemas: their keys are names, not keywords.
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs",
-                          "dependentSchemas", "dependencies"})
 
 
 def check_payload(value: Any, what: str = "payload") -> None:
@@ -136,44 +119,3 @@ def _path(link: Any) -> str:
     for key in reversed(keys):
         text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
     return text[:200]
-
-
-# -- what a schema may refer to ------------------------------------------------------
-
-def foreign_reference(schema: Any) -> str | None:
-    """Why `schema` refers outside itself (a `$ref` not starting with `#`, a `$schema`
-    that is not a known draft), or None: a schema may refer only inside itself."""
-    for keyword, target in _references(schema):
-        if keyword == "$schema":
-            if target not in KNOWN_DRAFTS:
-                return (f"$schema {target} is not allowed: a schema may refer only inside "
-                        "itself (give a JSON Schema draft's URI, or no $schema)")
-        elif not target.startswith("#"):
-            return f"{keyword} to {target} is not allowed: a schema may refer only inside itself"
-    return None
-
-
-def _references(schema: Any) -> Iterator[tuple[str, str]]:
-    """(keyword, target) of every `$ref`-like keyword and `$schema` in keyword position."""
-    stack = [schema]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-            continue
-        if not isinstance(item, dict):
-            continue
-        for keyword, value in item.items():
-            if keyword in _DATA_KEYWORDS:
-                continue
-            if isinstance(value, str) and (keyword in _REFERENCES or keyword == "$schema"):
-                yield keyword, value
-            elif keyword in _SCHEMA_MAPS and isinstance(value, dict):
-                stack.extend(value.values())
-            elif isinstance(value, dict | list):
-                stack.append(value)
-
-
-def refuse_retrieval(uri: str) -> Any:
-    """jsonschema-rs's retriever: nothing outside a schema is ever fetched or read."""
-    raise ValueError(f"$ref to {uri} is not allowed: a schema may refer only inside itself")

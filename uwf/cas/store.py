@@ -1,9 +1,9 @@
 """The typed store: meta-schema -> schema nodes -> data nodes, validated on put.
 
-A node is `{"type", "payload", "timestamp"}`. The bootstrap meta-schema (the
-JSON Schema for JSON Schemas) is self-typed; every schema node's type is its
-hash; every data node's type is a schema node. Strings marked
-`"format": "cas-ref"` in a schema are references that `walk` and `gc` follow.
+A node is `{"type", "payload", "timestamp"}`. The bootstrap meta-schema (json-cas's
+own, `subset.py`) is self-typed; every schema node's type is its hash; every data
+node's type is a schema node. Strings marked `"format": "cas_ref"` in a schema
+are references that `walk` and `gc` follow.
 """
 
 from __future__ import annotations
@@ -17,14 +17,9 @@ from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import is_hash, node_hash, self_hash
-from uwf.cas.limits import (
-    check_payload,
-    check_size,
-    first_problem,
-    foreign_reference,
-    refuse_retrieval,
-)
-from uwf.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.cas.limits import check_payload, check_size
+from uwf.cas.subset import DRAFT07_BOOTSTRAP, REF_FORMAT, meta_schema, schema_problems
+from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
 BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
@@ -45,13 +40,6 @@ class WalkEntry:
     depth: int
     path: str
     missing: bool = False
-
-
-@cache
-def meta_schema() -> dict[str, Any]:
-    text = resources.files("uwf.cas").joinpath("schemas/meta.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
 
 
 @cache
@@ -83,31 +71,6 @@ def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
     return (json.dumps(node, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
-def schema_problems(schema: Any) -> list[str]:
-    """Why `schema` is not a valid JSON Schema that refers only inside itself (empty
-    when it is)."""
-    import jsonschema_rs
-
-    if not isinstance(schema, dict | bool):
-        return ["a schema must be a JSON object or a boolean"]
-    if (problem := first_problem(schema)) is not None:
-        return [problem]
-    # Before the meta-schema sees it: jsonschema-rs fetches (or reads) an unknown $schema.
-    if (foreign := foreign_reference(schema)) is not None:
-        return [foreign]
-    try:
-        jsonschema_rs.meta.validate(schema)
-    except jsonschema_rs.ValidationError as exc:
-        return [f"{_path(exc.instance_path)}: {exc.message}"]
-    except Exception as exc:  # unknown $schema, unresolvable meta-schema
-        return [_first_line(exc)]
-    try:  # every $ref resolves, inside the schema
-        jsonschema_rs.validator_for(schema, retriever=refuse_retrieval)
-    except Exception as exc:
-        return [_first_line(exc)]
-    return []
-
-
 def _first_line(exc: Exception) -> str:
     """jsonschema-rs's message without the schema and instance it appends."""
     lines = str(exc).strip().splitlines()
@@ -132,6 +95,18 @@ class Cas:
         # several times, so decoded nodes are kept (verify always rereads the file).
         self._nodes: dict[str, Node] = {}
         self._builtins_stored = False
+
+    def refuse_old_bootstrap(self, where: object) -> None:
+        """Fail closed on a store bootstrapped with the draft-07 meta-schema: its schema
+        hashes (and every hash built on them) differ from json-cas's, so reading it
+        with today's meta-schema would silently change what its nodes mean."""
+        if self.blobs.exists(DRAFT07_BOOTSTRAP):
+            raise OldFormat(
+                f"the store {where} was written by an older uwf, with the draft-07 "
+                f"bootstrap meta-schema ({DRAFT07_BOOTSTRAP}) instead of json-cas's: its "
+                "hashes do not match json-cas's",
+                f"move it aside (mv {where} {where}.old) and run the command again to "
+                "re-create it, then register the workflows again (docs/json-cas.md#bootstrap)")
 
     # -- writing ---------------------------------------------------------
 
@@ -271,7 +246,9 @@ class Cas:
                 continue
             if node.type == meta:
                 title = node.payload.get("title") if isinstance(node.payload, dict) else None
-                found.append({"hash": hash_, "title": title or ""})
+                # json-cas's meta-schema has a description and no title.
+                found.append({"hash": hash_, "title": title or ("meta-schema" if hash_ == meta
+                                                                 else "")})
         return sorted(found, key=lambda entry: entry["hash"])
 
     # -- validation and verification --------------------------------------
@@ -291,22 +268,18 @@ class Cas:
             import jsonschema_rs
 
             schema = self.schema(type_hash)
-            # A schema node stored before references were checked is checked here:
-            # nothing outside the schema is fetched or read, whatever it says.
-            problem = foreign_reference(schema)
-            if problem is None:
+            # A schema node written past the checks (by hand, by an older uwf) is checked
+            # here: outside json-cas's subset it is refused, and so never refers outside.
+            problems = [] if type_hash in _builtin_hashes() else schema_problems(schema)
+            if not problems:
                 try:
                     validator = jsonschema_rs.validator_for(
-                        schema,
-                        formats={"cas-ref": is_hash},
-                        validate_formats=True,
-                        retriever=refuse_retrieval,
-                    )
+                        schema, formats={REF_FORMAT: is_hash}, validate_formats=True)
                 except Exception as exc:
-                    problem = _first_line(exc)
+                    problems = [_first_line(exc)]
             if validator is None:
-                raise Rejected(f"the schema of type {type_hash} cannot be used: {problem}",
-                               "put a schema that refers only inside itself and use its hash")
+                raise Rejected(f"the schema of type {type_hash} cannot be used: {problems[0]}",
+                               "put a schema of json-cas's subset and use its hash")
             self._validators[type_hash] = validator
         return validator
 
@@ -348,7 +321,7 @@ class Cas:
     # -- references ------------------------------------------------------
 
     def refs(self, node: Node) -> Iterator[tuple[str, str]]:
-        """(path, hash) of every cas-ref in a node's payload, by its schema."""
+        """(path, hash) of every cas_ref in a node's payload, by its schema."""
         if node.type == node.hash or node.type == meta_hash():
             return
         yield from _refs(self.schema(node.type), node.payload, "")
@@ -428,9 +401,9 @@ def _content_hash(node: Node) -> str | None:
 def _refs(schema: Any, value: Any, path: str) -> Iterator[tuple[str, str]]:
     if not isinstance(schema, dict):
         return
-    if schema.get("format") == "cas-ref" and is_hash(value):
+    if schema.get("format") == REF_FORMAT and is_hash(value):
         yield path, value
-    for combinator in ("allOf", "anyOf", "oneOf"):
+    for combinator in ("anyOf", "oneOf"):
         for option in schema.get(combinator, ()):
             yield from _refs(option, value, path)
     if isinstance(value, dict):

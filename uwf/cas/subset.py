@@ -1,0 +1,115 @@
+"""json-cas's bootstrap meta-schema and the closed subset of JSON Schema it admits.
+
+The meta-schema (`schemas/meta.json`, self-hash `56GP9CC0KVQF8`) is json-cas's own,
+byte for byte: the same schema content therefore hashes here as in json-cas. It
+lists the keywords a schema may use at its top level; where it says
+`{"type": "object", "additionalProperties": false}` (inside `properties`,
+`additionalProperties`, `items`, `anyOf`, `oneOf`) it stands for "a schema" —
+json-cas applies the same subset to every nested schema, and so does this module.
+
+So a schema refers to nothing outside itself: `$ref`, `$schema`, `$id`,
+`definitions`, `pattern`... are not keywords of the subset, and validation never
+fetches a URL nor reads a file. An empty `enum` is refused, as json-cas refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from uwf.cas.limits import first_problem
+
+META_HASH = "56GP9CC0KVQF8"
+# The draft-07 meta-schema's self-hash: the bootstrap of stores written before
+# uwf adopted json-cas's (docs/json-cas.md#bootstrap). Such a store is refused.
+DRAFT07_BOOTSTRAP = "CWJJZYAQ8BA62"
+REF_FORMAT = "cas_ref"  # json-cas's marker of a string that holds a node's hash
+# Keywords whose values are schemas (a map of them, one, or a list of them).
+_SCHEMA_MAP = "properties"
+_SCHEMA_ONE = ("additionalProperties", "items")
+_SCHEMA_LIST = ("anyOf", "oneOf")
+
+
+@cache
+def meta_schema() -> dict[str, Any]:
+    text = resources.files("uwf.cas").joinpath("schemas/meta.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def keywords() -> tuple[str, ...]:
+    return tuple(sorted(meta_schema()["properties"]))
+
+
+@cache
+def _one_level() -> Any:
+    """A validator of one schema object's own keywords: the meta-schema with each
+    nested "a schema" stand-in relaxed to any object (nested ones are checked in turn)."""
+    import jsonschema_rs
+
+    def relax(value: Any) -> Any:
+        if value == {"type": "object", "additionalProperties": False}:
+            return {"type": "object"}
+        if isinstance(value, dict):
+            return {key: relax(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [relax(item) for item in value]
+        return value
+
+    return jsonschema_rs.validator_for(relax(meta_schema()))
+
+
+def schema_problems(schema: Any) -> list[str]:
+    """Why `schema` is not a schema of json-cas's subset (empty when it is)."""
+    if (problem := first_problem(schema)) is not None:
+        return [problem]
+    for path, node in _schemas(schema):
+        where = path or "(root)"
+        if not isinstance(node, dict):
+            return [f"{where}: a schema must be a JSON object"]
+        unknown = sorted(set(node) - set(keywords()))
+        if unknown:
+            return [f"{where}: {unknown[0]!r} is not a keyword of json-cas's schema subset "
+                    f"(allowed: {', '.join(keywords())})"]
+        for error in _one_level().iter_errors(node):
+            inner = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                            for part in error.instance_path).lstrip(".")
+            return [f"{_join(path, inner) or '(root)'}: {error.message}"]
+        if node.get("enum") == []:
+            return [f"{_join(path, 'enum')}: an enum must list at least one value"]
+    return []
+
+
+def _schemas(schema: Any) -> Iterator[tuple[str, Any]]:
+    """(path, schema) of the schema and every schema nested in it, outermost first."""
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if not isinstance(node, dict):
+            continue
+        children: list[tuple[str, Any]] = []
+        properties = node.get(_SCHEMA_MAP)
+        if isinstance(properties, dict):
+            children.extend((_join(path, f"properties.{name}"), sub)
+                            for name, sub in properties.items())
+        for keyword in _SCHEMA_ONE:
+            sub = node.get(keyword)
+            if isinstance(sub, dict):
+                children.append((_join(path, keyword), sub))
+        for keyword in _SCHEMA_LIST:
+            options = node.get(keyword)
+            if isinstance(options, list):
+                children.extend((_join(path, f"{keyword}[{index}]"), sub)
+                                for index, sub in enumerate(options))
+        stack.extend(reversed(children))
+
+
+def _join(path: str, tail: str) -> str:
+    if path and tail:
+        return f"{path}{tail}" if tail.startswith("[") else f"{path}.{tail}"
+    return path or tail
