@@ -19,10 +19,10 @@ from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import Corrupt, NotFound, Rejected, UsageError
-from uwf.projections.thread_events import ThreadEnded, ThreadStarted
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
+from uwf.projections.thread_events import INPUTS_DIGEST_CHARS, ThreadEnded, ThreadStarted
 from uwf.projections.threads import ThreadState
-from uwf.workflow.moderator import NoTransition, status_of
+from uwf.workflow.moderator import status_of
 from uwf.workflow.routing import next_decision
 
 # A thread id is a ULID: 26 Crockford Base32 characters, the first 0-7 (128 bits).
@@ -84,7 +84,7 @@ def current_role(cas: Cas, state: ThreadState) -> str | None:
         return state.blocked_role
     try:
         _, decision = next_decision(cas, state)
-    except (NoTransition, NotFound, Corrupt):
+    except UwfError:  # NoTransition (no edge, no condition holds), a missing node, ...
         return None
     return None if decision.ends else decision.role
 
@@ -136,7 +136,8 @@ def start_thread(
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
     thread = str(ULID.from_timestamp(store.clock()))
-    started = ThreadStarted(workflow_hash, str(payload["name"]), start, find_repo(repo))
+    started = ThreadStarted(workflow_hash, str(payload["name"]), start, find_repo(repo),
+                            inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     return store.journal.write(lambda _views: Outcome(
         [NewEvent(f"thread/{thread}", started)], {"workflow": workflow_hash, "thread": thread}))
 
@@ -267,7 +268,9 @@ def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
     visits: dict[str, int] = {}
     for node in kept:
         visits[node.payload["role"]] = visits.get(node.payload["role"], 0) + 1
+    prompt = str(store.cas.get(state.start).payload["prompt"])
     event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
-                          fork_of=thread, steps=len(kept), visits=visits)
+                          fork_of=thread, steps=len(kept), visits=visits,
+                          inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     result = {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
     return store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{new}", event)], result))

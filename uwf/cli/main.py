@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from uwf.cli.context import Context
 from uwf.cli.render import console, panel, table
+from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Args, Command, Group, NoArgs, NonNegative, arg
 from uwf.cli.threads import THREAD_COMMANDS
 
@@ -43,7 +44,10 @@ class LogTail(Args, frozen=True, kw_only=True):
 def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
     from uwf.api.workflows import put_workflow
 
-    return put_workflow(ctx.store, args.file)
+    result = put_workflow(ctx.store, args.file)
+    for warning in result.get("warnings", []):  # accepted, but worth a look
+        sys.stderr.write(f"warning: {warning}\n")
+    return result
 
 
 def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
@@ -64,7 +68,10 @@ def _workflow_panel(payload: dict[str, Any]) -> str:
     for role, spec in definition["roles"].items():
         lines.append(f"  role {role}: {spec['description']}  (schema {spec['meta']})")
     for source, edges in definition["graph"].items():
-        for status, target in edges.items():
+        # A list-form source's edges are tried in order; each is labelled by its condition.
+        labelled = ([(entry["condition"] or "_", entry) for entry in edges]
+                    if isinstance(edges, list) else edges.items())
+        for status, target in labelled:
             lines.append(f"  {source} --{status}--> {target['role']}")
     return "\n".join(line for line in lines if line)
 
@@ -171,6 +178,7 @@ COMMANDS = Group(
         "workflow": "register and inspect workflows (YAML -> CAS node)",
         "thread": "start threads of a workflow and step them with agents",
         "agent": "the agent kit: read a step's context, submit its output",
+        "run": "the run registry: search, show, resume, archive and rerun runs in every repo",
         "registry": "the views derived from the log: freshness, catch-up, rebuild, verify",
         "log": "audit the event log",
     },
@@ -183,6 +191,7 @@ COMMANDS = Group(
         Command(("workflow", "list"), "List registered workflows by name.",
                 "uwf workflow list", NoArgs, _workflow_list),
         *THREAD_COMMANDS,
+        *RUN_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, _registry_show,
                 human=_registry_panel),

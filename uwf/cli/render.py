@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from uwf.redact import Redact
 
 # What `arg(..., **extra)` may say about the command line.
-_CLI_EXTRAS = {"positional", "short", "metavar", "expect"}
+_CLI_EXTRAS = {"positional", "short", "metavar", "expect", "alias"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,6 +120,8 @@ def _param(args: type[Args], field: mi.Field) -> Param:
         flags = (f"-{field.encode_name}",) if len(field.encode_name) == 1 else (long,)
         if short := extra.get("short"):
             flags = (short, *flags)
+        if alias := extra.get("alias"):
+            flags = (*flags, alias)
     return Param(field.encode_name, help_text, kind, field.required, default, nullable,
                  choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"))
 

@@ -45,11 +45,13 @@ Age = Annotated[float, msgspec.Meta(ge=0, le=100 * MAX_SECONDS)]
 
 
 def arg(help: str, *, positional: bool = False, short: str | None = None,
-        metavar: str | None = None, expect: str | None = None) -> msgspec.Meta:
+        metavar: str | None = None, expect: str | None = None,
+        alias: str | None = None) -> msgspec.Meta:
     """The metadata of one argument: its help text (the schema's `description`) and the
     command-line details kept in `extra`: `positional` (else it is a `--flag`), a
-    `short` alias such as `-p`, the `metavar` shown in usage, and for a string with a
-    pattern what a value must be (`expect`), said when one does not match."""
+    `short` alias such as `-p`, another long flag (`alias`, such as `--app`), the
+    `metavar` shown in usage, and for a string with a pattern what a value must be
+    (`expect`), said when one does not match."""
     extra: dict[str, Any] = {}
     if positional:
         extra["positional"] = True
@@ -59,6 +61,8 @@ def arg(help: str, *, positional: bool = False, short: str | None = None,
         extra["metavar"] = metavar
     if expect is not None:
         extra["expect"] = expect
+    if alias is not None:  # another long flag for the same argument (`--app`)
+        extra["alias"] = alias
     return msgspec.Meta(description=help, extra=extra or None)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from uwf.engine.events import EventCatalog
 from uwf.projections.base import StructProjection
+from uwf.projections.run_events import RUN_EVENTS
+from uwf.projections.runs import RunsProjection
+from uwf.projections.steps import StepsProjection
 from uwf.projections.store import StoreProjection
 from uwf.projections.thread_events import THREAD_EVENTS
 from uwf.projections.threads import ThreadsProjection
@@ -14,9 +17,10 @@ from uwf.projections.workflows import WorkflowsProjection
 
 def all_projections() -> list[StructProjection]:
     """Every view uwf maintains, in a fixed order."""
-    return [StoreProjection(), WorkflowsProjection(), ThreadsProjection()]
+    return [StoreProjection(), WorkflowsProjection(), ThreadsProjection(), RunsProjection(),
+            StepsProjection()]
 
 
 def event_catalog() -> EventCatalog:
     """The core event types plus every feature's, registered explicitly."""
-    return EventCatalog(WORKFLOW_EVENTS, THREAD_EVENTS)
+    return EventCatalog(WORKFLOW_EVENTS, THREAD_EVENTS, RUN_EVENTS)

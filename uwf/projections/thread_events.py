@@ -6,6 +6,8 @@ from typing import ClassVar
 
 from uwf.engine.events import EventData
 
+INPUTS_DIGEST_CHARS = 1000
+
 
 class ThreadStarted(EventData, frozen=True):
     """A thread exists: its workflow, StartNode and repo (and, for a fork, its origin)."""
@@ -20,6 +22,9 @@ class ThreadStarted(EventData, frozen=True):
     fork_of: str | None = None
     steps: int = 0
     visits: dict[str, int] = {}  # noqa: RUF012  (msgspec copies mutable defaults)
+    # The prompt's first INPUTS_DIGEST_CHARS characters: what the run index searches
+    # and titles runs by (the whole prompt is in the StartNode).
+    inputs_digest: str = ""
 
 
 class ThreadStepStarted(EventData, frozen=True):
@@ -39,12 +44,15 @@ class ThreadStepped(EventData, frozen=True):
     """The agent's StepNode passed every check: the head moves to it."""
 
     type: ClassVar[str] = "thread.stepped"
-    refs: ClassVar[tuple[str, ...]] = ("head", "output")
+    refs: ClassVar[tuple[str, ...]] = ("head", "output", "reused")
     step_id: str
     head: str
     role: str
     status: str
     output: str
+    # An incremental rerun took this step over: the original run's StepNode whose
+    # output (and detail) the new StepNode points at. No agent ran.
+    reused: str | None = None
 
 
 class ThreadStepFailed(EventData, frozen=True):

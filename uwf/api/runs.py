@@ -1,0 +1,220 @@
+"""The run registry (SPEC §7): find, classify, resume, archive and rerun runs.
+
+A run is a thread; its record is a row of the `runs` view, folded from the log
+(never an authority: delete `views/` and the same records come back). Every
+listing is one indexed query over that view, ordered by (createdAt, runId),
+so a page costs what it returns however many runs the store holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from uwf.api.store import Store
+from uwf.api.threads import check_thread_id, find_repo, head_of
+from uwf.cas.hashing import is_hash
+from uwf.engine.clock import format_ts, parse_instant
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import NotFound, Rejected, UsageError
+from uwf.projections.runs import DERIVED, LIFECYCLES, RunState, derived_at, lifecycle
+
+SCOPES = ("home", "repo")
+DEFAULT_LIMIT = 50
+_MS_PER_DAY = 86_400_000
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What `run search`, `run list` and `history` select."""
+
+    workflow: str | None = None
+    status: str | None = None
+    text: str | None = None
+    repo: str | None = None
+    since: str | None = None
+    until: str | None = None
+    scope: str = "home"
+    include_archived: bool = True
+
+
+def get_run(views: Views, run_id: str) -> RunState:
+    check_thread_id(run_id)
+    state: RunState | None = views.get("runs", run_id)
+    if state is None:
+        raise NotFound(f"no run {run_id}", "find runs with `uwf run search`")
+    return state
+
+
+def missing_nodes(store: Store, run: RunState) -> list[str]:
+    """The nodes the run refers to that the CAS does not hold (workflow, start, head)."""
+    thread = run.thread
+    wanted = [thread.workflow, thread.start, *([thread.head] if thread.head else [])]
+    return [hash_ for hash_ in wanted if not store.cas.has(hash_)]
+
+
+def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, Any]:
+    """A RunRecord as SPEC §7 lists its fields."""
+    thread = run.thread
+    provenance = None
+    if run.provenance is not None:
+        link = run.provenance
+        provenance = {"rerunOf": link.rerun_of, "rerunOfRepo": link.rerun_of_repo,
+                      "originRunId": link.origin_run_id, "generation": link.generation,
+                      "reason": link.reason, "incremental": link.incremental}
+    return {
+        "runId": thread.thread,
+        "workflow": {"name": thread.name, "hash": thread.workflow},
+        "title": run.title,
+        "repo": thread.repo,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+        "lifecycle": lifecycle(run, now_ms),
+        "derivedLifecycle": derived_at(run, now_ms),
+        "archived": run.archived,
+        "archivedAt": run.archived_at,
+        "archiveReason": run.archive_reason,
+        "steps": thread.steps,
+        "reusedSteps": run.reused_steps,
+        "lastRole": thread.last_role,
+        "lastStatus": thread.last_status,
+        "head": head_of(thread),
+        "inputsDigest": run.inputs_digest,
+        "provenance": provenance,
+        "freshness": freshness,
+    }
+
+
+def _fresh_record(store: Store, run: RunState, now_ms: int) -> dict[str, Any]:
+    return record(run, now_ms, "missing" if missing_nodes(store, run) else "valid")
+
+
+# -- search, list, history -----------------------------------------------------------
+
+def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
+           offset: int = 0, *, newest_first: bool = False) -> dict[str, Any]:
+    """Runs the filters select, by (createdAt, runId) (newest first for history)."""
+    views = store.read()
+    now = store.clock()
+    where = _where(views, filters, now)
+    order = ("-created_at", "-key") if newest_first else ("created_at", "key")
+    query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
+    runs = [_fresh_record(store, run, now) for run in views.query(query)]
+    return {"scope": filters.scope, "total": views.count(query), "limit": limit,
+            "offset": offset, "runs": runs}
+
+
+def _where(views: Views, filters: RunFilter, now: int) -> list[tuple[str, str, Any]]:
+    where: list[tuple[str, str, Any]] = []
+    if filters.scope not in SCOPES:
+        raise UsageError(f"unknown scope {filters.scope!r}", "give repo or home")
+    if filters.status is not None:
+        where.extend(status_terms(filters.status, now))
+    if not filters.include_archived:
+        where.append(("archived", "=", 0))
+    if filters.workflow is not None:
+        where.append(_workflow_term(views, filters.workflow))
+    if filters.repo is not None:
+        where.append(("repo", "=", find_repo(filters.repo)))
+    if filters.scope == "repo":
+        where.append(("repo", "=", find_repo(None)))
+    if filters.since is not None:
+        where.append(("created_at", ">=", format_ts(parse_instant(filters.since, "--since"))))
+    if filters.until is not None:
+        where.append(("created_at", "<=", format_ts(parse_instant(filters.until, "--until"))))
+    return where
+
+
+def status_terms(status: str, now: int) -> list[tuple[str, str, Any]]:
+    """A lifecycle word as index terms: `archived` is the overlay; every other word
+    matches the derived lifecycle, archived runs included (`--include-archived`)."""
+    if status not in LIFECYCLES:
+        raise UsageError(f"unknown status {status!r}", f"give one of {', '.join(LIFECYCLES)}")
+    if status == "archived":
+        return [("archived", "=", 1)]
+    if status == "running":
+        return [("derived", "=", "running"), ("deadline", ">=", now)]
+    if status == "stalled":
+        return [("derived", "=", "running"), ("deadline", "<", now)]
+    return [("derived", "=", status)]
+
+
+def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
+    """A registered name matches runs of any version of it; a hash, runs of that one."""
+    if views.get("workflows", ref) is not None:
+        return ("workflow", "=", ref)
+    if is_hash(ref):
+        return ("workflow_hash", "=", ref)
+    raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
+
+
+# -- show ----------------------------------------------------------------------------
+
+def show(store: Store, run_id: str) -> dict[str, Any]:
+    """One run. When a node it refers to is gone: `found: false`, freshness `missing`,
+    and the last-known record under `lastKnown`, never as a live status."""
+    run = get_run(store.read(), run_id)
+    now = store.clock()
+    missing = missing_nodes(store, run)
+    if missing:
+        return {"found": False, "freshness": "missing", "missingNodes": missing,
+                "lastKnown": record(run, now, "missing"),
+                "nextAction": "restore the nodes from a backup, or archive the run; "
+                              "`json-cas verify --all` lists what else is damaged"}
+    return {"found": True, "freshness": "valid", "run": record(run, now)}
+
+
+# -- archive -------------------------------------------------------------------------
+
+def archive(store: Store, run_id: str, reason: str = "", *, unarchive: bool = False
+            ) -> dict[str, Any]:
+    from uwf.engine.events import NewEvent
+    from uwf.projections.run_events import RunArchived, RunUnarchived
+
+    def decide(views: Views) -> Outcome[None]:
+        run = get_run(views, run_id)
+        if unarchive and not run.archived:
+            raise Rejected(f"run {run_id} is not archived", "nothing to do")
+        if not unarchive and run.archived:
+            raise Rejected(f"run {run_id} is already archived (at {run.archived_at})",
+                           f"unarchive it with `uwf run archive {run_id} --unarchive`")
+        data = RunUnarchived(reason) if unarchive else RunArchived(reason)
+        return Outcome([NewEvent(f"thread/{run_id}", data)], None)
+
+    store.journal.write(decide)
+    return show(store, run_id)
+
+
+def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> dict[str, Any]:
+    """Archive every run not archived whose last activity (updatedAt) is older than the
+    window, and whose derived lifecycle is among `states` when any are given. A window
+    of 0 days archives nothing: retention is opt-in."""
+    from uwf.engine.events import NewEvent
+    from uwf.projections.run_events import RunArchived
+
+    wanted = tuple(dict.fromkeys(states))
+    if unknown := [state for state in wanted if state not in DERIVED]:
+        raise UsageError(f"unknown state {unknown[0]!r}", f"give one of {', '.join(DERIVED)}")
+    if older_than_days < 0:
+        raise UsageError("--older-than-days must be 0 or more", "give a number of days")
+    now = store.clock()
+    cutoff = format_ts(now - older_than_days * _MS_PER_DAY)
+    result: dict[str, Any] = {"olderThanDays": older_than_days, "cutoff": cutoff,
+                              "states": list(wanted), "archived": [], "count": 0}
+    if older_than_days == 0:
+        result["note"] = "no window given: nothing archived (give --older-than-days N)"
+        return result
+    reason = f"retention: no activity for {older_than_days} days"
+
+    def decide(views: Views) -> Outcome[list[str]]:
+        where: list[tuple[str, str, Any]] = [("archived", "=", 0), ("updated_at", "<", cutoff)]
+        if wanted:
+            where.append(("derived", "in", wanted))
+        chosen = [run.thread.thread for run in views.query(Query("runs", tuple(where)))]
+        events = [NewEvent(f"thread/{run_id}", RunArchived(reason)) for run_id in chosen]
+        return Outcome(events, chosen)
+
+    chosen = store.journal.write(decide)
+    return {**result, "archived": chosen, "count": len(chosen)}
