@@ -189,11 +189,10 @@ def _decide(store: Store, state: ThreadState, events: list[NewEvent]
             ) -> tuple[dict[str, Any], Decision | None, UwfError | None]:
     try:
         workflow, decision = next_decision(store.cas, state)
-    except NoTransition as exc:
-        last_role, last_output = last_step(store.cas, state)
-        status = status_of(last_role, last_output)
+    except NoTransition as exc:  # no edge for the status, or no condition holds or one failed
+        last_role, _ = last_step(store.cas, state)
         events.append(NewEvent(f"thread/{state.thread}",
-                               ThreadBlocked("no-transition", exc.what, last_role, status)))
+                               ThreadBlocked("no-transition", exc.what, last_role, exc.status)))
         return {}, None, exc
     except NotFound as exc:
         raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
@@ -345,7 +344,7 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
         status = status_of(plan.decision.role, output)
         events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
             plan.step_id, result, plan.decision.role, status, output_hash))]
-        events += _after(store, state, plan.decision.role, output)
+        events += _after(store, state, plan.decision.role, output, result)
         return Outcome(events, None)
 
     error = store.journal.write(decide)
@@ -354,10 +353,12 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
     return summary(get_thread(store.read(), plan.thread))
 
 
-def _after(store: Store, state: ThreadState, role: str, output: Any) -> list[NewEvent]:
-    """Step 8: ask the moderator again; `$END` ends the thread in the same batch."""
+def _after(store: Store, state: ThreadState, role: str, output: Any, head: str
+           ) -> list[NewEvent]:
+    """Step 8: ask the moderator again (from the new StepNode `head`); `$END` ends
+    the thread in the same batch."""
     try:
-        _, decision = route(store.cas, state, role, output)
+        _, decision = route(store.cas, state, role, output, head)
     except NoTransition:
         return []  # the next step finds no transition and blocks the thread
     data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []

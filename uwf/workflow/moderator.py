@@ -1,15 +1,25 @@
-"""The moderator: status-based routing and Mustache edge prompts. Pure.
+"""The moderator: status-based or condition-based routing, and Mustache edge prompts.
 
-`evaluate(graph, last_role, last_output, user_prompt)`: the status is `_` after
-`$START`, otherwise `last_output["status"]` when it is a string, else `_`. The
-target is `graph[last_role][status]`; its prompt is rendered without HTML
-escaping over the last output's fields, with `{{prompt}}` the user's prompt
-unless the output has a field of that name.
+`evaluate(graph, last_role, last_output, user_prompt)` reads `graph[last_role]`,
+which is one of two forms:
+
+- a map `status -> target`: the status is `_` after `$START`, otherwise
+  `last_output["status"]` when it is a string, else `_`; the target is
+  `graph[last_role][status]`. The Decision's `status` is that status.
+- a list of `{role, condition, prompt}`, tried in order: the first entry whose
+  condition holds (conditions.py; `null` always holds) is the target. The
+  Decision's `status` is the condition's name, or `_` for a `null` entry.
+
+No target is NoTransition (a condition that fails to evaluate is ConditionFailed,
+one kind of it). The prompt is rendered without HTML escaping over the last
+output's fields, with `{{prompt}}` the user's prompt unless the output has a
+field of that name. Pure, but for a condition's time limit.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +31,17 @@ ANY_STATUS = "_"
 
 
 class NoTransition(Rejected):
-    """The graph has no edge for this role and status: the thread is blocked."""
+    """The graph has no edge for this role and status (or no condition of its list
+    holds): the thread is blocked. `status` is the status that has no edge (None for
+    a list)."""
+
+    def __init__(self, what: str, next_action: str = "", status: str | None = None) -> None:
+        super().__init__(what, next_action)
+        self.status = status
+
+
+class ConditionFailed(NoTransition):
+    """A condition's expression failed to evaluate: the thread is blocked, naming it."""
 
 
 @dataclass(frozen=True)
@@ -44,23 +64,72 @@ def status_of(last_role: str, last_output: Any) -> str:
 
 
 def evaluate(
-    graph: dict[str, dict[str, dict[str, str]]],
+    graph: Mapping[str, Any],
     last_role: str,
     last_output: Any,
     user_prompt: str,
+    *,
+    conditions: Mapping[str, Any] | None = None,
+    steps: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> Decision:
-    """The next role and its edge prompt, or NoTransition."""
-    status = status_of(last_role, last_output)
-    target = graph.get(last_role, {}).get(status)
-    if target is None:
-        raise NoTransition(
-            f'no transition for role "{last_role}" with status "{status}"',
-            "fix the workflow's graph, or kill the thread",
-        )
+    """The next role and its edge prompt, or NoTransition.
+
+    `conditions` are the workflow's; `steps` gives the thread's history for them,
+    oldest first (called only when `last_role`'s edges are a list).
+    """
+    edges = graph.get(last_role, {})
+    if isinstance(edges, list):
+        target, status = _first_holding(edges, last_role, conditions or {},
+                                        steps or list, user_prompt)
+    else:
+        status = status_of(last_role, last_output)
+        target = edges.get(status)
+        if target is None:
+            raise NoTransition(
+                f'no transition for role "{last_role}" with status "{status}"',
+                "fix the workflow's graph, or kill the thread", status,
+            )
     scope: dict[str, Any] = {"prompt": user_prompt}
     if isinstance(last_output, dict):
         scope.update(last_output)
     return Decision(target["role"], render(target["prompt"], scope), status)
+
+
+def _first_holding(
+    edges: list[dict[str, Any]],
+    last_role: str,
+    conditions: Mapping[str, Any],
+    steps: Callable[[], list[dict[str, Any]]],
+    user_prompt: str,
+) -> tuple[dict[str, Any], str]:
+    """The first entry whose condition holds, and its status (the condition, or `_`)."""
+    from uwf.workflow.conditions import ConditionError, holds, scope_of
+
+    scope: dict[str, Any] | None = None  # the history is read only if a condition needs it
+    tried: list[str] = []
+    for entry in edges:
+        name = entry["condition"]
+        if name is None:
+            return entry, ANY_STATUS
+        if scope is None:
+            scope = scope_of(steps(), user_prompt)
+        spec = conditions.get(name)
+        try:
+            if not isinstance(spec, dict) or not isinstance(spec.get("expression"), str):
+                raise ConditionError("the workflow does not define it")  # a hand-made node
+            if holds(spec["expression"], scope):
+                return entry, str(name)
+        except ConditionError as exc:
+            raise ConditionFailed(
+                f'condition "{name}" of role "{last_role}" failed: {exc}',
+                "fix its expression in the workflow, or kill the thread",
+            ) from None
+        tried.append(str(name))
+    raise NoTransition(
+        f'no transition for role "{last_role}": no condition holds '
+        f"({', '.join(tried) or 'none listed'})",
+        "fix the workflow's graph, or kill the thread",
+    )
 
 
 def render(template: str, scope: dict[str, Any]) -> str:
