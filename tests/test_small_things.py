@@ -47,6 +47,18 @@ def test_a_byte_order_mark_is_tolerated(cli: Cli, tmp_path: Path) -> None:
     assert put.out == cli.cas("put", "--type", "Text", "-", stdin='"hello"').out
 
 
+@pytest.mark.parametrize("answer", [
+    "---\nstatus: ready\nplan: x\n---\nnotes",  # front matter
+    '{"status": "ready", "plan": "x"}',  # the whole answer as JSON
+    '```json\n{"status": "ready", "plan": "x"}\n```',
+])
+def test_a_byte_order_mark_before_an_agent_answer_is_tolerated(answer: str) -> None:
+    from uwf.agents.prompting import extract_output
+
+    assert extract_output("\ufeff" + answer) == extract_output(answer)
+    assert extract_output(answer) == {"status": "ready", "plan": "x"}
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_format_json_is_json(cli: Cli, where: str) -> None:
     assert cli.run("workflow", "put", str(EXAMPLE)).code == 0

@@ -46,7 +46,8 @@ def assemble_prompt(ctx: dict[str, Any]) -> str:
 
 def extract_output(text: str) -> Any:
     """The output JSON in an agent's text: the last ```json block that parses, else YAML
-    front matter, else the whole text as JSON."""
+    front matter, else the whole text as JSON. A leading byte-order mark is ignored."""
+    text = text.removeprefix("\ufeff")
     for language, body in reversed(_FENCE.findall(text)):
         if language.lower() in ("json", ""):
             try:
