@@ -112,7 +112,7 @@ def test_a_stranded_step_is_taken_over_after_its_deadline(cli: Cli, tmp_path: Pa
     assert done["data"]["head"] == stepped["head"]
     log_entries = kit.log(thread)
     assert [(e["role"], e["agent"]) for e in log_entries] == [("planner", "uwf-mock")]
-    assert kit.show(thread) == {**before, "head": stepped["head"]}
+    assert kit.show(thread) == {**before, "head": stepped["head"], "currentRole": "developer"}
     assert kit.ok("thread", "run", thread)["done"] is True
     assert kit.ok("log", "verify")["ok"] is True
     assert kit.ok("registry", "verify")["ok"] is True
@@ -177,7 +177,7 @@ def test_kill_during_a_step_wins(cli: Cli, tmp_path: Path) -> None:
     _, err = stepping.communicate()
     assert code == 1, err
     assert len(err.splitlines()) == 1, err
-    assert killed == {**before, "done": True}
+    assert killed == {**before, "done": True, "status": "killed", "currentRole": None}
     assert kit.show(thread) == killed
     types = [e["type"] for e in kit.events("thread.")]
     assert types == ["thread.started", "thread.step_started", "thread.ended"]

@@ -57,8 +57,8 @@ class ThreadList(Args, frozen=True, kw_only=True):
                                         "(any version) or a Workflow hash",
                                         metavar="NAME|HASH")] = None
     status: Annotated[list[Status] | None, arg(
-        "only threads in this state; repeat for several (ended or killed lists ended "
-        "threads without --all)", metavar="STATUS")] = None
+        "only threads in this state: active, blocked, ended or killed; repeat for several "
+        "(ended or killed lists ended threads without --all)", metavar="STATUS")] = None
     limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
                                              metavar="N")] = None
     offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0
