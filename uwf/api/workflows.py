@@ -14,11 +14,12 @@ from uwf.engine.journal import Outcome, Views
 from uwf.errors import NotFound, Rejected
 from uwf.projections.workflow_events import WorkflowRegistered
 from uwf.redact import redact_value
-from uwf.workflow.compile import compile_workflow
+from uwf.workflow.compile import compile_workflow, workflow_warnings
 
 
-def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
-    """Register a workflow file; returns {"workflow": HASH, "name": NAME}.
+def put_workflow(store: Store, path: str | Path) -> dict[str, Any]:
+    """Register a workflow file; returns {"workflow": HASH, "name": NAME}, and
+    "warnings" (each `<YAML path>: <text>`) when there are any.
 
     Everything is checked before the first write, with the checks the CAS puts make,
     so a refused file leaves the CAS and the log as they were.
@@ -29,6 +30,7 @@ def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
         document = redact_value(document, store.redact)
     payload, schemas = compile_workflow(store.cas, document)
     _check_nodes(store, payload, schemas)
+    warnings = workflow_warnings(store.cas, payload, schemas)
     # Nodes first, then the event that refers to them (durability order).
     store.cas.ensure_builtins()
     for schema in schemas:
@@ -36,9 +38,11 @@ def put_workflow(store: Store, path: str | Path) -> dict[str, str]:
     workflow_hash = store.cas.put(builtin_hash("Workflow"), payload)
     name = str(payload["name"])
 
-    result = {"workflow": workflow_hash, "name": name}
+    result: dict[str, Any] = {"workflow": workflow_hash, "name": name}
+    if warnings:
+        result["warnings"] = warnings
 
-    def decide(views: Views) -> Outcome[dict[str, str]]:
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
         current = views.get("workflows", name)
         if current is not None and current.hash == workflow_hash:
             return Outcome((), result)  # already registered: idempotent, nothing to append

@@ -1,25 +1,43 @@
 """Compile a parsed workflow document into a Workflow payload: every problem, with
-its YAML path, in one error (SPEC §6)."""
+its YAML path, in one error (SPEC §6); and the warnings a registered workflow
+still deserves (`workflow_warnings`).
+
+Beyond the document's shape, each edge is checked against the schema of the role
+it leaves (`_edge_findings`): statuses against the role's `status` enum or const,
+an edge prompt's Mustache names against the role's output properties, and an
+edge prompt that would reach its agent as nothing but whitespace.
+"""
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from uwf.cas.hashing import is_hash
-from uwf.cas.store import Cas, meta_hash, schema_problems
+from uwf.cas.hashing import is_hash, node_hash
+from uwf.cas.store import Cas, meta_hash
+from uwf.cas.subset import schema_problems
 from uwf.errors import Rejected
-from uwf.workflow.templates import template_problem
+from uwf.workflow.conditions import expression_problem
+from uwf.workflow.moderator import ANY_STATUS, render
+from uwf.workflow.templates import template_names, template_problem
 
 START = "$START"
 END = "$END"
-_TOP_KEYS = {"version", "name", "description", "roles", "graph"}
+_TOP_KEYS = {"version", "name", "description", "roles", "conditions", "graph"}
+_CONDITION_KEYS = {"description", "expression"}
+_ENTRY_KEYS = {"role", "condition", "prompt"}
 _ROLE_TEXT = ("description", "goal", "procedure", "output")
 _ROLE_KEYS = {*_ROLE_TEXT, "capabilities", "meta"}
 _DEFAULT_META: dict[str, Any] = {"type": "object"}
-# The Workflow schema's pattern for `name` (uwf/cas/schemas/Workflow.json): ASCII only,
-# where str.isalnum() would let "café" through to be refused at the CAS put.
+# A workflow's (and a condition's) name: ASCII only, where str.isalnum() would let
+# "café" through. A condition is never named `_`, the fallback's status.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+# The prompt check renders with every combination of a template's required fields
+# present and empty: 2**this renders at most; beyond it the check is skipped.
+_MAX_RENDERED_FIELDS = 6
 
 
 class _Problems:
@@ -34,6 +52,7 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
     """Check a parsed workflow; return its Workflow payload and the role schemas.
 
     Every problem is reported, each with its YAML path, in one Rejected error.
+    `conditions` is in the payload only when the document has it.
     """
     problems = _Problems()
     if not isinstance(document, dict):
@@ -52,7 +71,12 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
     if not isinstance(description, str):
         problems.add("description", "must be a string")
     roles, schemas = _roles(cas, document.get("roles"), problems)
-    graph = _graph(document.get("graph"), set(roles), problems)
+    conditions = (_conditions(document["conditions"], problems) if "conditions" in document
+                  else None)
+    graph = _graph(document.get("graph"), set(roles), conditions or {}, problems)
+    for finding in _edge_findings(graph, conditions or {}, _role_schemas(cas, roles, schemas)):
+        if finding.error:
+            problems.add(finding.path, finding.text)
     if problems.items:
         count = len(problems.items)
         raise Rejected(
@@ -60,7 +84,19 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
             "fix them and run `uwf workflow put` again",
         )
     payload = {"name": name, "description": description, "roles": roles, "graph": graph}
+    if conditions is not None:
+        payload["conditions"] = conditions
     return payload, schemas
+
+
+def workflow_warnings(cas: Cas, payload: dict[str, Any], schemas: list[Any]) -> list[str]:
+    """What `put` accepts but reports, one `<YAML path>: <text>` each: an enum status
+    with no edge, a Mustache name the (open) schema does not declare, a list entry
+    after the fallback, a condition no entry uses."""
+    role_schemas = _role_schemas(cas, payload.get("roles", {}), schemas)
+    findings = _edge_findings(payload.get("graph", {}), payload.get("conditions", {}),
+                              role_schemas)
+    return [f"{finding.path}: {finding.text}" for finding in findings if not finding.error]
 
 
 def _roles(
@@ -117,8 +153,6 @@ def _meta(cas: Cas, meta: Any, path: str, problems: _Problems, schemas: list[Any
     if found:
         return ""
     schemas.append(meta)
-    from uwf.cas.hashing import node_hash
-
     return node_hash(meta_hash(), meta)
 
 
@@ -138,10 +172,42 @@ def _non_string_key(schema: Any) -> tuple[str, Any] | None:
     return None
 
 
-def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
+def _conditions(raw: Any, problems: _Problems) -> dict[str, Any]:
+    """`conditions`: name -> {description, expression}, each expression JSONata."""
+    conditions: dict[str, Any] = {}
+    if not isinstance(raw, dict):
+        problems.add("conditions", "must be a mapping of condition name to "
+                     "{description, expression}")
+        return conditions
+    for name, spec in raw.items():
+        path = f"conditions.{name}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            problems.add(path, f"{name!r} is not a valid condition name (ASCII letters, "
+                         "digits, . _ -, starting with a letter or digit)")
+            continue
+        if not isinstance(spec, dict):
+            problems.add(path, "must be a mapping {description, expression}")
+            continue
+        for key in sorted(set(spec) - _CONDITION_KEYS, key=str):
+            problems.add(f"{path}.{key}", "unknown field (allowed: description, expression)")
+        description = spec.get("description", "")
+        if not isinstance(description, str):
+            problems.add(f"{path}.description", "must be a string")
+        expression = spec.get("expression")
+        if not isinstance(expression, str) or not expression.strip():
+            problems.add(f"{path}.expression", "required: a JSONata expression (a string)")
+        elif (problem := expression_problem(expression)) is not None:
+            problems.add(f"{path}.expression", problem)
+        conditions[name] = {"description": description, "expression": expression}
+    return conditions
+
+
+def _graph(raw: Any, roles: set[str], conditions: dict[str, Any], problems: _Problems
+           ) -> dict[str, Any]:
     graph: dict[str, Any] = {}
     if not isinstance(raw, dict):
-        problems.add("graph", "required: a mapping of role to {status: target}")
+        problems.add("graph", "required: a mapping of role to {status: target} or to a list "
+                     "of {role, condition, prompt}")
         return graph
     if START not in raw:
         problems.add("graph", f"missing {START}: where the thread begins")
@@ -152,10 +218,14 @@ def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
             continue
         if source != START and source not in roles:
             problems.add(path, f"{source!r} is not a role (roles: {', '.join(sorted(roles))})")
-        if not isinstance(edges, dict) or not edges:
-            problems.add(path, "must map each status to a target")
+        if isinstance(edges, list) and edges:
+            graph[source] = _entries(edges, path, roles, conditions, problems)
             continue
-        if source == START and "_" not in edges:
+        if not isinstance(edges, dict) or not edges:
+            problems.add(path, "must map each status to a target, or list "
+                         "{role, condition, prompt} entries")
+            continue
+        if source == START and ANY_STATUS not in edges:
             problems.add(path, "needs the status `_`: the first step's target")
         targets: dict[str, Any] = {}
         for status, raw_target in edges.items():
@@ -171,14 +241,207 @@ def _graph(raw: Any, roles: set[str], problems: _Problems) -> dict[str, Any]:
                 continue
             for key in sorted(set(target) - {"role", "prompt"}, key=str):
                 problems.add(f"{edge_path}.{key}", "unknown field (allowed: prompt, role)")
-            role = target.get("role")
-            prompt = target.get("prompt", "")
-            if role != END and role not in roles:
-                problems.add(f"{edge_path}.role", f"unknown role {role!r} (use a role or {END})")
-            if not isinstance(prompt, str):
-                problems.add(f"{edge_path}.prompt", "must be a string")
-            elif (problem := template_problem(prompt)) is not None:
-                problems.add(f"{edge_path}.prompt", problem)
-            targets[str(status)] = {"role": role, "prompt": prompt}
-        graph[str(source)] = targets
+            targets[status] = _target(target, edge_path, roles, problems)
+        graph[source] = targets
     return graph
+
+
+def _entries(raw: list[Any], path: str, roles: set[str], conditions: dict[str, Any],
+             problems: _Problems) -> list[dict[str, Any]]:
+    """A list-form source: `{role, condition, prompt}` entries, tried in order."""
+    entries: list[dict[str, Any]] = []
+    for index, entry in enumerate(raw):
+        entry_path = f"{path}[{index}]"
+        if not isinstance(entry, dict):
+            problems.add(entry_path, "an entry is {role, condition, prompt}")
+            continue
+        for key in sorted(set(entry) - _ENTRY_KEYS, key=str):
+            problems.add(f"{entry_path}.{key}", "unknown field (allowed: condition, prompt, role)")
+        condition = entry.get("condition")
+        if "condition" not in entry:
+            problems.add(f"{entry_path}.condition",
+                         "required: a condition's name, or null for the fallback")
+        elif condition is not None and not isinstance(condition, str):
+            problems.add(f"{entry_path}.condition", "must be a condition's name or null")
+        elif condition is not None and condition not in conditions:
+            known = ", ".join(sorted(conditions)) or "none are defined"
+            problems.add(f"{entry_path}.condition",
+                         f"unknown condition {condition!r} (conditions: {known})")
+        entries.append({**_target(entry, entry_path, roles, problems), "condition": condition})
+    return entries
+
+
+def _target(target: dict[Any, Any], path: str, roles: set[str], problems: _Problems
+            ) -> dict[str, Any]:
+    role = target.get("role")
+    prompt = target.get("prompt", "")
+    if role != END and role not in roles:
+        problems.add(f"{path}.role", f"unknown role {role!r} (use a role or {END})")
+    if not isinstance(prompt, str):
+        problems.add(f"{path}.prompt", "must be a string")
+    elif (problem := template_problem(prompt)) is not None:
+        problems.add(f"{path}.prompt", problem)
+    return {"role": role, "prompt": prompt}
+
+
+# -- edges against the schemas of the roles they leave -------------------------------
+
+@dataclass(frozen=True)
+class _Finding:
+    path: str
+    text: str
+    error: bool  # refused at put; otherwise a warning
+
+
+def _role_schemas(cas: Cas, roles: dict[str, Any], schemas: list[Any]) -> dict[str, Any]:
+    """Each role's output schema: an inline one, or the stored node its hash names."""
+    inline = {node_hash(meta_hash(), schema): schema for schema in schemas}
+    found: dict[str, Any] = {}
+    for role, spec in roles.items():
+        meta = spec.get("meta") if isinstance(spec, dict) else None
+        if meta in inline:
+            found[role] = inline[meta]
+        elif (isinstance(meta, str) and is_hash(meta) and cas.has(meta)
+              and (node := cas.get(meta)).type == meta_hash()):
+            found[role] = node.payload
+    return found
+
+
+def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
+                   role_schemas: dict[str, Any]) -> list[_Finding]:
+    """Problems and warnings of each edge, given what its source role outputs. Edges
+    that are already refused for their shape (an unknown role, a prompt that does
+    not parse) are passed over."""
+    findings: list[_Finding] = []
+    used: set[str] = set()
+    for source, edges in graph.items():
+        schema = role_schemas.get(source)
+        schema = schema if isinstance(schema, dict) else None
+        if isinstance(edges, list):
+            fallback = None
+            for index, entry in enumerate(edges):
+                path = f"graph.{source}[{index}]"
+                if fallback is not None:
+                    findings.append(_Finding(path, f"unreachable: the fallback {fallback} "
+                                             "(condition null) comes first", False))
+                if entry["condition"] is None:
+                    fallback = fallback or path
+                else:
+                    used.add(str(entry["condition"]))
+                findings += _prompt_findings(f"{path}.prompt", entry, source, schema)
+        else:
+            if schema is not None and source != START:
+                findings += _status_findings(source, edges, schema)
+            for status, target in edges.items():
+                findings += _prompt_findings(f"graph.{source}.{status}.prompt", target,
+                                             source, schema)
+    findings += [_Finding(f"conditions.{name}", "not used by any graph entry", False)
+                 for name in conditions if name not in used]
+    return findings
+
+
+def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
+                     ) -> Iterator[_Finding]:
+    """Statuses the role's schema cannot produce (refused), and statuses it can
+    produce with no edge (warned): from `properties.status`'s `enum` or `const`."""
+    properties = schema.get("properties")
+    status_schema = properties.get("status") if isinstance(properties, dict) else None
+    if not isinstance(status_schema, dict):
+        return
+    if "const" in status_schema:
+        values = [status_schema["const"]]
+    elif isinstance(status_schema.get("enum"), list):
+        values = list(status_schema["enum"])
+    else:
+        return
+    strings = [value for value in values if isinstance(value, str)]
+    shown = ", ".join(strings) or "none"
+    required = schema.get("required")
+    # `_` is the status of an output without a string status.
+    bare = not (isinstance(required, list) and "status" in required) or len(strings) < len(values)
+    where = f"roles.{source}.meta"
+    for status in edges:
+        if status in strings or (status == ANY_STATUS and bare):
+            continue
+        if status == ANY_STATUS:
+            yield _Finding(f"graph.{source}.{status}", f"never taken: {where} requires a "
+                           f"string status ({shown}), so it is never `_`", True)
+        else:
+            yield _Finding(f"graph.{source}.{status}", f"status {status!r} is not one that "
+                           f"{where} allows ({shown})", True)
+    for status in strings:
+        if status not in edges:
+            yield _Finding(f"graph.{source}", f"status {status!r} (allowed by {where}) has "
+                           f"no edge: a thread whose {source} reports it will block", False)
+
+
+def _prompt_findings(path: str, target: dict[str, Any], source: str,
+                     schema: dict[str, Any] | None) -> Iterator[_Finding]:
+    """An edge prompt's Mustache names against the fields the source role outputs
+    (after `$START`, only `prompt`), and a prompt that renders to whitespace."""
+    prompt = target.get("prompt")
+    if not isinstance(prompt, str) or not prompt or template_problem(prompt) is not None:
+        return
+    names = template_names(prompt)
+    declared, closed, where = _declared(source, schema)
+    if declared is not None:
+        for name in sorted(names - declared - {"prompt"}):
+            if source == START:
+                yield _Finding(path, f"{{{{{name}}}}} is not available after {START}: there "
+                               "is no output yet, only {{prompt}}", True)
+            elif closed:
+                fields = ", ".join(sorted(declared)) or "none"
+                yield _Finding(path, f"{{{{{name}}}}} is not a field of {where}, which "
+                               f"allows no others (fields: {fields}; and {{{{prompt}}}})", True)
+            else:
+                yield _Finding(path, f"{{{{{name}}}}} is not a property of {where}: it "
+                               "renders empty unless the output has it", False)
+    if target.get("role") != END and (blank := _blank(prompt, names, source, schema)):
+        yield _Finding(path, blank, True)
+
+
+def _declared(source: str, schema: dict[str, Any] | None
+              ) -> tuple[set[str] | None, bool, str]:
+    """The fields the source's output may have (None: unknown, nothing to check),
+    whether the schema allows no others, and where that schema is."""
+    if source == START:
+        return set(), True, START
+    where = f"roles.{source}.meta"
+    if schema is None:
+        return None, False, where
+    properties = schema.get("properties")
+    closed = schema.get("additionalProperties") is False
+    if isinstance(properties, dict):
+        return set(properties), closed, where
+    return (set(), True, where) if closed else (None, False, where)
+
+
+def _blank(prompt: str, names: set[str], source: str, schema: dict[str, Any] | None
+           ) -> str | None:
+    """Why the prompt can reach its agent as nothing but whitespace, or None.
+
+    It is rendered with `{{prompt}}` (never empty) present, each of the source
+    schema's required fields it reads present or empty (every combination), and
+    every other field absent; blank every time means blank whatever the output
+    holds, short of the optional fields.
+    """
+    use = 'or use "" for no edge prompt'
+    if not prompt.strip():
+        return f"is only whitespace: write the instruction, {use}"
+    required = schema.get("required") if schema is not None and source != START else None
+    fields = sorted(names & set(required)) if isinstance(required, list) else []
+    if len(fields) > _MAX_RENDERED_FIELDS:
+        return None
+    for values in itertools.product(("x", ""), repeat=len(fields)):
+        scope: dict[str, Any] = {"prompt": "x", **dict(zip(fields, values, strict=True))}
+        if render(prompt, scope).strip():
+            return None
+    optional = sorted(names - set(fields) - {"prompt"})
+    if not optional or not render(prompt, dict.fromkeys(names, "x")).strip():
+        return f"renders to nothing but whitespace whatever the output holds: {use}"
+    shown = ", ".join(f"{{{{{name}}}}}" for name in optional)
+    it = "it" if len(optional) == 1 else "them"
+    return (f"renders to nothing but whitespace when the output lacks {shown}, which "
+            f"roles.{source}.meta does not require: put text around {it}, require {it}, "
+            f"{use}" if source != START else
+            f"renders to nothing but whitespace: {shown} is never set after {START}; {use}")
