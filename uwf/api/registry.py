@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from uwf.api.store import Store
-from uwf.engine.journal import Progress
+from uwf.engine.journal import Progress, ViewFreshness
 from uwf.engine.log import GENESIS
 from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt
@@ -59,7 +61,56 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         "counts": {"workflows": views["workflows"]["rows"],
                    "threads": _thread_counts(store) if readable else {}},
         "heads": {"checked": checked, "missing": missing},
+        "runs": _runs(store, freshness.views.get("runs"), scope, missing) if readable else {},
         "nextAction": next_action,
+    }
+
+
+STALE_SHOWN = 20
+
+
+class _Subject(msgspec.Struct):
+    subject: str = ""
+
+
+def _runs(store: Store, view: ViewFreshness | None, scope: str,
+          missing: list[dict[str, str]]) -> dict[str, Any]:
+    """The run index as persisted: runs per derived lifecycle and per repo (kept counts,
+    not a scan), the runs whose events the view has not folded yet (`staleRuns`, from the
+    log after its checkpoint: as many lines as it is behind), and `missingRuns`."""
+    from uwf.api.threads import find_repo
+
+    repo = find_repo(None) if scope == "repo" else None
+    if repo is None:
+        lifecycles = store.views.counts("runs", "derived")
+        archived = store.views.counts("runs", "archived").get(1, 0)
+    else:
+        lifecycles = {state: store.views.count(Query("runs", (("repo", "=", repo),
+                                                              ("derived", "=", state))))
+                      for state in ("running", "blocked", "failed", "completed", "cancelled",
+                                    "queued")}
+        archived = store.views.count(Query("runs", (("repo", "=", repo), ("archived", "=", 1))))
+    repos = store.views.counts("runs", "repo")
+    stale: list[str] = []
+    behind = view.behind if view is not None and view.status == "stale" else 0
+    if behind:
+        seen: dict[str, None] = {}
+        decoder = msgspec.json.Decoder(_Subject)
+        for line in store.log.read(after=view.checkpoint if view else 0):
+            subject = decoder.decode(line.raw).subject
+            if subject.startswith("thread/"):
+                seen.setdefault(subject.removeprefix("thread/"), None)
+        stale = list(seen)
+    return {
+        "lifecycles": {str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
+                       if n},
+        "archived": archived,
+        "repos": [{"repo": str(name), "runs": n} for name, n in
+                  sorted(repos.items(), key=lambda item: str(item[0]))
+                  if repo is None or name == repo],
+        "staleRuns": stale[:STALE_SHOWN],
+        "staleCount": len(stale),
+        "missingRuns": [entry["thread"] for entry in missing],
     }
 
 

@@ -117,6 +117,18 @@ def _registry_panel(payload: dict[str, Any]) -> str:
     ]
     if threads := payload["counts"].get("threads"):
         rows.append(("threads", ", ".join(f"{n} {state}" for state, n in threads.items())))
+    if runs := payload.get("runs"):
+        if runs["lifecycles"]:
+            rows.append(("runs", ", ".join(f"{n} {state}" for state, n in
+                                           runs["lifecycles"].items())
+                         + (f"; {runs['archived']} archived" if runs["archived"] else "")))
+        for entry in runs["repos"]:
+            rows.append(("repo", f"{entry['repo']}  {_plural(entry['runs'], 'run')}"))
+        if runs["staleCount"]:
+            rows.append(("stale runs", f"{runs['staleCount']}: "
+                         + " ".join(runs["staleRuns"])))
+        if runs["missingRuns"]:
+            rows.append(("missing runs", " ".join(runs["missingRuns"])))
     rows.append(("next", payload["nextAction"]))
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)

@@ -1,0 +1,87 @@
+"""`registry show` on the run index: runs per lifecycle and per repo (kept counts),
+the runs a stale view has not folded yet, the runs whose nodes are gone, and the
+repo scope."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import Cli
+from tests.threadkit import Kit, make_kit
+
+
+def registry(kit: Kit, *args: str, cwd: Path | None = None) -> dict[str, Any]:
+    if cwd is None:
+        shown: dict[str, Any] = kit.ok("registry", "show", *args)
+        return shown
+    import json
+    import subprocess
+
+    done = subprocess.run(["uwf", "registry", "show", *args], cwd=cwd, env=kit.cli.env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded: dict[str, Any] = json.loads(done.stdout)
+    return loaded
+
+
+def test_runs_per_lifecycle_and_repo(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    repo_a, repo_b = tmp_path / "a", tmp_path / "b"
+    for repo in (repo_a, repo_b):
+        (repo / ".git").mkdir(parents=True)
+    done = kit.ok("thread", "start", "solve-issue", "-p", "one", "--repo", str(repo_a))
+    kit.ok("thread", "run", done["thread"])
+    killed = kit.ok("thread", "start", "solve-issue", "-p", "two", "--repo", str(repo_a))
+    kit.ok("thread", "kill", killed["thread"])
+    kit.ok("thread", "start", "solve-issue", "-p", "three", "--repo", str(repo_b))
+    kit.ok("run", "archive", killed["thread"], "--reason", "noise")
+
+    runs = registry(kit)["runs"]
+    assert runs["lifecycles"] == {"cancelled": 1, "completed": 1, "queued": 1}
+    assert runs["archived"] == 1
+    assert runs["repos"] == [{"repo": str(repo_a), "runs": 2}, {"repo": str(repo_b), "runs": 1}]
+    assert (runs["staleRuns"], runs["staleCount"], runs["missingRuns"]) == ([], 0, [])
+
+    scoped = registry(kit, "--scope", "repo", cwd=repo_b)["runs"]
+    assert scoped["lifecycles"] == {"queued": 1}
+    assert scoped["repos"] == [{"repo": str(repo_b), "runs": 1}]
+
+
+def test_a_stale_view_names_the_runs_it_has_not_folded(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    first = kit.start()
+    saved = tmp_path / "views-before"
+    shutil.copytree(kit.home / "views", saved)
+    second = kit.start(prompt="another")
+    kit.ok("thread", "kill", first)
+    shutil.rmtree(kit.home / "views")
+    shutil.copytree(saved, kit.home / "views")  # the views as they were, two events ago
+
+    shown = registry(kit)
+    assert shown["views"]["runs"]["status"] == "stale (2 events behind)"
+    assert shown["runs"]["staleRuns"] == [second, first]  # in the order the log names them
+    assert shown["runs"]["staleCount"] == 2
+    kit.ok("registry", "refresh")
+    assert registry(kit)["runs"]["staleRuns"] == []
+
+
+def test_a_run_whose_head_is_gone_is_a_missing_run(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    assert kit.step(thread).code == 0
+    head = kit.show(thread)["head"]
+    (kit.home / "cas" / head[:2] / f"{head}.json").unlink()
+
+    shown = registry(kit)
+    assert shown["status"] == "missing-nodes"
+    assert shown["runs"]["missingRuns"] == [thread]
+    run = kit.ok("run", "show", thread)
+    assert (run["found"], run["freshness"]) == (False, "missing")
+    assert run["missingNodes"] == [head]
+    assert "run" not in run  # only the last-known record, flagged
+    assert run["lastKnown"]["freshness"] == "missing"
