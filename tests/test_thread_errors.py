@@ -132,7 +132,11 @@ def test_no_transition_blocks_the_thread(cli: Cli, tmp_path: Path) -> None:
         "graph": {"$START": {"_": {"role": "worker", "prompt": "{{prompt}}"}},
                   "worker": {"ok": "$END"}},
     }
-    kit.put_workflow(kit.workflow_file(document, "odd.yaml"))
+    put = kit.uwf("workflow", "put", str(kit.workflow_file(document, "odd.yaml")))
+    assert put.code == 0, put
+    # The hole is on purpose: put warns and registers it.
+    assert put.err.startswith("warning: graph.worker: status 'odd' (allowed by roles.worker.meta) "
+                              "has no edge"), put.err
     script = kit.mock_script({"worker": [{"status": "odd"}]}, "odd-mock.yaml")
     kit.write_config({"agents": {"mock": {"command": "uwf-mock", "args": [str(script)]}},
                       "defaultAgent": "mock"})

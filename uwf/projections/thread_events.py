@@ -40,7 +40,7 @@ class ThreadStepStarted(EventData, frozen=True):
     takes_over: str | None = None
 
 
-class ThreadStepped(EventData, frozen=True):
+class ThreadStepped(EventData, frozen=True, omit_defaults=True):
     """The agent's StepNode passed every check: the head moves to it."""
 
     type: ClassVar[str] = "thread.stepped"
@@ -50,8 +50,8 @@ class ThreadStepped(EventData, frozen=True):
     role: str
     status: str
     output: str
-    # An incremental rerun took this step over: the original run's StepNode whose
-    # output (and detail) the new StepNode points at. No agent ran.
+    # An incremental rerun took this step over (absent otherwise): the original StepNode
+    # whose output (and detail) the new StepNode points at. No agent ran.
     reused: str | None = None
 
 
