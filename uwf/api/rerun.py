@@ -14,6 +14,7 @@ differs runs live, and so does everything after it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ import msgspec
 from uwf.api.config import Config, load_config, resolve_agent
 from uwf.api.runs import get_run, missing_nodes, record
 from uwf.api.store import Store
-from uwf.api.threads import chain
+from uwf.api.threads import chain, is_workflow_file
 from uwf.cas.store import builtin_hash
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
@@ -123,11 +124,16 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     """A new run of the same workflow (or `workflow`), prompt and repo, linked."""
     from ulid import ULID
 
-    from uwf.api.workflows import resolve_workflow
+    from uwf.api.workflows import put_workflow, resolve_workflow
 
     views = store.read()
     original = get_run(views, run_id)
     _check_rerunnable(store, original, store.clock())
+    if workflow is not None and is_workflow_file(workflow):
+        # A file is registered first, as `thread start FILE` does (after the checks, so a
+        # refused rerun registers nothing).
+        workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
+        views = store.read()
     prompt = str(store.cas.get(original.thread.start).payload["prompt"])
     workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow
                               else (original.thread.workflow,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
+
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, NonNegative, Seconds, arg
 
@@ -13,6 +15,9 @@ Derived = Literal["running", "blocked", "failed", "completed", "cancelled", "que
 Scope = Literal["home", "repo"]
 RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]
 DEFAULT_LIMIT = 50
+# A page's --limit and --offset go to SQLite, whose INTEGER is 64-bit: a larger one
+# would overflow there (an internal error) rather than be refused as a usage error.
+Page = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class RunSearch(Args, frozen=True, kw_only=True):
@@ -29,9 +34,9 @@ class RunSearch(Args, frozen=True, kw_only=True):
                                      metavar="TIME")] = None
     until: Annotated[str | None, arg("created at or before (RFC 3339 or epoch ms)",
                                      metavar="TIME")] = None
-    limit: Annotated[NonNegative, arg(f"at most N runs (default {DEFAULT_LIMIT})",
-                                      metavar="N")] = DEFAULT_LIMIT
-    offset: Annotated[NonNegative, arg("skip the first N runs", metavar="N")] = 0
+    limit: Annotated[Page, arg(f"at most N runs (default {DEFAULT_LIMIT})",
+                               metavar="N")] = DEFAULT_LIMIT
+    offset: Annotated[Page, arg("skip the first N runs", metavar="N")] = 0
     scope: Annotated[Scope, arg("home: every repo (default); repo: the current repo "
                                 "only")] = "home"
     include_archived: Annotated[Literal["true", "false"], arg(
@@ -42,9 +47,9 @@ class History(Args, frozen=True, kw_only=True):
     workflow: Annotated[str | None, arg("runs of this workflow: a name or a hash",
                                         alias="--app", metavar="NAME|HASH")] = None
     status: Annotated[Lifecycle | None, arg("lifecycle")] = None
-    limit: Annotated[NonNegative, arg(f"at most N runs (default {DEFAULT_LIMIT})",
-                                      metavar="N")] = DEFAULT_LIMIT
-    offset: Annotated[NonNegative, arg("skip the first N runs", metavar="N")] = 0
+    limit: Annotated[Page, arg(f"at most N runs (default {DEFAULT_LIMIT})",
+                               metavar="N")] = DEFAULT_LIMIT
+    offset: Annotated[Page, arg("skip the first N runs", metavar="N")] = 0
     scope: Annotated[Scope, arg("home: every repo (default); repo: the current repo "
                                 "only")] = "home"
 
