@@ -137,7 +137,7 @@ COMMANDS = Group(
         Command(("verify",), "Recompute hashes and re-validate payloads (exit 1 on any "
                 "problem).", "json-cas verify --all", Verify, _verify, ok_exit=True),
         Command(("walk",), "List a node and every node it references, depth first.",
-                "json-cas walk 70D2DHWNFR6T8 --depth 1", Walk, _walk),
+                "json-cas walk FXY7NNQW135SM --depth 1", Walk, _walk),
         Command(("schema", "list"), "List the schema nodes in the store.",
                 "json-cas schema list", NoArgs, _schema_list),
         Command(("gc",), "Remove nodes unreachable from the event log.",
