@@ -134,10 +134,6 @@ def test_incremental_rerun_of_an_unchanged_run_runs_no_agent(fleet: Fleet) -> No
     assert len(fleet.invocations()) == 3
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="uwf/api/audit.py's per-thread order check knows no reused step: "
-                   "a `thread.stepped` with `reused` and no step in flight is reported as "
-                   "'finished but was not in flight'")
 def test_log_verify_accepts_the_steps_an_incremental_rerun_took_over(fleet: Fleet) -> None:
     original = fleet.start()
     fleet.ok("run", "resume", original, "--drive")

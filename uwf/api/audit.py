@@ -166,7 +166,8 @@ class _Verifier:
                 self.problem(envelope.seq, segment, number, problem)
 
     def _thread_order(self, envelope: Envelope) -> str | None:
-        """No step before its thread starts, none after it ends, one step in flight."""
+        """No step before its thread starts, none after it ends, one step in flight; a
+        step an incremental rerun took over (`reused`) was never in flight."""
         data, subject = envelope.data, envelope.subject
         if isinstance(data, ThreadStarted):
             if subject in self.threads:
@@ -182,6 +183,10 @@ class _Verifier:
             self.threads[subject] = (False, data.step_id)
             if flight is not None:
                 return f"step {data.step_id} started while step {flight} was in flight"
+        elif isinstance(data, ThreadStepped) and data.reused is not None:
+            # An incremental rerun took the step over: no agent ran, nothing was in flight.
+            if flight is not None:
+                return f"step {data.step_id} was taken over while step {flight} was in flight"
         elif isinstance(data, ThreadStepped | ThreadStepFailed):
             self.threads[subject] = (False, None)
             if data.step_id != flight:
