@@ -85,3 +85,40 @@ def test_a_run_whose_head_is_gone_is_a_missing_run(cli: Cli, tmp_path: Path) -> 
     assert run["missingNodes"] == [head]
     assert "run" not in run  # only the last-known record, flagged
     assert run["lastKnown"]["freshness"] == "missing"
+
+
+def test_a_repo_given_by_a_subfolder_is_its_git_top_level(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    (tmp_path / "g" / ".git").mkdir(parents=True)
+    (tmp_path / "g" / "sub").mkdir()
+    thread = kit.ok("thread", "start", "solve-issue", "-p", "x", "--repo",
+                    str(tmp_path / "g" / "sub"))["thread"]
+    assert kit.ok("run", "show", thread)["run"]["repo"] == str(tmp_path / "g")
+    found = kit.ok("run", "search", "--repo", str(tmp_path / "g" / "sub"))
+    assert [run["runId"] for run in found["runs"]] == [thread]
+
+
+def test_a_run_event_before_its_thread_started_is_named_by_log_verify(tmp_path: Path) -> None:
+    from uwf.api.audit import verify
+    from uwf.api.store import Store
+    from uwf.engine.events import NewEvent
+    from uwf.engine.journal import Outcome
+    from uwf.projections.run_events import RunArchived
+
+    store = Store.open(tmp_path / "store")
+    try:
+        orphan = "thread/01M8AC27W7AJDTCXCNJFP9S2QM"
+        store.journal.write(lambda _views: Outcome([NewEvent(orphan, RunArchived("x"))], None))
+        problems = verify(store)["problems"]
+    finally:
+        store.close()
+    assert [p["problem"] for p in problems] == [f"run.archived before {orphan} started"]
+
+
+def test_a_page_beyond_sqlite_integers_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    for args in (("thread", "list", "--limit", str(2**63)), ("history", "--offset", str(2**64))):
+        result = kit.uwf(*args)
+        assert result.code == 2, result
+        assert len(result.err.splitlines()) == 1, result.err

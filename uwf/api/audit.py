@@ -160,7 +160,7 @@ class _Verifier:
                 self.problem(envelope.seq, segment, number,
                              f"previous is {data.previous}, but {data.name} pointed at {current}")
             self.workflows[data.name] = data.hash
-        elif envelope.type.startswith("thread."):
+        elif envelope.type.startswith(("thread.", "run.")):
             problem = self._thread_order(envelope)
             if problem:
                 self.problem(envelope.seq, segment, number, problem)

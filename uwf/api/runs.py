@@ -200,7 +200,7 @@ def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> di
     if older_than_days < 0:
         raise UsageError("--older-than-days must be 0 or more", "give a number of days")
     now = store.clock()
-    cutoff = format_ts(now - older_than_days * _MS_PER_DAY)
+    cutoff = format_ts(max(0, now - older_than_days * _MS_PER_DAY))  # no earlier than 1970
     result: dict[str, Any] = {"olderThanDays": older_than_days, "cutoff": cutoff,
                               "states": list(wanted), "archived": [], "count": 0}
     if older_than_days == 0:

@@ -35,10 +35,9 @@ WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def find_repo(explicit: str | None = None) -> str:
-    """`--repo PATH`, else the git top level of the working directory, else it."""
-    if explicit:
-        return str(Path(explicit).expanduser().resolve())
-    here = Path.cwd().resolve()
+    """The git top level of `--repo PATH` (else of the working directory): the nearest
+    folder up from it holding `.git`; the folder itself when there is none."""
+    here = Path(explicit).expanduser().resolve() if explicit else Path.cwd().resolve()
     for folder in (here, *here.parents):
         if (folder / ".git").exists():
             return str(folder)

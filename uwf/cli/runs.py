@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import msgspec
-
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, NonNegative, Seconds, arg
 
@@ -15,9 +13,6 @@ Derived = Literal["running", "blocked", "failed", "completed", "cancelled", "que
 Scope = Literal["home", "repo"]
 RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]
 DEFAULT_LIMIT = 50
-# A page's --limit and --offset go to SQLite, whose INTEGER is 64-bit: a larger one
-# would overflow there (an internal error) rather than be refused as a usage error.
-Page = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class RunSearch(Args, frozen=True, kw_only=True):
@@ -34,9 +29,9 @@ class RunSearch(Args, frozen=True, kw_only=True):
                                      metavar="TIME")] = None
     until: Annotated[str | None, arg("created at or before (RFC 3339 or epoch ms)",
                                      metavar="TIME")] = None
-    limit: Annotated[Page, arg(f"at most N runs (default {DEFAULT_LIMIT})",
+    limit: Annotated[NonNegative, arg(f"at most N runs (default {DEFAULT_LIMIT})",
                                metavar="N")] = DEFAULT_LIMIT
-    offset: Annotated[Page, arg("skip the first N runs", metavar="N")] = 0
+    offset: Annotated[NonNegative, arg("skip the first N runs", metavar="N")] = 0
     scope: Annotated[Scope, arg("home: every repo (default); repo: the current repo "
                                 "only")] = "home"
     include_archived: Annotated[Literal["true", "false"], arg(
@@ -47,9 +42,9 @@ class History(Args, frozen=True, kw_only=True):
     workflow: Annotated[str | None, arg("runs of this workflow: a name or a hash",
                                         alias="--app", metavar="NAME|HASH")] = None
     status: Annotated[Lifecycle | None, arg("lifecycle")] = None
-    limit: Annotated[Page, arg(f"at most N runs (default {DEFAULT_LIMIT})",
+    limit: Annotated[NonNegative, arg(f"at most N runs (default {DEFAULT_LIMIT})",
                                metavar="N")] = DEFAULT_LIMIT
-    offset: Annotated[Page, arg("skip the first N runs", metavar="N")] = 0
+    offset: Annotated[NonNegative, arg("skip the first N runs", metavar="N")] = 0
     scope: Annotated[Scope, arg("home: every repo (default); repo: the current repo "
                                 "only")] = "home"
 
@@ -162,10 +157,11 @@ def _runs_panel(payload: dict[str, Any]) -> str:
             for run in payload["runs"]]
     shown = len(rows)
     start = payload["offset"]
-    foot = f"{payload['total']} runs ({payload['scope']})"
+    total = payload["total"]
+    foot = f"{total} run{'' if total == 1 else 's'} ({payload['scope']})"
     if shown:
         foot += f"; showing {start + 1}-{start + shown}"
-    if start + shown < payload["total"]:
+    if start + shown < total:
         foot += f"; next page: --offset {start + shown}"
     return table(rows) + "\n" + foot if rows else foot
 
@@ -213,6 +209,6 @@ RUN_COMMANDS: list[Command[Any]] = [
     Command(("run", "rerun"), "Run a run again as a new linked run; --incremental takes over "
             "the unchanged steps.",
             "uwf run rerun 01J7K9M2XNPQR5VWBCDF8G3H4T --incremental --drive", RunRerun, _rerun),
-    Command(("history",), "The runs of every repo, newest first.",
+    Command(("history",), "the runs of every repo, newest first",
             "uwf history --status failed --limit 20", History, _history, human=_runs_panel),
 ]

@@ -35,8 +35,11 @@ class NoArgs(Args, frozen=True, kw_only=True):
 
 # Bounds shared by several commands; an optional field is `Annotated[Count | None, arg(...)]`
 # because msgspec checks bounds on the number type itself, not on `int | None`.
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-Count = Annotated[int, msgspec.Meta(ge=1)]
+# At most SQLite's largest INTEGER: a count or page beyond it is a usage error, not an
+# overflow deep in a query.
+MAX_COUNT = 2**63 - 1
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 # A duration: finite (the bounds refuse nan and inf) and at most a year, so that
 # now + duration is a date every clock function can still print (docs/cli.md#limits).
 MAX_SECONDS = MAX_TIMEOUT_S

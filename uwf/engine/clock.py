@@ -41,7 +41,7 @@ def parse_instant(text: str, source: str = "time") -> int:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             raise UsageError(
-                f"invalid time {_shown(text)}",
+                f"invalid time {_shown(text)} for {source}",
                 "give RFC 3339 (2026-11-25T20:57:13Z) or epoch ms",
             ) from None
         if moment.tzinfo is None:

@@ -491,9 +491,10 @@ class SqliteViewStore:
                     return False
                 for name, want in expected.items():
                     spec = self.specs[name]
-                    if want is None or reset:
+                    fresh = want is None or reset
+                    if fresh:
                         self._create(db, spec)
-                    self._apply(db, spec, changes.get(name, {}))
+                    self._apply(db, spec, changes.get(name, {}), fresh=fresh)
                 db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
                                [(name, self.specs[name].signature, new.seq, new.digest)
                                 for name in expected])
@@ -520,14 +521,16 @@ class SqliteViewStore:
             db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
                        "tokenize='trigram case_sensitive 1')")
 
-    def _apply(self, db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None]
-               ) -> None:
+    def _apply(self, db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None],
+               *, fresh: bool = False) -> None:
+        """Write `rows` into the view's table; `fresh`: the table was just created, so
+        there is nothing to look up or delete, and the search index is filled in bulk."""
         if not rows:
             return
         name = spec.name
         delta: dict[tuple[str, str], int] = {}
         counted = [(column, spec.columns.index(column)) for column in spec.counted]
-        if counted:
+        if counted and not fresh:
             selected = ", ".join(f'"c_{column}"' for column, _ in counted)
             for key in rows:
                 old = db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key = ?',
@@ -539,7 +542,7 @@ class SqliteViewStore:
         deletes = [(key,) for key, row in rows.items() if row is None]
         upserts = [(key, row.value, *row.columns, row.text.translate(_ASCII_LOWER))
                    for key, row in rows.items() if row is not None]
-        if spec.text:
+        if spec.text and not fresh:
             db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
                            f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [(k,) for k in rows])
         if deletes:
@@ -552,7 +555,10 @@ class SqliteViewStore:
                 f'INSERT INTO "v_{name}" (key, value{columns}, text) VALUES ({marks}) '
                 f"ON CONFLICT(key) DO UPDATE SET value = excluded.value, text = excluded.text"
                 + (f", {updates}" if updates else ""), upserts)
-            if spec.text:
+            if spec.text and fresh:
+                db.execute(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
+                           f'FROM "v_{name}"')
+            elif spec.text:
                 db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
                                f'FROM "v_{name}" WHERE key = ?', [(u[0],) for u in upserts])
         for row in rows.values():

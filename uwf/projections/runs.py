@@ -92,7 +92,7 @@ _replace = msgspec.structs.replace
 
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
     state_type: ClassVar[type[msgspec.Struct]] = RunState
@@ -102,7 +102,7 @@ class RunsProjection(StructProjection):
         "derived", "archived", "deadline", "created_at", "updated_at", "repo", "workflow",
         "workflow_hash", "origin")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
-        ("created_at", "key"), ("derived", "created_at", "key"),
+        ("created_at", "key"), ("derived", "created_at", "key"), ("derived", "deadline"),
         ("archived", "created_at", "key"), ("repo", "created_at", "key"),
         ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"),
         ("origin", "created_at", "key"), ("updated_at", "key"))
