@@ -102,7 +102,8 @@ def test_a_schema_as_another_surface_sees_it() -> None:
     run = schemas["thread run"]["properties"]
     assert run["timeout"]["exclusiveMinimum"] == 0
     assert run["max_steps"] == {"description": run["max_steps"]["description"],
-                                "type": "integer", "minimum": 1, "default": 200}
+                                "type": "integer", "minimum": 1, "maximum": 2**63 - 1,
+                                "default": 200}
     tail = schemas["log tail"]["properties"]
     assert tail["n"]["anyOf"][0] == {"type": "integer", "minimum": 0}
     assert schemas["registry show"]["properties"]["scope"]["enum"] == ["home", "repo"]
