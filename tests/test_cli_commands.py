@@ -105,7 +105,7 @@ def test_a_schema_as_another_surface_sees_it() -> None:
                                 "type": "integer", "minimum": 1, "maximum": 2**63 - 1,
                                 "default": 200}
     tail = schemas["log tail"]["properties"]
-    assert tail["n"]["anyOf"][0] == {"type": "integer", "minimum": 0}
+    assert tail["n"]["anyOf"][0] == {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
     assert schemas["registry show"]["properties"]["scope"]["enum"] == ["home", "repo"]
     assert "self" in command_schemas(jsoncas.COMMANDS)["hash"]["properties"]
 
