@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 from uwf.cli.context import Context
+from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel, table
 from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Args, Command, Group, NoArgs, NonNegative, arg
@@ -191,6 +192,8 @@ COMMANDS = Group(
         "thread": "start threads of a workflow and step them with agents",
         "agent": "the agent kit: read a step's context, submit its output",
         "run": "the run registry: search, show, resume, archive and rerun runs in every repo",
+        "queue": "the durable queue of agent work: add, list, drain, pick, cancel, logs",
+        "sched": "scheduling policy over the queue: plan, lease, complete, release, reclaim",
         "registry": "the views derived from the log: freshness, catch-up, rebuild, verify",
         "log": "audit the event log",
     },
@@ -204,6 +207,7 @@ COMMANDS = Group(
                 "uwf workflow list", NoArgs, _workflow_list),
         *THREAD_COMMANDS,
         *RUN_COMMANDS,
+        *QUEUE_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, _registry_show,
                 human=_registry_panel),

@@ -1,0 +1,353 @@
+"""`uwf sched ...` and `uwf queue pick`: scheduling policy over the queue (SPEC §8).
+
+Policy as data: a `sched.policy_set` event holds it (defaults until one is
+written). Each lease-changing command decides inside one `journal.write`, under
+the writers' lock, against views at the log's head: the count of active leases
+and the grant are one atomic step, so active leases (expiresAt > now) never
+exceed maxConcurrent whatever number of processes lease at once. Every outcome
+(lease id and expiry, attempts, next eligible time, parked) is computed here and
+recorded in its event; the fold never consults the policy or the clock.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from uwf.api.limits import MAX_TIMEOUT_S
+from uwf.api.queue import get_entry, ms_ts, record
+from uwf.api.store import Store
+from uwf.engine.clock import format_ts
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import NothingToDo, Rejected, UsageError
+from uwf.projections.queue import POLICY_KEY, QUEUE_ORDER, TERMINAL, Policy, PolicyState, QueueEntry
+from uwf.projections.queue_events import (
+    POLICY_SUBJECT,
+    QueueCompleted,
+    QueueLeased,
+    QueueReclaimed,
+    QueueReleased,
+    QueueRenewed,
+    QueueReset,
+    SchedPolicySet,
+)
+
+PLAN_SKIPPED_SHOWN = 20
+SKIP_REASONS = ("parked", "terminal", "leased", "backoff", "concurrency-ceiling")
+# Upper bounds on the policy, so every computed time is one the clock can print.
+MAX_DURATION_MS = MAX_TIMEOUT_S * 1000
+POLICY_LIMITS = {"maxConcurrent": 100_000, "maxAttempts": 10_000,
+                 "leaseTtlMs": MAX_DURATION_MS, "backoffBaseMs": MAX_DURATION_MS,
+                 "backoffFactor": 1000, "backoffCapMs": MAX_DURATION_MS}
+
+
+# -- the policy ------------------------------------------------------------------------
+
+def current_policy(views: Views) -> Policy:
+    state: PolicyState | None = views.get("sched", POLICY_KEY)
+    return Policy() if state is None else state.policy
+
+
+def policy_dict(policy: Policy) -> dict[str, Any]:
+    plain: dict[str, Any] = msgspec.to_builtins(policy)
+    factor = policy.backoff_factor
+    plain["backoffFactor"] = int(factor) if float(factor).is_integer() else factor
+    return plain
+
+
+def show_policy(store: Store) -> dict[str, Any]:
+    views = store.read()
+    state: PolicyState | None = views.get("sched", POLICY_KEY)
+    return {"policy": policy_dict(current_policy(views)), "default": state is None,
+            "updatedAt": None if state is None else state.updated_at}
+
+
+def set_policy(store: Store, changes: dict[str, Any]) -> dict[str, Any]:
+    """Change some of the policy's values (camelCase names); the whole policy, checked,
+    is recorded. Invalid values are a usage error and nothing is written."""
+    given = {name: value for name, value in changes.items() if value is not None}
+    if not given:
+        raise UsageError("no policy value given",
+                         "give at least one of --max-concurrent, --max-attempts, "
+                         "--lease-ttl-ms, --backoff-base-ms, --backoff-factor, "
+                         "--backoff-cap-ms")
+
+    def decide(views: Views) -> Outcome[Policy]:
+        merged = {**msgspec.to_builtins(current_policy(views)), **given}
+        policy = check_policy(merged)
+        if policy == current_policy(views) and views.get("sched", POLICY_KEY) is not None:
+            return Outcome((), policy)  # already so: nothing to record
+        event = SchedPolicySet(policy.max_concurrent, policy.max_attempts,
+                               policy.lease_ttl_ms, policy.backoff_base_ms,
+                               policy.backoff_factor, policy.backoff_cap_ms)
+        return Outcome([NewEvent(POLICY_SUBJECT, event)], policy)
+
+    store.journal.write(decide)
+    return show_policy(store)
+
+
+def check_policy(values: dict[str, Any]) -> Policy:
+    """A Policy from camelCase values: positive integers (the factor a number ≥ 1),
+    within POLICY_LIMITS, and the backoff cap at least its base."""
+    for name, value in values.items():
+        limit = POLICY_LIMITS.get(name)
+        if limit is None:
+            raise UsageError(f"unknown policy value {name!r}",
+                             f"give one of {', '.join(POLICY_LIMITS)}")
+        if name == "backoffFactor":
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or not 1 <= value <= limit):
+                raise UsageError(f"backoffFactor must be a number from 1 to {limit}, "
+                                 f"not {value!r}", "give, say, 2")
+        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise UsageError(f"{name} must be a whole number from 1 to {limit:,}, "
+                             f"not {value!r}", "give a positive integer")
+    if values["backoffCapMs"] < values["backoffBaseMs"]:
+        raise UsageError(f"backoffCapMs ({values['backoffCapMs']}) is below backoffBaseMs "
+                         f"({values['backoffBaseMs']})", "give a cap at least the base")
+    values = {**values, "backoffFactor": float(values["backoffFactor"])}
+    return msgspec.convert(values, Policy)
+
+
+def backoff_ms(policy: Policy, attempts: int) -> int:
+    """`min(round(base * factor^(attempts-1)), cap)`, rounding halves up, no jitter."""
+    delay = float(policy.backoff_base_ms)
+    for _ in range(max(0, attempts - 1)):
+        delay *= policy.backoff_factor
+        if delay >= policy.backoff_cap_ms:
+            return policy.backoff_cap_ms
+    return min(math.floor(delay + 0.5), policy.backoff_cap_ms)
+
+
+def _failure(policy: Policy, entry: QueueEntry, now: int) -> tuple[int, int | None, bool]:
+    """One more failed attempt: (attempts, nextEligibleAt or None, parked)."""
+    attempts = entry.attempts + 1
+    if attempts >= policy.max_attempts:
+        return attempts, None, True
+    return attempts, now + backoff_ms(policy, attempts), False
+
+
+# -- what may be leased --------------------------------------------------------------
+
+def active_leases(views: Views, now: int) -> int:
+    """Leased entries whose lease has not expired: one index range."""
+    return views.count(Query("queue", (("status", "=", "leased"),
+                                       ("lease_expires", ">", now))))
+
+
+def _eligible(views: Views, now: int, limit: int | None, session: str | None = None
+              ) -> list[QueueEntry]:
+    """The first ready entries out of backoff, in queue order (of one session)."""
+    where: list[tuple[str, str, Any]] = [("status", "=", "ready"), ("eligible_at", "<=", now)]
+    if session is not None:
+        where.append(("session", "=", session))
+    return views.query(Query("queue", tuple(where), None, QUEUE_ORDER, limit))
+
+
+def _grant(views: Views, now: int, limit: int | None, session: str | None
+           ) -> Outcome[dict[str, Any]]:
+    from ulid import ULID
+
+    policy = current_policy(views)
+    active = active_leases(views, now)
+    room = policy.max_concurrent - active
+    if room <= 0:
+        raise NothingToDo(f"{active} of {policy.max_concurrent} leases are active "
+                          "(the policy's maxConcurrent)",
+                          "wait for a lease to end, or raise it with `uwf sched policy set "
+                          "--max-concurrent N`")
+    wanted = room if limit is None else min(room, limit)
+    chosen = _eligible(views, now, wanted, session)
+    if not chosen:
+        whose = f" for session {session}" if session is not None else ""
+        raise NothingToDo(f"no queue entry is eligible{whose}",
+                          "see why with `uwf sched plan`")
+    expires = now + policy.lease_ttl_ms
+    events = []
+    leases = []
+    for entry in chosen:
+        lease_id = str(ULID.from_timestamp(now))
+        attempt = entry.attempts + 1
+        events.append(NewEvent(f"queue/{entry.id}",
+                               QueueLeased(lease_id, expires, attempt, session)))
+        leases.append({"id": entry.id, "leaseId": lease_id,
+                       "leaseExpiresAt": format_ts(expires), "attempt": attempt})
+    return Outcome(events, {"now": format_ts(now), "granted": len(leases), "leases": leases})
+
+
+def lease(store: Store, limit: int | None = None, session: str | None = None
+          ) -> dict[str, Any]:
+    """Lease the first eligible entries (of a session) up to the concurrency ceiling;
+    nothing to lease is exit 3."""
+    now = store.clock()
+    return store.journal.write(lambda views: _grant(views, now, limit, session))
+
+
+def pick(store: Store, session: str) -> str:
+    """The job registry's pick: lease the first eligible entry of `session` under the
+    policy and return its id (exit 3 when there is none)."""
+    result = lease(store, 1, session)
+    return str(result["leases"][0]["id"])
+
+
+# -- the lease holder's commands -----------------------------------------------------
+
+def _held(views: Views, entry_id: str, lease_id: str, now: int) -> QueueEntry:
+    """The entry, when `lease_id` is its live lease; refused otherwise."""
+    entry = get_entry(views, entry_id)
+    current = entry.lease
+    if entry.status != "leased" or current is None:
+        raise Rejected(f"queue entry {entry_id} is {entry.status}, not leased",
+                       "its lease is over; see `uwf queue logs " + entry_id + "`")
+    if current.id != lease_id:
+        raise Rejected(f"lease {lease_id} is not queue entry {entry_id}'s lease",
+                       "use the lease id `uwf sched lease` gave you")
+    if current.expires_at_ms <= now:
+        raise Rejected(f"lease {lease_id} expired at {format_ts(current.expires_at_ms)}",
+                       "the entry waits for `uwf sched reclaim`")
+    return entry
+
+
+def complete(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
+    now = store.clock()
+
+    def decide(views: Views) -> Outcome[None]:
+        _held(views, entry_id, lease_id, now)
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id))])
+
+    store.journal.write(decide)
+    return _shown(store, entry_id)
+
+
+def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
+            reason: str = "") -> dict[str, Any]:
+    """Give the entry back: ready at once; `failed` counts an attempt (backoff or park)."""
+    now = store.clock()
+
+    def decide(views: Views) -> Outcome[None]:
+        entry = _held(views, entry_id, lease_id, now)
+        if not failed:
+            data = QueueReleased(lease_id, False, entry.attempts, reason)
+        else:
+            policy = current_policy(views)
+            attempts, eligible, parked = _failure(policy, entry, now)
+            why = reason or "failed"
+            if parked:
+                why = f"{why} (attempt {attempts} of {policy.max_attempts})"
+            data = QueueReleased(lease_id, True, attempts, why, eligible, parked)
+        return Outcome([NewEvent(f"queue/{entry_id}", data)])
+
+    store.journal.write(decide)
+    return _shown(store, entry_id)
+
+
+def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
+    """Extend a live lease to now + leaseTtlMs."""
+    now = store.clock()
+
+    def decide(views: Views) -> Outcome[None]:
+        _held(views, entry_id, lease_id, now)
+        expires = now + current_policy(views).lease_ttl_ms
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))])
+
+    store.journal.write(decide)
+    return _shown(store, entry_id)
+
+
+def reclaim(store: Store) -> dict[str, Any]:
+    """Take back every expired lease, each one failed attempt (backoff or park)."""
+    now = store.clock()
+
+    def decide(views: Views) -> Outcome[list[dict[str, Any]]]:
+        policy = current_policy(views)
+        expired = views.query(Query("queue", (("status", "=", "leased"),
+                                              ("lease_expires", "<=", now)),
+                                    None, QUEUE_ORDER))
+        events = []
+        done = []
+        for entry in expired:
+            assert entry.lease is not None
+            attempts, eligible, parked = _failure(policy, entry, now)
+            reason = f"lease {entry.lease.id} expired at {format_ts(entry.lease.expires_at_ms)}"
+            events.append(NewEvent(f"queue/{entry.id}", QueueReclaimed(
+                entry.lease.id, attempts, reason, eligible, parked)))
+            done.append({"id": entry.id, "leaseId": entry.lease.id, "attempts": attempts,
+                         "status": "parked" if parked else "ready",
+                         "nextEligibleAt": ms_ts(eligible)})
+        return Outcome(events, done)
+
+    reclaimed = store.journal.write(decide)
+    return {"now": format_ts(now), "count": len(reclaimed), "reclaimed": reclaimed}
+
+
+def reset(store: Store, entry_id: str) -> dict[str, Any]:
+    """A parked entry is ready again with attempts 0; only a parked one."""
+
+    def decide(views: Views) -> Outcome[None]:
+        entry = get_entry(views, entry_id)
+        if entry.status != "parked":
+            raise Rejected(f"queue entry {entry_id} is {entry.status}, not parked",
+                           "only a parked entry is reset")
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueReset(entry.attempts))])
+
+    store.journal.write(decide)
+    return _shown(store, entry_id)
+
+
+def _shown(store: Store, entry_id: str) -> dict[str, Any]:
+    return record(get_entry(store.read(), entry_id))
+
+
+# -- plan ------------------------------------------------------------------------------
+
+def _skip_reason(entry: QueueEntry, now: int) -> str:
+    if entry.status == "parked":
+        return "parked"
+    if entry.status in TERMINAL:
+        return "terminal"
+    if entry.status == "leased":
+        return "leased"
+    if (entry.next_eligible_at_ms or 0) > now:
+        return "backoff"
+    return "concurrency-ceiling"
+
+
+def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
+    """What `sched lease` would grant now, and why the rest waits: read-only, and the
+    same on repeat. Counted from kept counts and index ranges, and `skipped` lists the
+    first 20 in queue order (all with `show_all`), so a huge queue plans as fast."""
+    views = store.read()
+    now = store.clock()
+    policy = current_policy(views)
+    active = active_leases(views, now)
+    available = max(0, policy.max_concurrent - active)
+    planned = _eligible(views, now, available) if available else []
+    chosen = {entry.id for entry in planned}
+    statuses = views.counts("queue", "status")
+    backoff = views.count(Query("queue", (("status", "=", "ready"),
+                                          ("eligible_at", ">", now))))
+    eligible = int(statuses.get("ready", 0)) - backoff
+    counts = {
+        "parked": int(statuses.get("parked", 0)),
+        "terminal": sum(int(statuses.get(status, 0)) for status in TERMINAL),
+        "leased": int(statuses.get("leased", 0)),
+        "backoff": backoff,
+        "concurrency-ceiling": eligible - len(planned),
+    }
+    limit = None if show_all else PLAN_SKIPPED_SHOWN + len(planned)
+    skipped = []
+    for entry in views.query(Query("queue", order=QUEUE_ORDER, limit=limit)):
+        if entry.id in chosen:
+            continue
+        skipped.append({"id": entry.id, "reason": _skip_reason(entry, now)})
+    if not show_all:
+        skipped = skipped[:PLAN_SKIPPED_SHOWN]
+    leases = [{"id": entry.id, "priority": entry.priority, "attempt": entry.attempts + 1,
+               "session": entry.session} for entry in planned]
+    return {"now": format_ts(now), "policy": policy_dict(policy), "active": active,
+            "available": available, "leases": leases, "skipped": skipped,
+            "skippedCounts": counts}
