@@ -305,7 +305,8 @@ def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
     text = f"argument {name}: {_violated(param.bounds, value)}, not {shown}"
     lower = [(op, limit) for op, limit in param.bounds if op in ("ge", "gt")]
     upper = [(op, limit) for op, limit in param.bounds if op in ("le", "lt")]
-    if lower and upper:  # name the whole range, as nan or inf break both ends
+    # A float: name the whole range, as nan or inf break both ends.
+    if lower and upper and isinstance(value, float):
         low = ("more than " if lower[0][0] == "gt" else "") + _number(lower[0][1])
         high = ("less than " if upper[0][0] == "lt" else "") + _number(upper[0][1])
         text += f" (range: {low} to {high})"
