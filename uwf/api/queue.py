@@ -74,6 +74,15 @@ class EntrySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     key: Label | None = None
 
 
+def entry_spec(values: dict[str, Any]) -> EntrySpec:
+    """An EntrySpec from camelCase values, its bounds checked (a usage error naming the
+    value otherwise)."""
+    try:
+        return msgspec.convert(values, EntrySpec)
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"invalid entry: {exc}", "see `uwf queue add -h`") from None
+
+
 def check_entry_id(entry_id: str) -> None:
     """Refuse what cannot be an entry id before looking it up (a usage error, exit 2)."""
     if not _ENTRY_ID.match(entry_id):

@@ -167,11 +167,11 @@ def _add(args: QueueAdd, ctx: Context) -> Any:
                              f"--{given[0].replace('_', '-')}",
                              "put the values in each line of the file")
         return queue.add_batch(ctx.store, args.batch)
-    spec = queue.EntrySpec(
-        workflow=args.workflow, prompt=args.prompt, run=args.run, repo=args.repo,
-        priority=args.priority, note=args.note or "", session=args.session,
-        agent=args.agent, timeout_sec=args.timeout, idle_timeout_sec=args.idle_timeout,
-        expected_artifacts=args.artifact or [], key=args.key)
+    spec = queue.entry_spec({
+        "workflow": args.workflow, "prompt": args.prompt, "run": args.run, "repo": args.repo,
+        "priority": args.priority, "note": args.note or "", "session": args.session,
+        "agent": args.agent, "timeoutSec": args.timeout, "idleTimeoutSec": args.idle_timeout,
+        "expectedArtifacts": args.artifact or [], "key": args.key})
     return queue.add(ctx.store, spec)
 
 
