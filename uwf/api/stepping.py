@@ -80,8 +80,12 @@ def step_thread(
     config: Config | None = None,
     *,
     in_process: InProcessAgent | None = None,
+    on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run one step of `thread`; the seed's {workflow, thread, head, done}."""
+    """Run one step of `thread`; the seed's {workflow, thread, head, done}.
+
+    `on_agent` is given the agent's process as soon as it runs, so a host running
+    steps in threads (`uwf worker`) can kill its process group from another thread."""
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
@@ -93,7 +97,7 @@ def step_thread(
         if in_process is not None:
             hash_or_failure = _run_in_process(store, plan, in_process)
         else:
-            hash_or_failure = _run_agent(store, plan, timeout, config)
+            hash_or_failure = _run_agent(store, plan, timeout, config, on_agent)
     except (KeyboardInterrupt, SystemExit):
         # Interrupted (Ctrl-C, SIGTERM): the agent is gone; say so now rather than
         # leave the step in flight until its deadline.
@@ -208,7 +212,9 @@ class Failure:
     message: str
 
 
-def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str | Failure:
+def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
+               on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
+               ) -> str | Failure:
     secrets = config.secrets()
     # As with dotenv: the process environment wins over `.env`.
     env = {**secrets, **os.environ}
@@ -238,6 +244,8 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config) -> str 
     except PermissionError:
         return Failure("spawn", f"agent command {argv[0]!r} is not executable")
     try:
+        if on_agent is not None:
+            on_agent(process)
         collected = collect(process, timeout)
     except BaseException:
         _kill(process, nested)  # interrupted: leave no agent behind

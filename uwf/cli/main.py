@@ -16,6 +16,7 @@ from uwf.cli.render import console, panel, table
 from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Args, Command, Group, NoArgs, NonNegative, arg
 from uwf.cli.threads import THREAD_COMMANDS
+from uwf.cli.worker import WORKER_COMMANDS
 
 # -- arguments ---------------------------------------------------------------
 
@@ -208,6 +209,7 @@ COMMANDS = Group(
         *THREAD_COMMANDS,
         *RUN_COMMANDS,
         *QUEUE_COMMANDS,
+        *WORKER_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, _registry_show,
                 human=_registry_panel),

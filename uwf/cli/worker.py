@@ -1,0 +1,77 @@
+"""Declaration of `uwf worker`: lease queue entries and run them (docs/worker.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+
+from uwf.cli.context import Context
+from uwf.cli.spec import Args, Command, arg
+
+if TYPE_CHECKING:
+    from uwf.api.worker import Worker
+
+# Entries one worker runs at once: threads, each waiting on an agent subprocess.
+MAX_CONCURRENCY = 1000
+Concurrency = Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)]
+PollSeconds = Annotated[float, msgspec.Meta(ge=0.05, le=3600)]
+
+
+class WorkerArgs(Args, frozen=True, kw_only=True):
+    session: Annotated[str | None, arg("lease only this session label's entries (default: "
+                                       "any)", metavar="LABEL")] = None
+    concurrency: Annotated[Concurrency, arg("entries run at once (default 1; the policy's "
+                                            "maxConcurrent still holds)", metavar="N")] = 1
+    once: Annotated[bool, arg("run what is eligible now, then exit (exit 3 when nothing "
+                              "was)")] = False
+    poll: Annotated[PollSeconds, arg("seconds between lease attempts that found nothing "
+                                     "(default 2)", metavar="SEC")] = 2.0
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(worker: Worker) -> Iterator[None]:
+    """While the worker runs, SIGTERM and Ctrl-C ask it to stop (release what it holds,
+    exit 0) instead of unwinding the loop mid-write. Signal handlers belong to the main
+    thread; elsewhere (main(argv) in a thread) none is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        worker.stop()
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM,
+                                                                    signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
+    import json
+    import sys
+
+    from uwf.api.config import load_config
+    from uwf.api.worker import Worker, WorkerOptions
+
+    options = WorkerOptions(args.session, args.concurrency, args.once, args.poll)
+    worker = Worker(ctx.store, load_config(), options)
+    human = not ctx.json and sys.stdout.isatty()
+    with _stopped_by_signals(worker):
+        for result in worker.results():
+            yield result.line() if human else json.dumps(result.record(), ensure_ascii=False)
+
+
+WORKER_COMMANDS: list[Command[Any]] = [
+    Command(("worker",), "run queue entries with agents: lease, step to the end, complete or "
+            "release",
+            "uwf worker --session tmux:a --concurrency 2", WorkerArgs, _worker, streams=True),
+]
