@@ -161,6 +161,7 @@ class _Resolver:
         self.store = store
         self.views = store.read()
         self.workflows: dict[str, tuple[str, str]] = {}
+        self.repos: dict[str | None, str] = {}
 
     def added(self, spec: EntrySpec) -> QueueAdded:
         if (spec.workflow is None) == (spec.run is None):
@@ -172,7 +173,7 @@ class _Resolver:
             if spec.prompt is None or not spec.prompt.strip():
                 raise UsageError("the prompt is empty", "give the task with --prompt")
             workflow, workflow_hash = self._workflow(spec.workflow)
-            repo = find_repo(spec.repo)
+            repo = self._repo(spec.repo)
         else:
             assert spec.run is not None
             if spec.prompt is not None:
@@ -182,12 +183,18 @@ class _Resolver:
             run = self.views.get("runs", spec.run)
             if run is None:
                 raise NotFound(f"no run {spec.run}", "find runs with `uwf run search`")
-            repo = find_repo(spec.repo) if spec.repo else run.thread.repo
+            repo = self._repo(spec.repo) if spec.repo else run.thread.repo
         return QueueAdded(
             repo=repo, priority=spec.priority, workflow=workflow, workflow_hash=workflow_hash,
             prompt=spec.prompt, run=spec.run, session=spec.session, agent=spec.agent,
             timeout_sec=spec.timeout_sec, idle_timeout_sec=spec.idle_timeout_sec,
             expected_artifacts=list(spec.expected_artifacts), note=spec.note, key=spec.key)
+
+    def _repo(self, path: str | None) -> str:
+        found = self.repos.get(path)
+        if found is None:
+            found = self.repos[path] = find_repo(path)
+        return found
 
     def _workflow(self, ref: str) -> tuple[str, str]:
         found = self.workflows.get(ref)
