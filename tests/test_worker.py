@@ -204,6 +204,18 @@ def test_sigterm_mid_run_releases_the_lease(cli: Cli, tmp_path: Path) -> None:
     released = [event for event in q.events() if event["type"] == "queue.released"]
     assert [(event["data"]["failed"], event["data"]["reason"]) for event in released] == [
         (False, "worker stopped")]
+    assert shown["run"] == item["run"]  # the entry keeps the run it started
+    verified(q)
+
+    # The next worker continues that run rather than starting another.
+    (folder / "go").write_text("")
+    again = cli.run("worker", "--once")
+    assert again.code == 0, again
+    (finished,) = lines(again.out)
+    assert (finished["id"], finished["run"], finished["outcome"]) == (
+        entry, item["run"], "completed")
+    assert q.entry(entry)["run"] == item["run"]
+    assert [run["runId"] for run in q.ok("run", "list")["runs"]] == [item["run"]]
     verified(q)
 
 

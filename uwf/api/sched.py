@@ -212,33 +212,36 @@ def _held(views: Views, entry_id: str, lease_id: str, now: int) -> QueueEntry:
     return entry
 
 
-def complete(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
+def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
+             ) -> dict[str, Any]:
+    """Terminal success; `run` records the run the holder worked on."""
     now = store.clock()
 
     def decide(views: Views) -> Outcome[None]:
         _held(views, entry_id, lease_id, now)
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id))])
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))])
 
     store.journal.write(decide)
     return _shown(store, entry_id)
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
-            reason: str = "") -> dict[str, Any]:
-    """Give the entry back: ready at once; `failed` counts an attempt (backoff or park)."""
+            reason: str = "", run: str | None = None) -> dict[str, Any]:
+    """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
+    `run` records the run the holder started, so the next holder continues it."""
     now = store.clock()
 
     def decide(views: Views) -> Outcome[None]:
         entry = _held(views, entry_id, lease_id, now)
         if not failed:
-            data = QueueReleased(lease_id, False, entry.attempts, reason)
+            data = QueueReleased(lease_id, False, entry.attempts, reason, run=run)
         else:
             policy = current_policy(views)
             attempts, eligible, parked = _failure(policy, entry, now)
             why = reason or "failed"
             if parked:
                 why = f"{why} (attempt {attempts} of {policy.max_attempts})"
-            data = QueueReleased(lease_id, True, attempts, why, eligible, parked)
+            data = QueueReleased(lease_id, True, attempts, why, eligible, parked, run)
         return Outcome([NewEvent(f"queue/{entry_id}", data)])
 
     store.journal.write(decide)

@@ -339,13 +339,14 @@ class Worker:
             return result("lost", held.lost)
         try:
             if failure is None:
-                sched.complete(self.store, held.entry_id, held.lease_id)
+                sched.complete(self.store, held.entry_id, held.lease_id, run=held.run)
                 return result("completed")
             if failure == STOPPED_REASON:
-                sched.release(self.store, held.entry_id, held.lease_id, reason=failure)
+                sched.release(self.store, held.entry_id, held.lease_id, reason=failure,
+                              run=held.run)
                 return result("released", failure)
             shown = sched.release(self.store, held.entry_id, held.lease_id, failed=True,
-                                  reason=failure)
+                                  reason=failure, run=held.run)
         except UwfError as exc:
             return result("lost", f"{failure or 'completed'}; but {exc.what}")
         return result("parked" if shown["status"] == "parked" else "failed", failure)

@@ -113,7 +113,7 @@ def _failed(state: QueueEntry, attempts: int, next_eligible: int | None, parked:
 
 class QueueProjection(StructProjection):
     name: ClassVar[str] = "queue"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in QUEUE_EVENTS if t is not SchedPolicySet)
     state_type: ClassVar[type[msgspec.Struct]] = QueueEntry
@@ -167,6 +167,8 @@ class QueueProjection(StructProjection):
             if state.lease is None:
                 return state
             return _replace(state, lease=_replace(state.lease, expires_at_ms=data.expires_at_ms))
+        if isinstance(data, QueueCompleted | QueueReleased) and data.run is not None:
+            state = _replace(state, run=data.run)
         if isinstance(data, QueueCompleted | QueueDrained):
             return _replace(state, status="drained", lease=None, next_eligible_at_ms=None)
         if isinstance(data, QueueReleased):

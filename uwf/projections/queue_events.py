@@ -66,6 +66,7 @@ class QueueCompleted(EventData, frozen=True):
 
     type: ClassVar[str] = "queue.completed"
     lease_id: str
+    run: str | None = None  # the run the holder started or continued for the entry
 
 
 class QueueReleased(EventData, frozen=True):
@@ -80,6 +81,7 @@ class QueueReleased(EventData, frozen=True):
     reason: str = ""
     next_eligible_at_ms: int | None = None
     parked: bool = False
+    run: str | None = None  # the run the holder started: a retry continues it
 
 
 class QueueReclaimed(EventData, frozen=True):
