@@ -408,7 +408,9 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
 
     # Every repair dropped exactly a tail that was there, and says so.
     recorded = repairs(cli.home)
-    assert tears >= 10
+    # Simulated tears fill the rounds whose kill left no tail: how many depends on how
+    # many kills landed inside write(2), so the two are counted together.
+    assert tears + natural_tears >= 10, (tears, natural_tears)
     assert recorded, "no log.repaired event after torn tails"
     for repair in recorded:
         assert any(matches(repair, tail) for tail in observed), repair
