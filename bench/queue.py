@@ -1,0 +1,457 @@
+"""The durable queue (issue 10): lease+complete cycles, `queue add --batch`, reads at scale.
+
+    python bench/queue.py [--quick] [--cycles N] [--rounds K] [--procs 1,4,8]
+                          [--entries N] [--file-size F] [--repeat R] [--dir DIR]
+                          [--wait-quiet S] [--skip-cycles] [--skip-cli]
+
+1. Cycles: P OS processes (P in 1, 4, 8) each loop `sched.lease(store, 1)` then
+   `sched.complete(store, id, leaseId)` in-process through the library with
+   UWF_DURABILITY=fsync, on a store pre-filled (untimed) with ready entries and a
+   policy with maxConcurrent 64. N cycles in all per round, split over the P
+   processes, which start together (a barrier); the rate is N / (last end -
+   first start). In the same rounds, in rotating order, with the same P and N:
+   - raw: P processes each `os.write` + `os.fsync` a line of uwf's size to one
+     O_APPEND file in the same directory, 2 N appends (a cycle is two commands);
+   - huey: SqliteHuey storage (fsync=True: synchronous=FULL, WAL), pre-filled
+     with N items; each cycle `storage.dequeue()` (one exclusive transaction that
+     deletes the task) then `storage.put_data(key, result)` (the ack: what a huey
+     consumer writes for a task's result);
+   - persist-queue: SQLiteAckQueue (WAL, synchronous=FULL set on its
+     connections), pre-filled with N items; each cycle `get()` then `ack(item)`.
+     Its get is a SELECT then an UPDATE under a threading lock only, so items
+     handed to two processes are counted and printed.
+   Figures are medians over the rounds; uwf/peer ratios are in cycles/s, uwf/raw
+   in commands/s (2 per cycle). uwf's writers' lock is instrumented (a wrapper
+   around `FileSegments.lock` and the module's `time.sleep`): the share of wall
+   time the lock was held, and the time processes slept in its backoff.
+2. `uwf --store S queue add --batch FILE` (fsync) of --entries entries in files of
+   --file-size, one CLI process per file, into a fresh store with the example
+   workflow registered; entries/s = entries / the sum of the processes' walls.
+3. On that store (--entries ready entries) and on one with 100: `uwf sched plan`,
+   `uwf sched lease --limit 1` and `uwf queue list --limit 20`, with
+   `python -c pass`, R runs each interleaved in rotating order; medians. Both
+   stores have maxConcurrent 100, so `plan` shows at most 100 grants on each.
+Targets (issue 10): uwf not slower than either peer at every P; uwf >= 0.5 x raw
+(commands/s); batch add >= 100,000 entries/s; the read ratios <= 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# This script is bench/queue.py, and bench/ is sys.path[0]: load the standard library's
+# `queue` first (multiprocessing, huey and persist-queue import it), then this dir again.
+_here = sys.path.pop(0)
+import queue as _stdlib_queue  # noqa: E402,F401
+
+sys.path.insert(0, _here)
+
+from common import (  # noqa: E402
+    BIN,
+    EXAMPLE,
+    REPO,
+    add_common_args,
+    begin,
+    bytecode_env,
+    check,
+    data_dir,
+    env_with,
+    fmt_ms,
+    fmt_rate,
+    load,
+    median,
+    pressure,
+    print_header,
+    run_measured,
+    section,
+    uwf_exe,
+    verdict,
+)
+
+RAW_TARGET = 0.5
+ADD_TARGET = 100_000
+READ_TARGET = 2.0
+POLICY_MAX = 64
+SMALL = 100
+CTX = multiprocessing.get_context("fork")
+
+
+# -- part 1: cycles ------------------------------------------------------------------
+
+def _uwf(args: list[str], env: dict[str, str]) -> Any:
+    result = run_measured([uwf_exe(), *args, "--json"], env=env)
+    check(result, " ".join(args[:4]))
+    return json.loads(result.out)
+
+
+def batch_lines(start: int, count: int) -> bytes:
+    return b"".join(
+        json.dumps({"workflow": "solve-issue", "prompt": f"Fix issue #{n}: the login bug",
+                    "repo": str(REPO), "priority": 100 + n % 7}).encode() + b"\n"
+        for n in range(start, start + count))
+
+
+def new_store(root: Path, env: dict[str, str], max_concurrent: int) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    _uwf(["--store", str(root), "workflow", "put", str(EXAMPLE)], env)
+    _uwf(["--store", str(root), "sched", "policy", "set", "--max-concurrent",
+          str(max_concurrent)], env)
+
+
+def fill_store(root: Path, work: Path, count: int, env: dict[str, str], chunk: int = 50_000
+               ) -> list[float]:
+    """Add `count` ready entries through `uwf queue add --batch`; each file's wall."""
+    walls = []
+    for start in range(0, count, chunk):
+        path = work / f"batch-{start}.jsonl"
+        path.write_bytes(batch_lines(start, min(chunk, count - start)))
+        result = run_measured([uwf_exe(), "--store", str(root), "queue", "add", "--batch",
+                               str(path)], env=env)
+        check(result, "queue add --batch")
+        walls.append(result.wall)
+        path.unlink()
+    return walls
+
+
+class LockProbe:
+    """Time the writers' lock is held, and time spent sleeping in its backoff."""
+
+    def __init__(self) -> None:
+        self.held = 0.0
+        self.slept = 0.0
+        self.sleeps = 0
+
+    def install(self) -> None:
+        import contextlib
+        import types
+
+        from uwf.engine import segments
+
+        probe = self
+        real_lock = segments.FileSegments.lock
+        real_time = segments.time
+
+        def sleep(seconds: float) -> None:
+            start = time.perf_counter()
+            real_time.sleep(seconds)
+            probe.slept += time.perf_counter() - start
+            probe.sleeps += 1
+
+        segments.time = types.SimpleNamespace(  # type: ignore[assignment]
+            monotonic=real_time.monotonic, sleep=sleep)
+
+        @contextlib.contextmanager
+        def lock(self: Any, timeout: float) -> Any:
+            with real_lock(self, timeout):
+                start = time.perf_counter()
+                try:
+                    yield
+                finally:
+                    probe.held += time.perf_counter() - start
+
+        segments.FileSegments.lock = lock  # type: ignore[method-assign]
+
+
+def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:
+    os.environ["UWF_DURABILITY"] = "fsync"
+    from uwf.api import sched
+    from uwf.api.store import Store
+
+    probe = LockProbe()
+    probe.install()
+    store = Store.open(Path(root))
+    store.read()
+    barrier.wait()
+    start = time.perf_counter()
+    ids = []
+    for _ in range(count):
+        lease = sched.lease(store, 1)["leases"][0]
+        sched.complete(store, lease["id"], lease["leaseId"])
+        ids.append(lease["id"])
+    end = time.perf_counter()
+    out.put((start, end, ids, probe.held, probe.slept, probe.sleeps))
+
+
+def _raw_worker(path: str, count: int, line: bytes, barrier: Any, out: Any) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(count):
+        os.write(fd, line)
+        os.fsync(fd)
+    end = time.perf_counter()
+    os.close(fd)
+    out.put((start, end, [], 0.0, 0.0, 0))
+
+
+def _huey_storage(path: str, fsync: bool) -> Any:
+    from huey import SqliteHuey
+
+    return SqliteHuey("bench", filename=path, fsync=fsync).storage
+
+
+def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
+    storage = _huey_storage(path, True)
+    storage.queue_size()  # connect before timing
+    barrier.wait()
+    start = time.perf_counter()
+    ids = []
+    while len(ids) < count:
+        data = storage.dequeue()
+        if data is None:
+            break
+        storage.put_data(data, b"done")
+        ids.append(data)
+    end = time.perf_counter()
+    out.put((start, end, ids, 0.0, 0.0, 0))
+
+
+def _pq_open(path: str, synchronous: str) -> Any:
+    from persistqueue import SQLiteAckQueue
+
+    queue = SQLiteAckQueue(path, multithreading=True, auto_resume=False)
+    for conn in (queue._getter, queue._putter):
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+    return queue
+
+
+def _pq_worker(path: str, count: int, barrier: Any, out: Any) -> None:
+    from persistqueue.exceptions import Empty
+
+    queue = _pq_open(path, "FULL")
+    barrier.wait()
+    start = time.perf_counter()
+    ids = []
+    for _ in range(count):
+        try:
+            item = queue.get(block=False)
+        except Empty:
+            break
+        queue.ack(item)
+        ids.append(item)
+    end = time.perf_counter()
+    out.put((start, end, ids, 0.0, 0.0, 0))
+
+
+def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
+              ) -> dict[str, Any]:
+    barrier = CTX.Barrier(procs)
+    out = CTX.Queue()
+    share = [total // procs + (1 if i < total % procs else 0) for i in range(procs)]
+    children = [CTX.Process(target=target, args=(*args[:1], share[i], *args[1:], barrier, out))
+                for i in range(procs)]
+    for child in children:
+        child.start()
+    results = [out.get() for _ in children]
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            sys.exit(f"bench: a {target.__name__} process failed (exit {child.exitcode})")
+    wall = max(r[1] for r in results) - min(r[0] for r in results)
+    ids = [i for r in results for i in r[2]]
+    return {"wall": wall, "done": sum(len(r[2]) for r in results) or total,
+            "dupes": len(ids) - len(set(ids)), "held": sum(r[3] for r in results),
+            "slept": sum(r[4] for r in results), "sleeps": sum(r[5] for r in results)}
+
+
+def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
+           env: dict[str, str]) -> bool:
+    section(f"1. durable lease+complete cycles: {total:,} per round, {rounds} rounds, "
+            f"rotating uwf / raw / huey / persist-queue")
+    stores = {}
+    for procs in procs_list:
+        root = work / f"cycles-{procs}"
+        new_store(root, env, POLICY_MAX)
+        fill_store(root, work, total * rounds + 100, {**env, "UWF_DURABILITY": "none"})
+        stores[procs] = root
+    last = sorted((stores[procs_list[0]] / "events").glob("*.jsonl"))[-1]
+    line_len = len(last.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1])  # a queue.added
+    line = b"x" * line_len + b"\n"
+    print(f"uwf store: maxConcurrent {POLICY_MAX}, {total * rounds + 100:,} ready entries "
+          f"per process count; raw lines {line_len + 1} bytes")
+    os.sync()
+    begin(0)
+
+    def peer_files(kind: str, procs: int, index: int) -> str:
+        path = work / f"{kind}-{procs}-{index}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        if kind == "huey":
+            storage = _huey_storage(str(path), False)
+            for n in range(total):
+                storage.enqueue(f"item-{n}".encode())
+            storage.close()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            queue = _pq_open(str(path), "OFF")
+            for n in range(total):
+                queue.put(f"item-{n}")
+            del queue
+        return str(path)
+
+    figures: dict[tuple[int, str], list[float]] = {}
+    extra: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    sides = ["uwf", "raw", "huey", "persist-queue"]
+    for index in range(rounds):
+        for procs in procs_list:
+            shift = (index + procs) % len(sides)
+            for side in sides[shift:] + sides[:shift]:
+                if side == "uwf":
+                    got = run_procs(_uwf_worker, procs, total, str(stores[procs]))
+                    rate = got["done"] / got["wall"]
+                elif side == "raw":
+                    raw_path = work / f"raw-{procs}.jsonl"
+                    raw_path.unlink(missing_ok=True)
+                    got = run_procs(_raw_worker, procs, 2 * total, str(raw_path), line)
+                    rate = 2 * total / got["wall"]  # commands/s
+                else:
+                    path = peer_files("huey" if side == "huey" else "pq", procs, index)
+                    worker = _huey_worker if side == "huey" else _pq_worker
+                    got = run_procs(worker, procs, total, path)
+                    rate = got["done"] / got["wall"]
+                figures.setdefault((procs, side), []).append(rate)
+                extra.setdefault((procs, side), []).append(got)
+        print(f"  round {index + 1}/{rounds} done ({load()})")
+
+    section(f"result: medians over {rounds} rounds (end: {load()}; {pressure()})")
+    print(f"{'P':>2}  {'uwf cycles/s':>13} {'huey':>9} {'p-queue':>9} {'raw cmd/s':>10}  "
+          f"{'uwf/huey':>8} {'uwf/pq':>7} {'uwf/raw':>8}  lock held  slept in backoff")
+    met = True
+    for procs in procs_list:
+        uwf = median(figures[(procs, "uwf")])
+        huey = median(figures[(procs, "huey")])
+        pq = median(figures[(procs, "persist-queue")])
+        raw = median(figures[(procs, "raw")])
+        runs = extra[(procs, "uwf")]
+        held = median([r["held"] / r["wall"] for r in runs])
+        slept = median([r["slept"] / (r["wall"] * procs) for r in runs])
+        sleeps = median([r["sleeps"] / r["done"] for r in runs])
+        print(f"{procs:>2}  {uwf:>13,.0f} {huey:>9,.0f} {pq:>9,.0f} {raw:>10,.0f}  "
+              f"{uwf / huey:>8.2f} {uwf / pq:>7.2f} {2 * uwf / raw:>8.2f}  "
+              f"{held:>8.0%}  {slept:.0%} of process time, {sleeps:.1f} sleeps/cycle")
+        dupes = [r["dupes"] for r in extra[(procs, "persist-queue")]]
+        udupes = [r["dupes"] for r in runs]
+        if any(dupes) or any(udupes):
+            print(f"    items handed out twice: persist-queue {dupes}, uwf {udupes}")
+        ok = uwf >= huey and uwf >= pq and 2 * uwf / raw >= RAW_TARGET
+        met = met and ok
+        print(f"    P={procs}: not slower than huey: {verdict(uwf >= huey)}; than "
+              f"persist-queue: {verdict(uwf >= pq)}; >= {RAW_TARGET} x raw: "
+              f"{verdict(2 * uwf / raw >= RAW_TARGET)}")
+    print("(lock held: share of wall time some uwf process held the writers' lock; "
+          "slept: share of the processes' time in the lock's backoff sleeps)")
+    return met
+
+
+# -- parts 2 and 3: the CLI ------------------------------------------------------------
+
+def batch_add(work: Path, entries: int, file_size: int, repeat: int,
+              env: dict[str, str]) -> Path:
+    section(f"2. uwf queue add --batch: {entries:,} entries in files of {file_size:,} "
+            f"(fsync), {repeat} fresh store(s)")
+    rates = []
+    root = work / "big"
+    for index in range(repeat):
+        root = work / f"big-{index}"
+        new_store(root, env, SMALL)
+        walls = fill_store(root, work, entries, env, file_size)
+        rate = entries / sum(walls)
+        rates.append(rate)
+        print(f"  store {index + 1}: {fmt_rate(rate)} entries; per file "
+              + ", ".join(fmt_ms(w) for w in walls))
+        if index < repeat - 1:
+            shutil.rmtree(root)
+    rate = median(rates)
+    print(f"median: {fmt_rate(rate)} entries end to end; target >= {ADD_TARGET:,}/s: "
+          f"{verdict(rate >= ADD_TARGET)}")
+    return root
+
+
+def reads(work: Path, big: Path, entries: int, repeat: int, env: dict[str, str]) -> bool:
+    small = work / "small"
+    new_store(small, env, SMALL)
+    fill_store(small, work, SMALL, env)
+    section(f"3. reads with {entries:,} ready entries vs {SMALL} (median of {repeat} runs, "
+            "rotating)")
+    commands = {
+        "sched plan": ["sched", "plan"],
+        "sched lease --limit 1": ["sched", "lease", "--limit", "1"],
+        "queue list --limit 20": ["queue", "list", "--limit", "20"],
+    }
+    cases: dict[str, list[str]] = {"python -c pass": [sys.executable, "-c", "pass"]}
+    for name, args in commands.items():
+        for label, root in (("small", small), ("big", big)):
+            cases[f"{name} [{label}]"] = [uwf_exe(), "--store", str(root), *args]
+    for argv in cases.values():  # warm: bytecode cache, page cache
+        check(run_measured(argv, env=env), argv[-1])
+    begin(0)
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    order = list(cases)
+    for index in range(repeat):
+        shift = index % len(order)
+        for name in order[shift:] + order[:shift]:
+            result = run_measured(cases[name], env=env)
+            check(result, name)
+            walls[name].append(result.wall)
+    print(f"{'':28} {'100':>9} {f'{entries:,}':>9}  ratio  target <= {READ_TARGET}")
+    met = True
+    for name in commands:
+        low = median(walls[f"{name} [small]"])
+        high = median(walls[f"{name} [big]"])
+        ok = high / low <= READ_TARGET
+        met = met and ok
+        print(f"{name:28} {fmt_ms(low):>9} {fmt_ms(high):>9}  {high / low:5.2f}  {verdict(ok)}")
+    print(f"{'python -c pass':28} {fmt_ms(median(walls['python -c pass'])):>9}")
+    return met
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--quick", action="store_true",
+                        help="400 cycles x 3 rounds; 20,000 entries in files of 5,000")
+    parser.add_argument("--cycles", type=int, default=2000, help="cycles per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--procs", default="1,4,8")
+    parser.add_argument("--entries", type=int, default=200_000)
+    parser.add_argument("--file-size", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=21, help="runs of each read")
+    parser.add_argument("--add-repeat", type=int, default=2, help="fresh stores for part 2")
+    parser.add_argument("--skip-cycles", action="store_true")
+    parser.add_argument("--skip-cli", action="store_true")
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.cycles, args.rounds = 400, 3
+        args.entries, args.file_size, args.repeat = 20_000, 5_000, 11
+    procs = [int(p) for p in args.procs.split(",")]
+
+    work = data_dir(args.dir) / "queue"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print_header("queue: durable cycles, batch add, reads at scale", work)
+    env = bytecode_env(env_with(UWF_DURABILITY="fsync"), work / "pycache")
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    begin(args.wait_quiet)
+    started = time.monotonic()
+    verdicts = {}
+    if not args.skip_cycles:
+        verdicts["cycles"] = cycles(work, procs, args.cycles, args.rounds, env)
+    if not args.skip_cli:
+        big = batch_add(work, args.entries, args.file_size, args.add_repeat, env)
+        verdicts["reads"] = reads(work, big, args.entries, args.repeat, env)
+    print(f"\ndone in {time.monotonic() - started:.0f} s")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
