@@ -141,11 +141,28 @@ def active_leases(views: Views, now: int) -> int:
 
 def _eligible(views: Views, now: int, limit: int | None, session: str | None = None
               ) -> list[QueueEntry]:
-    """The first ready entries out of backoff, in queue order (of one session)."""
-    where: list[tuple[str, str, Any]] = [("status", "=", "ready"), ("eligible_at", "<=", now)]
+    """The first ready entries out of backoff, in queue order (of one session).
+
+    Read in queue order from the (status[, session], priority, enqueuedAt) index, page
+    by page, skipping entries still in backoff here: with the backoff bound in the
+    query, SQLite chooses the (status, eligible_at) range and sorts every ready entry
+    to find the first (1.9 ms a lease at 10,000 entries, growing with the queue). The
+    pages read grow only with the entries in backoff ahead of the first eligible one.
+    """
+    where: list[tuple[str, str, Any]] = [("status", "=", "ready")]
     if session is not None:
         where.append(("session", "=", session))
-    return views.query(Query("queue", tuple(where), None, QUEUE_ORDER, limit))
+    page = max(64, 2 * (limit or 0))
+    found: list[QueueEntry] = []
+    offset = 0
+    while limit is None or len(found) < limit:
+        rows: list[QueueEntry] = views.query(Query("queue", tuple(where), None, QUEUE_ORDER,
+                                                   page, offset))
+        found.extend(entry for entry in rows if (entry.next_eligible_at_ms or 0) <= now)
+        if len(rows) < page:
+            break
+        offset += page
+    return found if limit is None else found[:limit]
 
 
 def _grant(views: Views, now: int, limit: int | None, session: str | None
