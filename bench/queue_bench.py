@@ -1,6 +1,6 @@
 """The durable queue (issue 10): lease+complete cycles, `queue add --batch`, reads at scale.
 
-    python bench/queue.py [--quick] [--cycles N] [--rounds K] [--procs 1,4,8]
+    python bench/queue_bench.py [--quick] [--cycles N] [--rounds K] [--procs 1,4,8]
                           [--entries N] [--file-size F] [--repeat R] [--dir DIR]
                           [--wait-quiet S] [--skip-cycles] [--skip-cli]
 
@@ -48,14 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-# This script is bench/queue.py, and bench/ is sys.path[0]: load the standard library's
-# `queue` first (multiprocessing, huey and persist-queue import it), then this dir again.
-_here = sys.path.pop(0)
-import queue as _stdlib_queue  # noqa: E402,F401
-
-sys.path.insert(0, _here)
-
-from common import (  # noqa: E402
+from common import (
     BIN,
     EXAMPLE,
     REPO,
@@ -82,7 +75,7 @@ ADD_TARGET = 100_000
 READ_TARGET = 2.0
 POLICY_MAX = 64
 SMALL = 100
-CTX = multiprocessing.get_context("fork")
+CTX: Any = multiprocessing.get_context("fork")
 
 
 # -- part 1: cycles ------------------------------------------------------------------
@@ -138,7 +131,7 @@ class LockProbe:
 
         probe = self
         real_lock = segments.FileSegments.lock
-        real_time = segments.time
+        real_time: Any = vars(segments)["time"]
 
         def sleep(seconds: float) -> None:
             start = time.perf_counter()
@@ -146,7 +139,7 @@ class LockProbe:
             probe.slept += time.perf_counter() - start
             probe.sleeps += 1
 
-        segments.time = types.SimpleNamespace(  # type: ignore[assignment]
+        vars(segments)["time"] = types.SimpleNamespace(
             monotonic=real_time.monotonic, sleep=sleep)
 
         @contextlib.contextmanager
@@ -204,7 +197,7 @@ def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
     storage.queue_size()  # connect before timing
     barrier.wait()
     start = time.perf_counter()
-    ids = []
+    ids: list[Any] = []
     while len(ids) < count:
         data = storage.dequeue()
         if data is None:
@@ -218,7 +211,7 @@ def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
 def _pq_open(path: str, synchronous: str) -> Any:
     from persistqueue import SQLiteAckQueue
 
-    queue = SQLiteAckQueue(path, multithreading=True, auto_resume=False)
+    queue: Any = SQLiteAckQueue(path, multithreading=True, auto_resume=False)
     for conn in (queue._getter, queue._putter):
         conn.execute(f"PRAGMA synchronous={synchronous}")
     return queue
