@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "uwf"
-LEAVES = {"uwf.errors", "uwf.redact", "uwf"}  # imported by every layer, import no layer
+LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf"}  # imported by every layer, import no layer
 ALLOWED = {
     "engine": {"engine"},
     "cas": {"cas"},
@@ -45,10 +45,10 @@ def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
 
 
 def test_the_leaves_import_no_layer() -> None:
-    for leaf in ("errors.py", "redact.py"):
+    for leaf in ("errors.py", "redact.py", "ids.py"):
         assert [n for n in imports(PACKAGE / leaf) if n not in LEAVES] == []
 
 
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith((".", "_"))}
-    assert top - {"py.typed"} == {*ALLOWED, "errors.py", "redact.py"}
+    assert top - {"py.typed"} == {*ALLOWED, "errors.py", "redact.py", "ids.py"}

@@ -8,7 +8,6 @@ leases an entry (`queue pick`, `sched ...`) is the scheduler's: `uwf.api.sched`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +23,7 @@ from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import NotFound, Rejected, UsageError, UwfError
+from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.projections.queue import (
     ALIASES,
     DEFAULT_IDLE_TIMEOUT_SEC,
@@ -44,8 +44,7 @@ from uwf.projections.queue_events import (
 )
 
 # An entry id is a ULID, as a thread id is; the CLI declares the same pattern.
-ENTRY_ID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
-_ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
+ENTRY_ID_PATTERN = ULID_PATTERN
 # Priorities are integers in this range (lower runs first): they are SQLite integers,
 # and a range this wide leaves room for any scheme an operator has in mind.
 MIN_PRIORITY = -1_000_000_000
@@ -85,9 +84,7 @@ def entry_spec(values: dict[str, Any]) -> EntrySpec:
 
 def check_entry_id(entry_id: str) -> None:
     """Refuse what cannot be an entry id before looking it up (a usage error, exit 2)."""
-    if not _ENTRY_ID.match(entry_id):
-        raise UsageError(f"{entry_id!r} is not a queue entry id (a ULID: 26 upper-case "
-                         "Crockford Base32 characters)", "copy the id from `uwf queue list`")
+    check_ulid(entry_id, "a queue entry id", "copy the id from `uwf queue list`")
 
 
 def get_entry(views: Views, entry_id: str) -> QueueEntry:

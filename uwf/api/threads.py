@@ -7,7 +7,6 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,14 @@ from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
+from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.projections.thread_events import INPUTS_DIGEST_CHARS, ThreadEnded, ThreadStarted
 from uwf.projections.threads import ThreadState
 from uwf.workflow.moderator import status_of
 from uwf.workflow.routing import next_decision
 
-# A thread id is a ULID: 26 Crockford Base32 characters, the first 0-7 (128 bits).
-# The CLI declares the same pattern on its THREAD arguments (uwf/cli/threads.py).
-THREAD_ID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
-_THREAD_ID = re.compile(THREAD_ID_PATTERN)
+# A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.
+THREAD_ID_PATTERN = ULID_PATTERN
 STATUSES = ("active", "blocked", "ended", "killed")
 # What `thread start WORKFLOW` takes for a file rather than a name or a hash.
 WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -46,9 +44,7 @@ def find_repo(explicit: str | None = None) -> str:
 
 def check_thread_id(thread: str) -> None:
     """Refuse what cannot be a thread id, before looking it up (a usage error, exit 2)."""
-    if not _THREAD_ID.match(thread):
-        raise UsageError(f"{thread!r} is not a thread id (a ULID: 26 upper-case Crockford "
-                         "Base32 characters)", "copy the id from `uwf thread list --all`")
+    check_ulid(thread, "a thread id", "copy the id from `uwf thread list --all`")
 
 
 def get_thread(views: Views, thread: str) -> ThreadState:

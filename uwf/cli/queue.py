@@ -10,11 +10,11 @@ import msgspec
 from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, arg
+from uwf.ids import ULID_PATTERN
 
-# The pattern and the bounds are uwf.api.queue's (ENTRY_ID_PATTERN, MIN_PRIORITY,
-# MAX_PRIORITY), not imported: the API pulls in the engine, and `--help` should not
-# pay for it; tests check the two agree.
-_ULID = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+# The bounds are uwf.api.queue's (MIN_PRIORITY, MAX_PRIORITY), not imported: the API
+# pulls in the engine, and `--help` should not pay for it; tests check the two agree.
+_ULID = ULID_PATTERN
 MIN_PRIORITY = -1_000_000_000
 MAX_PRIORITY = 1_000_000_000
 Status = Literal["ready", "leased", "drained", "parked", "cancelled",

@@ -12,11 +12,10 @@ from uwf.api.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
+from uwf.ids import ULID_PATTERN
 
 HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
-# A ULID: the pattern is uwf.api.threads.THREAD_ID_PATTERN (not imported: the API pulls
-# in the engine, and `--help` should not pay for it); tests check the two agree.
-ThreadId = Annotated[str, msgspec.Meta(pattern=r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
                      arg("thread id (a ULID)", positional=True, metavar="THREAD",
                          expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
                                 "characters, as `uwf thread list --all` prints them)")]
