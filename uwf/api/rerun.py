@@ -52,10 +52,7 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
     views = store.read()
     run = get_run(views, run_id)
     now = store.clock()
-    missing = missing_nodes(store, run)
-    if missing:
-        raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
-                       f"{', '.join(missing)}", f"see `uwf run show {run_id}`")
+    _refuse_missing(store, run)
     thread = run.thread
     result: dict[str, Any] = {"run": record(run, now), "next": None}
     steps = [{"hash": node.hash, "role": node.payload["role"], "agent": node.payload["agent"]}
@@ -176,6 +173,12 @@ def _check_rerunnable(store: Store, run: RunState, now: int) -> None:
     if derived_at(run, now) == "running":
         raise Rejected(f"run {run_id} is running",
                        f"wait for it to end, or end it with `uwf thread kill {run_id}`")
+    _refuse_missing(store, run)
+
+
+def _refuse_missing(store: Store, run: RunState) -> None:
+    """A run whose nodes are gone is neither resumed nor rerun: it fails closed."""
+    run_id = run.thread.thread
     if missing := missing_nodes(store, run):
         raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
                        f"{', '.join(missing)}", f"see `uwf run show {run_id}`")
