@@ -3,7 +3,12 @@ torn tails, incomplete batches and the pending-repair note."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,7 @@ from tests.logkit import append
 from uwf.engine.events import LogRepaired, NewEvent
 from uwf.engine.filelog import FileLog
 from uwf.engine.segments import PENDING_NOTE
+from uwf.errors import StoreBusy
 from uwf.projections import event_catalog
 from uwf.projections.workflow_events import WorkflowRegistered
 
@@ -191,3 +197,56 @@ def test_two_cuts_are_two_records_each_alone_in_its_batch(tmp_path: Path) -> Non
     assert [r.dropped_bytes for r in repairs] == [10, 11]
     note = json.loads((tmp_path / "events" / PENDING_NOTE).read_bytes())
     assert [r["droppedBytes"] for r in note] == [10, 11]
+
+
+_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process that holds the store's lock for `seconds`, then exits."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_writer_waits_for_a_held_lock_and_takes_it_once_let_go(tmp_path: Path) -> None:
+    log = FileLog(tmp_path / "events", tmp_path / "lock", lock_timeout=30)
+    holder = _hold_lock(tmp_path / "lock", 0.3)
+    append(log, registered("after"))  # blocks until the holder exits, then appends
+    assert holder.wait(timeout=30) == 0
+    assert log.head().seq == 1
+    append(log, registered("again"))  # the lock was let go after the append
+    assert log.head().seq == 2
+
+
+def test_a_waiter_given_up_on_lets_the_lock_go_when_it_gets_it(tmp_path: Path) -> None:
+    log = make(tmp_path)  # lock_timeout 0.05
+    holder = _hold_lock(tmp_path / "lock", 0.5)
+    with pytest.raises(StoreBusy), log.exclusive():
+        pass
+    assert holder.wait(timeout=30) == 0
+    # The abandoned waiter got the lock when the holder left, and closed its file: an
+    # outside process (here, another open file of this one) can take it again.
+    fd = os.open(tmp_path / "lock", os.O_RDWR)
+    try:
+        for _ in range(500):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.01)
+        else:
+            pytest.fail("the lock stayed held after its waiter was given up on")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    append(log, registered("after"))
+    assert log.head().seq == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,36 +124,23 @@ class FileSegments:
 
     @contextlib.contextmanager
     def lock(self, timeout: float) -> Iterator[None]:
+        """Hold the store's exclusive lock (callers serialise their own threads first).
+
+        A free lock is taken at once; a held one is waited for in the kernel (a
+        blocking flock in a helper thread), so a waiter wakes the moment the holder
+        lets go instead of sleeping through a backoff.
+        """
         import portalocker  # imported here: only writers pay for it
 
-        if self._lock_fd is None:
-            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                # Never through a symlink: the lock must be this store's own file.
-                self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                                        0o666)
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise
-                raise Corrupt(f"the lock file {self.lock_path} is a symbolic link",
-                              "remove it (uwf creates its own) and retry") from None
-        flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-        deadline = time.monotonic() + timeout
-        pause = 0.001
-        while True:
-            if not self._held:  # flock is per open file: guard re-entry ourselves
-                try:
-                    portalocker.lock(self._lock_fd, flags)
-                    break
-                except portalocker.exceptions.LockException:
-                    pass
-            if time.monotonic() >= deadline:
-                raise StoreBusy(
-                    f"store is busy: another writer held {self.lock_path} for {timeout:g}s",
-                    "retry, or raise UWF_LOCK_TIMEOUT",
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        if self._held:
+            raise RuntimeError("the store's lock is not re-entrant")
+        fd = self._lock_file()
+        try:
+            portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE
+                             | portalocker.LockFlags.NON_BLOCKING)
+            waited = None
+        except portalocker.exceptions.LockException:
+            waited = self._wait_for_lock(timeout)
         self._held = True
         try:
             yield
@@ -163,7 +150,74 @@ class FileSegments:
             for name in list(self._fds):
                 self._close(name)
             self._held = False
-            portalocker.unlock(self._lock_fd)
+            if waited is None:
+                portalocker.unlock(fd)
+            else:
+                os.close(waited)  # closing its own open file lets the lock go
+
+    def _lock_file(self) -> int:
+        if self._lock_fd is None:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = self._open_lock()
+        return self._lock_fd
+
+    def _open_lock(self) -> int:
+        try:
+            # Never through a symlink: the lock must be this store's own file.
+            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise Corrupt(f"the lock file {self.lock_path} is a symbolic link",
+                          "remove it (uwf creates its own) and retry") from None
+
+    def _wait_for_lock(self, timeout: float) -> int:
+        """An open file of the lock holding it, taken within `timeout` seconds.
+
+        flock has no timeout, so a daemon thread blocks in it on a file of its own
+        while this thread waits for it with one. A waiter given up on (timeout,
+        Ctrl-C) closes its file, and so drops the lock, as soon as it gets it.
+        """
+        import portalocker
+
+        fd = self._open_lock()
+        guard = threading.Lock()
+        taken = threading.Event()
+        abandoned = False
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE)
+            except BaseException as exc:  # handed to the waiting thread
+                errors.append(exc)
+            with guard:
+                if abandoned:
+                    os.close(fd)
+                    return
+                taken.set()
+
+        threading.Thread(target=wait, name="uwf-lock-wait", daemon=True).start()
+        try:
+            taken.wait(max(timeout, 0.0))
+        except BaseException:
+            with guard:
+                abandoned = True
+                if taken.is_set():  # interrupted just as it came: let it go
+                    os.close(fd)
+            raise
+        with guard:
+            got = taken.is_set()
+            abandoned = not got
+        if not got:
+            raise StoreBusy(
+                f"store is busy: another writer held {self.lock_path} for {timeout:g}s",
+                "retry, or raise UWF_LOCK_TIMEOUT",
+            )
+        if errors:
+            os.close(fd)
+            raise StoreBusy(f"cannot lock {self.lock_path}: {errors[0]}", "retry")
+        return fd
 
     def close(self) -> None:
         for name in list(self._fds):
