@@ -190,6 +190,7 @@ def row(status: str | None, priority: int | None = 100, at: str | None = "t",
 def test_views_start_absent(views: ViewStore) -> None:
     assert views.checkpoints() == {}
     assert views.load("w", "a") is None
+    assert views.load_many("w", ["a", "b"]) == {}
     assert list(views.scan("w")) == []
     assert views.count(Query("w")) == 0
     assert views.query(Query("w")) == []
@@ -206,6 +207,17 @@ def test_commit_moves_rows_and_each_checkpoint_together(views: ViewStore) -> Non
     assert [key for key, _ in views.scan("w")] == ["b", "c"]
     assert views.load("w", "c") == row("ready").value
     assert views.counts("w", "status") == {"done": 1, "ready": 1}
+
+
+def test_load_many_reads_the_present_keys_in_one_go(views: ViewStore) -> None:
+    keys = [f"k{n:04d}" for n in range(1200)]  # more than one statement's worth
+    views.commit({"w": {key: row(key) for key in keys[::2]}}, {"w": None}, cp(1))
+    found = views.load_many("w", [*keys, keys[0], "absent"])
+    assert found == {key: row(key).value for key in keys[::2]}
+    assert views.counts("w", "status") == {key: 1 for key in keys[::2]}
+    # Replacing many counted rows at once moves each count (old values read in chunks).
+    views.commit({"w": {key: row("done") for key in keys[::2]}}, {"w": cp(1)}, cp(2))
+    assert views.counts("w", "status") == {"done": 600}
 
 
 def test_commit_refuses_a_stale_checkpoint_and_changes_nothing(views: ViewStore) -> None:

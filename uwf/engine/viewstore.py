@@ -101,6 +101,10 @@ class ViewStore(Protocol):
 
     def load(self, view: str, key: str) -> bytes | None: ...
 
+    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The states of those of `keys` that have a row (one read, not one per key)."""
+        ...
+
     def query(self, query: Query) -> list[tuple[str, bytes]]:
         """(key, state) of the rows the query selects, in its order."""
         ...
@@ -151,6 +155,10 @@ class MemoryViewStore:
     def load(self, view: str, key: str) -> bytes | None:
         row = self._rows.get(view, {}).get(key)
         return None if row is None else row.value
+
+    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
+        rows = self._rows.get(view, {})
+        return {key: rows[key].value for key in keys if key in rows}
 
     def _select(self, query: Query) -> list[tuple[str, Row]]:
         spec = self.specs[query.view]
@@ -394,6 +402,18 @@ class SqliteViewStore:
             row = db.execute(f'SELECT value FROM "v_{view}" WHERE key = ?', (key,)).fetchone()
             return None if row is None else self._blob(row[0])
 
+    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self._guard():
+            db = self._reader(view)
+            if db is None:
+                return found
+            for chunk in _chunks(sorted(set(keys))):
+                found.update(db.execute(
+                    f'SELECT key, value FROM "v_{view}" WHERE key IN '
+                    f"({', '.join('?' * len(chunk))})", chunk).fetchall())
+        return {key: self._blob(value) for key, value in found.items()}
+
     def _filter(self, query: Query) -> tuple[str, list[Any]]:
         spec = self.specs[query.view]
         conditions: list[str] = []
@@ -532,10 +552,9 @@ class SqliteViewStore:
         counted = [(column, spec.columns.index(column)) for column in spec.counted]
         if counted and not fresh:
             selected = ", ".join(f'"c_{column}"' for column, _ in counted)
-            for key in rows:
-                old = db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key = ?',
-                                 (key,)).fetchone()
-                if old is not None:
+            for chunk in _chunks(list(rows)):
+                for old in db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key IN '
+                                      f"({', '.join('?' * len(chunk))})", chunk):
                     for (column, _), value in zip(counted, old, strict=True):
                         slot = (column, json.dumps(value))
                         delta[slot] = delta.get(slot, 0) - 1
@@ -579,6 +598,13 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+
+
+def _chunks(keys: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    """Keys a few hundred at a time: one statement's parameters stay well under
+    SQLite's limit."""
+    for start in range(0, len(keys), size):
+        yield keys[start:start + size]
 
 
 def _column_sql(spec: ViewSpec, column: str) -> str:
