@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
@@ -21,6 +21,9 @@ from uwf.projections.thread_events import (
     ThreadStepStarted,
 )
 from uwf.projections.workflow_events import WorkflowRegistered
+
+if TYPE_CHECKING:
+    from uwf.api.anchor import Anchor
 
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -196,9 +199,11 @@ class _Verifier:
         return None
 
 
-def verify(store: Store) -> dict[str, Any]:
+def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str, Any]:
     """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
-    what the backend finds wrong with the stored form (torn tail, misnamed segment)."""
+    what the backend finds wrong with the stored form (torn tail, misnamed segment);
+    and that the log still holds each anchored line (anchors whose signatures the
+    caller verified: `uwf.api.anchor.load`)."""
     checker = _Verifier(store)
     last_where = ""
     for line in store.log.read():
@@ -210,11 +215,25 @@ def verify(store: Store) -> dict[str, Any]:
         k, n = checker.open_batch
         checker.problem(checker.seq, last_where, 0, f"the last batch has {k} of {n} lines")
     _check_anchor(store, checker)
+    result: dict[str, Any] = {}
+    if anchors:
+        from uwf.api.anchor import check_all
+
+        digests = {seq: seen[0] for seq, seen in checker.digests.items()}
+        checks = check_all(list(anchors), digests, checker.seq)
+        for item in checks:
+            if item.problem is not None:
+                checker.problem(item.anchor.seq, "", 0, f"anchor {item.path}: {item.problem}")
+        result["anchors"] = [{"file": item.path, "seq": item.anchor.seq, "ts": item.anchor.ts,
+                              "ok": item.problem is None, "problem": item.problem}
+                             for item in checks]
+        result["contradicts"] = next((item.path for item in checks if item.problem), None)
     return {
         "ok": not checker.problems,
         "events": checker.events,
         "segments": store.log.describe()["segments"],
         "problems": checker.problems,
+        **result,
     }
 
 

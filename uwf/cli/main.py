@@ -7,14 +7,15 @@ command pay only for what they use (the CLI runs once per agent step).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from uwf.cli.context import Context
+from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
-from uwf.cli.render import console, panel, table
+from uwf.cli.render import console, panel
 from uwf.cli.runs import RUN_COMMANDS
-from uwf.cli.spec import Args, Command, Group, NoArgs, NonNegative, arg
+from uwf.cli.spec import Args, Command, Group, NoArgs, arg
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
 
@@ -31,14 +32,6 @@ class WorkflowShow(Args, frozen=True, kw_only=True):
 class Scoped(Args, frozen=True, kw_only=True):
     scope: Annotated[Literal["home", "repo"],
                      arg("home (all repos, default) or repo (the current repo)")] = "home"
-
-
-class LogTail(Args, frozen=True, kw_only=True):
-    n: Annotated[NonNegative | None, arg("how many events (default 10; all after --since)")] = None
-    type: Annotated[str | None, arg("event type, or a prefix such as `thread.`")] = None
-    subject: Annotated[str | None, arg("subject, or a prefix such as `workflow/`")] = None
-    since: Annotated[NonNegative | None, arg("only events after this seq")] = None
-    follow: Annotated[bool, arg("keep printing new events until interrupted")] = False
 
 
 # -- workflow ----------------------------------------------------------------
@@ -136,54 +129,6 @@ def _registry_panel(payload: dict[str, Any]) -> str:
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
 
 
-# -- log ---------------------------------------------------------------------
-
-def _log_tail(args: LogTail, ctx: Context) -> Iterator[str]:
-    from uwf.api import audit
-
-    store = ctx.store
-    lines = audit.tail(store, args.n, args.type, args.subject, args.since)
-    human = not ctx.json and sys.stdout.isatty()
-    last = args.since or 0
-    for raw in lines:
-        last = max(last, _seq_of(raw))
-        yield _tail_human(raw) if human else raw.decode("utf-8")
-    if args.follow:
-        try:
-            for raw in audit.follow(store, args.type, args.subject, last):
-                yield _tail_human(raw) if human else raw.decode("utf-8")
-        except KeyboardInterrupt:
-            return
-
-
-def _seq_of(raw: bytes) -> int:
-    import json
-
-    return int(json.loads(raw)["seq"])
-
-
-def _tail_human(raw: bytes) -> str:
-    import json
-
-    event = json.loads(raw)
-    data = json.dumps(event["data"], ensure_ascii=False, separators=(",", ":"))
-    return f"{event['seq']:>6}  {event['ts']}  {event['type']:<20} {event['subject']}  {data}"
-
-
-def _log_verify(args: NoArgs, ctx: Context) -> Any:
-    from uwf.api import audit
-
-    return audit.verify(ctx.store)
-
-
-def _verify_panel(payload: dict[str, Any]) -> str:
-    head = (f"{'ok' if payload['ok'] else 'FAILED'}: {_plural(payload['events'], 'event')} in "
-            f"{_plural(payload['segments'], 'segment')}")
-    if not payload["problems"]:
-        return head
-    return head + "\n" + table(payload["problems"])
-
-
 COMMANDS = Group(
     prog="uwf",
     description="uwf: an event-sourced control plane for agent workflows.\n"
@@ -220,12 +165,7 @@ COMMANDS = Group(
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row (exit 1 on any difference).",
                 "uwf registry verify", NoArgs, _registry_verify, ok_exit=True),
-        Command(("log", "tail"), "Print the last events of the log, optionally filtered.",
-                "uwf log tail -n 20 --type workflow.registered", LogTail, _log_tail,
-                streams=True),
-        Command(("log", "verify"), "Verify the whole log: JSON, seq, chain, batches, types, "
-                "data, order, CAS refs (exit 1 naming every problem).",
-                "uwf log verify", NoArgs, _log_verify, human=_verify_panel, ok_exit=True),
+        *LOG_COMMANDS,
     ],
 )
 
