@@ -6,10 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
@@ -81,3 +84,30 @@ def cli(store_dir: Path, tmp_path: Path) -> Cli:
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["UWF_DURABILITY"] = "fsync"
     return Cli(store_dir, env)
+
+
+# -- the fuzz targets (tests/test_fuzz_*.py): budgets and the inputs each tried ----------
+
+# `ci` (the default) runs each fuzz target's CI budget; `--hypothesis-profile=long` ten
+# times that (tests/fuzzkit.py scales by max_examples / 100), and 1,000 examples for
+# every other property test. No deadline: a command's time depends on the machine's load.
+settings.register_profile("ci", deadline=None)
+settings.register_profile("long", max_examples=1000, deadline=None)
+settings.load_profile("ci")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, Any, None]:
+    """A fuzz test's counts ride in its report, so xdist brings them to the summary."""
+    outcome = yield
+    if call.when == "call":
+        from tests import fuzzkit
+
+        fuzzkit.attach_counts(outcome.get_result())
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests import fuzzkit
+
+    fuzzkit.summary(terminalreporter)

@@ -42,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         binary = self.prog.split()[0]
         line = f"{binary}: error: {message}; see `{self.prog} --help`"
-        sys.stderr.write(_masked(line, process_redactor()) + "\n")  # argv may hold a secret
+        # argv may hold a secret, or a character that would break the line
+        sys.stderr.write(one_line(_masked(line, process_redactor())) + "\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -458,7 +459,18 @@ def _option(options: argparse.Namespace, name: str) -> str | None:
 
 def _error(line: str, context: Context | None) -> None:
     redact = context.redact if context is not None else process_redactor()
-    sys.stderr.write(_masked(line, redact) + "\n")
+    sys.stderr.write(one_line(_masked(line, redact)) + "\n")
+
+
+# What ends a line (for a terminal or for str.splitlines) or drives a terminal: C0 and
+# C1 controls but tab, DEL, and the Unicode line and paragraph separators.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line: a control character a value brought in (a file name, an
+    argument) is shown escaped, as Python writes it (`\\n`, `\\x1e`)."""
+    return _UNPRINTABLE.sub(lambda found: repr(found[0])[1:-1], text)
 
 
 def _masked(text: str, redact: Redact | None) -> str:
