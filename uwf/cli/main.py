@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
+from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.context import Context
 from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
@@ -142,6 +143,7 @@ COMMANDS = Group(
         "sched": "scheduling policy over the queue: plan, lease, complete, release, reclaim",
         "registry": "the views derived from the log: freshness, catch-up, rebuild, verify",
         "log": "audit the event log",
+        "archive": "the per-run archive: a folder kept in step with the log, and its check",
     },
     commands=[
         Command(("workflow", "put"), "Validate a workflow YAML file and register it.",
@@ -155,6 +157,7 @@ COMMANDS = Group(
         *RUN_COMMANDS,
         *QUEUE_COMMANDS,
         *WORKER_COMMANDS,
+        *ARCHIVE_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, _registry_show,
                 human=_registry_panel),

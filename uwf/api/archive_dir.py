@@ -1,0 +1,230 @@
+"""An archive folder's files, written so nothing lands outside it.
+
+Every file and subfolder is reached through the descriptor of the folder that
+holds it and opened with O_NOFOLLOW (folders with O_DIRECTORY too), so a symbolic
+link anywhere below the archive root (`runs`, `runs/<id>`, a file, a temporary
+file) is refused instead of followed: the archive never writes through one. The
+root itself is the folder the user named, a link to a folder included.
+
+Three ways to write, as the archive seed allows: `append` (O_WRONLY | O_APPEND |
+O_CREAT, then fsync; a file never shrinks), `write_once` (a temporary file,
+fsync, rename, fsync of the folder; never over an existing file) and `replace`
+(the same, over the old file: index.json and the checkpoint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from uwf.errors import Corrupt, NotFound, StoreBusy, UsageError
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never hangs us
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def check_root(path: Path, *, create: bool) -> Path:
+    """The archive root `path` made absolute, refused before anything is written: a
+    file where the folder should be is a usage error; a missing folder is created
+    later only if `create` and its parent exists (else not found)."""
+    path = Path(os.path.abspath(path.expanduser()))
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{path} is not a folder", "give the archive's folder")
+        return path
+    if not create:
+        raise NotFound(f"no archive at {path}: the folder does not exist",
+                       "give the folder `uwf archive sync` wrote")
+    if not path.parent.is_dir():
+        raise NotFound(f"the parent of {path} does not exist", "create it first, or give "
+                       "another folder")
+    return path
+
+
+def _refused(where: str, exc: OSError) -> Corrupt:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        return Corrupt(f"{where} is a symbolic link or not a folder: the archive never "
+                       "writes through one", f"remove {where}, then retry")
+    return Corrupt(f"cannot use {where}: {exc.strerror}", "check the archive folder")
+
+
+class Folder:
+    """One folder of the archive, held open; `where` names it for messages (relative
+    to the archive root)."""
+
+    def __init__(self, fd: int, where: str, durable: bool) -> None:
+        self.fd = fd
+        self.where = where
+        self.durable = durable
+
+    @classmethod
+    def root(cls, path: Path, durable: bool, *, create: bool) -> Folder:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o777)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise Corrupt(f"cannot open {path}: {exc.strerror}", "check the folder") from None
+        return cls(fd, "", durable)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def name(self, child: str) -> str:
+        return f"{self.where}/{child}" if self.where else child
+
+    def folder(self, child: str, *, create: bool) -> Folder | None:
+        """A subfolder (created when `create`), or None when absent and not created."""
+        if create:
+            try:
+                os.mkdir(child, 0o777, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise _refused(self.name(child), exc) from None
+        try:
+            fd = os.open(child, _FOLDER, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        return Folder(fd, self.name(child), self.durable)
+
+    def names(self) -> list[str]:
+        return sorted(os.listdir(self.fd))
+
+    def kind(self, child: str) -> str | None:
+        """`file`, `folder`, `link` or `other`; None when absent (links not followed)."""
+        try:
+            mode = os.stat(child, dir_fd=self.fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(mode):
+            return "link"
+        return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+    def size(self, child: str) -> int | None:
+        """A file's size in bytes, or None when absent (links not followed)."""
+        try:
+            return os.stat(child, dir_fd=self.fd, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            return None
+
+    def read(self, child: str) -> bytes | None:
+        """A regular file's bytes, or None when absent; a link or a non-file is refused."""
+        try:
+            fd = os.open(child, _READ, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Corrupt(f"{self.name(child)} is not a regular file",
+                              f"remove {self.name(child)}, then retry")
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def append(self, child: str, data: bytes, expected_size: int) -> int:
+        """Append `data` to `child` (created if absent) in one write, then fsync; the new
+        size. The file must still be `expected_size` bytes (what the caller read): a
+        file that shrank or grew behind the archive's back is refused, never extended."""
+        try:
+            fd = os.open(child, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                         0o666, dir_fd=self.fd)
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise Corrupt(f"{self.name(child)} is not a regular file",
+                              f"remove {self.name(child)}, then retry")
+            if info.st_size != expected_size:
+                raise Corrupt(f"{self.name(child)} is {info.st_size} bytes, not the "
+                              f"{expected_size} the archive read: it changed behind its back",
+                              "run `uwf archive verify DIR`")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.durable:
+                os.fsync(fd)
+            return expected_size + len(data)
+        finally:
+            os.close(fd)
+
+    def write_once(self, child: str, data: bytes) -> bool:
+        """Write `child` unless it exists (then leave it: a second write is a bug the
+        seed forbids); True when written."""
+        found = self.kind(child)
+        if found == "link":
+            raise _refused(self.name(child), OSError(errno.ELOOP, "symbolic link"))
+        if found is not None:
+            return False
+        self.replace(child, data)
+        return True
+
+    def replace(self, child: str, data: bytes) -> None:
+        """Atomically put `data` at `child`: temporary file, fsync, rename, fsync the
+        folder. The temporary name is fixed: a crash's leftover is overwritten next time
+        (writers hold the archive's lock)."""
+        temporary = f".{child}.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                         0o666, dir_fd=self.fd)
+        except OSError as exc:
+            raise _refused(self.name(temporary), exc) from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if self.kind(child) in ("folder", "other"):
+            raise Corrupt(f"{self.name(child)} is not a regular file",
+                          f"remove {self.name(child)}, then retry")
+        os.replace(temporary, child, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        if self.durable:
+            os.fsync(self.fd)
+
+    @contextlib.contextmanager
+    def lock(self, child: str, timeout: float, *, shared: bool = False) -> Iterator[None]:
+        """Hold the archive's lock file `child` (exclusive for a sync, shared for a
+        verify) within `timeout` seconds, else StoreBusy. A shared lock on an archive
+        that has no lock file yet takes nothing (and creates nothing)."""
+        import portalocker  # imported here: only archive commands pay for it
+
+        flags = os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT
+        try:
+            fd = os.open(child, flags | os.O_NOFOLLOW, 0o666, dir_fd=self.fd)
+        except FileNotFoundError:
+            yield
+            return
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        mode = portalocker.LockFlags.SHARED if shared else portalocker.LockFlags.EXCLUSIVE
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    portalocker.lock(fd, mode | portalocker.LockFlags.NON_BLOCKING)
+                    break
+                except portalocker.exceptions.LockException:
+                    if time.monotonic() >= deadline:
+                        raise StoreBusy("the archive is busy: another `uwf archive sync` "
+                                        "holds its lock", "retry") from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # closing the file lets the lock go

@@ -1,0 +1,113 @@
+"""Declarations of `uwf archive sync` and `uwf archive verify`: the per-run archive
+(docs/archive.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Annotated, Any
+
+from uwf.cli.context import Context
+from uwf.cli.spec import Args, Command, arg
+
+ArchiveDir = Annotated[str, arg("the archive's folder (created if its parent exists)",
+                                positional=True, metavar="DIR")]
+
+
+class ArchiveSync(Args, frozen=True, kw_only=True):
+    dir: ArchiveDir
+    run: Annotated[str | None, arg("only this run (a thread's ULID); the checkpoint stays",
+                                   metavar="ID")] = None
+    follow: Annotated[bool, arg("keep syncing (every 0.2 s) until Ctrl-C or SIGTERM")] = False
+
+
+class ArchiveVerify(Args, frozen=True, kw_only=True):
+    dir: Annotated[str, arg("the archive's folder", positional=True, metavar="DIR")]
+
+
+@contextlib.contextmanager
+def _until_signalled() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or Ctrl-C, so `--follow` ends between two syncs (exit 0)
+    instead of unwinding one mid-write. Signal handlers belong to the main thread;
+    elsewhere (main(argv) in a thread) none is installed."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM,
+                                                                       signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
+    import json
+    import sys
+
+    from uwf.api import archive
+    from uwf.cli.render import dump_json
+
+    human = not ctx.json and sys.stdout.isatty()
+    if not args.follow:  # one result, printed as every command prints one
+        result = archive.sync(ctx.store, args.dir, args.run)
+        yield _sync_line(result) if human else dump_json(result)
+        return
+
+    def shown(result: dict[str, Any]) -> str:  # --follow: one JSON line per sync
+        return _sync_line(result) if human else json.dumps(result, ensure_ascii=False)
+
+    if args.run is not None:
+        from uwf.api.archive_lines import check_run_id
+
+        check_run_id(args.run)
+    with _until_signalled() as stop:
+        for result in archive.follow(ctx.store, args.dir, args.run, stop.is_set):
+            yield shown(result)
+
+
+def _sync_line(result: dict[str, Any]) -> str:
+    runs = result["runs"]
+    text = (f"{result['archive']}: seq {result['fromSeq']} -> {result['seq']}, "
+            f"{result['appended']} line{'' if result['appended'] == 1 else 's'} in "
+            f"{runs} run{'' if runs == 1 else 's'}")
+    if result["started"] or result["ended"]:
+        text += f" ({result['started']} started, {result['ended']} ended)"
+    return text
+
+
+def _verify(args: ArchiveVerify, ctx: Context) -> Any:
+    from uwf.api import archive_verify
+
+    return archive_verify.verify(ctx.store, args.dir)
+
+
+def _verify_panel(payload: dict[str, Any]) -> str:
+    from uwf.cli.render import table
+
+    runs = payload["runs"]
+    head = (f"{'ok' if payload['ok'] else 'FAILED'}: {runs} run{'' if runs == 1 else 's'} in "
+            f"{payload['archive']} (archive seq {payload['seq']}, log seq {payload['logSeq']})")
+    if not payload["problems"]:
+        return head
+    return head + "\n" + table(payload["problems"])
+
+
+ARCHIVE_COMMANDS: list[Command[Any]] = [
+    Command(("archive", "sync"), "Bring a per-run archive folder up to date with the log: "
+            "only what is new is appended.",
+            "uwf archive sync ./archive --follow", ArchiveSync, _sync, streams=True),
+    Command(("archive", "verify"), "Check an archive against the seed's invariants and the "
+            "live log (exit 1 naming every problem).",
+            "uwf archive verify ./archive", ArchiveVerify, _verify, human=_verify_panel,
+            ok_exit=True),
+]
