@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from tests.conftest import Cli, snapshot
+from tests.queuekit import Queue
 from tests.runkit import Fleet, make_fleet, new_cli
-from tests.threadkit import make_kit, one_line_error, popen_uwf, wait_for
+from tests.threadkit import make_kit, mock_config, one_line_error, popen_uwf, wait_for
 from uwf.api import archive
 from uwf.api.archive_verify import verify
 from uwf.api.config import Config, WorkflowConfig
@@ -397,6 +398,56 @@ def test_follow_keeps_syncing_until_sigterm_and_exits_0(fleet: Fleet, tmp_path: 
     assert len(results) >= 2
     assert results[0]["appended"] == 1  # run_start
     assert sum(result["appended"] for result in results) == 4
+    assert verified(cli, folder)[0] == 0
+
+
+# -- the worker --------------------------------------------------------------------------
+
+SHORT_SCRIPT = {"planner": [{"status": "ready", "plan": "Reject empty passwords"}],
+                "developer": [{"status": "done", "files": ["auth/login.py"]}],
+                "reviewer": [{"status": "approved"}]}
+
+
+def test_worker_keeps_an_archive_in_sync(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.write_config(mock_config(kit.mock_script(SHORT_SCRIPT)))
+    kit.put_workflow()
+    q = Queue(cli)
+    entry = q.add("--repo", str(tmp_path))
+    # A file where the archive should be: refused before anything is leased.
+    (tmp_path / "a-file").write_text("")
+    refused = q.refused(2, "worker", "--once", "--archive", str(tmp_path / "a-file"))
+    assert "is not a folder" in refused
+    assert q.entry(entry)["status"] == "ready"
+
+    folder = tmp_path / "archive"
+    result = cli.run("worker", "--once", "--archive", str(folder))
+    assert result.code == 0, result
+    done = [json.loads(line) for line in result.out.splitlines()]
+    assert [(item["id"], item["outcome"]) for item in done] == [(entry, "completed")]
+    assert "archiveError" not in done[0]
+    run = done[0]["run"]
+    summary = json.loads((folder / "runs" / run / "summary.json").read_text())
+    assert (summary["outcome"], summary["node_attempts"]) == (
+        "clean", {"planner": 1, "developer": 1, "reviewer": 1})
+    code, report = verified(cli, folder)
+    assert (code, report["seq"]) == (0, report["logSeq"])
+
+    # A sync that fails after an entry is said on its line; the work goes on, and the
+    # next sync catches up (here index.json, made a folder, cannot be replaced).
+    later = q.add("--repo", str(tmp_path), prompt="Fix the logout bug")
+    (folder / "index.json").unlink()
+    (folder / "index.json").mkdir()
+    result = cli.run("worker", "--once", "--archive", str(folder))
+    assert result.code == 0, result
+    [line] = [json.loads(line) for line in result.out.splitlines()]
+    assert (line["id"], line["outcome"]) == (later, "completed")
+    assert line["archiveError"] == ("index.json is not a regular file; remove index.json, "
+                                    "then retry")
+    (folder / "index.json").rmdir()
+    assert sync(cli, folder)["appended"] == 0
+    index = json.loads((folder / "index.json").read_text())
+    assert [row["run_id"] for row in index] == [run, line["run"]]
     assert verified(cli, folder)[0] == 0
 
 

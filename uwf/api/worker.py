@@ -20,6 +20,7 @@ leasing, kills the running agents and releases (not failed) what it holds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import signal
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uwf.api import sched
+from uwf.api.archive import Archive
 from uwf.api.config import Config
 from uwf.api.limits import DEFAULT_MAX_STEPS
 from uwf.api.queue import get_entry
@@ -55,6 +57,7 @@ class WorkerOptions:
     once: bool = False  # take what is eligible now, run it, return
     poll_seconds: float = DEFAULT_POLL  # wait between lease attempts that found nothing
     max_steps: int = DEFAULT_MAX_STEPS  # steps per entry, as `thread run` (a loop ends)
+    archive: str | None = None  # an archive folder synced at start and after each entry
 
 
 @dataclass(frozen=True)
@@ -69,20 +72,24 @@ class EntryResult:
     attempt: int
     seconds: float
     reason: str | None = None
+    archive_error: str | None = None  # why the archive could not be synced after it
 
     def record(self) -> dict[str, Any]:
-        """The JSON line: {id, run, outcome, attempt, reason?}."""
+        """The JSON line: {id, run, outcome, attempt, reason?, archiveError?}."""
         line: dict[str, Any] = {"id": self.id, "run": self.run, "outcome": self.outcome,
                                 "attempt": self.attempt}
         if self.reason:
             line["reason"] = self.reason
+        if self.archive_error:
+            line["archiveError"] = self.archive_error
         return line
 
     def line(self) -> str:
         """The progress line on a terminal."""
         shown = (f"{self.id}  {self.run or '-':<26}  {self.outcome:<9}  attempt "
                  f"{self.attempt:<3} {self.seconds:7.1f}s")
-        return f"{shown}  {self.reason}" if self.reason else shown
+        shown = f"{shown}  {self.reason}" if self.reason else shown
+        return f"{shown}  (archive: {self.archive_error})" if self.archive_error else shown
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -148,6 +155,10 @@ class Worker:
         self._stop = threading.Event()
         self._done: queue.Queue[EntryResult] = queue.Queue()
         self._running: dict[str, tuple[_Held, threading.Thread]] = {}
+        # Checked now (a bad folder is refused before anything is leased), synced by
+        # the loop's own thread, so one sync runs at a time.
+        self._archive = (Archive(store, options.archive) if options.archive is not None
+                         else None)
 
     def stop(self) -> None:
         """Ask the loop to stop: safe from a signal handler (it only sets a flag)."""
@@ -162,6 +173,12 @@ class Worker:
         leased_any = False
         nothing: NothingToDo | None = None
         next_lease = self.monotonic()
+        if self._archive is not None:
+            try:  # a broken archive stops the worker before it leases anything
+                self._archive.sync()
+            except BaseException:
+                self._archive.close()
+                raise
         try:
             while not self._stop.is_set():
                 finished = list(self._collect(block=0))
@@ -189,6 +206,8 @@ class Worker:
                 yield from self._collect(block=TICK)
         finally:
             self._abandon()
+            if self._archive is not None:
+                self._archive.close()
         if self.options.once and not leased_any and not self._stop.is_set():
             raise nothing or NothingToDo("no queue entry is eligible",
                                          "see why with `uwf sched plan`")
@@ -218,11 +237,22 @@ class Worker:
         while True:
             _, runner = self._running.pop(result.id)
             runner.join()
-            yield result
+            yield self._archived(result)
             try:
                 result = self._done.get_nowait()
             except queue.Empty:
                 return
+
+    def _archived(self, result: EntryResult) -> EntryResult:
+        """Sync the archive after an entry; a failure is said on the entry's result (the
+        next sync catches up) rather than stopping the work."""
+        if self._archive is None:
+            return result
+        try:
+            self._archive.sync()
+        except UwfError as exc:
+            return dataclasses.replace(result, archive_error=exc.line())
+        return result
 
     def _abandon(self) -> None:
         """The loop is left early (an exception, the generator closed): stop the

@@ -32,6 +32,9 @@ class WorkerArgs(Args, frozen=True, kw_only=True):
                               "was)")] = False
     poll: Annotated[PollSeconds, arg("seconds between lease attempts that found nothing "
                                      "(default 2)", metavar="SEC")] = 2.0
+    archive: Annotated[str | None, arg("keep this per-run archive folder in sync: at start "
+                                       "and after each entry (as `uwf archive sync DIR`)",
+                                       metavar="DIR")] = None
 
 
 @contextlib.contextmanager
@@ -62,7 +65,8 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
     from uwf.api.config import load_config
     from uwf.api.worker import Worker, WorkerOptions
 
-    options = WorkerOptions(args.session, args.concurrency, args.once, args.poll)
+    options = WorkerOptions(args.session, args.concurrency, args.once, args.poll,
+                            archive=args.archive)
     worker = Worker(ctx.store, load_config(), options)
     human = not ctx.json and sys.stdout.isatty()
     with _stopped_by_signals(worker):
