@@ -49,6 +49,7 @@ from uwf.api.archive_lines import (
 )
 from uwf.api.env import env_number
 from uwf.api.store import Store
+from uwf.api.threads import get_thread
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
@@ -202,8 +203,6 @@ class Archive:
         last line (the checkpoint stays)."""
         if run is not None:
             check_run_id(run)
-            from uwf.api.threads import get_thread
-
             get_thread(self.store.read(), run)  # a bad id or an unknown run: nothing written
         timeout = env_number("UWF_LOCK_TIMEOUT", 10.0)
         with self.root.lock(LOCK, timeout):
@@ -428,5 +427,3 @@ def follow(store: Store, directory: str | Path, run: str | None,
     finally:
         archive.close()
 
-
-__all__ = ["Archive", "follow", "sync"]

@@ -275,11 +275,12 @@ class _Verifier:
                     self.problem(run_id, where, f"line {number}: node_attempt {line.node} "
                                  f"#{line.attempt} has no `to: running` before it")
                 attempted.add(key)
-        for (node, _, attempt), number in running.items():
+        for attempt_key, number in running.items():
             # Allowed without its node_attempt only when nothing but run_end follows: the
             # attempt is still running, or the run was killed (the process died) during it.
             rest = [line for line in lines[number:] if not isinstance(line, RunEnd)]
-            if (node, _, attempt) not in attempted and rest:
+            if attempt_key not in attempted and rest:
+                node, _, attempt = attempt_key
                 self.problem(run_id, where, f"line {number}: {node} attempt {attempt} went "
                              "to running but has no node_attempt")
 
