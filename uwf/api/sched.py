@@ -12,6 +12,7 @@ recorded in its event; the fold never consults the policy or the clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -152,7 +153,9 @@ def _eligible(views: Views, now: int, limit: int | None, session: str | None = N
     where: list[tuple[str, str, Any]] = [("status", "=", "ready")]
     if session is not None:
         where.append(("session", "=", session))
-    page = max(64, 2 * (limit or 0))
+    # A first page just past what is wanted (a lease of one decodes a few entries, not
+    # 64), then pages doubling up to 1,024 while entries in backoff are skipped.
+    page = 256 if limit is None else min(max(2 * limit, 4), 1024)
     found: list[QueueEntry] = []
     offset = 0
     while limit is None or len(found) < limit:
@@ -162,6 +165,7 @@ def _eligible(views: Views, now: int, limit: int | None, session: str | None = N
         if len(rows) < page:
             break
         offset += page
+        page = min(2 * page, 1024)
     return found if limit is None else found[:limit]
 
 
@@ -234,12 +238,12 @@ def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = No
     """Terminal success; `run` records the run the holder worked on."""
     now = store.clock()
 
-    def decide(views: Views) -> Outcome[None]:
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
         _held(views, entry_id, lease_id, now)
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))])
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))],
+                       then=_shown(entry_id))
 
-    store.journal.write(decide)
-    return _shown(store, entry_id)
+    return store.journal.write(decide)
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
@@ -248,7 +252,7 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
     `run` records the run the holder started, so the next holder continues it."""
     now = store.clock()
 
-    def decide(views: Views) -> Outcome[None]:
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
         entry = _held(views, entry_id, lease_id, now)
         if not failed:
             data = QueueReleased(lease_id, False, entry.attempts, reason, run=run)
@@ -259,23 +263,22 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             if parked:
                 why = f"{why} (attempt {attempts} of {policy.max_attempts})"
             data = QueueReleased(lease_id, True, attempts, why, eligible, parked, run)
-        return Outcome([NewEvent(f"queue/{entry_id}", data)])
+        return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
-    store.journal.write(decide)
-    return _shown(store, entry_id)
+    return store.journal.write(decide)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
     """Extend a live lease to now + leaseTtlMs."""
     now = store.clock()
 
-    def decide(views: Views) -> Outcome[None]:
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
         _held(views, entry_id, lease_id, now)
         expires = now + current_policy(views).lease_ttl_ms
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))])
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))],
+                       then=_shown(entry_id))
 
-    store.journal.write(decide)
-    return _shown(store, entry_id)
+    return store.journal.write(decide)
 
 
 def reclaim(store: Store) -> dict[str, Any]:
@@ -307,19 +310,20 @@ def reclaim(store: Store) -> dict[str, Any]:
 def reset(store: Store, entry_id: str) -> dict[str, Any]:
     """A parked entry is ready again with attempts 0; only a parked one."""
 
-    def decide(views: Views) -> Outcome[None]:
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
         entry = get_entry(views, entry_id)
         if entry.status != "parked":
             raise Rejected(f"queue entry {entry_id} is {entry.status}, not parked",
                            "only a parked entry is reset")
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueReset(entry.attempts))])
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueReset(entry.attempts))],
+                       then=_shown(entry_id))
 
-    store.journal.write(decide)
-    return _shown(store, entry_id)
+    return store.journal.write(decide)
 
 
-def _shown(store: Store, entry_id: str) -> dict[str, Any]:
-    return record(get_entry(store.read(), entry_id))
+def _shown(entry_id: str) -> Callable[[Views], dict[str, Any]]:
+    """The entry's record as the write left it."""
+    return lambda views: record(get_entry(views, entry_id))
 
 
 # -- plan ------------------------------------------------------------------------------

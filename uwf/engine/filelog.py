@@ -102,6 +102,11 @@ class FileLog:
         self.lock_timeout = lock_timeout
         self._thread_lock = threading.Lock()  # flock is per open file: threads queue here
         self._hint: _Span | None = None  # the last line this process saw at the end
+        # The log's last line as this process last wrote or scanned it, ending its
+        # segment: while that segment keeps its size and no next segment exists, it is
+        # still the last line (lines are only ever appended, and a cut removes only
+        # bytes after complete batches), so a writer skips the scan.
+        self._tail_hint: _Span | None = None
 
     # -- reading ---------------------------------------------------------
 
@@ -284,6 +289,13 @@ class _FileSession:
         segment start or is unknown."""
         if self._scan is not None:
             return self._scan
+        hint = self.log._tail_hint
+        if hint is not None and self.segments.size(hint.segment) == hint.end:
+            seq = _seq_of(hint.raw)
+            if seq is not None and not self.segments.exists(segment_name(seq + 1)):
+                self._scan = (hint.segment, hint.end, hint.end, (), hint)
+                return self._scan
+        self.log._tail_hint = None
         names = self.segments.names()
         if not names:
             self._scan = ("", 0, 0, (), None)
@@ -306,6 +318,8 @@ class _FileSession:
                 reasons = (*reasons, f"batch cut after {k} of {n} lines")
                 kept = None
         self._scan = (name, size, cut, reasons, kept)
+        if kept is not None and cut == size:
+            self.log._tail_hint = kept
         return self._scan
 
     def tail(self) -> Checkpoint | None:
@@ -409,6 +423,6 @@ class _FileSession:
         last = lines[-1]
         end = position + len(data)
         self._head_span = _Span(name, end - len(last) - 1, end, last)
-        self.log._hint = self._head_span
+        self.log._hint = self.log._tail_hint = self._head_span
         self._head = Checkpoint(self._head.seq + len(lines), digest(last))
         return self._head

@@ -71,10 +71,13 @@ class Projection(Protocol):
 
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
-    """What a command decided: the events to append and the result to hand back."""
+    """What a command decided: the events to append and the result to hand back, or
+    `then`, which reads the result from the views just after the events are folded
+    (still inside the exclusive section: no other write can land in between)."""
 
     events: Sequence[NewEvent] = ()
     result: T = None  # type: ignore[assignment]
+    then: Callable[[Views], T] | None = None
 
 
 class Views:
@@ -276,14 +279,18 @@ class Journal:
             if not current:
                 head = self.refresh()
             for repair in repairs:  # each recorded once, alone in its batch
-                head = self._append(session, head, [NewEvent("store", repair)])
+                head, _ = self._append(session, head, [NewEvent("store", repair)])
             self._local.deciding = True
             try:
                 outcome = decide(Views(self.views, self.projections, head))
             finally:
                 self._local.deciding = False
             if outcome.events:
-                self._append(session, head, outcome.events)
+                head, current = self._append(session, head, outcome.events)
+                if outcome.then is not None and not current:
+                    head = self.refresh()  # the views did not follow: catch them up
+            if outcome.then is not None:
+                return outcome.then(Views(self.views, self.projections, head))
             return outcome.result
 
     def _not_deciding(self, what: str) -> None:
@@ -291,7 +298,8 @@ class Journal:
             raise RuntimeError(f"a command's decide may not {what}: it is read-only")
 
     def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent]
-                ) -> Checkpoint:
+                ) -> tuple[Checkpoint, bool]:
+        """Append the events durably; the new head, and whether the views followed."""
         from ulid import ULID  # imported here: only writers pay for it
 
         if head.seq == 0:  # a store's first line says which format wrote it
@@ -323,8 +331,8 @@ class Journal:
             if not self.views.commit(self._rows(states, expected), expected, new_head):
                 self.refresh()
         except UwfError:
-            pass
-        return new_head
+            return new_head, False
+        return new_head, True
 
     def _redacted(self, data: EventData) -> EventData:
         if self.redact is None:

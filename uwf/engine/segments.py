@@ -83,6 +83,9 @@ class FileSegments:
         except FileNotFoundError:
             return 0
 
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self._path(name))
+
     def read(self, name: str, start: int, end: int | None = None) -> bytes:
         try:
             with open(self._path(name), "rb") as handle:

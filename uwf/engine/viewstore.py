@@ -515,9 +515,16 @@ class SqliteViewStore:
                     if fresh:
                         self._create(db, spec)
                     self._apply(db, spec, changes.get(name, {}), fresh=fresh)
-                db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
-                               [(name, self.specs[name].signature, new.seq, new.digest)
-                                for name in expected])
+                created = [name for name, want in expected.items() if want is None or reset]
+                if created:
+                    db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
+                                   [(name, self.specs[name].signature, new.seq, new.digest)
+                                    for name in created])
+                moved = [name for name in expected if name not in created]
+                if moved:  # their rows are there, at this signature: one UPDATE moves all
+                    db.execute(f"UPDATE views SET seq = ?, digest = ? WHERE name IN "
+                               f"({', '.join('?' * len(moved))})",
+                               (new.seq, new.digest, *moved))
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -585,12 +592,11 @@ class SqliteViewStore:
                 for column, index in counted:
                     slot = (column, json.dumps(row.columns[index]))
                     delta[slot] = delta.get(slot, 0) + 1
-        for (column, value), n in delta.items():
-            if n:
-                db.execute("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, value)"
-                           " DO UPDATE SET n = n + excluded.n", (name, column, value, n))
-        if delta:
-            db.execute("DELETE FROM counts WHERE view = ? AND n = 0", (name,))
+        # A count that falls to 0 keeps its row (readers skip it): one statement, not two.
+        moved = [(name, column, value, n) for (column, value), n in delta.items() if n]
+        if moved:
+            db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
+                           "value) DO UPDATE SET n = n + excluded.n", moved)
 
     def drop(self) -> None:
         """Delete the file (and its WAL): the way out of a corrupt view store."""
