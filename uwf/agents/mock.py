@@ -76,3 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     sys.exit(main())
+
+
+if __name__ == "__main__":  # `python -m uwf.agents.mock`, as `uwf demo` runs it
+    entry()

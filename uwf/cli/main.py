@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.context import Context
+from uwf.cli.demo import DEMO_COMMANDS
 from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
@@ -169,6 +170,7 @@ COMMANDS = Group(
                 "persisted views row by row (exit 1 on any difference).",
                 "uwf registry verify", NoArgs, _registry_verify, ok_exit=True),
         *LOG_COMMANDS,
+        *DEMO_COMMANDS,
     ],
 )
 
