@@ -6,13 +6,33 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
-from uwf.engine.events import FORMAT_VERSION, GENESIS_PREV, Envelope, StoreCreated, digest
+from uwf.engine.events import (
+    FORMAT_VERSION,
+    GENESIS_PREV,
+    Envelope,
+    EventData,
+    StoreCreated,
+    digest,
+)
 from uwf.engine.log import LogLine
 from uwf.errors import Corrupt
+from uwf.projections.queue import STATUSES, TERMINAL
+from uwf.projections.queue_events import (
+    QueueAdded,
+    QueueCancelled,
+    QueueCompleted,
+    QueueDrained,
+    QueueLeased,
+    QueueReclaimed,
+    QueueReleased,
+    QueueRenewed,
+    QueueReset,
+    QueueStatusSet,
+)
 from uwf.projections.thread_events import (
     ThreadEnded,
     ThreadStarted,
@@ -81,6 +101,57 @@ def follow(
         time.sleep(poll)
 
 
+class _QueueState(NamedTuple):
+    """A queue entry as `log verify` follows it: status, live lease, failed attempts."""
+
+    status: str
+    lease: str | None
+    attempts: int
+
+
+def _queue_step(state: _QueueState, data: EventData) -> tuple[str | None, _QueueState]:
+    """What is wrong with `data` happening to an entry in `state` (None: nothing), and
+    the entry after it (as the event says, so one problem is reported once)."""
+    status, lease, attempts = state
+    if isinstance(data, QueueLeased):
+        problem = (f"leased while {status}" if status != "ready" else
+                   f"attempt {data.attempt} after {attempts} failed attempts"
+                   if data.attempt != attempts + 1 else None)
+        return problem, _QueueState("leased", data.lease_id, attempts)
+    if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
+        problem = (f"the entry is {status}, not leased" if status != "leased" else
+                   f"lease {data.lease_id} is not the live lease {lease}"
+                   if data.lease_id != lease else None)
+        if isinstance(data, QueueRenewed):
+            return problem, state
+        if isinstance(data, QueueCompleted):
+            return problem, _QueueState("drained", None, attempts)
+        failed = not isinstance(data, QueueReleased) or data.failed
+        counted = attempts + 1 if failed else attempts
+        if problem is None and data.attempts != counted:
+            problem = f"{data.attempts} attempts recorded where {counted} were counted"
+        after = "parked" if failed and data.parked else "ready"
+        return problem, _QueueState(after, None, data.attempts)
+    if isinstance(data, QueueReset):
+        return (None if status == "parked" else f"reset while {status}, not parked"), \
+            _QueueState("ready", None, 0)
+    if isinstance(data, QueueDrained):
+        return (None if status == "ready" else f"drained while {status}, not ready"), \
+            _QueueState("drained", None, attempts)
+    if isinstance(data, QueueCancelled):
+        problem = (f"cancelled while already {status}" if status in TERMINAL else
+                   f"previous is {data.previous}, but the entry was {status}"
+                   if data.previous != status else None)
+        return problem, _QueueState("cancelled", None, attempts)
+    if isinstance(data, QueueStatusSet):
+        problem = (f"status set to {data.status!r}, which is not a status an operator "
+                   "sets" if data.status not in STATUSES or data.status == "leased" else
+                   f"previous is {data.previous}, but the entry was {status}"
+                   if data.previous != status else None)
+        return problem, _QueueState(data.status, None, attempts)
+    return None, state
+
+
 @dataclass
 class _Verifier:
     store: Store
@@ -95,6 +166,7 @@ class _Verifier:
     # has ended and which step is in flight.
     workflows: dict[str, str] = field(default_factory=dict)
     threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
+    queue: dict[str, _QueueState] = field(default_factory=dict)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
@@ -167,6 +239,28 @@ class _Verifier:
             problem = self._thread_order(envelope)
             if problem:
                 self.problem(envelope.seq, segment, number, problem)
+        elif envelope.type.startswith("queue."):
+            problem = self._queue_order(envelope)
+            if problem:
+                self.problem(envelope.seq, segment, number, problem)
+
+    def _queue_order(self, envelope: Envelope) -> str | None:
+        """The lease state machine (docs/queue.md): a lease only of a ready entry, each
+        attempt counted once, a lease's holder acting only on its live lease, a reset
+        only of a parked entry, nothing after an entry was drained or cancelled but a
+        status set by hand."""
+        data, subject = envelope.data, envelope.subject
+        if isinstance(data, QueueAdded):
+            if subject in self.queue:
+                return f"{subject} added twice"
+            self.queue[subject] = _QueueState("ready", None, 0)
+            return None
+        state = self.queue.get(subject)
+        if state is None:
+            return f"{envelope.type} before {subject} was added"
+        problem, after = _queue_step(state, data)
+        self.queue[subject] = after
+        return None if problem is None else f"{envelope.type} of {subject}: {problem}"
 
     def _thread_order(self, envelope: Envelope) -> str | None:
         """No step before its thread starts, none after it ends, one step in flight; a
