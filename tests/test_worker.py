@@ -367,3 +367,35 @@ def test_the_lease_is_renewed_while_the_agent_works(cli: Cli, tmp_path: Path) ->
     renewed = [event for event in q.events() if event["type"] == "queue.renewed"]
     assert len(renewed) >= 3
     verified(q)
+
+
+# -- anchors ---------------------------------------------------------------------------
+
+def test_the_worker_anchors_the_log_every_n_events(cli: Cli, tmp_path: Path) -> None:
+    _, q = setup(cli, tmp_path)
+    q.policy("--max-concurrent", "2")
+    entries = [add(q, tmp_path, f"Fix bug #{n}") for n in range(2)]
+    key = tmp_path / "anchor.pem"
+    q.ok("log", "anchor", "--new-key", "--key", str(key))
+    # No key: refused before anything is leased.
+    refused = q.refused(1, "worker", "--once", "--anchors", str(tmp_path / "anchors"),
+                        "--anchor-key", str(tmp_path / "missing.pem"))
+    assert "no anchor key" in refused
+    q.refused(2, "worker", "--once", "--anchor-every", "5")  # without --anchors
+    assert all(q.entry(entry)["status"] == "ready" for entry in entries)
+
+    folder = tmp_path / "anchors"
+    result = cli.run("worker", "--once", "--anchors", str(folder), "--anchor-every", "5",
+                     "--anchor-key", str(key))
+    assert result.code == 0, result.err
+    done = lines(result.out)
+    assert sorted(item["id"] for item in done) == sorted(entries)
+    written = sorted(folder.glob("*.json"))
+    assert written, "each entry grew the log by more than 5 events: anchors are due"
+    assert [item["anchor"] for item in done if "anchor" in item] == [str(p) for p in written]
+    # Every anchor holds against the log, with the public key only.
+    args = [arg for path in written for arg in ("--anchor", str(path))]
+    report = q.ok("log", "verify", "--key", f"{key}.pub", *args)
+    assert report["ok"] is True
+    assert [entry["seq"] for entry in report["anchors"]] == [int(p.stem) for p in written]
+    verified(q)

@@ -169,7 +169,11 @@ def _raw_public(key: Ed25519PublicKey) -> str:
 
 def make(store: Store, key_path: Path) -> Anchor:
     """An anchor of the log's head now, signed with the key at `key_path`."""
-    key = load_private_key(key_path)
+    return sign(store, load_private_key(key_path))
+
+
+def sign(store: Store, key: Ed25519PrivateKey) -> Anchor:
+    """An anchor of the log's head now, signed with `key`."""
     head = store.log.head()
     if head.seq == 0:
         raise Rejected("the log is empty: there is nothing to anchor",

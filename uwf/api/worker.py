@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from uwf.api import sched
@@ -46,6 +47,7 @@ STOPPED_REASON = "worker stopped"
 # How often the loop looks at the stop flag while it waits (seconds).
 TICK = 0.1
 DEFAULT_POLL = 2.0
+DEFAULT_ANCHOR_EVERY = 1000
 # Renewals come every third of leaseTtlMs, but not more often than this (seconds).
 MIN_RENEW_INTERVAL = 0.05
 
@@ -58,6 +60,9 @@ class WorkerOptions:
     poll_seconds: float = DEFAULT_POLL  # wait between lease attempts that found nothing
     max_steps: int = DEFAULT_MAX_STEPS  # steps per entry, as `thread run` (a loop ends)
     archive: str | None = None  # an archive folder synced at start and after each entry
+    anchors: str | None = None  # a folder of anchors (uwf log anchor), one per anchor_every
+    anchor_every: int = DEFAULT_ANCHOR_EVERY  # events the log grows by between two anchors
+    anchor_key: Path | None = None  # the signing key (None: the default key path)
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class EntryResult:
     seconds: float
     reason: str | None = None
     archive_error: str | None = None  # why the archive could not be synced after it
+    anchor: str | None = None  # the anchor file written after it, if one was due
+    anchor_error: str | None = None  # why that anchor could not be written
 
     def record(self) -> dict[str, Any]:
         """The JSON line: {id, run, outcome, attempt, reason?, archiveError?}."""
@@ -82,6 +89,10 @@ class EntryResult:
             line["reason"] = self.reason
         if self.archive_error:
             line["archiveError"] = self.archive_error
+        if self.anchor:
+            line["anchor"] = self.anchor
+        if self.anchor_error:
+            line["anchorError"] = self.anchor_error
         return line
 
     def line(self) -> str:
@@ -89,7 +100,9 @@ class EntryResult:
         shown = (f"{self.id}  {self.run or '-':<26}  {self.outcome:<9}  attempt "
                  f"{self.attempt:<3} {self.seconds:7.1f}s")
         shown = f"{shown}  {self.reason}" if self.reason else shown
-        return f"{shown}  (archive: {self.archive_error})" if self.archive_error else shown
+        shown = f"{shown}  (archive: {self.archive_error})" if self.archive_error else shown
+        shown = f"{shown}  (anchored: {self.anchor})" if self.anchor else shown
+        return f"{shown}  (anchor: {self.anchor_error})" if self.anchor_error else shown
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -159,6 +172,9 @@ class Worker:
         # the loop's own thread, so one sync runs at a time.
         self._archive = (Archive(store, options.archive) if options.archive is not None
                          else None)
+        self._anchors = (_Anchors(store, Path(options.anchors), options.anchor_every,
+                                  options.anchor_key)
+                         if options.anchors is not None else None)
 
     def stop(self) -> None:
         """Ask the loop to stop: safe from a signal handler (it only sets a flag)."""
@@ -237,7 +253,7 @@ class Worker:
         while True:
             _, runner = self._running.pop(result.id)
             runner.join()
-            yield self._archived(result)
+            yield self._anchored(self._archived(result))
             try:
                 result = self._done.get_nowait()
             except queue.Empty:
@@ -253,6 +269,17 @@ class Worker:
         except UwfError as exc:
             return dataclasses.replace(result, archive_error=exc.line())
         return result
+
+    def _anchored(self, result: EntryResult) -> EntryResult:
+        """Anchor the log's head after an entry when it grew by `anchor_every` events
+        since the last anchor; a failure is said on the result, the work goes on."""
+        if self._anchors is None:
+            return result
+        try:
+            written = self._anchors.due()
+        except UwfError as exc:
+            return dataclasses.replace(result, anchor_error=exc.line())
+        return dataclasses.replace(result, anchor=written) if written else result
 
     def _abandon(self) -> None:
         """The loop is left early (an exception, the generator closed): stop the
@@ -380,3 +407,43 @@ class Worker:
         except UwfError as exc:
             return result("lost", f"{failure or 'completed'}; but {exc.what}")
         return result("parked" if shown["status"] == "parked" else "failed", failure)
+
+
+class _Anchors:
+    """Anchors of the log's head in a folder, one each time the log grew by `every`
+    events, named by their seq (`<seq, 20 digits>.json`). The key is read and the
+    folder made at once, so a worker with a bad key leases nothing."""
+
+    def __init__(self, store: Store, folder: Path, every: int, key_path: Path | None
+                 ) -> None:
+        from uwf.api import anchor
+
+        if every < 1:
+            raise ValueError("anchor_every must be at least 1")
+        self.store = store
+        self.folder = folder
+        self.every = every
+        self.key = anchor.load_private_key(key_path or anchor.default_key_path(os.environ))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Rejected(f"cannot make the anchors folder {folder}: {exc.strerror}",
+                           "pass --anchors DIR in a place you can write") from None
+        if not folder.is_dir():
+            raise Rejected(f"{folder} is not a folder", "pass --anchors DIR")
+        seqs = [int(path.stem) for path in folder.glob("*.json")
+                if path.stem.isdigit() and len(path.stem) == 20]
+        self.last = max(seqs, default=0)
+
+    def due(self) -> str | None:
+        """Write an anchor if one is due; its path."""
+        from uwf.api import anchor
+
+        if self.store.log.head().seq - self.last < self.every:
+            return None
+        made = anchor.sign(self.store, self.key)
+        path = self.folder / f"{made.seq:020d}.json"
+        if not path.exists():
+            anchor.write(made, path)
+        self.last = made.seq
+        return str(path)

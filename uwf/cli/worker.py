@@ -6,13 +6,14 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, arg
+from uwf.cli.spec import Args, Command, Count, arg
 
 if TYPE_CHECKING:
     from uwf.api.worker import Worker
@@ -35,6 +36,14 @@ class WorkerArgs(Args, frozen=True, kw_only=True):
     archive: Annotated[str | None, arg("keep this per-run archive folder in sync: at start "
                                        "and after each entry (as `uwf archive sync DIR`)",
                                        metavar="DIR")] = None
+    anchors: Annotated[str | None, arg("write a signed anchor of the log's head into this "
+                                       "folder each time the log grew by --anchor-every "
+                                       "events (checked after each entry)",
+                                       metavar="DIR")] = None
+    anchor_every: Annotated[Count | None, arg("events between two anchors (default 1000)",
+                                              metavar="N")] = None
+    anchor_key: Annotated[str | None, arg("the key to sign anchors with (default as `uwf "
+                                          "log anchor`)", metavar="FILE")] = None
 
 
 @contextlib.contextmanager
@@ -63,10 +72,18 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
     import sys
 
     from uwf.api.config import load_config
-    from uwf.api.worker import Worker, WorkerOptions
+    from uwf.api.worker import DEFAULT_ANCHOR_EVERY, Worker, WorkerOptions
 
+    if args.anchors is None and (args.anchor_key is not None or args.anchor_every):
+        from uwf.errors import UsageError
+
+        raise UsageError("--anchor-every and --anchor-key go with --anchors DIR",
+                         "add --anchors DIR")
     options = WorkerOptions(args.session, args.concurrency, args.once, args.poll,
-                            archive=args.archive)
+                            archive=args.archive, anchors=args.anchors,
+                            anchor_every=args.anchor_every or DEFAULT_ANCHOR_EVERY,
+                            anchor_key=Path(args.anchor_key).expanduser()
+                            if args.anchor_key else None)
     worker = Worker(ctx.store, load_config(), options)
     human = not ctx.json and sys.stdout.isatty()
     with _stopped_by_signals(worker):
