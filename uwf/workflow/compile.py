@@ -275,7 +275,7 @@ def _target(target: dict[Any, Any], path: str, roles: set[str], problems: _Probl
             ) -> dict[str, Any]:
     role = target.get("role")
     prompt = target.get("prompt", "")
-    if role != END and role not in roles:
+    if role != END and not (isinstance(role, str) and role in roles):  # YAML: any value
         problems.add(f"{path}.role", f"unknown role {role!r} (use a role or {END})")
     if not isinstance(prompt, str):
         problems.add(f"{path}.prompt", "must be a string")
