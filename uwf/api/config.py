@@ -7,6 +7,7 @@ only: never into events, CAS nodes or output.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from collections.abc import Mapping
@@ -59,7 +60,17 @@ class Config:
             return {}
         from dotenv import dotenv_values
 
+        _quiet_dotenv()
         return {k: v for k, v in dotenv_values(self.env_file).items() if v is not None}
+
+
+def _quiet_dotenv() -> None:
+    """python-dotenv logs a line it cannot parse (a quote left open) as a warning, which
+    Python prints raw on stderr when no logging is configured: a second line beside a
+    one-line error, on every command. The line is skipped, as it is for the agents."""
+    logger = logging.getLogger("dotenv.main")
+    if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def config_path() -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 from uwf.api.agentproc import collect
 from uwf.api.config import AgentChoice, Config, config_path, load_config, resolve_agent
+from uwf.api.env import with_dotenv
 from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.api.secrets import MIN_LENGTH, secret_values
 from uwf.api.store import Store
@@ -90,6 +91,9 @@ def step_thread(
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
     config = config or load_config()
+    # The `.env` is read again to run the agent and to mask its output: one that cannot
+    # be read is refused here, before a step is recorded that nothing would finish.
+    with_dotenv({}, config.env_file)
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
         return summary(get_thread(store.read(), thread))
