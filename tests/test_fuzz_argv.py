@@ -205,6 +205,9 @@ def _argv(draw: st.DrawFn) -> tuple[str, list[str]]:
 @example(("json-cas", ["hash", "\x1e"]))
 @example(("uwf", ["workflow", "put", "a\nb"]))
 @example(("uwf", ["thread", "show", "\u2028"]))
+# Found by the batch target: a repo path too long for the file system (or holding a NUL)
+# was an internal error.
+@example(("uwf", ["thread", "start", "solve-issue", "-p", "x", "--repo", "a/" * 3000]))
 @example(("uwf", ["thread", "show", "\x00"]))
 @example(("uwf", ["queue", "list", "--limit", str(2**63)]))
 @example(("uwf", ["--now", "\ud800", "workflow", "list"]))

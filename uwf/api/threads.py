@@ -35,10 +35,17 @@ WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 def find_repo(explicit: str | None = None) -> str:
     """The git top level of `--repo PATH` (else of the working directory): the nearest
     folder up from it holding `.git`; the folder itself when there is none."""
-    here = Path(explicit).expanduser().resolve() if explicit else Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return str(folder)
+    try:
+        here = Path(explicit).expanduser().resolve() if explicit else Path.cwd().resolve()
+        for folder in (here, *here.parents):
+            if (folder / ".git").exists():
+                return str(folder)
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, no working folder
+        shown = "the working folder" if not explicit else repr(
+            explicit if len(explicit) <= 60 else explicit[:57] + "...")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot use {shown} as a repo: {reason}",
+                         "give an existing folder with --repo") from None
     return str(here)
 
 
