@@ -140,21 +140,22 @@ class EventCatalog:
 
     def decode(self, line: bytes) -> Envelope:
         """Decode one line (without newline); raise Corrupt naming what is wrong."""
+        # msgspec reports bytes that are not UTF-8 in a string as UnicodeDecodeError.
         try:
             envelope: Envelope = self._line_decoder.decode(line)
             return envelope
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             pass  # decode again, step by step, to name the problem
         try:
             raw = _raw_decoder.decode(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise Corrupt(f"invalid event line: {exc}") from None
         decoder = self._data_decoders.get(raw.type)
         if decoder is None:
             raise Corrupt(f"unknown event type {raw.type!r}", "upgrade uwf to read this log")
         try:
             data = decoder.decode(raw.data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
         return Envelope(raw.seq, raw.id, raw.ts, raw.type, raw.subject, raw.batch, data, raw.prev)
 
