@@ -58,6 +58,6 @@ class StructProjection:
     def decode(self, raw: bytes) -> Any:
         try:
             return self._decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string not UTF-8 too
             raise Corrupt(f"a row of the {self.name} view is unreadable ({exc})",
                           "run `uwf registry rebuild`") from None
