@@ -102,9 +102,11 @@ class FileBlobs:
             if exc.errno == errno.ELOOP:
                 raise _not_a_file(hash_, path, "a symbolic link") from None
             raise
+        # Checked before fdopen, which refuses a folder with IsADirectoryError.
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise _not_a_file(hash_, path, "not a regular file")
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise _not_a_file(hash_, path, "not a regular file")
             return handle.read()
 
     def exists(self, hash_: str) -> bool:
@@ -114,6 +116,8 @@ class FileBlobs:
         path = self._path(hash_)
         if _is_file(path):
             return False  # a link in its place is not a node: the rename replaces it
+        if os.path.isdir(path) and not os.path.islink(path):  # a rename cannot replace it
+            raise _not_a_file(hash_, path, "a folder")
         folder = os.path.dirname(path)
         if folder not in self._folders:
             os.makedirs(folder, exist_ok=True)

@@ -205,7 +205,8 @@ class Cas:
         try:
             node = json.loads(raw)
             loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-        except (ValueError, KeyError, TypeError, RecursionError):
+        except (ValueError, KeyError, TypeError, RecursionError,
+                OverflowError):  # int() of a timestamp of 1e400 (inf)
             raise Corrupt(
                 f"node {hash_} is not a valid node file", "run `json-cas verify`"
             ) from None
