@@ -220,7 +220,8 @@ fuzzkit.known((TARGET, BINARY_TARGET),
               "internal error (UnicodeDecodeError: ")
 
 
-@pytest.mark.xfail(strict=True, reason="uwf/api/queue.py add_batch catches msgspec.DecodeError "
+@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
+                   reason="uwf/api/queue.py add_batch catches msgspec.DecodeError "
                    "only, but msgspec raises UnicodeDecodeError for bytes that are not UTF-8 "
                    "inside a string: an internal error instead of naming the line (fix belongs "
                    "in queue.py: catch UnicodeDecodeError there too)")

@@ -126,6 +126,7 @@ def start_thread(
 
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
+    repo_path = find_repo(repo)  # a path it cannot use is refused before any node is put
     if is_workflow_file(workflow):
         workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
     try:
@@ -138,7 +139,7 @@ def start_thread(
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
     thread = str(ULID.from_timestamp(store.clock()))
-    started = ThreadStarted(workflow_hash, str(payload["name"]), start, find_repo(repo),
+    started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     return store.journal.write(lambda _views: Outcome(
         [NewEvent(f"thread/{thread}", started)], {"workflow": workflow_hash, "thread": thread}))
