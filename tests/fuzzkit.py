@@ -10,6 +10,11 @@ A command's verdict is one of two, or the example fails:
 A traceback, an "internal error", an exception escaping `main`, any other exit
 code, more or fewer stderr lines, or a command still running after its time
 limit is a crash. Budgets: `fuzz_settings(ci)` (docs/fuzzing.md).
+
+The summary counts per target: inputs tried, commands accepted and refused,
+crashes, inputs after which the log or the CAS changed when it must not have,
+other failed checks (a wrong answer), and inputs set aside because they hit a
+failure a strict xfail already pins (`known`).
 """
 
 from __future__ import annotations
@@ -128,7 +133,7 @@ def trying(target: str) -> Iterator[None]:
         if type(exc).__module__.startswith("hypothesis"):
             counts["inputs"] -= 1  # hypothesis abandoned the input (assume, overrun)
         else:
-            counts["crashes"] += 1
+            counts["otherFailures"] += 1  # a target's own check (a wrong answer)
         raise
     finally:
         _TRYING.pop()
@@ -165,7 +170,8 @@ def totals(reports: Sequence[Any]) -> dict[str, Counter[str]]:
     return found
 
 
-COLUMNS = ("inputs", "accepted", "refused", "crashes", "dataChanged", "known")
+COLUMNS = ("inputs", "accepted", "refused", "crashes", "dataChanged", "otherFailures",
+           "known")
 
 
 def summary(terminal: Any) -> None:
@@ -177,11 +183,11 @@ def summary(terminal: Any) -> None:
         return
     terminal.write_sep("-", "uwf fuzz: inputs tried per target")
     width = max(len(target) for target in found)
-    terminal.write_line(f"{'target':<{width}}  " + "  ".join(f"{c:>11}" for c in COLUMNS))
+    terminal.write_line(f"{'target':<{width}}  " + "  ".join(f"{c:>8}" for c in COLUMNS))
     for target in sorted(found):
         counts = found[target]
-        terminal.write_line(f"{target:<{width}}  "
-                            + "  ".join(f"{counts.get(c, 0):>11}" for c in COLUMNS))
+        terminal.write_line(f"{target:<{width}}  " + "  ".join(
+            f"{counts.get(c, 0):>{max(8, len(c))}}" for c in COLUMNS))
     if path := os.environ.get("UWF_FUZZ_REPORT"):
         Path(path).write_text(json.dumps({t: {c: found[t].get(c, 0) for c in COLUMNS}
                                           for t in sorted(found)}, indent=2) + "\n")

@@ -250,3 +250,14 @@ def test_runnable_drops_follow_and_bounds_the_worker() -> None:
         "log", "tail", "-n", "1"]
     assert runnable(["worker"]) == ["worker", "--once"]
 
+
+
+def test_a_command_still_running_at_its_limit_is_a_hang(template: Sandbox) -> None:
+    """The watchdog behind "never a hang": `log tail --follow` waits by design, so the
+    generator drops --follow; run here, it is caught at its limit and is a crash."""
+    with fresh(template) as sandbox:
+        outcome = fuzzkit.run_in_process(sandbox, "uwf", "log", "tail", "--follow",
+                                         limit=0.5)
+        assert outcome.hung
+        with pytest.raises(fuzzkit.Crash, match="a hang"):
+            fuzzkit.verdict(outcome, TARGET)

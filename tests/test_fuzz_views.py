@@ -124,7 +124,8 @@ def damage(sandbox: Sandbox, op: tuple[Any, ...]) -> bool:
         else:
             path.unlink(missing_ok=True)
     elif kind == "folder":
-        path.unlink(missing_ok=True)
+        if path.is_file():
+            path.unlink()
         path.mkdir(parents=True, exist_ok=True)
     elif kind == "wal":
         Path(f"{path}-wal").write_bytes(op[1])
@@ -254,6 +255,7 @@ def expected(template: tuple[Sandbox, list[tuple[str, ...]]]) -> list[str]:
 @example([("remove",)])
 @example([("garbage", b"")])
 @example([("folder",)])
+@example([("folder",), ("folder",)])
 @example([("set", "threads", "value", 0, b"\xff")])
 @example([("checkpoint", "threads", "seq", "not a number")])
 def test_every_damaged_view_file_is_rebuilt_or_refused_in_one_line(
