@@ -341,14 +341,19 @@ fuzzkit.known((TARGET, BINARY_TARGET),
 fuzzkit.known((TARGET, BINARY_TARGET),
               "test_a_damaged_count_is_a_one_line_error", "internal error (ValueError: ",
               "int()")
+for _reader in ("'sched', 'plan'", "'registry', 'show'", "'registry', 'verify'"):
+    fuzzkit.known((TARGET, BINARY_TARGET), "test_a_damaged_count_is_a_one_line_error",
+                  "internal error (UnicodeDecodeError: ", _reader)
 
 
 @pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
                    reason="uwf/engine/viewstore.py counts() runs json.loads and "
                    "int() on the counts table outside _guard: a count whose value is not JSON "
-                   "or whose n is not a number is an internal error in sched plan, queue and "
-                   "run counts (fix belongs in viewstore.py: a damaged count is Corrupt)")
-@pytest.mark.parametrize(("column", "value"), [("value", ""), ("value", "{"), ("n", "x")])
+                   "(or a blob that is not UTF-8) or whose n is not a number is an internal "
+                   "error in sched plan and registry show|verify (fix belongs in viewstore.py: "
+                   "a damaged count is Corrupt)")
+@pytest.mark.parametrize(("column", "value"), [("value", ""), ("value", "{"), ("n", "x"),
+                                               ("value", b"\x80")])
 def test_a_damaged_count_is_a_one_line_error(
         template: tuple[Sandbox, list[tuple[str, ...]]], expected: list[str], column: str,
         value: Any) -> None:

@@ -277,12 +277,27 @@ def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
         value = getattr(namespace, param.name)
         if value is None and not param.nullable:
             continue  # a list flag never given: the field's default
+        for text in value if isinstance(value, list) else [value]:
+            # What no real command line holds (main(argv) is called from Python too).
+            if isinstance(text, str) and (not _is_utf8(text) or "\x00" in text):
+                name = "/".join(param.flags) or param.metavar or param.name
+                leaf.error(f"argument {name}: {text!r} is not UTF-8 text without NUL")
         values[param.name] = value
     try:
         args = msgspec.convert(values, command.args)
     except msgspec.ValidationError as exc:
         leaf.error(_invalid(exc, declared, values))
     return command, args, namespace
+
+
+def _is_utf8(text: str) -> bool:
+    """False for a lone surrogate: how Python passes on argv bytes that are not UTF-8,
+    which no log line, node or query can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
