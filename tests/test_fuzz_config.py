@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -215,8 +214,8 @@ def test_the_real_binary_reads_them_as_main_does(template: tuple[Sandbox, str],
             [o.describe() for o in inside], [o.describe() for o in outside])
 
 
-def test_the_base_config_is_valid_and_names_the_secret(template: tuple[Sandbox, str],
-                                                        tmp_path: Path) -> None:
+def test_the_base_config_is_valid_and_names_the_secret(template: tuple[Sandbox, str]
+                                                        ) -> None:
     """The mutations start from a config uwf accepts, whose resolved agent carries the
     secret: masked in what `run resume` prints."""
     sandbox_template, thread = template
