@@ -215,16 +215,6 @@ def test_the_real_binary_adds_as_main_does(template: tuple[Sandbox, str], data: 
         assert outside.code == inside.code, (inside.describe(), outside.describe())
 
 
-fuzzkit.known((TARGET, BINARY_TARGET),
-              "test_a_line_with_bytes_that_are_not_utf8_is_refused_by_number",
-              "internal error (UnicodeDecodeError: ")
-
-
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/api/queue.py add_batch catches msgspec.DecodeError "
-                   "only, but msgspec raises UnicodeDecodeError for bytes that are not UTF-8 "
-                   "inside a string: an internal error instead of naming the line (fix belongs "
-                   "in queue.py: catch UnicodeDecodeError there too)")
 @pytest.mark.parametrize("data", [b'{"workflow": "solve-issue", "prompt": "\xff"}\n',
                                   b'{"workflow": "solve-issue", "prompt": "x", "n\xc3": 1}'])
 def test_a_line_with_bytes_that_are_not_utf8_is_refused_by_number(

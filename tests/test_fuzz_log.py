@@ -129,8 +129,8 @@ OPS = st.one_of(
     st.tuples(st.just("edit-line"), INDEX, INDEX, st.sampled_from(FIELDS), FIELD_VALUES),
     st.tuples(st.just("remove-segment"), INDEX),
     st.tuples(st.just("rename-segment"), INDEX, st.integers(0, 200)),
-    # Not a damaged repair.pending, nor a folder where a segment or the note goes: each
-    # is an internal error today (the xfail tests at the end).
+    # Stray files; a damaged repair.pending and a folder where a segment or the note goes
+    # have tests of their own at the end.
     st.tuples(st.just("stray"), st.sampled_from(
         ["00000000000000000999.jsonl", "00000000000000000000.jsonl", "notes.txt",
          "repair.pending.tmp", "0000000000000000001.jsonl"]), JUNK),
@@ -344,10 +344,6 @@ def test_a_forged_incomplete_batch_is_cut_and_recorded(template: tuple[Sandbox, 
         assert repair["data"]["droppedLines"] == 3
 
 
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/engine/filelog.py _FileSession._noted decodes "
-                   "events/repair.pending without catching msgspec.DecodeError: a damaged "
-                   "note is an internal error for every writer (fix belongs in filelog.py)")
 @pytest.mark.parametrize("note", [b"\xff", b"{}", b'[{"segment": 1}]'])
 def test_a_damaged_repair_note_is_a_one_line_error(template: tuple[Sandbox, Original],
                                                    note: bytes) -> None:
@@ -357,11 +353,6 @@ def test_a_damaged_repair_note_is_a_one_line_error(template: tuple[Sandbox, Orig
         check(sandbox, original, TARGET)
 
 
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/engine/segments.py FileSegments.names lists a "
-                   "folder named like a segment, and read/pending open it: IsADirectoryError "
-                   "is an internal error for every read and write (fix belongs in "
-                   "segments.py: skip or refuse what is not a regular file)")
 @pytest.mark.parametrize("name", ["00000000000000000999.jsonl", "repair.pending"])
 def test_a_folder_among_the_segments_is_a_one_line_error(template: tuple[Sandbox, Original],
                                                          name: str) -> None:

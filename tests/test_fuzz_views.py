@@ -14,11 +14,9 @@ before the damage (SPEC §5). docs/fuzzing.md has the budgets.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,19 +225,6 @@ def check(sandbox: Sandbox, reads: list[tuple[str, ...]], expected: list[str],
     return codes
 
 
-@contextlib.contextmanager
-def counts_pinned(ops: list[tuple[Any, ...]]) -> Iterator[None]:
-    """An internal error after the counts table was rewritten is the failure
-    `test_a_damaged_count_is_a_one_line_error` pins, in whichever form the value
-    takes (not JSON, not UTF-8, a mapping, n not a number)."""
-    try:
-        yield
-    except fuzzkit.Crash as exc:
-        if any(op[0] == "counts" for op in ops) and "internal error" in str(exc):
-            raise fuzzkit.Pinned(str(exc)) from None
-        raise
-
-
 def rebuild(sandbox: Sandbox, target: str, run: fuzzkit.Runner) -> None:
     """`registry rebuild` is the way out of any damage to the file: it succeeds, the log
     untouched. (A folder where the file goes is not deleted: refused in one line.)"""
@@ -277,7 +262,7 @@ def test_every_damaged_view_file_is_rebuilt_or_refused_in_one_line(
         template: tuple[Sandbox, list[tuple[str, ...]]], expected: list[str],
         ops: list[tuple[Any, ...]]) -> None:
     sandbox_template, reads = template
-    with fuzzkit.trying(TARGET), fresh(sandbox_template) as sandbox, counts_pinned(ops):
+    with fuzzkit.trying(TARGET), fresh(sandbox_template) as sandbox:
         check(sandbox, reads, expected, ops, TARGET)
 
 
@@ -288,7 +273,7 @@ def test_the_real_binary_reads_damaged_views_as_main_does(
         ops: list[tuple[Any, ...]]) -> None:
     sandbox_template, reads = template
     with (fuzzkit.trying(BINARY_TARGET), fresh(sandbox_template) as first,
-          fresh(sandbox_template) as second, counts_pinned(ops)):
+          fresh(sandbox_template) as second):
         inside = check(first, reads, expected, ops, TARGET)
         outside = check(second, reads, expected, ops, BINARY_TARGET, run=fuzzkit.run_binary)
         assert outside == inside
@@ -304,17 +289,6 @@ def test_a_checkpoint_out_of_place_is_rebuilt_or_refused_in_one_line(
         check(sandbox, reads, expected, [("checkpoint", "threads", "seq", value)], TARGET)
 
 
-fuzzkit.known((TARGET, BINARY_TARGET),
-              "test_a_checkpoint_that_is_not_a_number_is_a_one_line_error",
-              "internal error (TypeError: ", "not supported between instances of ")
-
-
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/engine/viewstore.py _checkpoints trusts the "
-                   "views table's types: a seq stored as text or a blob reaches "
-                   "filelog.FileLog.line (seq <= 0) via journal._check_match as a TypeError, "
-                   "an internal error for every read and write (fix belongs in viewstore.py: "
-                   "a checkpoint that is not an integer is a damaged view, Corrupt)")
 @pytest.mark.parametrize("value", ["not a number", b"\x01"])
 def test_a_checkpoint_that_is_not_a_number_is_a_one_line_error(
         template: tuple[Sandbox, list[tuple[str, ...]]], expected: list[str],
@@ -351,12 +325,6 @@ def test_a_write_whose_views_fail_after_it_is_not_reported_as_refused(
         fuzzkit.accepted_or_unchanged(sandbox, TARGET, before, wrote)
 
 
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/engine/viewstore.py counts() runs json.loads and "
-                   "int() on the counts table outside _guard: a count whose value is not JSON "
-                   "(a blob that is not UTF-8, a mapping) or whose n is not a number is an "
-                   "internal error in sched plan and registry show|verify (fix belongs in "
-                   "viewstore.py: a damaged count is Corrupt)")
 @pytest.mark.parametrize(("column", "value"), [("value", ""), ("value", "{"), ("n", "x"),
                                                ("value", b"\x80"), ("value", b"{}")])
 def test_a_damaged_count_is_a_one_line_error(
@@ -367,17 +335,6 @@ def test_a_damaged_count_is_a_one_line_error(
         check(sandbox, reads, expected, [("counts", column, 0, value)], TARGET)
 
 
-fuzzkit.known((TARGET, BINARY_TARGET),
-              "test_a_schema_that_is_not_utf8_is_a_one_line_error",
-              "internal error (UnicodeDecodeError: ")
-
-
-@pytest.mark.xfail(strict=True, raises=fuzzkit.Crash,
-                   reason="uwf/engine/viewstore.py _connect runs its PRAGMAs outside the "
-                   "classification of _guard's sqlite3 errors for UnicodeDecodeError: when a "
-                   "flipped byte makes the schema's SQL text not UTF-8, sqlite3 cannot decode "
-                   "its own error message and every read is an internal error (fix belongs in "
-                   "viewstore.py: treat UnicodeDecodeError from sqlite3 as a damaged file)")
 @pytest.mark.parametrize("table", [b"CREATE TABLE views", b'CREATE TABLE "v_threads"'])
 def test_a_schema_that_is_not_utf8_is_a_one_line_error(
         template: tuple[Sandbox, list[tuple[str, ...]]], expected: list[str],

@@ -219,7 +219,7 @@ def add_batch(store: Store, path: str) -> dict[str, Any]:
     for number, raw in lines:
         try:
             spec = decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{path} line {number}: {exc}",
                              "fix that line; nothing was added") from None
         try:

@@ -26,7 +26,7 @@ import msgspec
 
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
-from uwf.engine.segments import FileSegments, segment_name
+from uwf.engine.segments import PENDING_NOTE, FileSegments, segment_name
 from uwf.errors import Corrupt, StoreBusy
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
@@ -297,6 +297,10 @@ class _FileSession:
                 return self._scan
         self.log._tail_hint = None
         names = self.segments.names()
+        # An empty last segment (a writer killed between creating it and writing) holds
+        # no tail: the one to check is the last segment with bytes in it.
+        while len(names) > 1 and self.segments.size(names[-1]) == 0:
+            names.pop()
         if not names:
             self._scan = ("", 0, 0, (), None)
             return self._scan
@@ -364,7 +368,14 @@ class _FileSession:
         try:
             return _notes_decoder.decode(note)
         except msgspec.DecodeError:
+            pass
+        try:
             return [_repair_decoder.decode(note)]  # a note of one cut, as first written
+        except msgspec.DecodeError:
+            raise Corrupt(f"the repair note {self.segments.events_dir / PENDING_NOTE} is "
+                          "damaged: it should list the torn tails cut and not yet recorded",
+                          "run `uwf log verify`; once the log's tail is whole, remove the "
+                          "note and retry") from None
 
     def _recorded_tail(self, count: int) -> list[LogRepaired]:
         """The `log.repaired` data among the log's last `count` lines."""

@@ -54,6 +54,9 @@ class FileSegments:
                 return handle.read()
         except FileNotFoundError:
             return None
+        except IsADirectoryError:
+            raise Corrupt(f"{self._path(PENDING_NOTE)} is a folder, not uwf's repair note",
+                          "move it out of the events folder, then retry") from None
 
     def set_pending(self, note: bytes | None) -> None:
         path = self._path(PENDING_NOTE)
@@ -72,10 +75,16 @@ class FileSegments:
 
     def names(self) -> list[str]:
         try:
-            entries = os.listdir(self._dir)
+            with os.scandir(self._dir) as entries:
+                found = [entry for entry in entries if is_segment_name(entry.name)]
         except FileNotFoundError:
             return []
-        return sorted(name for name in entries if is_segment_name(name))
+        for entry in found:
+            if not entry.is_file(follow_symlinks=False):
+                raise Corrupt(f"{self._path(entry.name)} is named as a segment but is not a "
+                              "file", "move it out of the events folder, then run `uwf log "
+                              "verify`")
+        return sorted(entry.name for entry in found)
 
     def size(self, name: str) -> int:
         try:

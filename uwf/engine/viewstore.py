@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, NamedTuple, Protocol
 
 from uwf.engine.log import Checkpoint
@@ -342,12 +343,20 @@ class SqliteViewStore:
             raise self._corrupt(exc) from None
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from None
+        except UnicodeDecodeError as exc:  # sqlite3 could not decode its own message:
+            raise self._corrupt(exc) from None  # the schema's text is damaged
 
     def _blob(self, value: object) -> bytes:
         """A stored state; anything but a BLOB (a hand-edited row) is a damaged view."""
         if not isinstance(value, bytes):
             raise self._corrupt(ValueError(f"a state stored as {type(value).__name__}"))
         return value
+
+    def _key(self, key: object) -> str:
+        """A stored key; anything but TEXT (a hand-edited row) is a damaged view."""
+        if not isinstance(key, str):
+            raise self._corrupt(ValueError(f"a key stored as {type(key).__name__}"))
+        return key
 
     def _corrupt(self, exc: Exception) -> Corrupt:
         return Corrupt(f"views are unreadable ({self.path}: {exc})", "run `uwf registry rebuild`")
@@ -374,6 +383,9 @@ class SqliteViewStore:
                 "SELECT name, signature, seq, digest FROM views"):
             spec = self.specs.get(name)
             if spec is not None and spec.signature == signature:
+                if type(seq) is not int or not isinstance(digest, str):  # a hand edit
+                    raise self._corrupt(ValueError(f"view {name}'s checkpoint is not a seq "
+                                                   "and a digest"))
                 found[name] = Checkpoint(seq, digest)
         return found
 
@@ -456,7 +468,7 @@ class SqliteViewStore:
                 return []
             rows = db.execute(sql, [*params, -1 if query.limit is None else query.limit,
                                     query.offset]).fetchall()
-        return [(key, self._blob(value)) for key, value in rows]
+        return [(self._key(key), self._blob(value)) for key, value in rows]
 
     def count(self, query: Query) -> int:
         where, params = self._filter(query)
@@ -481,11 +493,23 @@ class SqliteViewStore:
             if column in spec.counted:  # kept up to date by commit: O(distinct values)
                 rows = db.execute("SELECT value, n FROM counts WHERE view = ? AND col = ?",
                                   (view, column)).fetchall()
-                return {json.loads(value): int(n) for value, n in rows if n}
+                return self._counted(view, rows)
             name = _column_sql(spec, column)
             rows = db.execute(f'SELECT {name}, count(*) FROM "v_{view}" GROUP BY {name}'
                               ).fetchall()
             return {value: int(n) for value, n in rows}
+
+    def _counted(self, view: str, rows: list[tuple[Any, Any]]) -> dict[ColumnValue, int]:
+        """The kept counts as written by commit; anything else is a damaged view."""
+        found: dict[ColumnValue, int] = {}
+        for value, n in rows:
+            decoded = _count_value(value)
+            if decoded is ... or type(n) is not int:
+                raise self._corrupt(ValueError(f"a kept count of view {view} is {value!r}: "
+                                               f"{n!r}"))
+            if n:
+                found[decoded] = n
+        return found
 
     def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
         with self._guard():
@@ -494,7 +518,7 @@ class SqliteViewStore:
                 return
             rows = db.execute(f'SELECT key, value FROM "v_{view}" ORDER BY key').fetchall()
         for key, value in rows:
-            yield key, self._blob(value)
+            yield self._key(key), self._blob(value)
 
     # -- writes ------------------------------------------------------------------
 
@@ -604,6 +628,15 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+
+
+def _count_value(value: object) -> ColumnValue | EllipsisType:
+    """A kept count's column value (JSON of an int, a string or null); ... if it is not."""
+    try:
+        decoded = json.loads(value) if isinstance(value, str) else ...
+    except ValueError:
+        return ...
+    return decoded if decoded is None or type(decoded) in (int, str) else ...
 
 
 def _chunks(keys: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
