@@ -321,10 +321,23 @@ class _FileSession:
                 cut = first.start
                 reasons = (*reasons, f"batch cut after {k} of {n} lines")
                 kept = None
+        if cut == 0 and len(names) > 1:
+            self._check_whole(names[-2], name)
         self._scan = (name, size, cut, reasons, kept)
         if kept is not None and cut == size:
             self.log._tail_hint = kept
         return self._scan
+
+    def _check_whole(self, previous: str, name: str) -> None:
+        """A cut that empties the last segment leaves the one before it as the log's
+        end: it must end with a whole line closing a whole batch, as a writer left it
+        before rotating. Otherwise the log was altered; nothing is cut."""
+        end = self.log._complete_end(previous)
+        last = next(self.log._backward(previous, end), None)
+        k, n = (1, 1) if last is None else _tail_info(last.raw, previous).batch
+        if end < self.segments.size(previous) or k < n:
+            raise Corrupt(f"segment {previous} ends mid-line or mid-batch, and {name} "
+                          "follows it: the log was altered", "run `uwf log verify`")
 
     def tail(self) -> Checkpoint | None:
         name, _, _, _, kept = self._scan_tail()
