@@ -330,6 +330,24 @@ def test_the_real_binary_reads_a_tampered_log_as_main_does(
         assert check(second, original, BINARY_TARGET, run=fuzzkit.run_binary) == inside
 
 
+def test_registry_show_names_a_bad_line_after_the_views_checkpoint(
+        template: tuple[Sandbox, Original]) -> None:
+    """Found by this target: `registry show` read the lines after a stale checkpoint
+    without a guard, and one that was not JSON was an internal error (DecodeError)."""
+    sandbox_template, original = template
+    with fresh(sandbox_template) as sandbox:
+        forge(sandbox, complete=2, partial=0, source=0)
+        last = segments(sandbox)[-1]
+        data = bytearray(last.read_bytes())
+        *_, first, second, torn = bytes(data).split(b"\n")  # two forged lines, a torn one
+        data[len(data) - len(torn) - len(second) - len(first) - 2] = ord("x")  # not JSON
+        last.write_bytes(bytes(data))
+        shown = fuzzkit.run_in_process(sandbox, "uwf", "--json", "registry", "show")
+        assert fuzzkit.verdict(shown, TARGET) == "refused"
+        assert shown.err.endswith("is not a valid event; run `uwf log verify`\n")
+        check(sandbox, original, TARGET)
+
+
 def test_a_forged_incomplete_batch_is_cut_and_recorded(template: tuple[Sandbox, Original]
                                                         ) -> None:
     """The writer's repair, which the fuzzing leans on, seen once plainly."""

@@ -97,7 +97,11 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
         seen: dict[str, None] = {}
         decoder = msgspec.json.Decoder(_Subject)
         for line in store.log.read(after=view.checkpoint if view else 0):
-            subject = decoder.decode(line.raw).subject
+            try:
+                subject = decoder.decode(line.raw).subject
+            except (msgspec.DecodeError, UnicodeDecodeError):  # fail closed, naming it
+                raise Corrupt(f"log line {line.seq} ({line.where}) is not a valid event",
+                              "run `uwf log verify`") from None
             if subject.startswith("thread/"):
                 seen.setdefault(subject.removeprefix("thread/"), None)
         stale = list(seen)
