@@ -91,7 +91,9 @@ def cli(store_dir: Path, tmp_path: Path) -> Cli:
 # `ci` (the default) runs each fuzz target's CI budget; `--hypothesis-profile=long` ten
 # times that (tests/fuzzkit.py scales by max_examples / 100), and 1,000 examples for
 # every other property test. No deadline: a command's time depends on the machine's load.
-settings.register_profile("ci", deadline=None)
+# `ci` is derandomized: CI tries the same inputs on every run, so a landing never depends
+# on the luck of the draw; the long run explores, and what it finds becomes an @example.
+settings.register_profile("ci", deadline=None, derandomize=True)
 settings.register_profile("long", max_examples=1000, deadline=None)
 settings.load_profile("ci")
 
