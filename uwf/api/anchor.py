@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,8 +224,6 @@ def load(path: Path, key: Ed25519PublicKey) -> Anchor:
     if anchor.anchor != ANCHOR_FORMAT:
         raise Rejected(f"{path} is an anchor of format {anchor.anchor}, not {ANCHOR_FORMAT}",
                        "verify it with the uwf that wrote it")
-    import re
-
     if anchor.seq < 1 or not (re.fullmatch(_HEX32, anchor.digest)
                               and re.fullmatch(_HEX32, anchor.first)):
         raise Rejected(f"{path} is not a well-formed anchor (seq, digest or first)",

@@ -313,7 +313,8 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str
     if anchors:
         from uwf.api.anchor import check_all
 
-        digests = {seq: seen[0] for seq, seen in checker.digests.items()}
+        wanted = {1, *(anchor.seq for _, anchor in anchors)}  # not a copy of every seq's
+        digests = {seq: checker.digests[seq][0] for seq in wanted if seq in checker.digests}
         checks = check_all(list(anchors), digests, checker.seq)
         for item in checks:
             if item.problem is not None:

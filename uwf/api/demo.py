@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -65,7 +66,7 @@ class Demo:
         from uwf.api.workflows import put_workflow
 
         files = self._files()
-        with _store(self.store_root) as store:
+        with closing(Store.open(self.store_root)) as store:
             put = put_workflow(store, files / "solve-issue.yaml")
             yield self.step("register", True, f"registered workflow {put['name']}",
                       workflow=put["workflow"])
@@ -87,7 +88,7 @@ class Demo:
                       lifecycles=lifecycles)
             before = _reads(store, thread, show_thread, runs.show)
         shutil.rmtree(self.store_root / "views")
-        with _store(self.store_root) as store:
+        with closing(Store.open(self.store_root)) as store:
             after = _reads(store, thread, show_thread, runs.show)
             events = store.log.head().seq
         same = before == after
@@ -95,7 +96,7 @@ class Demo:
                   f"deleted the views; rebuilt from {events} events, thread show and run "
                   f"show print the same bytes (sha256 {_sha(after)[:16]})" if same else
                   "deleted the views; the rebuilt reads differ", events=events)
-        with _store(self.store_root) as store:
+        with closing(Store.open(self.store_root)) as store:
             synced = archive.sync(store, self.root / "archive")
             checked = archive_verify.verify(store, self.root / "archive")
         summary = json.loads((self.root / "archive" / "runs" / thread / "summary.json")
@@ -136,7 +137,7 @@ class Demo:
 
         copy = self._copy(name)
         _write_log(copy, change(_log_lines(copy)))
-        with _store(copy) as store:
+        with closing(Store.open(copy)) as store:
             result = audit.verify(store)
         problems = result["problems"]
         first = problems[0] if problems else None
@@ -153,7 +154,7 @@ class Demo:
         key = self.root / "keys" / "anchor.pem"
         anchor.new_key(key)
         copy = self._copy("anchored cut")
-        with _store(copy) as store:
+        with closing(Store.open(copy)) as store:
             made = anchor.make(store, key)
         path = self.root / "anchor.json"
         anchor.write(made, path)
@@ -161,7 +162,7 @@ class Demo:
         cut = max(n for n, raw in enumerate(raws) if b'"batch":[1,' in raw)
         _write_log(copy, raws[:cut])
         shutil.rmtree(copy / "views", ignore_errors=True)
-        with _store(copy) as store:
+        with closing(Store.open(copy)) as store:
             plain = audit.verify(store)
             loaded = anchor.load(path, anchor.load_public_key(key.with_name("anchor.pem.pub")))
             anchored = audit.verify(store, [(str(path), loaded)])
@@ -209,19 +210,6 @@ def run(keep: bool = False) -> dict[str, Any]:
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-class _store:
-    """A scratch store opened for a `with` block, and closed after it."""
-
-    def __init__(self, root: Path) -> None:
-        self.store = Store.open(root)
-
-    def __enter__(self) -> Store:
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-
 
 def _no_config() -> Config:
     """No providers, no agents, no `.env`: the demo names its agent itself."""
