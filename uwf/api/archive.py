@@ -5,7 +5,8 @@ its own checkpoint and appends what is new (docs/archive.md).
 
 ```
 DIR/
-  .uwf-archive.json          checkpoint: {format, seq, digest} of the last line folded
+  .uwf-archive.json          checkpoint: {format, seq, digest} of the last line folded,
+                             and the inode of each open run's transitions.jsonl
   .uwf-archive.lock          writers' lock (a sync), shared by `archive verify`
   index.json                 every summary.json, one row each (rebuildable cache)
   runs/<run id>/
@@ -68,12 +69,17 @@ FLUSH_LINES = 10_000
 DEFAULT_POLL = 0.2  # seconds between syncs of --follow, as `log tail --follow`
 
 
-class ArchiveCheckpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The last log line a full sync folded: its seq and chain digest."""
+class ArchiveCheckpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
+                        omit_defaults=True):
+    """The last log line a full sync folded: its seq and chain digest; and, for each run
+    that has not ended, the (device, inode) of the transitions.jsonl it appended to, so
+    a file replaced between two syncs is refused (absent in a checkpoint written before
+    it was kept, or when every run has ended)."""
 
     format: int
     seq: int
     digest: str
+    inodes: dict[str, tuple[int, int]] = {}
 
 
 def read_checkpoint(raw: bytes) -> ArchiveCheckpoint:
@@ -161,6 +167,7 @@ class _Run:
 
     run_id: str
     size: int = 0  # bytes of transitions.jsonl as read
+    inode: tuple[int, int] | None = None  # (device, inode) of transitions.jsonl as read
     state: RunFold | None = None  # folded from the file and the pending lines
     last_event_id: str | None = None  # of the file's last line: a swapped log shows here
     graph: bool = False
@@ -182,9 +189,11 @@ class Archive:
 
     def __init__(self, store: Store, directory: str | Path, *, create: bool = True) -> None:
         self.store = store
-        self.path = check_root(Path(directory), create=create)
+        self.path = check_root(directory, create=create)
         self._runs: dict[str, _Run] = {}
         self._root: Folder | None = None
+        # The inodes the checkpoint recorded (the open runs' transitions.jsonl).
+        self._inodes: dict[str, tuple[int, int]] = {}
 
     def close(self) -> None:
         if self._root is not None:
@@ -215,6 +224,7 @@ class Archive:
 
     def _sync(self, runs: Folder, only: str | None) -> dict[str, Any]:
         checkpoint = self._checkpoint()
+        self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
         if only is None:
             start = Checkpoint(checkpoint.seq, checkpoint.digest) if checkpoint else Checkpoint(
                 0, GENESIS_PREV)
@@ -246,8 +256,10 @@ class Archive:
         self._flush(runs, touched, tally)
         if tally.summaries or self.root.kind(INDEX) is None:
             self.root.replace(INDEX, index_document(self._summaries(runs)))
-        if only is None and (checkpoint is None or head.seq != checkpoint.seq):
-            saved = ArchiveCheckpoint(FORMAT, head.seq, head.digest)
+        inodes = self._open_inodes()
+        if only is None and (checkpoint is None or head.seq != checkpoint.seq
+                             or inodes != checkpoint.inodes):
+            saved = ArchiveCheckpoint(FORMAT, head.seq, head.digest, inodes)
             self.root.replace(CHECKPOINT, msgspec.json.encode(saved) + b"\n")
         return {"archive": str(self.path), "run": only, "fromSeq": start.seq,
                 "seq": head.seq, "appended": tally.appended, "runs": len(tally.touched),
@@ -295,7 +307,9 @@ class Archive:
                     tally.graphs += 1
                 if record.pending:
                     data = b"".join(encode(line) for line in record.pending)
-                    record.size = folder.append(TRANSITIONS, data, record.size)
+                    record.size, record.inode = folder.append(
+                        TRANSITIONS, data, record.size,
+                        record.inode if record.size else None)
                     record.last_event_id = record.pending[-1].event_id
                     tally.appended += len(record.pending)
                     tally.touched.add(run_id)
@@ -315,7 +329,9 @@ class Archive:
         return None if raw is None else read_checkpoint(raw)
 
     def _run(self, runs: Folder, run_id: str) -> _Run:
-        """The run as its folder has it, from the cache when its file is the same size."""
+        """The run as its folder has it, from the cache when its file is the same file
+        and the same size. A file with more than one link, or not the one the checkpoint
+        recorded, is refused (Corrupt): the sync will not append to it."""
         check_run_id(run_id)
         where = f"{RUNS}/{run_id}/{TRANSITIONS}"
         folder = runs.folder(run_id, create=False)
@@ -324,18 +340,33 @@ class Archive:
             return record
         try:
             cached = self._runs.get(run_id)
-            size = folder.size(TRANSITIONS)
-            if cached is not None and cached.size == (size or 0) and not cached.pending:
+            info = folder.stat(TRANSITIONS)
+            inode = None if info is None else (info.st_dev, info.st_ino)
+            if info is not None:
+                folder.check_own(TRANSITIONS, info, self._inodes.get(run_id))
+            if (cached is not None and cached.size == (info.st_size if info else 0)
+                    and cached.inode == inode and not cached.pending):
                 return cached
             raw = folder.read(TRANSITIONS) or b""
             lines = read_lines(raw, where)
-            record = _Run(run_id, len(raw), fold_lines(lines, run_id, where),
+            record = _Run(run_id, len(raw), inode, fold_lines(lines, run_id, where),
                           lines[-1].event_id if lines else None,
                           folder.kind(GRAPH) is not None, folder.kind(SUMMARY) is not None)
         finally:
             folder.close()
         self._runs[run_id] = record
         return record
+
+    def _open_inodes(self) -> dict[str, tuple[int, int]]:
+        """The inodes the next checkpoint records: those it had, updated by what this
+        sync read and wrote, for the runs that have not ended."""
+        inodes = dict(self._inodes)
+        for run_id, record in self._runs.items():
+            if record.state is not None and record.state.ended:
+                inodes.pop(run_id, None)
+            elif record.inode is not None:
+                inodes[run_id] = record.inode
+        return dict(sorted(inodes.items()))
 
     def _summaries(self, runs: Folder) -> list[dict[str, Any]]:
         rows = []

@@ -4,7 +4,10 @@ Every file and subfolder is reached through the descriptor of the folder that
 holds it and opened with O_NOFOLLOW (folders with O_DIRECTORY too), so a symbolic
 link anywhere below the archive root (`runs`, `runs/<id>`, a file, a temporary
 file) is refused instead of followed: the archive never writes through one. The
-root itself is the folder the user named, a link to a folder included.
+root itself is the folder the user named, a link to a folder included. Hard
+links are refused too: a file is appended to only while it has one name (and,
+given the inode the last sync recorded, only while it is that file), and a
+temporary file is always made anew (O_EXCL), never truncated in place.
 
 Three ways to write, as the archive seed allows: `append` (O_WRONLY | O_APPEND |
 O_CREAT, then fsync; a file never shrinks), `write_once` (a temporary file,
@@ -28,19 +31,31 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def check_root(path: Path, *, create: bool) -> Path:
-    """The archive root `path` made absolute, refused before anything is written: a
-    file where the folder should be is a usage error; a missing folder is created
-    later only if `create` and its parent exists (else not found)."""
-    path = Path(os.path.abspath(path.expanduser()))
-    if path.exists():
-        if not path.is_dir():
-            raise UsageError(f"{path} is not a folder", "give the archive's folder")
-        return path
+def check_root(directory: str | Path, *, create: bool) -> Path:
+    """The archive root `directory` made absolute, refused before anything is written:
+    an empty name (what an unset shell variable gives, which would mean the working
+    folder), a name the system cannot use (too long) and a file where the folder should
+    be are usage errors; a missing folder is created later only if `create` and its
+    parent exists (else not found)."""
+    if isinstance(directory, str) and not directory:
+        raise UsageError("the archive folder is an empty name (an unset shell variable?), "
+                         "which would mean the working folder",
+                         "give the archive's folder, for example ./archive")
+    path = Path(os.path.abspath(Path(directory).expanduser()))
+    try:
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f"{path} is not a folder", "give the archive's folder")
+            return path
+        parent_is_folder = path.parent.is_dir()
+    except OSError as exc:  # a name too long for the system (ENAMETOOLONG), ...
+        shown = str(path) if len(str(path)) <= 80 else str(path)[:77] + "..."
+        raise UsageError(f"cannot use {shown} as the archive folder: "
+                         f"{exc.strerror or exc}", "give a shorter path") from None
     if not create:
         raise NotFound(f"no archive at {path}: the folder does not exist",
                        "give the folder `uwf archive sync` wrote")
-    if not path.parent.is_dir():
+    if not parent_is_folder:
         raise NotFound(f"the parent of {path} does not exist", "create it first, or give "
                        "another folder")
     return path
@@ -111,10 +126,33 @@ class Folder:
 
     def size(self, child: str) -> int | None:
         """A file's size in bytes, or None when absent (links not followed)."""
+        found = self.stat(child)
+        return None if found is None else found.st_size
+
+    def stat(self, child: str) -> os.stat_result | None:
+        """A child's stat (links not followed), or None when absent."""
         try:
-            return os.stat(child, dir_fd=self.fd, follow_symlinks=False).st_size
+            return os.stat(child, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
+
+    def check_own(self, child: str, info: os.stat_result,
+                  inode: tuple[int, int] | None = None) -> None:
+        """Refuse a file the archive must not write through: one with other names (a
+        hard link: its other name may be outside the archive) or, given `inode` (device,
+        inode), one that is not that file any more (it was replaced since)."""
+        where = self.name(child)
+        if info.st_nlink > 1:
+            raise Corrupt(f"{where} has {info.st_nlink} links (a hard link, perhaps to a "
+                          "file outside the archive): the archive never writes through one",
+                          f"replace {where} with a copy of its own (cp, then mv over it), "
+                          "then run `uwf archive verify DIR`")
+        if inode is not None and (info.st_dev, info.st_ino) != inode:
+            raise Corrupt(f"{where} is not the file the archive last synced (its inode "
+                          "changed since the checkpoint): it was replaced behind its back",
+                          "run `uwf archive verify DIR`; if you copied or restored the "
+                          'archive folder on purpose, delete the "inodes" entry of '
+                          ".uwf-archive.json, then retry")
 
     def read(self, child: str) -> bytes | None:
         """A regular file's bytes, or None when absent; a link or a non-file is refused."""
@@ -135,10 +173,13 @@ class Folder:
         finally:
             os.close(fd)
 
-    def append(self, child: str, data: bytes, expected_size: int) -> int:
+    def append(self, child: str, data: bytes, expected_size: int,
+               inode: tuple[int, int] | None = None) -> tuple[int, tuple[int, int]]:
         """Append `data` to `child` (created if absent) in one write, then fsync; the new
-        size. The file must still be `expected_size` bytes (what the caller read): a
-        file that shrank or grew behind the archive's back is refused, never extended."""
+        size and the file's (device, inode). The file must still be `expected_size` bytes
+        (what the caller read) and, given `inode`, that very file: a file that shrank,
+        grew or was replaced behind the archive's back is refused, never extended; so is
+        a file with more than one link (a hard link may lead outside the archive)."""
         try:
             fd = os.open(child, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
                          0o666, dir_fd=self.fd)
@@ -149,6 +190,7 @@ class Folder:
             if not stat.S_ISREG(info.st_mode):
                 raise Corrupt(f"{self.name(child)} is not a regular file",
                               f"remove {self.name(child)}, then retry")
+            self.check_own(child, info, inode)
             if info.st_size != expected_size:
                 raise Corrupt(f"{self.name(child)} is {info.st_size} bytes, not the "
                               f"{expected_size} the archive read: it changed behind its back",
@@ -158,7 +200,7 @@ class Folder:
                 view = view[os.write(fd, view):]
             if self.durable:
                 os.fsync(fd)
-            return expected_size + len(data)
+            return expected_size + len(data), (info.st_dev, info.st_ino)
         finally:
             os.close(fd)
 
@@ -178,8 +220,12 @@ class Folder:
         folder. The temporary name is fixed: a crash's leftover is overwritten next time
         (writers hold the archive's lock)."""
         temporary = f".{child}.tmp"
+        # A leftover is removed, then the file made anew (O_EXCL): truncating a leftover
+        # in place would write through it were it a hard link to a file elsewhere.
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+            os.unlink(temporary, dir_fd=self.fd)
         try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o666, dir_fd=self.fd)
         except OSError as exc:
             raise _refused(self.name(temporary), exc) from None

@@ -172,6 +172,11 @@ class _Verifier:
             self.problem(run_id, f"{where}/{TRANSITIONS}", "missing")
         else:
             found.transitions = True
+            info = folder.stat(TRANSITIONS)
+            if info is not None and info.st_nlink > 1:
+                self.problem(run_id, f"{where}/{TRANSITIONS}", f"has {info.st_nlink} links "
+                             "(a hard link, perhaps to a file outside the archive): a sync "
+                             "will not append to it; replace it with a copy of its own")
             text, _, partial = raw.rpartition(b"\n")
             if partial:
                 self.problem(run_id, f"{where}/{TRANSITIONS}", f"ends in a partial line "
@@ -386,7 +391,7 @@ def _kind(line: Line) -> str:
 def verify(store: Store, directory: str | Path) -> dict[str, Any]:
     """Check the archive at `directory`: {ok, archive, seq, logSeq, runs, problems:
     [{run, file, problem}]}."""
-    path = check_root(Path(directory), create=False)
+    path = check_root(directory, create=False)
     root = Folder.root(path, durable=False, create=False)
     try:
         with root.lock(LOCK, env_number("UWF_LOCK_TIMEOUT", 10.0), shared=True):

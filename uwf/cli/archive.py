@@ -10,11 +10,19 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Annotated, Any
 
+import msgspec
+
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, arg
 
-ArchiveDir = Annotated[str, arg("the archive's folder (created if its parent exists)",
-                                positional=True, metavar="DIR")]
+# A folder name that is not empty: `archive sync "$UNSET"` would otherwise archive into
+# the working folder. What an empty one is told (`argument DIR: '' is not ...`).
+FOLDER_EXPECT = ("a folder name (an empty one, as an unset shell variable gives, would mean "
+                 "the working folder)")
+FolderName = Annotated[str, msgspec.Meta(pattern=r"[\s\S]")]
+ArchiveDir = Annotated[FolderName, arg("the archive's folder (created if its parent exists)",
+                                       positional=True, metavar="DIR",
+                                       expect=FOLDER_EXPECT)]
 
 
 class ArchiveSync(Args, frozen=True, kw_only=True):
@@ -25,7 +33,8 @@ class ArchiveSync(Args, frozen=True, kw_only=True):
 
 
 class ArchiveVerify(Args, frozen=True, kw_only=True):
-    dir: Annotated[str, arg("the archive's folder", positional=True, metavar="DIR")]
+    dir: Annotated[FolderName, arg("the archive's folder", positional=True, metavar="DIR",
+                                   expect=FOLDER_EXPECT)]
 
 
 @contextlib.contextmanager
@@ -105,7 +114,8 @@ def _verify_panel(payload: dict[str, Any]) -> str:
 ARCHIVE_COMMANDS: list[Command[Any]] = [
     Command(("archive", "sync"), "Bring a per-run archive folder up to date with the log: "
             "only what is new is appended.",
-            "uwf archive sync ./archive --follow", ArchiveSync, _sync, streams=True),
+            "uwf archive sync ./archive --follow", ArchiveSync, _sync, streams=True,
+            stops_on_signal=lambda args: bool(args.follow)),
     Command(("archive", "verify"), "Check an archive against the seed's invariants and the "
             "live log (exit 1 naming every problem).",
             "uwf archive verify ./archive", ArchiveVerify, _verify, human=_verify_panel,

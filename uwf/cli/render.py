@@ -415,10 +415,25 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     Touches no process-wide state (environment, signal handlers), so it can run
     many commands in one process; `console` is the console scripts' entry point.
     """
+    command: Command[Any] | None = None
+    args: Args | None = None
     try:
-        command, args, options = parse(group, argv)
-    except SystemExit as exc:  # --help, or a usage error already printed: no exception leaks
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else 0
+        try:
+            command, args, options = parse(group, argv)
+        except SystemExit as exc:  # --help, or a usage error printed: no exception leaks
+            if isinstance(exc, Terminated):
+                raise
+            code = exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else 0
+            signum = _TERMINATION.release()
+            return 128 + signum if signum else code
+        if signum := _TERMINATION.release():  # it came before the command was known
+            raise Terminated(128 + signum)
+        return _run(command, args, options, group.prog)
+    except Terminated as exc:
+        return exc.exit_code(command, args)
+
+
+def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
@@ -442,17 +457,17 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
     except UwfError as exc:
         if os.environ.get("UWF_DEBUG") == "1":
             raise
-        _error(f"{group.prog}: error: {exc.line()}", context)
+        _error(f"{prog}: error: {exc.line()}", context)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return 0 if command.stops_on_signal is not None and command.stops_on_signal(args) else 130
     except BrokenPipeError:
         _silence_stdout()
         return 0
     except Exception as exc:
         if os.environ.get("UWF_DEBUG") == "1":
             raise
-        _error(f"{group.prog}: error: internal error ({type(exc).__name__}: {exc}); "
+        _error(f"{prog}: error: internal error ({type(exc).__name__}: {exc}); "
                "rerun with UWF_DEBUG=1 and report it", context)
         return EXIT_REJECTED
 
@@ -462,8 +477,10 @@ def console(group: Group, argv: Sequence[str] | None = None) -> int:
     install the SIGTERM handler and exit; with `argv`, run in-process and return."""
     if argv is not None:
         return run(group, argv)
-    # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so.
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so; one
+    # that comes while the command line is read waits until the command is known.
+    _TERMINATION.deferred = True
+    signal.signal(signal.SIGTERM, _TERMINATION)
     sys.exit(run(group))
 
 
@@ -492,8 +509,40 @@ def _masked(text: str, redact: Redact | None) -> str:
     return redact(text) if redact is not None else text
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+class Terminated(SystemExit):
+    """SIGTERM, unwinding the command like Ctrl-C (exit 128 + the signal)."""
+
+    def exit_code(self, command: Command[Any] | None, args: Args | None) -> int:
+        """0 when the command stops cleanly on a signal with these arguments."""
+        if command is not None and command.stops_on_signal is not None and (
+                command.stops_on_signal(args)):
+            return 0
+        return self.code if isinstance(self.code, int) else 128 + signal.SIGTERM
+
+
+class _Termination:
+    """The console scripts' SIGTERM handler. While `deferred` (from the start until the
+    command line is parsed) it only remembers the signal; afterwards it raises
+    Terminated, which a command that stops on signals turns into exit 0."""
+
+    def __init__(self) -> None:
+        self.deferred = False
+        self.pending = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.deferred:
+            self.pending = signum
+            return
+        raise Terminated(128 + signum)
+
+    def release(self) -> int:
+        """End the deferral; the signal that came meanwhile (0: none)."""
+        self.deferred = False
+        pending, self.pending = self.pending, 0
+        return pending
+
+
+_TERMINATION = _Termination()
 
 
 def _stream(lines: Iterable[str], redact: Redact | None) -> None:

@@ -90,6 +90,9 @@ class Command(Generic[A]):
     streams: bool = False
     # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.
     plain: bool = False
+    # True for the arguments with which SIGTERM (or Ctrl-C) ends the command cleanly,
+    # exit 0, whenever it comes (`archive sync --follow`); else SIGTERM exits 143.
+    stops_on_signal: Callable[[Any], bool] | None = None
 
     @property
     def name(self) -> str:

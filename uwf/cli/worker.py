@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
+from uwf.cli.archive import FOLDER_EXPECT, FolderName
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, arg
 
@@ -33,13 +34,15 @@ class WorkerArgs(Args, frozen=True, kw_only=True):
                               "was)")] = False
     poll: Annotated[PollSeconds, arg("seconds between lease attempts that found nothing "
                                      "(default 2)", metavar="SEC")] = 2.0
-    archive: Annotated[str | None, arg("keep this per-run archive folder in sync: at start "
-                                       "and after each entry (as `uwf archive sync DIR`)",
-                                       metavar="DIR")] = None
-    anchors: Annotated[str | None, arg("write a signed anchor of the log's head into this "
-                                       "folder each time the log grew by --anchor-every "
-                                       "events (checked after each entry)",
-                                       metavar="DIR")] = None
+    archive: Annotated[FolderName | None, arg("keep this per-run archive folder in sync: at "
+                                              "start and after each entry (as `uwf archive "
+                                              "sync DIR`)", metavar="DIR",
+                                              expect=FOLDER_EXPECT)] = None
+    anchors: Annotated[FolderName | None, arg("write a signed anchor of the log's head into "
+                                              "this folder each time the log grew by "
+                                              "--anchor-every events (checked after each "
+                                              "entry)", metavar="DIR",
+                                              expect=FOLDER_EXPECT)] = None
     anchor_every: Annotated[Count | None, arg("events between two anchors (default 1000)",
                                               metavar="N")] = None
     anchor_key: Annotated[str | None, arg("the key to sign anchors with (default as `uwf "
