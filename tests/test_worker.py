@@ -18,6 +18,9 @@ from tests.conftest import Cli
 from tests.queuekit import Queue
 from tests.threadkit import Kit, kill_quietly, make_kit, mock_config, popen_uwf, wait_dead
 
+# The entries below name agent scripts by path, not by an alias of the config: the
+# worker runs them only when it opts in (test_worker_agents.py: refused otherwise).
+OPT_IN = ("--allow-entry-commands",)
 # planner -> developer -> reviewer -> $END: three steps.
 SHORT_SCRIPT = {"planner": [{"status": "ready", "plan": "Reject empty passwords"}],
                 "developer": [{"status": "done", "files": ["auth/login.py"]}],
@@ -101,7 +104,7 @@ def test_worker_once_runs_one_sessions_entries(cli: Cli, tmp_path: Path) -> None
     # Without a session, the worker takes B's entry; the entry's agent overrides.
     override = kit_script_agent(cli, tmp_path)
     b2 = add(q, tmp_path, "Fix the help page", "--session", "B", "--agent", str(override))
-    result = cli.run("worker", "--once")
+    result = cli.run("worker", "--once", *OPT_IN)
     assert result.code == 0, result
     assert [(item["id"], item["outcome"]) for item in lines(result.out)] == [
         (b1, "completed"), (b2, "completed")]
@@ -137,7 +140,7 @@ def test_a_failing_agent_parks_its_entry_after_max_attempts(cli: Cli, tmp_path: 
 
     seen: list[dict[str, Any]] = []
     for _ in range(4):  # a retry waits out a 1 ms backoff: a later --once may take it
-        result = cli.run("worker", "--once")
+        result = cli.run("worker", "--once", *OPT_IN)
         assert result.code in (0, 3), result
         seen += lines(result.out)
         if q.entry(entry)["status"] == "parked":
@@ -166,7 +169,7 @@ def test_the_idle_timeout_kills_the_agent_and_fails_the_attempt(cli: Cli, tmp_pa
     entry = add(q, tmp_path, "Fix the login bug", "--agent", str(sleeper),
                 "--idle-timeout", "1")
     began = time.monotonic()
-    result = cli.run("worker", "--once")
+    result = cli.run("worker", "--once", *OPT_IN)
     assert result.code == 0, result
     assert time.monotonic() - began < 30
     (item,) = lines(result.out)
@@ -186,7 +189,7 @@ def test_sigterm_mid_run_releases_the_lease(cli: Cli, tmp_path: Path) -> None:
     folder.mkdir()
     agent = waiting_agent(kit, folder)
     entry = add(q, tmp_path, "Fix the login bug", "--agent", str(agent))
-    worker = popen_uwf(cli, "worker", "--poll", "0.2")
+    worker = popen_uwf(cli, "worker", *OPT_IN, "--poll", "0.2")
     try:
         agent_pid = started_pid(folder)
         assert q.entry(entry)["status"] == "leased"
@@ -209,7 +212,7 @@ def test_sigterm_mid_run_releases_the_lease(cli: Cli, tmp_path: Path) -> None:
 
     # The next worker continues that run rather than starting another.
     (folder / "go").write_text("")
-    again = cli.run("worker", "--once")
+    again = cli.run("worker", "--once", *OPT_IN)
     assert again.code == 0, again
     (finished,) = lines(again.out)
     assert (finished["id"], finished["run"], finished["outcome"]) == (
@@ -228,7 +231,7 @@ def test_a_killed_workers_lease_is_reclaimed_and_another_worker_finishes(
     folder.mkdir()
     agent = waiting_agent(kit, folder)
     entry = add(q, tmp_path, "Fix the login bug", "--agent", str(agent))
-    worker = popen_uwf(cli, "worker", "--poll", "0.2")
+    worker = popen_uwf(cli, "worker", *OPT_IN, "--poll", "0.2")
     try:
         agent_pid = started_pid(folder)
         lease = q.entry(entry)["lease"]
@@ -250,7 +253,7 @@ def test_a_killed_workers_lease_is_reclaimed_and_another_worker_finishes(
 
     (folder / "go").write_text("go")
     after_backoff = format_ts(expired + 1000 + 60_000)
-    result = cli.run("worker", "--once", "--now", after_backoff)
+    result = cli.run("worker", "--once", *OPT_IN, "--now", after_backoff)
     assert result.code == 0, result
     (item,) = lines(result.out)
     assert (item["id"], item["outcome"], item["attempt"]) == (entry, "completed", 2)
@@ -360,7 +363,7 @@ def test_the_lease_is_renewed_while_the_agent_works(cli: Cli, tmp_path: Path) ->
     """)
     q.policy("--lease-ttl-ms", "600")  # would expire 3 times over without renewals
     entry = add(q, tmp_path, "Fix the login bug", "--agent", str(slow))
-    result = cli.run("worker", "--once")
+    result = cli.run("worker", "--once", *OPT_IN)
     assert result.code == 0, result
     (item,) = lines(result.out)
     assert (item["id"], item["outcome"]) == (entry, "completed")

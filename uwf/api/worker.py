@@ -15,6 +15,12 @@ the agent's process group when its time is up.
 
 `stop()` only sets a flag, so a signal handler may call it; the loop then stops
 leasing, kills the running agents and releases (not failed) what it holds.
+
+An entry chooses its agent only among the worker's own: its `agent` must be an
+alias of the worker's config (or absent: the config decides), since whoever can
+queue an entry would otherwise run any command on every worker host. A command
+line runs only when the worker opts in (`allow_entry_commands`); otherwise the
+entry is released as failed, with a reason naming what to configure.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class WorkerOptions:
     anchors: str | None = None  # a folder of anchors (uwf log anchor), one per anchor_every
     anchor_every: int = DEFAULT_ANCHOR_EVERY  # events the log grows by between two anchors
     anchor_key: Path | None = None  # the signing key (None: the default key path)
+    # Run an entry's `agent` that is a command line rather than an alias of the config.
+    allow_entry_commands: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,6 +336,8 @@ class Worker:
         """Start or continue the entry's run and step it to its end: None when it
         reached `$END`, else why not."""
         entry = get_entry(self.store.read(), held.entry_id)
+        if (refused := self.agent_refusal(entry.agent)) is not None:
+            return refused
         if entry.run is not None:
             held.run = entry.run
         else:
@@ -336,6 +346,20 @@ class Worker:
             held.run = start_thread(self.store, entry.workflow_hash, entry.prompt,
                                     entry.repo)["thread"]
         return self._step_to_end(held, entry, held.run, started)
+
+    def agent_refusal(self, agent: str | None) -> str | None:
+        """Why an entry's `agent` may not run on this worker (None: it may). An alias of
+        the config, or none (the config's agentOverrides and defaultAgent decide), may;
+        a command line only with `allow_entry_commands`."""
+        aliases = self.config.settings.agents
+        if agent is None or agent in aliases or self.options.allow_entry_commands:
+            return None
+        known = f"aliases: {', '.join(sorted(aliases))}" if aliases else "it has none"
+        where = f" ({self.config.path})" if self.config.path is not None else ""
+        return (f"the entry's agent {agent!r} is not an agent alias of this worker's "
+                f"config{where}; {known}: configure it as one (agents: {{NAME: {{command: "
+                "...}}}} in config.yaml) and queue the entry with --agent NAME, or start "
+                "the worker with --allow-entry-commands to run entries' commands")
 
     def _step_to_end(self, held: _Held, entry: QueueEntry, run: str, started: float
                      ) -> str | None:

@@ -47,6 +47,9 @@ class WorkerArgs(Args, frozen=True, kw_only=True):
                                               metavar="N")] = None
     anchor_key: Annotated[str | None, arg("the key to sign anchors with (default as `uwf "
                                           "log anchor`)", metavar="FILE")] = None
+    allow_entry_commands: Annotated[bool, arg(
+        "run an entry's --agent that is a command line, not an agent alias of the config "
+        "(whoever can queue an entry then runs code on this host)")] = False
 
 
 @contextlib.contextmanager
@@ -86,7 +89,8 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
                             archive=args.archive, anchors=args.anchors,
                             anchor_every=args.anchor_every or DEFAULT_ANCHOR_EVERY,
                             anchor_key=Path(args.anchor_key).expanduser()
-                            if args.anchor_key else None)
+                            if args.anchor_key else None,
+                            allow_entry_commands=args.allow_entry_commands)
     worker = Worker(ctx.store, load_config(), options)
     human = not ctx.json and sys.stdout.isatty()
     with _stopped_by_signals(worker):
