@@ -346,8 +346,12 @@ def test_a_missing_head_fails_closed(cli: Cli, tmp_path: Path) -> None:
                                                         {"thread": fresh, "head": start}]}
     assert head in shown["nextAction"]
     assert "1 more" in shown["nextAction"]
-    # Lists do not fail on it: no role can be routed from a missing head.
-    assert [item["currentRole"] for item in kit.ok("thread", "list")] == [None, None]
+    # The list shows them as missing, fails closed (exit 1), and lists them all the same
+    # (tests/test_thread_list_damage.py).
+    listed = kit.uwf("thread", "list")
+    assert listed.code == 1, listed
+    assert [(item["status"], item["currentRole"]) for item in json.loads(listed.out)] == [
+        ("missing", None), ("missing", None)]
     assert cli.log_bytes() == log
     kit.ok("thread", "kill", stepped)
     kit.ok("thread", "kill", fresh)

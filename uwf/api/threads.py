@@ -28,6 +28,9 @@ from uwf.workflow.routing import next_decision
 # A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.
 THREAD_ID_PATTERN = ULID_PATTERN
 STATUSES = ("active", "blocked", "ended", "killed")
+# The `status` `thread list` shows for a thread whose head node is not in the CAS, or
+# is there but damaged (it does not hash to its name): `thread show` fails closed on it.
+HEAD_DAMAGE = ("missing", "corrupt")
 # What `thread start WORKFLOW` takes for a file rather than a name or a hash.
 WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -108,10 +111,11 @@ def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
 
 def is_workflow_file(ref: str) -> bool:
     """`thread start WORKFLOW` names a file: a path with a folder, or a .yaml, .yml or
-    .json name, that is a file. Anything else is a workflow name or hash."""
+    .json name, that exists. Anything else is a workflow name or hash. (One that is not
+    a regular file, a FIFO or a folder, is then refused by name as `workflow put` does.)"""
     looks_like_a_path = (os.sep in ref or "/" in ref
                          or ref.lower().endswith(WORKFLOW_FILE_SUFFIXES))
-    return looks_like_a_path and Path(ref).expanduser().is_file()
+    return looks_like_a_path and Path(ref).expanduser().exists()
 
 
 def start_thread(
@@ -162,6 +166,33 @@ def show_thread(store: Store, thread: str) -> dict[str, Any]:
     return describe(store.cas, state)
 
 
+def head_damage(cas: Cas, head: str) -> str | None:
+    """`missing` or `corrupt` when the head node cannot be read (as `show_thread` finds
+    it), else None."""
+    try:
+        cas.get(head)
+    except NotFound:
+        return "missing"
+    except Corrupt:
+        return "corrupt"
+    return None
+
+
+def damage_line(rows: list[dict[str, Any]]) -> str | None:
+    """What `thread list` says on stderr of the damaged rows it shows (None: none)."""
+    damaged = [row for row in rows if row["status"] in HEAD_DAMAGE]
+    if not damaged:
+        return None
+    first = damaged[0]
+    what = ("is missing from the CAS" if first["status"] == "missing"
+            else "is damaged in the CAS (it does not hash to its name)")
+    more = (f" (and {len(damaged) - 1} more thread{'s' if len(damaged) > 2 else ''} shown "
+            "as missing or corrupt)" if len(damaged) > 1 else "")
+    return (f"thread {first['thread']}'s head {first['head']} {what}{more}; restore that "
+            "node from a backup (`json-cas verify --all` lists what else is damaged), or "
+            "kill the thread")
+
+
 def list_threads(store: Store, include_ended: bool = False, limit: int | None = None,
                  offset: int = 0, *, workflow: str | None = None,
                  statuses: Iterable[str] = ()) -> list[dict[str, Any]]:
@@ -171,7 +202,9 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
     exactly the given `statuses` when any are given. `workflow` is a registered
     name (threads of any version of it) or a Workflow hash (threads of that version).
     An indexed read, and `currentRole` reads CAS nodes of the returned page only: the
-    cost follows the rows printed, not the threads ever created.
+    cost follows the rows printed, not the threads ever created. A thread whose head
+    node is missing or damaged is listed with `status` `missing` or `corrupt` (and no
+    `currentRole`), never as healthy: `show_thread` fails closed on it.
     """
     wanted = tuple(dict.fromkeys(statuses))
     if unknown := [status for status in wanted if status not in STATUSES]:
@@ -193,8 +226,9 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
                                 "head": head_of(state)}
         if with_done:
             item["done"] = state.done
-        item["status"] = state.state
-        item["currentRole"] = current_role(store.cas, state)
+        damage = head_damage(store.cas, head_of(state))
+        item["status"] = damage or state.state
+        item["currentRole"] = None if damage else current_role(store.cas, state)
         rows.append(item)
     return rows
 

@@ -453,6 +453,8 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         sys.stdout.flush()
         if command.ok_exit and isinstance(result, dict) and result.get("ok") is False:
             return EXIT_REJECTED
+        if command.fails is not None and command.fails(result):
+            return EXIT_REJECTED
         return 0
     except UwfError as exc:
         if os.environ.get("UWF_DEBUG") == "1":

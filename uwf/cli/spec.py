@@ -86,6 +86,9 @@ class Command(Generic[A]):
     human: Callable[[Any], str] | None = None
     # Exit 1 when the payload says {"ok": false} (verify commands).
     ok_exit: bool = False
+    # Exit 1, the payload printed all the same, when this says it shows damage (thread
+    # list's threads whose head node is missing).
+    fails: Callable[[Any], bool] | None = None
     # The handler yields lines to print as they come (log tail --follow).
     streams: bool = False
     # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.

@@ -120,10 +120,21 @@ def _show(args: ThreadRef, ctx: Context) -> Any:
 
 
 def _list(args: ThreadList, ctx: Context) -> Any:
-    from uwf.api.threads import list_threads
+    import sys
 
-    return list_threads(ctx.store, args.all, args.limit, args.offset, workflow=args.workflow,
-                        statuses=args.status or ())
+    from uwf.api.threads import damage_line, list_threads
+
+    rows = list_threads(ctx.store, args.all, args.limit, args.offset,
+                        workflow=args.workflow, statuses=args.status or ())
+    if (line := damage_line(rows)) is not None:  # the list still prints; exit 1
+        sys.stderr.write(f"uwf: error: {line}\n")
+    return rows
+
+
+def _damaged(rows: Any) -> bool:
+    from uwf.api.threads import HEAD_DAMAGE
+
+    return any(row.get("status") in HEAD_DAMAGE for row in rows)
 
 
 def _kill(args: ThreadKill, ctx: Context) -> Any:
@@ -176,7 +187,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
     Command(("thread", "list"), "List threads that have not ended (all with --all, or by "
             "--status and --workflow), oldest first.",
             "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,
-            _list),
+            _list, fails=_damaged),
     Command(("thread", "kill"), "End a thread now; its history stays.",
             'uwf thread kill 01J7K9M2XNPQR5VWBCDF8G3H4T --reason "superseded"', ThreadKill,
             _kill),
