@@ -360,6 +360,27 @@ def test_put_is_idempotent_and_keeps_the_first_timestamp(blobs: Blobs) -> None:
     assert first.get(hash_).timestamp == 1
 
 
+def test_the_first_node_records_the_hash_rule_and_nothing_else_does(blobs: Blobs) -> None:
+    """A store with no node yet is new: its first write records json-cas's rule. A store
+    with nodes and no record was made by an older uwf and keeps no record (old rule)."""
+    assert blobs.hash_rule() is None
+    cas = Cas(blobs, clock=lambda: 1)
+    assert cas.hash_rule() == "uwf-legacy"  # nothing written yet: nothing to name
+    cas.put_text("first")
+    assert blobs.hash_rule() == "json-cas" == Cas(blobs, clock=lambda: 1).hash_rule()
+    blobs.record_hash_rule("json-cas")  # idempotent
+    assert blobs.hash_rule() == "json-cas"
+    assert "hash-rule" not in list(blobs.hashes())
+
+
+def test_a_store_with_nodes_and_no_record_stays_an_old_rule_store(blobs: Blobs) -> None:
+    blobs.write("0000000000000", b"{}")  # a node an older uwf wrote
+    cas = Cas(blobs, clock=lambda: 1)
+    cas.put_text("new")
+    assert blobs.hash_rule() is None
+    assert cas.hash_rule() == "uwf-legacy"
+
+
 def test_put_validates_against_the_type_schema(cas: Cas) -> None:
     with pytest.raises(Rejected, match="payload does not match"):
         cas.put(builtin_hash("Text"), {"not": "text"})

@@ -2,8 +2,10 @@
 
 A `Redact` maps text to the same text with every secret value replaced by
 `***`. The engine applies it to event data before a line is encoded, the CAS
-to every string of a payload before it is hashed, and the CLI to what it
-prints; which values are secret is decided above the engine (`uwf.api.secrets`).
+to every string of a payload uwf composes (agents' outputs, prompts) before it
+is hashed, and the CLI to what it prints; never to a payload given to `json-cas
+put` or `hash`, whose hash must not depend on the environment. Which values are
+secret is decided above the engine (`uwf.api.secrets`).
 """
 
 from __future__ import annotations

@@ -2,17 +2,20 @@
 
 One function per command, each taking an open `Store`; the CLI
 (`uwf.cli.jsoncas`) only reads files and prints what these return.
+
+A payload given to `put` or `hash` is hashed and stored exactly as given: secrets
+are masked where uwf composes text from the environment (errors, agents' context,
+the log's data), never here, so a hash never depends on the environment.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from uwf.errors import NotFound, Rejected
+from uwf.errors import NotFound
 
 if TYPE_CHECKING:
     from uwf.api.store import Store
-    from uwf.redact import Redact
 
 
 def put(store: Store, value: Any, type_name: str | None = None) -> str:
@@ -20,8 +23,8 @@ def put(store: Store, value: Any, type_name: str | None = None) -> str:
     one, as a whole `{"type","payload"}` node; its hash."""
     cas = store.cas
     if type_name is None:
-        return cas.put_node(value)
-    return cas.put(cas.resolve_type(type_name), value)
+        return cas.put_node(value, redact=False)
+    return cas.put(cas.resolve_type(type_name), value, redact=False)
 
 
 def get(store: Store, hash_: str) -> dict[str, Any]:
@@ -38,29 +41,26 @@ def has(store: Store, hash_: str) -> dict[str, Any]:
 
 
 def hash_typed(store: Store, type_name: str, value: Any) -> str:
-    """The hash `put(store, value, type_name)` would give, without storing anything."""
+    """The hash of `value` as a node of `type_name`, without storing anything.
+
+    A pure hash, as json-cas's: the payload is not validated, and a type given as a
+    hash need not be in the store (a name must resolve to one). Only the limits apply.
+    """
     from uwf.cas.hashing import node_hash
     from uwf.cas.limits import check_payload, check_size
 
-    cas = store.cas
-    type_hash = cas.resolve_type(type_name)
+    type_hash = store.cas.resolve_type(type_name)
     check_payload(value)  # the limits `put` applies, before anything recursive
-    value = _redacted(value, store.redact)  # as `put` stores it
     check_size(value)
-    problems = cas.problems(type_hash, value)
-    if problems:
-        raise Rejected(f"payload does not match type {type_hash}: {'; '.join(problems)}",
-                       "fix the payload or choose another --type")
     return node_hash(type_hash, value)
 
 
-def hash_self(value: Any, redact: Redact | None = None) -> str:
+def hash_self(value: Any) -> str:
     """The hash of `value` as a self-typed node (the meta-schema's form); no store needed."""
     from uwf.cas.hashing import self_hash
     from uwf.cas.limits import check_payload, check_size
 
     check_payload(value)
-    value = _redacted(value, redact)
     check_size(value)
     return self_hash(value)
 
@@ -108,11 +108,3 @@ def log_refs(store: Store) -> list[str]:
     """
     decode = store.journal.catalog.decode
     return [ref for line in store.log.read() for ref in decode(line.raw).data.cas_refs()]
-
-
-def _redacted(value: Any, redact: Redact | None) -> Any:
-    if redact is None:
-        return value
-    from uwf.redact import redact_value
-
-    return redact_value(value, redact)

@@ -1,5 +1,8 @@
 """Where node bytes live: fan-out files `cas/<2 chars>/<hash>.json`, or RAM.
 
+Beside the nodes, one record: the hash rule the store names its nodes by
+(`cas/hash-rule`), written when the store's first node is.
+
 A hash is checked against the alphabet before it ever becomes a path, so
 `../../x` can never name a file outside the store; and no symbolic link inside
 the store is followed out of it.
@@ -54,6 +57,15 @@ class Blobs(Protocol):
 
     def age(self, hash_: str) -> float:
         """Seconds since the node was written (gc spares young nodes)."""
+        ...
+
+    def hash_rule(self) -> str | None:
+        """The hash rule recorded for the store, or None (a store made before uwf
+        recorded it, or one with no node yet)."""
+        ...
+
+    def record_hash_rule(self, rule: str) -> None:
+        """Record the hash rule, atomically."""
         ...
 
 
@@ -173,8 +185,45 @@ class FileBlobs:
 
         return time.time() - os.lstat(self._path(hash_)).st_mtime
 
+    def hash_rule(self) -> str | None:
+        path = os.path.join(self._root, RULE_FILE)
+        try:
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _not_a_record(path, "a symbolic link") from None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _not_a_record(path, "not a regular file")
+            return handle.read(256).decode("utf-8", "replace").strip()
+
+    def record_hash_rule(self, rule: str) -> None:
+        os.makedirs(self._root, exist_ok=True)
+        fd, temp = _create_temp(self._root)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(f"{rule}\n".encode())
+                if self.durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp, os.path.join(self._root, RULE_FILE))
+            if self.durable:
+                dir_fd = os.open(self._root, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+RULE_FILE = "hash-rule"  # in the CAS folder, beside the fan-out folders
 _FOLDER_RE = re.compile(r"[0-9A-F][0-9A-HJKMNP-TV-Z]")  # the first two characters of a hash
 
 
@@ -202,12 +251,18 @@ def _not_a_file(hash_: str, path: str, kind: str) -> Corrupt:
                    "delete it and put the node again, or restore the file from a backup")
 
 
+def _not_a_record(path: str, kind: str) -> Corrupt:
+    return Corrupt(f"the store's hash rule record {path} is {kind}: not followed",
+                   "replace it with the file `json-cas` wrote (docs/json-cas.md#old-stores)")
+
+
 class MemoryBlobs:
     """The in-memory twin of `FileBlobs`."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, bytes] = {}
         self._born: dict[str, float] = {}
+        self._rule: str | None = None
 
     def read(self, hash_: str) -> bytes | None:
         return self._nodes.get(check_hash(hash_))
@@ -234,3 +289,9 @@ class MemoryBlobs:
         import time
 
         return time.time() - self._born[check_hash(hash_)]
+
+    def hash_rule(self) -> str | None:
+        return self._rule
+
+    def record_hash_rule(self, rule: str) -> None:
+        self._rule = rule

@@ -4,6 +4,11 @@ A node is `{"type", "payload", "timestamp"}`. The bootstrap meta-schema (json-ca
 own, `subset.py`) is self-typed; every schema node's type is its hash; every data
 node's type is a schema node. Strings marked `"format": "cas_ref"` in a schema
 are references that `walk` and `gc` follow.
+
+Nodes are named by json-cas's hash rule (`hashing.py`), which a store records when
+its first node is written. A store without the record was made by an older uwf:
+its nodes may be named by the rule of `legacy.py`, so they are read and verified
+under either rule; new nodes are always named by json-cas's.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from importlib import resources
 from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
-from uwf.cas.hashing import is_hash, node_hash, self_hash
+from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, normalize, self_hash
+from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
 from uwf.cas.subset import DRAFT07_BOOTSTRAP, REF_FORMAT, meta_schema, schema_problems
 from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
@@ -95,6 +101,8 @@ class Cas:
         # several times, so decoded nodes are kept (verify always rereads the file).
         self._nodes: dict[str, Node] = {}
         self._builtins_stored = False
+        self._rule: str | None = None  # the store's hash rule, once read
+        self._rule_settled = False  # recorded (or found to be legacy) before a write
 
     def refuse_old_bootstrap(self, where: object) -> None:
         """Fail closed on a store bootstrapped with the draft-07 meta-schema: its schema
@@ -122,11 +130,15 @@ class Cas:
                 self.put(meta, builtin_schema(name))
         self._builtins_stored = True
 
-    def put(self, type_hash: str, payload: Any) -> str:
-        """Validate `payload` against its type's schema and store it; return its hash."""
+    def put(self, type_hash: str, payload: Any, *, redact: bool = True) -> str:
+        """Validate `payload` against its type's schema and store it; return its hash.
+
+        `redact=False` stores the payload as given: `json-cas put` does, so a hash never
+        depends on the environment. uwf's own nodes (agents' outputs, prompts) are masked.
+        """
         check_hash(type_hash)
         check_payload(payload)  # first: redaction, hashing and validation recurse
-        if self.redact is not None:
+        if self.redact is not None and redact:
             payload = redact_value(payload, self.redact)
         check_size(payload)
         if type_hash == meta_hash():
@@ -141,6 +153,7 @@ class Cas:
             )
         hash_ = node_hash(type_hash, payload)
         if not self.blobs.exists(hash_):
+            self._settle_rule()
             self.blobs.write(hash_, encode_node(type_hash, payload, self.clock()))
         return hash_
 
@@ -151,7 +164,7 @@ class Cas:
         self.ensure_builtins()
         return self.put(builtin_hash("Text"), text)
 
-    def put_node(self, node: Any) -> str:
+    def put_node(self, node: Any, *, redact: bool = True) -> str:
         """Store a whole `{"type","payload"[,"timestamp"]}` node, as `get` prints it."""
         if not isinstance(node, dict) or "type" not in node or "payload" not in node:
             raise UsageError(
@@ -167,12 +180,47 @@ class Cas:
                 raise Rejected("only the bootstrap meta-schema may be self-typed", "fix the input")
             self.ensure_meta()
             return type_hash
-        return self.put(type_hash, node["payload"])
+        return self.put(type_hash, node["payload"], redact=redact)
 
     def ensure_meta(self) -> None:
         meta = meta_hash()
         if not self.blobs.exists(meta):
+            self._settle_rule()
             self.blobs.write(meta, encode_node(meta, meta_schema(), self.clock()))
+
+    # -- the hash rule ---------------------------------------------------
+
+    def hash_rule(self) -> str:
+        """The rule the store's nodes are named by: json-cas's (`HASH_RULE`), or
+        `LEGACY_RULE` for a store without a record (made by an older uwf)."""
+        if self._rule is None:
+            recorded = self.blobs.hash_rule()
+            if recorded is not None and recorded != HASH_RULE:
+                raise Corrupt(f"the store names its nodes by the hash rule {recorded!r}, "
+                              f"which this uwf does not know (it knows {HASH_RULE!r})",
+                              "upgrade uwf (docs/json-cas.md#old-stores)")
+            self._rule = recorded or LEGACY_RULE
+        return self._rule
+
+    def _settle_rule(self) -> None:
+        """Before the first write: a store with no node yet is new, and records
+        json-cas's rule; one with nodes and no record stays an old-rule store."""
+        if self._rule_settled:
+            return
+        self._rule = None  # reread: another process may have recorded it since
+        if self.hash_rule() == LEGACY_RULE and next(iter(self.blobs.hashes()), None) is None:
+            self.blobs.record_hash_rule(HASH_RULE)
+            self._rule = HASH_RULE
+        self._rule_settled = True
+
+    def _old_rule_name(self, node: Node) -> bool:
+        """True when `node` is named by the old rule (`legacy.py`), in any store."""
+        try:
+            if node.type == node.hash:
+                return legacy_self_hash(node.payload) == node.hash
+            return legacy_node_hash(node.type, node.payload) == node.hash
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            return False
 
     # -- reading ---------------------------------------------------------
 
@@ -189,7 +237,8 @@ class Cas:
         actual = _content_hash(loaded)
         if actual is None:
             raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
-        if actual != hash_:
+        if actual != hash_ and not (self.hash_rule() == LEGACY_RULE
+                                    and self._old_rule_name(loaded)):
             raise Corrupt(f"node {hash_} does not hash to its name: the file was altered",
                           "run `json-cas verify`")
         if len(self._nodes) >= 4096:
@@ -255,13 +304,16 @@ class Cas:
     # -- validation and verification --------------------------------------
 
     def problems(self, type_hash: str, payload: Any) -> list[str]:
-        """Why `payload` is not a valid node of `type_hash` (empty when it is)."""
+        """Why `payload` is not a valid node of `type_hash` (empty when it is).
+
+        Numbers are seen as the hash sees them (`normalize`): 2^53 + 1 is the double
+        2^53, so a payload is never refused for a value it is stored and named as.
+        """
         if type_hash == meta_hash():
             return schema_problems(payload)
         validator = self._validator(type_hash)
-        return [
-            f"{_path(err.instance_path)}: {err.message}" for err in validator.iter_errors(payload)
-        ]
+        return [f"{_path(err.instance_path)}: {err.message}"
+                for err in validator.iter_errors(_js_view(payload))]
 
     def _validator(self, type_hash: str) -> Any:
         validator = self._validators.get(type_hash)
@@ -275,7 +327,8 @@ class Cas:
             if not problems:
                 try:
                     validator = jsonschema_rs.validator_for(
-                        schema, formats={REF_FORMAT: is_hash}, validate_formats=True)
+                        _js_view(schema), formats={REF_FORMAT: is_hash},
+                        validate_formats=True)
                 except Exception as exc:
                     problems = [_first_line(exc)]
             if validator is None:
@@ -313,7 +366,11 @@ class Cas:
                 return [f"self-typed hash recomputes to {actual}"]
             return [] if hash_ == meta_hash() else ["self-typed node is not the meta-schema"]
         if actual != hash_:
-            return [f"content hashes to {actual}: the node was altered"]
+            if not self._old_rule_name(node):
+                return [f"content hashes to {actual}: the node was altered"]
+            if self.hash_rule() != LEGACY_RULE:
+                return [f"content hashes to {actual}; its name is by uwf's old hash rule, "
+                        "which this store, created with json-cas's, never wrote"]
         try:
             return self.problems(node.type, node.payload)
         except (NotFound, Rejected) as exc:
@@ -397,6 +454,15 @@ def _content_hash(node: Node) -> str | None:
         return node_hash(node.type, node.payload)
     except (ValueError, TypeError, OverflowError, RecursionError):
         return None
+
+
+def _js_view(value: Any) -> Any:
+    """`value` with its numbers as json-cas sees them; as it is when it is not a JSON
+    value within the limits (`put` refuses it then, naming why)."""
+    try:
+        return normalize(value)
+    except (TypeError, OverflowError, RecursionError):
+        return value
 
 
 def _refs(schema: Any, value: Any, path: str) -> Iterator[tuple[str, str]]:

@@ -9,7 +9,8 @@ json-cas applies the same subset to every nested schema, and so does this module
 
 So a schema refers to nothing outside itself: `$ref`, `$schema`, `$id`,
 `definitions`, `pattern`... are not keywords of the subset, and validation never
-fetches a URL nor reads a file. An empty `enum` is refused, as json-cas refuses it.
+fetches a URL nor reads a file. An empty `enum`, `type`, `anyOf` or `oneOf` list is
+refused, nested too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ REF_FORMAT = "cas_ref"  # json-cas's marker of a string that holds a node's hash
 _SCHEMA_MAP = "properties"
 _SCHEMA_ONE = ("additionalProperties", "items")
 _SCHEMA_LIST = ("anyOf", "oneOf")
+# Lists that must not be empty: no value matches an empty one, so a schema holding one
+# refuses every payload. Refused at put (json-cas refuses an empty enum there too).
+_NON_EMPTY = (("enum", "an enum must list at least one value"),
+              ("type", "a type list must name at least one type"),
+              ("anyOf", "an anyOf must list at least one schema"),
+              ("oneOf", "a oneOf must list at least one schema"))
 
 
 @cache
@@ -79,8 +86,9 @@ def schema_problems(schema: Any) -> list[str]:
             inner = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
                             for part in error.instance_path).lstrip(".")
             return [f"{_join(path, inner) or '(root)'}: {error.message}"]
-        if node.get("enum") == []:
-            return [f"{_join(path, 'enum')}: an enum must list at least one value"]
+        for keyword, what in _NON_EMPTY:
+            if node.get(keyword) == []:
+                return [f"{_join(path, keyword)}: {what}"]
     return []
 
 

@@ -88,7 +88,7 @@ def _hash(args: HashArgs, ctx: Context) -> Any:
 
     value = _read_json(args.file)
     if args.self:
-        return jsoncas.hash_self(value, ctx.redact)
+        return jsoncas.hash_self(value)
     if args.type is None:
         raise UsageError("hash needs --type HASH|NAME or --self", "see `json-cas hash --help`")
     return jsoncas.hash_typed(ctx.store, args.type, value)
@@ -132,7 +132,7 @@ COMMANDS = Group(
         Command(("get",), "Print a node.", "json-cas get EYHPV6X8XHTCS", Get, _get),
         Command(("has",), "Exit 0 if the node is present, 1 if not.",
                 "json-cas has EYHPV6X8XHTCS", Has, _has),
-        Command(("hash",), "Print the hash a payload would have, without storing it.",
+        Command(("hash",), "Print a payload's hash, without validating or storing it.",
                 "json-cas hash --type Text note.json", HashArgs, _hash, plain=True),
         Command(("verify",), "Recompute hashes and re-validate payloads (exit 1 on any "
                 "problem).", "json-cas verify --all", Verify, _verify, ok_exit=True),
