@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from uwf.api.store import Store
 from uwf.cas.hashing import is_hash
+from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,
@@ -19,8 +21,8 @@ from uwf.engine.events import (
     digest,
 )
 from uwf.engine.log import LogLine
-from uwf.errors import Corrupt
-from uwf.projections.queue import STATUSES, TERMINAL
+from uwf.errors import Corrupt, UsageError
+from uwf.projections.queue import STATUSES, TERMINAL, Policy
 from uwf.projections.queue_events import (
     QueueAdded,
     QueueCancelled,
@@ -32,6 +34,7 @@ from uwf.projections.queue_events import (
     QueueRenewed,
     QueueReset,
     QueueStatusSet,
+    SchedPolicySet,
 )
 from uwf.projections.thread_events import (
     ThreadEnded,
@@ -102,28 +105,47 @@ def follow(
 
 
 class _QueueState(NamedTuple):
-    """A queue entry as `log verify` follows it: status, live lease, failed attempts."""
+    """A queue entry as `log verify` follows it: status, live lease and its expiry (ms),
+    failed attempts."""
 
     status: str
     lease: str | None
     attempts: int
+    expires: int | None = None
 
 
-def _queue_step(state: _QueueState, data: EventData) -> tuple[str | None, _QueueState]:
-    """What is wrong with `data` happening to an entry in `state` (None: nothing), and
-    the entry after it (as the event says, so one problem is reported once)."""
-    status, lease, attempts = state
+def _expiry_problem(data: EventData, expires: int | None, at: int | None) -> str | None:
+    """A holder acts only on a lease live at the event's own instant (`at`, its ts); a
+    reclaim takes only a lease expired by then. Expiry is judged as the commands judge
+    it, inside the writers' section: live while expiresAt > ts."""
+    if expires is None or at is None:
+        return None
+    lease_id = data.lease_id  # type: ignore[attr-defined]
+    if isinstance(data, QueueReclaimed):
+        return (f"lease {lease_id} reclaimed at {format_ts(at)}, before it expired at "
+                f"{format_ts(expires)}" if expires > at else None)
+    return (f"lease {lease_id} had expired at {format_ts(expires)}, before this event "
+            f"({format_ts(at)})" if expires <= at else None)
+
+
+def _queue_step(state: _QueueState, data: EventData, at: int | None = None
+                ) -> tuple[str | None, _QueueState]:
+    """What is wrong with `data` happening at `at` (epoch ms, the event's ts) to an
+    entry in `state` (None: nothing), and the entry after it (as the event says, so one
+    problem is reported once)."""
+    status, lease, attempts, expires = state
     if isinstance(data, QueueLeased):
         problem = (f"leased while {status}" if status != "ready" else
                    f"attempt {data.attempt} after {attempts} failed attempts"
                    if data.attempt != attempts + 1 else None)
-        return problem, _QueueState("leased", data.lease_id, attempts)
+        return problem, _QueueState("leased", data.lease_id, attempts, data.expires_at_ms)
     if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
         problem = (f"the entry is {status}, not leased" if status != "leased" else
                    f"lease {data.lease_id} is not the live lease {lease}"
-                   if data.lease_id != lease else None)
+                   if data.lease_id != lease else _expiry_problem(data, expires, at))
         if isinstance(data, QueueRenewed):
-            return problem, state
+            return problem, (state._replace(expires=data.expires_at_ms)
+                             if data.lease_id == lease else state)
         if isinstance(data, QueueCompleted):
             return problem, _QueueState("drained", None, attempts)
         failed = not isinstance(data, QueueReleased) or data.failed
@@ -152,6 +174,36 @@ def _queue_step(state: _QueueState, data: EventData) -> tuple[str | None, _Queue
     return None, state
 
 
+class _LiveLeases:
+    """The expiry of every entry `log verify` holds as leased, sorted, so the leases
+    active at an instant (expiresAt > it) are counted by one bisection."""
+
+    def __init__(self) -> None:
+        self._expiry: dict[str, int] = {}
+        self._sorted: list[int] = []
+
+    def set(self, subject: str, expires: int | None) -> None:
+        old = self._expiry.pop(subject, None)
+        if old is not None:
+            del self._sorted[bisect.bisect_left(self._sorted, old)]
+        if expires is not None:
+            self._expiry[subject] = expires
+            bisect.insort(self._sorted, expires)
+
+    def active_at(self, at: int) -> int:
+        return len(self._sorted) - bisect.bisect_right(self._sorted, at)
+
+
+_LEASE_EVENTS = (QueueLeased, QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed)
+
+
+def _instant(ts: str) -> int | None:
+    try:
+        return parse_instant(ts)
+    except UsageError:
+        return None  # named by the ts check already
+
+
 @dataclass
 class _Verifier:
     store: Store
@@ -167,6 +219,9 @@ class _Verifier:
     workflows: dict[str, str] = field(default_factory=dict)
     threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
     queue: dict[str, _QueueState] = field(default_factory=dict)
+    # The lease ceiling as the log has it: the policy's maxConcurrent, and every lease.
+    max_concurrent: int = Policy().max_concurrent
+    live: _LiveLeases = field(default_factory=_LiveLeases)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
@@ -243,6 +298,8 @@ class _Verifier:
             problem = self._queue_order(envelope)
             if problem:
                 self.problem(envelope.seq, segment, number, problem)
+        elif isinstance(data, SchedPolicySet):
+            self.max_concurrent = data.max_concurrent
 
     def _queue_order(self, envelope: Envelope) -> str | None:
         """The lease state machine (docs/queue.md): a lease only of a ready entry, each
@@ -258,8 +315,16 @@ class _Verifier:
         state = self.queue.get(subject)
         if state is None:
             return f"{envelope.type} before {subject} was added"
-        problem, after = _queue_step(state, data)
+        at = _instant(envelope.ts) if isinstance(data, _LEASE_EVENTS) else None
+        problem, after = _queue_step(state, data, at)
+        if problem is None and isinstance(data, QueueLeased) and at is not None:
+            # SPEC §8: active leases (expiresAt > now) never exceed maxConcurrent.
+            active = self.live.active_at(at)
+            if active >= self.max_concurrent:
+                problem = (f"leased at {envelope.ts} while {active} leases were active: "
+                           f"over the ceiling (maxConcurrent {self.max_concurrent})")
         self.queue[subject] = after
+        self.live.set(subject, after.expires if after.status == "leased" else None)
         return None if problem is None else f"{envelope.type} of {subject}: {problem}"
 
     def _thread_order(self, envelope: Envelope) -> str | None:

@@ -1,10 +1,14 @@
 """`uwf sched ...` and `uwf queue pick`: scheduling policy over the queue (SPEC §8).
 
 Policy as data: a `sched.policy_set` event holds it (defaults until one is
-written). Each lease-changing command decides inside one `journal.write`, under
-the writers' lock, against views at the log's head: the count of active leases
-and the grant are one atomic step, so active leases (expiresAt > now) never
-exceed maxConcurrent whatever number of processes lease at once. Every outcome
+written). Each lease-changing command decides inside one `journal.write_at`,
+under the writers' lock, against views at the log's head and at the instant the
+section was entered (its events' `ts`): the count of active leases and the grant
+are one atomic step, and a lease's expiry is judged by a clock read after every
+earlier write, never by one read before the lock (a process stalled between the
+two would act on a lease that another process already saw expire). So active
+leases (expiresAt > now) never exceed maxConcurrent whatever number of processes
+lease at once, and however long any of them stalls. Every outcome
 (lease id and expiry, attempts, next eligible time, parked) is computed here and
 recorded in its event; the fold never consults the policy or the clock.
 """
@@ -204,8 +208,7 @@ def lease(store: Store, limit: int | None = None, session: str | None = None
           ) -> dict[str, Any]:
     """Lease the first eligible entries (of a session) up to the concurrency ceiling;
     nothing to lease is exit 3."""
-    now = store.clock()
-    return store.journal.write(lambda views: _grant(views, now, limit, session))
+    return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
 
 
 def pick(store: Store, session: str) -> str:
@@ -236,23 +239,21 @@ def _held(views: Views, entry_id: str, lease_id: str, now: int) -> QueueEntry:
 def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
              ) -> dict[str, Any]:
     """Terminal success; `run` records the run the holder worked on."""
-    now = store.clock()
 
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
         _held(views, entry_id, lease_id, now)
         return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))],
                        then=_shown(entry_id))
 
-    return store.journal.write(decide)
+    return store.journal.write_at(decide)
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             reason: str = "", run: str | None = None) -> dict[str, Any]:
     """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
     `run` records the run the holder started, so the next holder continues it."""
-    now = store.clock()
 
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
         entry = _held(views, entry_id, lease_id, now)
         if not failed:
             data = QueueReleased(lease_id, False, entry.attempts, reason, run=run)
@@ -265,27 +266,25 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             data = QueueReleased(lease_id, True, attempts, why, eligible, parked, run)
         return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
-    return store.journal.write(decide)
+    return store.journal.write_at(decide)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
     """Extend a live lease to now + leaseTtlMs."""
-    now = store.clock()
 
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
         _held(views, entry_id, lease_id, now)
         expires = now + current_policy(views).lease_ttl_ms
         return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))],
                        then=_shown(entry_id))
 
-    return store.journal.write(decide)
+    return store.journal.write_at(decide)
 
 
 def reclaim(store: Store) -> dict[str, Any]:
     """Take back every expired lease, each one failed attempt (backoff or park)."""
-    now = store.clock()
 
-    def decide(views: Views) -> Outcome[list[dict[str, Any]]]:
+    def decide(views: Views, now: int) -> Outcome[tuple[int, list[dict[str, Any]]]]:
         policy = current_policy(views)
         expired = views.query(Query("queue", (("status", "=", "leased"),
                                               ("lease_expires", "<=", now)),
@@ -301,9 +300,9 @@ def reclaim(store: Store) -> dict[str, Any]:
             done.append({"id": entry.id, "leaseId": entry.lease.id, "attempts": attempts,
                          "status": "parked" if parked else "ready",
                          "nextEligibleAt": ms_ts(eligible)})
-        return Outcome(events, done)
+        return Outcome(events, (now, done))
 
-    reclaimed = store.journal.write(decide)
+    now, reclaimed = store.journal.write_at(decide)
     return {"now": format_ts(now), "count": len(reclaimed), "reclaimed": reclaimed}
 
 

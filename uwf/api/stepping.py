@@ -138,11 +138,10 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
            config: Config, *, in_process: bool = False) -> Plan | None:
     from ulid import ULID
 
-    def decide(views: Views) -> Outcome[Plan | UwfError | None]:
+    def decide(views: Views, now: int) -> Outcome[Plan | UwfError | None]:
         state = get_thread(views, thread)
         if state.done:
             raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
-        now = store.clock()
         subject = f"thread/{thread}"
         events: list[NewEvent] = []
         taken_over = None
@@ -186,8 +185,9 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
         plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
         return Outcome(events, plan)
 
-    # A blocked thread's event is written, then its reason raised.
-    result = store.journal.write(decide)
+    # A blocked thread's event is written, then its reason raised. The deadline of a
+    # step in flight is judged at the instant the writers' section was entered.
+    result = store.journal.write_at(decide)
     if isinstance(result, UwfError):
         raise result
     return result

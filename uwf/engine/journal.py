@@ -264,6 +264,16 @@ class Journal:
         `decide` gets read-only views at the log's head; raising rejects the command
         and nothing is written.
         """
+        return self.write_at(lambda views, _now: decide(views))
+
+    def write_at(self, decide: Callable[[Views, int], Outcome[T]]) -> T:
+        """`write`, with `decide` also given the instant (epoch ms) the command happens
+        at: the clock read inside the exclusive section, after every earlier write, and
+        the `ts` of the events it appends. A command that judges time (a lease's expiry)
+        must judge it by this instant: one read before the section may be long past
+        when the section is entered (a stalled process), and another writer may have
+        acted on the later time in between.
+        """
         self._not_deciding("write")
         with self.log.exclusive() as session:
             checkpoints = self.views.checkpoints()
@@ -279,14 +289,16 @@ class Journal:
             if not current:
                 head = self.refresh()
             for repair in repairs:  # each recorded once, alone in its batch
-                head, _ = self._append(session, head, [NewEvent("store", repair)])
+                head, _ = self._append(session, head, [NewEvent("store", repair)],
+                                       self.clock())
+            now = self.clock()
             self._local.deciding = True
             try:
-                outcome = decide(Views(self.views, self.projections, head))
+                outcome = decide(Views(self.views, self.projections, head), now)
             finally:
                 self._local.deciding = False
             if outcome.events:
-                head, current = self._append(session, head, outcome.events)
+                head, current = self._append(session, head, outcome.events, now)
                 if outcome.then is not None and not current:
                     head = self.refresh()  # the views did not follow: catch them up
             if outcome.then is not None:
@@ -297,14 +309,14 @@ class Journal:
         if getattr(self._local, "deciding", False):
             raise RuntimeError(f"a command's decide may not {what}: it is read-only")
 
-    def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent]
-                ) -> tuple[Checkpoint, bool]:
-        """Append the events durably; the new head, and whether the views followed."""
+    def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent],
+                ms: int) -> tuple[Checkpoint, bool]:
+        """Append the events durably, stamped `ms`; the new head, and whether the views
+        followed."""
         from ulid import ULID  # imported here: only writers pay for it
 
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
-        ms = self.clock()
         ts = format_ts(ms)
         envelopes: list[Envelope] = []
         raws: list[bytes] = []
