@@ -274,7 +274,7 @@ rows_strategy = st.dictionaries(
     max_size=25,
 )
 wheres = st.lists(st.one_of(
-    st.tuples(st.just("status"), st.just("="), st.sampled_from(["ready", "parked"])),
+    st.tuples(st.just("status"), st.just("="), st.sampled_from(["ready", "parked", None])),
     st.tuples(st.just("status"), st.just("in"),
               st.lists(st.sampled_from(["ready", "leased", "parked"]), max_size=2).map(tuple)),
     st.tuples(st.just("priority"), st.sampled_from(["<", "<=", ">", ">="]), st.integers(-3, 3)),
@@ -321,6 +321,13 @@ def test_query_pages_in_order_and_counts(views: ViewStore) -> None:
     assert [key for key, _ in first] == ["k00", "k03", "k06"]
     assert views.count(Query("w", (("status", "=", "failed"),))) == 25
     assert views.counts("w", "status") == {"failed": 25, "ok": 25}
+
+
+def test_equal_to_none_selects_the_rows_without_a_value(views: ViewStore) -> None:
+    views.commit({"w": {"a": row(None), "b": row("ready"), "c": row(None, 2)}},
+                 {"w": None, "s": None}, cp(1))
+    assert [key for key, _ in views.query(Query("w", (("status", "=", None),)))] == ["a", "c"]
+    assert views.count(Query("w", (("status", "=", None), ("priority", "<", 50)))) == 1
 
 
 def test_text_search_is_substring_and_ascii_case_insensitive(views: ViewStore) -> None:

@@ -315,8 +315,8 @@ def test_verify_names_a_lease_over_the_ceiling(store: tuple[Store, SteppedClock]
     forge(opened, clock, T0 + 5, second,
           QueueLeased("01KAZZZZZZZZZZZZZZZZZZZZZZ", T0 + 5 + TTL_MS, 1))
     (problem,) = problems(opened)
-    assert "over the ceiling (maxConcurrent 1)" in problem
-    assert "1 leases were active" in problem
+    assert "over its ceiling (maxConcurrent 1)" in problem
+    assert "1 leases of the default pool were active" in problem
 
 
 def test_verify_counts_only_leases_live_at_the_event(
@@ -335,5 +335,5 @@ def test_verify_counts_only_leases_live_at_the_event(
     forge(opened, clock, T0 + TTL_MS + 2, ids[4],
           QueueLeased("01KAZZZZZZZZZZZZZZZZZZZZZX", T0 + 3 * TTL_MS, 1))
     (problem,) = problems(opened)
-    assert "3 leases were active" in problem
+    assert "3 leases of the default pool were active" in problem
     assert "maxConcurrent 3" in problem

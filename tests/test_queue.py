@@ -118,11 +118,14 @@ def test_pick_leases_the_first_eligible_entry_of_its_session(q: Queue) -> None:
     assert q.entry(a_first)["status"] == "leased"
     assert q.entry(a_first)["jobStatus"] == "running"
     assert q.text("queue", "pick", "--session", "a", now=at(10)) == a_late
-    # Two leases are active: the ceiling holds for every session.
-    err = q.refused(3, "queue", "pick", "--session", "b", now=at(10))
-    assert "maxConcurrent" in err
+    a_third = q.add("--session", "a", now=at(10))
+    # Session a holds its ceiling's two leases: a third waits...
+    err = q.refused(3, "queue", "pick", "--session", "a", now=at(10))
+    assert "2 of 2 leases are active in session a" in err
+    # ...but the ceiling is per session: b's work is never blocked by a's.
+    assert q.text("queue", "pick", "--session", "b", now=at(10)) == b_only
     q.ok("queue", "status", a_first, "--set", "completed")
-    assert q.text("queue", "pick", "--session", "b", now=at(11)) == b_only
+    assert q.text("queue", "pick", "--session", "a", now=at(11)) == a_third
     q.ok("queue", "cancel", a_late)
     err = q.refused(3, "queue", "pick", "--session", "c", now=at(11))
     assert "session c" in err

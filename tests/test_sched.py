@@ -18,7 +18,7 @@ from tests.conftest import Cli
 from tests.queuekit import Queue, at, queue_on
 
 DEFAULTS = {"maxConcurrent": 1, "maxAttempts": 3, "leaseTtlMs": 300000, "backoffBaseMs": 1000,
-            "backoffFactor": 2, "backoffCapMs": 60000}
+            "backoffFactor": 2, "backoffCapMs": 60000, "sessions": {}, "maxTotal": None}
 
 
 @pytest.fixture
@@ -294,6 +294,8 @@ WORKER = textwrap.dedent('''
 
     home, out, start, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), \\
         float(sys.argv[4]), int(sys.argv[5])
+    # The sessions to lease as (one drawn per lease; "" leases from every pool).
+    sessions = sys.argv[6].split(",") if len(sys.argv) > 6 else [""]
     rng = random.Random(seed)
     store = Store.open(home)
     while time.time() < start:
@@ -301,7 +303,7 @@ WORKER = textwrap.dedent('''
     with open(out, "w") as acks:
         while time.time() < start + seconds:
             try:
-                granted = sched.lease(store, rng.choice([1, 2]))
+                granted = sched.lease(store, rng.choice([1, 2]), rng.choice(sessions) or None)
             except NothingToDo:
                 time.sleep(0.001)  # the ceiling is reached: give the lock to the holders
                 continue
@@ -379,5 +381,58 @@ def test_eight_processes_never_exceed_the_ceiling(q: Queue, cli: Cli, tmp_path: 
              "release": "queue.released", "failed": "queue.released"}
     for ack in acks:
         assert (ack["id"], ack["leaseId"]) in seen[kinds[ack["op"]]], ack
+    assert q.ok("log", "verify")["ok"] is True
+    assert q.ok("registry", "verify")["ok"] is True
+
+
+def test_processes_leasing_per_session_never_exceed_a_pool_or_the_cap(
+        q: Queue, cli: Cli, tmp_path: Path) -> None:
+    """Ceilings per session (a: 2, b: 1, the default pool: 2) under an overall cap of 4,
+    six processes leasing as a, as b, or from every pool at once."""
+    q.policy("--max-concurrent", "2", "--max-attempts", "1000", "--backoff-base-ms", "1",
+             "--backoff-cap-ms", "1", "--max-total", "4")
+    q.ok("sched", "policy", "set", "--session", "b", "--max-concurrent", "1")
+    pools = ["a", "b", None]
+    lines = [{"workflow": "solve-issue", "prompt": f"task {n}",
+              **({"session": pools[n % 3]} if pools[n % 3] else {})} for n in range(900)]
+    q.ok("queue", "add", "--batch", str(q.batch(tmp_path / "b.jsonl", lines)))
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER, "utf-8")
+    start = time.time() + 1.0
+    workers = [subprocess.Popen(
+        [sys.executable, str(script), str(cli.home), str(tmp_path / f"acks{n}.jsonl"),
+         str(start), "3", str(n), "a,b,"], env=cli.env, stderr=subprocess.PIPE, text=True)
+        for n in range(6)]
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+    acks = [json.loads(line) for n in range(6)
+            for line in (tmp_path / f"acks{n}.jsonl").read_text("utf-8").splitlines()]
+    assert not [ack for ack in acks if ack["op"] == "refused"]
+    assert len([ack for ack in acks if ack["op"] == "lease"]) > 30
+
+    ceilings = {"a": 2, "b": 1, None: 2}
+    pool_of: dict[str, str | None] = {}
+    held: dict[str, int] = {}
+    peaks = dict.fromkeys(ceilings, 0)
+    peak_total = 0
+    for event in q.events():
+        subject = event["subject"].removeprefix("queue/")
+        now = ms(event["ts"])
+        if event["type"] == "queue.added":
+            pool_of[subject] = event["data"]["session"]
+        elif event["type"] == "queue.leased":
+            held[subject] = event["data"]["expiresAtMs"]
+        elif event["type"] in ENDS:
+            held.pop(subject, None)
+        live = [subject for subject, expires in held.items() if expires > now]
+        for pool, ceiling in ceilings.items():
+            active = sum(1 for subject in live if pool_of[subject] == pool)
+            assert active <= ceiling, f"{active} active in {pool} at seq {event['seq']}"
+            peaks[pool] = max(peaks[pool], active)
+        assert len(live) <= 4, f"{len(live)} active at seq {event['seq']}"
+        peak_total = max(peak_total, len(live))
+    assert peaks == ceilings  # every pool reached its own ceiling
+    assert peak_total == 4
     assert q.ok("log", "verify")["ok"] is True
     assert q.ok("registry", "verify")["ok"] is True

@@ -22,7 +22,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.log import LogLine
 from uwf.errors import Corrupt, UsageError
-from uwf.projections.queue import STATUSES, TERMINAL, Policy
+from uwf.projections.queue import STATUSES, TERMINAL, Policy, policy_of
 from uwf.projections.queue_events import (
     QueueAdded,
     QueueCancelled,
@@ -219,9 +219,12 @@ class _Verifier:
     workflows: dict[str, str] = field(default_factory=dict)
     threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
     queue: dict[str, _QueueState] = field(default_factory=dict)
-    # The lease ceiling as the log has it: the policy's maxConcurrent, and every lease.
-    max_concurrent: int = Policy().max_concurrent
-    live: _LiveLeases = field(default_factory=_LiveLeases)
+    # The lease ceilings as the log has them: the policy, each entry's pool (its
+    # session), and the live leases per pool and over all pools.
+    policy: Policy = field(default_factory=Policy)
+    pools: dict[str, str | None] = field(default_factory=dict)
+    live: dict[str | None, _LiveLeases] = field(default_factory=dict)
+    live_total: _LiveLeases = field(default_factory=_LiveLeases)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
@@ -299,7 +302,7 @@ class _Verifier:
             if problem:
                 self.problem(envelope.seq, segment, number, problem)
         elif isinstance(data, SchedPolicySet):
-            self.max_concurrent = data.max_concurrent
+            self.policy = policy_of(data)
 
     def _queue_order(self, envelope: Envelope) -> str | None:
         """The lease state machine (docs/queue.md): a lease only of a ready entry, each
@@ -311,21 +314,39 @@ class _Verifier:
             if subject in self.queue:
                 return f"{subject} added twice"
             self.queue[subject] = _QueueState("ready", None, 0)
+            self.pools[subject] = data.session
             return None
         state = self.queue.get(subject)
         if state is None:
             return f"{envelope.type} before {subject} was added"
         at = _instant(envelope.ts) if isinstance(data, _LEASE_EVENTS) else None
         problem, after = _queue_step(state, data, at)
+        pool = self.pools.get(subject)
+        live = self.live.setdefault(pool, _LiveLeases())
         if problem is None and isinstance(data, QueueLeased) and at is not None:
-            # SPEC §8: active leases (expiresAt > now) never exceed maxConcurrent.
-            active = self.live.active_at(at)
-            if active >= self.max_concurrent:
-                problem = (f"leased at {envelope.ts} while {active} leases were active: "
-                           f"over the ceiling (maxConcurrent {self.max_concurrent})")
+            problem = self._over_ceiling(pool, live, at, envelope.ts)
         self.queue[subject] = after
-        self.live.set(subject, after.expires if after.status == "leased" else None)
+        expires = after.expires if after.status == "leased" else None
+        live.set(subject, expires)
+        self.live_total.set(subject, expires)
         return None if problem is None else f"{envelope.type} of {subject}: {problem}"
+
+    def _over_ceiling(self, pool: str | None, live: _LiveLeases, at: int, ts: str
+                      ) -> str | None:
+        """SPEC §8: the active leases (expiresAt > now) of a pool never exceed its
+        ceiling, nor those of all pools the overall cap."""
+        ceiling = self.policy.ceiling(pool)
+        active = live.active_at(at)
+        if active >= ceiling:
+            whose = "the default pool" if pool is None else f"session {pool}"
+            return (f"leased at {ts} while {active} leases of {whose} were active: over "
+                    f"its ceiling (maxConcurrent {ceiling})")
+        cap = self.policy.max_total
+        total = self.live_total.active_at(at)
+        if cap is not None and total >= cap:
+            return (f"leased at {ts} while {total} leases were active: over the overall "
+                    f"cap (maxTotal {cap})")
+        return None
 
     def _thread_order(self, envelope: Envelope) -> str | None:
         """No step before its thread starts, none after it ends, one step in flight; a

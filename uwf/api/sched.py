@@ -29,7 +29,15 @@ from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import NothingToDo, Rejected, UsageError
-from uwf.projections.queue import POLICY_KEY, QUEUE_ORDER, TERMINAL, Policy, PolicyState, QueueEntry
+from uwf.projections.queue import (
+    DEFAULT_POOL,
+    POLICY_KEY,
+    QUEUE_ORDER,
+    TERMINAL,
+    Policy,
+    PolicyState,
+    QueueEntry,
+)
 from uwf.projections.queue_events import (
     POLICY_SUBJECT,
     QueueCompleted,
@@ -45,6 +53,7 @@ PLAN_SKIPPED_SHOWN = 20
 SKIP_REASONS = ("parked", "terminal", "leased", "backoff", "concurrency-ceiling")
 # Upper bounds on the policy, so every computed time is one the clock can print.
 MAX_DURATION_MS = MAX_TIMEOUT_S * 1000
+MAX_LABEL = 1000  # a session label's length, as `queue add --session` takes it
 POLICY_LIMITS = {"maxConcurrent": 100_000, "maxAttempts": 10_000,
                  "leaseTtlMs": MAX_DURATION_MS, "backoffBaseMs": MAX_DURATION_MS,
                  "backoffFactor": 1000, "backoffCapMs": MAX_DURATION_MS}
@@ -71,24 +80,40 @@ def show_policy(store: Store) -> dict[str, Any]:
             "updatedAt": None if state is None else state.updated_at}
 
 
-def set_policy(store: Store, changes: dict[str, Any]) -> dict[str, Any]:
+def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
+               ) -> dict[str, Any]:
     """Change some of the policy's values (camelCase names); the whole policy, checked,
-    is recorded. Invalid values are a usage error and nothing is written."""
+    is recorded. With `session`, `maxConcurrent` is that session's own ceiling (the
+    only value a session has of its own). `maxTotal` 0 removes the overall cap.
+    Invalid values are a usage error and nothing is written."""
     given = {name: value for name, value in changes.items() if value is not None}
     if not given:
         raise UsageError("no policy value given",
                          "give at least one of --max-concurrent, --max-attempts, "
                          "--lease-ttl-ms, --backoff-base-ms, --backoff-factor, "
-                         "--backoff-cap-ms")
+                         "--backoff-cap-ms, --max-total")
+    if session is not None:
+        if not 1 <= len(session) <= MAX_LABEL:
+            raise UsageError(f"a session label has 1 to {MAX_LABEL} characters",
+                             "give the label entries carry (`queue add --session`)")
+        if set(given) != {"maxConcurrent"}:
+            raise UsageError("with --session, give --max-concurrent only",
+                             "a session has a ceiling of its own; the rest of the policy "
+                             "is shared: set it without --session")
 
     def decide(views: Views) -> Outcome[Policy]:
-        merged = {**msgspec.to_builtins(current_policy(views)), **given}
+        current = current_policy(views)
+        merged = {**msgspec.to_builtins(current), **given}
+        if session is not None:
+            merged = {**msgspec.to_builtins(current),
+                      "sessions": {**current.sessions, session: given["maxConcurrent"]}}
         policy = check_policy(merged)
-        if policy == current_policy(views) and views.get("sched", POLICY_KEY) is not None:
+        if policy == current and views.get("sched", POLICY_KEY) is not None:
             return Outcome((), policy)  # already so: nothing to record
         event = SchedPolicySet(policy.max_concurrent, policy.max_attempts,
                                policy.lease_ttl_ms, policy.backoff_base_ms,
-                               policy.backoff_factor, policy.backoff_cap_ms)
+                               policy.backoff_factor, policy.backoff_cap_ms,
+                               dict(sorted(policy.sessions.items())), policy.max_total)
         return Outcome([NewEvent(POLICY_SUBJECT, event)], policy)
 
     store.journal.write(decide)
@@ -97,7 +122,11 @@ def set_policy(store: Store, changes: dict[str, Any]) -> dict[str, Any]:
 
 def check_policy(values: dict[str, Any]) -> Policy:
     """A Policy from camelCase values: positive integers (the factor a number ≥ 1),
-    within POLICY_LIMITS, and the backoff cap at least its base."""
+    within POLICY_LIMITS, and the backoff cap at least its base; each session's ceiling
+    as maxConcurrent's; maxTotal as well, or 0 / None for no overall cap."""
+    values = dict(values)
+    sessions = values.pop("sessions", {}) or {}
+    total = values.pop("maxTotal", None)
     for name, value in values.items():
         limit = POLICY_LIMITS.get(name)
         if limit is None:
@@ -108,14 +137,27 @@ def check_policy(values: dict[str, Any]) -> Policy:
                     or not math.isfinite(value) or not 1 <= value <= limit):
                 raise UsageError(f"backoffFactor must be a number from 1 to {limit}, "
                                  f"not {value!r}", "give, say, 2")
-        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-            raise UsageError(f"{name} must be a whole number from 1 to {limit:,}, "
-                             f"not {value!r}", "give a positive integer")
+        else:
+            _whole(name, value, limit)
+    for label, value in sessions.items():
+        _whole(f"maxConcurrent of session {label}", value, POLICY_LIMITS["maxConcurrent"])
+    if total == 0:
+        total = None
+    if total is not None:
+        _whole("maxTotal", total, POLICY_LIMITS["maxConcurrent"], "give a positive integer, "
+               "or 0 for no overall cap")
     if values["backoffCapMs"] < values["backoffBaseMs"]:
         raise UsageError(f"backoffCapMs ({values['backoffCapMs']}) is below backoffBaseMs "
                          f"({values['backoffBaseMs']})", "give a cap at least the base")
-    values = {**values, "backoffFactor": float(values["backoffFactor"])}
+    values = {**values, "backoffFactor": float(values["backoffFactor"]),
+              "sessions": dict(sessions), "maxTotal": total}
     return msgspec.convert(values, Policy)
+
+
+def _whole(name: str, value: Any, limit: int, hint: str = "give a positive integer") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise UsageError(f"{name} must be a whole number from 1 to {limit:,}, not {value!r}",
+                         hint)
 
 
 def backoff_ms(policy: Policy, attempts: int) -> int:
@@ -144,9 +186,25 @@ def active_leases(views: Views, now: int) -> int:
                                        ("lease_expires", ">", now))))
 
 
-def _eligible(views: Views, now: int, limit: int | None, session: str | None = None
-              ) -> list[QueueEntry]:
-    """The first ready entries out of backoff, in queue order (of one session).
+def pool_active(views: Views, now: int, pool: str | None) -> int:
+    """The live leases of one pool (a session label; None: entries without one)."""
+    return views.count(Query("queue", (("status", "=", "leased"), ("session", "=", pool),
+                                       ("lease_expires", ">", now))))
+
+
+def ready_pools(views: Views) -> list[str | None]:
+    """The pools that have ready entries (the default pool, None, first), from the kept
+    counts: as many as there are pools, never one per entry."""
+    found = [pool for pool, count in views.counts("queue", "ready_pool").items()
+             if isinstance(pool, str) and count]
+    return [None if pool == DEFAULT_POOL else pool
+            for pool in sorted(found, key=lambda label: (label != DEFAULT_POOL, label))]
+
+
+def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None,
+              any_pool: bool = False) -> list[QueueEntry]:
+    """The first ready entries out of backoff, in queue order, of one pool (`pool`: a
+    session label, None the entries without one), or of all with `any_pool`.
 
     Read in queue order from the (status[, session], priority, enqueuedAt) index, page
     by page, skipping entries still in backoff here: with the backoff bound in the
@@ -155,8 +213,8 @@ def _eligible(views: Views, now: int, limit: int | None, session: str | None = N
     pages read grow only with the entries in backoff ahead of the first eligible one.
     """
     where: list[tuple[str, str, Any]] = [("status", "=", "ready")]
-    if session is not None:
-        where.append(("session", "=", session))
+    if not any_pool:
+        where.append(("session", "=", pool))
     # A first page just past what is wanted (a lease of one decodes a few entries, not
     # 64), then pages doubling up to 1,024 while entries in backoff are skipped.
     page = 256 if limit is None else min(max(2 * limit, 4), 1024)
@@ -173,21 +231,54 @@ def _eligible(views: Views, now: int, limit: int | None, session: str | None = N
     return found if limit is None else found[:limit]
 
 
+def _pool_name(pool: str | None) -> str:
+    return "the default pool (entries without a session)" if pool is None else \
+        f"session {pool}"
+
+
+def _choose(views: Views, now: int, limit: int | None, session: str | None
+            ) -> tuple[list[QueueEntry], list[str]]:
+    """What a lease would grant now (of `session`'s pool, else of every pool with ready
+    work): each pool's first eligible entries up to its room, merged in queue order, up
+    to `limit` and the overall cap. Also why more could not be granted: the ceilings
+    that were reached."""
+    policy = current_policy(views)
+    reached: list[str] = []
+    total_room: int | None = None
+    if policy.max_total is not None:
+        total = active_leases(views, now)
+        total_room = policy.max_total - total
+        if total_room <= 0:
+            return [], [f"{total} of {policy.max_total} leases are active over every pool "
+                        "(the policy's maxTotal)"]
+    want = limit if total_room is None else (
+        total_room if limit is None else min(limit, total_room))
+    pools = [session] if session is not None else ready_pools(views)
+    found: list[QueueEntry] = []
+    for pool in pools:
+        active = pool_active(views, now, pool)
+        room = policy.ceiling(pool) - active
+        if room <= 0:
+            reached.append(f"{active} of {policy.ceiling(pool)} leases are active in "
+                           f"{_pool_name(pool)} (its ceiling)")
+            continue
+        found.extend(_eligible(views, now, room if want is None else min(room, want), pool))
+    if len(pools) > 1:
+        found.sort(key=lambda entry: (entry.priority, entry.enqueued_at, entry.id))
+    return (found if want is None else found[:want]), reached
+
+
 def _grant(views: Views, now: int, limit: int | None, session: str | None
            ) -> Outcome[dict[str, Any]]:
     from ulid import ULID
 
     policy = current_policy(views)
-    active = active_leases(views, now)
-    room = policy.max_concurrent - active
-    if room <= 0:
-        raise NothingToDo(f"{active} of {policy.max_concurrent} leases are active "
-                          "(the policy's maxConcurrent)",
-                          "wait for a lease to end, or raise it with `uwf sched policy set "
-                          "--max-concurrent N`")
-    wanted = room if limit is None else min(room, limit)
-    chosen = _eligible(views, now, wanted, session)
+    chosen, reached = _choose(views, now, limit, session)
     if not chosen:
+        if reached:
+            raise NothingToDo(reached[0], "wait for a lease to end, or raise the ceiling "
+                              "(`uwf sched policy set [--session S] --max-concurrent N`, "
+                              "or --max-total N)")
         whose = f" for session {session}" if session is not None else ""
         raise NothingToDo(f"no queue entry is eligible{whose}",
                           "see why with `uwf sched plan`")
@@ -347,8 +438,15 @@ def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
     now = store.clock()
     policy = current_policy(views)
     active = active_leases(views, now)
-    available = max(0, policy.max_concurrent - active)
-    planned = _eligible(views, now, available) if available else []
+    planned, _ = _choose(views, now, None, None)
+    pools: list[dict[str, Any]] = []
+    available = 0
+    for pool in ready_pools(views):
+        in_pool = pool_active(views, now, pool)
+        pools.append({"session": pool, "ceiling": policy.ceiling(pool), "active": in_pool})
+        available += max(0, policy.ceiling(pool) - in_pool)
+    if policy.max_total is not None:
+        available = min(available, max(0, policy.max_total - active))
     chosen = {entry.id for entry in planned}
     statuses = views.counts("queue", "status")
     backoff = views.count(Query("queue", (("status", "=", "ready"),
@@ -372,5 +470,5 @@ def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
     leases = [{"id": entry.id, "priority": entry.priority, "attempt": entry.attempts + 1,
                "session": entry.session} for entry in planned]
     return {"now": format_ts(now), "policy": policy_dict(policy), "active": active,
-            "available": available, "leases": leases, "skipped": skipped,
+            "available": available, "pools": pools, "leases": leases, "skipped": skipped,
             "skippedCounts": counts}

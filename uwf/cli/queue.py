@@ -108,7 +108,8 @@ class QueueLogs(Args, frozen=True, kw_only=True):
 class SchedPolicy(Args, frozen=True, kw_only=True):
     action: Annotated[Literal["show", "set"], arg("show the policy, or set values of it",
                                                   positional=True)]
-    max_concurrent: Annotated[int | None, arg("leases active at once, at most (default 1)",
+    max_concurrent: Annotated[int | None, arg("leases active at once in each session's pool, "
+                                              "at most (default 1)",
                                               alias="--maxConcurrent", metavar="N")] = None
     max_attempts: Annotated[int | None, arg("failed attempts before an entry parks "
                                             "(default 3)", alias="--maxAttempts",
@@ -124,6 +125,11 @@ class SchedPolicy(Args, frozen=True, kw_only=True):
     backoff_cap_ms: Annotated[int | None, arg("the longest wait, at least the base (default "
                                               "60000)", alias="--backoffCapMs",
                                               metavar="MS")] = None
+    max_total: Annotated[int | None, arg("leases active at once over every session, at most "
+                                         "(default: no overall cap; 0 removes it)",
+                                         alias="--maxTotal", metavar="N")] = None
+    session: Annotated[str | None, arg("set this session label's own ceiling (with "
+                                       "--max-concurrent only)", metavar="LABEL")] = None
 
 
 class SchedPlan(Args, frozen=True, kw_only=True):
@@ -264,12 +270,13 @@ def _policy(args: SchedPolicy, ctx: Context) -> Any:
 
     values = {"maxConcurrent": args.max_concurrent, "maxAttempts": args.max_attempts,
               "leaseTtlMs": args.lease_ttl_ms, "backoffBaseMs": args.backoff_base_ms,
-              "backoffFactor": args.backoff_factor, "backoffCapMs": args.backoff_cap_ms}
+              "backoffFactor": args.backoff_factor, "backoffCapMs": args.backoff_cap_ms,
+              "maxTotal": args.max_total}
     if args.action == "show":
-        if any(value is not None for value in values.values()):
+        if any(value is not None for value in values.values()) or args.session is not None:
             raise UsageError("`sched policy show` takes no values", "use `sched policy set`")
         return sched.show_policy(ctx.store)
-    return sched.set_policy(ctx.store, values)
+    return sched.set_policy(ctx.store, values, args.session)
 
 
 def _plan(args: SchedPlan, ctx: Context) -> Any:

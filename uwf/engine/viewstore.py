@@ -11,7 +11,8 @@ compare-and-set on each checkpoint, so concurrent catch-ups (readers take no
 log lock) never fold an event twice and a rebuild never moves a view backwards.
 
 Query semantics, identical in both backends: `where` terms are ANDed (`=`,
-`in`, `<`, `<=`, `>`, `>=`; a NULL column matches none of them); `text` keeps
+`in`, `<`, `<=`, `>`, `>=`; a NULL column matches none of them, but `= None`
+matches exactly the NULL ones); `text` keeps
 rows whose search text contains every whitespace-separated term, ASCII
 case-insensitively; `order` names columns (`-col` descending; NULL sorts first
 ascending, last descending) and always ends with the key; then offset, limit.
@@ -247,6 +248,8 @@ def _null_first(value: ColumnValue) -> tuple[bool, Any]:
 
 
 def _compare(have: ColumnValue, op: str, want: Any) -> bool:
+    if want is None and op == "=":  # `= None` asks for the rows without a value
+        return have is None
     if have is None:
         return False
     if op == "=":
@@ -437,6 +440,8 @@ class SqliteViewStore:
                 conditions.append(f"{name} IN ({', '.join('?' * len(values))})"
                                   if values else "0")
                 params.extend(values)
+            elif op == "=" and value is None:  # the rows without a value (indexed)
+                conditions.append(f"{name} IS NULL")
             elif op in _OPS:
                 conditions.append(f"{name} {op} ?")
                 params.append(value)

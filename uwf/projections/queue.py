@@ -44,6 +44,7 @@ DEFAULT_IDLE_TIMEOUT_SEC = 120
 # The order every listing and every selection follows.
 QUEUE_ORDER = ("priority", "enqueued_at", "key")
 POLICY_KEY = "policy"  # the sched view's one row (subject `policy/sched`)
+DEFAULT_POOL = ""  # `ready_pool` of an entry without a session (a label is never empty)
 
 
 class Lease(msgspec.Struct, frozen=True, rename="camel"):
@@ -83,7 +84,13 @@ class QueueEntry(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class Policy(msgspec.Struct, frozen=True, rename="camel"):
-    """The scheduling policy; the defaults are SPEC §8's (conservative: one at a time)."""
+    """The scheduling policy; the defaults are SPEC §8's (conservative: one at a time).
+
+    Ceilings are per pool: the entries of one session label are a pool, and the
+    entries without a session are the default pool. A pool's ceiling is its own
+    (`sessions`), else `max_concurrent`; a lease in one pool never blocks another's.
+    `max_total`, when set, bounds the active leases of all pools together.
+    """
 
     max_concurrent: int = 1
     max_attempts: int = 3
@@ -91,6 +98,14 @@ class Policy(msgspec.Struct, frozen=True, rename="camel"):
     backoff_base_ms: int = 1000
     backoff_factor: float = 2
     backoff_cap_ms: int = 60_000
+    sessions: dict[str, int] = {}  # msgspec copies mutable defaults
+    max_total: int | None = None
+
+    def ceiling(self, pool: str | None) -> int:
+        """The most leases active at once in `pool` (a session label; None: the default
+        pool, of entries without a session)."""
+        return self.max_concurrent if pool is None else self.sessions.get(
+            pool, self.max_concurrent)
 
 
 class PolicyState(msgspec.Struct, frozen=True, rename="camel"):
@@ -111,9 +126,16 @@ def _failed(state: QueueEntry, attempts: int, next_eligible: int | None, parked:
                     next_eligible_at_ms=next_eligible, parked_reason=None)
 
 
+def policy_of(data: SchedPolicySet) -> Policy:
+    """The policy a `sched.policy_set` event records."""
+    return Policy(data.max_concurrent, data.max_attempts, data.lease_ttl_ms,
+                  data.backoff_base_ms, data.backoff_factor, data.backoff_cap_ms,
+                  dict(data.sessions), data.max_total)
+
+
 class QueueProjection(StructProjection):
     name: ClassVar[str] = "queue"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in QUEUE_EVENTS if t is not SchedPolicySet)
     state_type: ClassVar[type[msgspec.Struct]] = QueueEntry
@@ -123,7 +145,7 @@ class QueueProjection(StructProjection):
     # `live_key` finds the live entry with a key. Counts per status are kept.
     columns: ClassVar[tuple[str, ...]] = (
         "status", "priority", "enqueued_at", "session", "repo", "live_key", "lease_expires",
-        "eligible_at")
+        "eligible_at", "ready_pool")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("priority", "enqueued_at", "key"),
         ("status", "priority", "enqueued_at", "key"),
@@ -135,7 +157,9 @@ class QueueProjection(StructProjection):
         ("status", "eligible_at"),
         ("live_key",),
     )
-    counted: ClassVar[tuple[str, ...]] = ("status",)
+    # `ready_pool` (a ready entry's session, "" for none; counted, not indexed) names
+    # the pools that have ready work, so a lease asks each pool, not every entry.
+    counted: ClassVar[tuple[str, ...]] = ("status", "ready_pool")
 
     def key(self, event: Envelope) -> str:
         return event.subject.removeprefix("queue/")
@@ -145,7 +169,8 @@ class QueueProjection(StructProjection):
         return (state.status, state.priority, state.enqueued_at, state.session, state.repo,
                 state.key if state.live else None,
                 None if lease is None else lease.expires_at_ms,
-                state.next_eligible_at_ms or 0)
+                state.next_eligible_at_ms or 0,
+                (state.session or DEFAULT_POOL) if state.status == "ready" else None)
 
     def apply(self, state: QueueEntry | None, event: Envelope) -> QueueEntry | None:
         data = event.data
@@ -204,6 +229,5 @@ class SchedProjection(StructProjection):
 
     def apply(self, state: PolicyState | None, event: Envelope) -> PolicyState:
         data: SchedPolicySet = event.data
-        policy = Policy(data.max_concurrent, data.max_attempts, data.lease_ttl_ms,
-                        data.backoff_base_ms, data.backoff_factor, data.backoff_cap_ms)
+        policy = policy_of(data)
         return PolicyState(policy, event.ts, event.seq)

@@ -128,6 +128,9 @@ class SchedPolicySet(EventData, frozen=True):
     backoff_base_ms: int
     backoff_factor: float
     backoff_cap_ms: int
+    # Per-session ceilings and the overall cap (absent from events written before them).
+    sessions: dict[str, int] = {}  # noqa: RUF012  (msgspec copies mutable defaults)
+    max_total: int | None = None
 
 
 QUEUE_EVENTS: tuple[type[EventData], ...] = (
