@@ -64,7 +64,8 @@ def test_a_transitions_file_hard_linked_outside_is_never_appended_to(
     before = files(folder)
     line = one_line_error(cli.run("archive", "sync", str(folder)), 1,
                           f"runs/{run}/transitions.jsonl has 2 links")
-    assert "never writes through one" in line and "copy of its own" in line
+    assert "never writes through one" in line
+    assert "copy of its own" in line
     assert outside.read_bytes() == kept
     assert files(folder) == before
     # verify names it too.
@@ -146,7 +147,8 @@ def test_a_folder_name_too_long_is_one_line_exit_2(fleet: Fleet, tmp_path: Path)
     long_name = str(tmp_path / ("a" * 300))
     for command in ("sync", "verify"):
         line = refused(cli, 2, "archive", command, long_name)
-        assert "File name too long" in line and "give a shorter path" in line, line
+        assert "File name too long" in line, line
+        assert "give a shorter path" in line, line
     line = refused(cli, 2, "worker", "--once", "--archive", long_name)
     assert "File name too long" in line
     assert list(tmp_path.glob("aaa*")) == []

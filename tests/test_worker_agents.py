@@ -63,7 +63,8 @@ def test_an_entrys_command_is_refused_and_the_worker_goes_on(cli: Cli, tmp_path:
     assert reason.startswith(f"the entry's agent '{command} --flag' is not an agent alias "
                              f"of this worker's config ({kit.config_path})"), reason
     assert "aliases: mock" in reason
-    assert "--agent NAME" in reason and "--allow-entry-commands" in reason
+    assert "--agent NAME" in reason
+    assert "--allow-entry-commands" in reason
     assert not marker.exists(), "the entry's command ran"
     # No run was started for it, and the refusal is the release event's reason.
     assert len(q.ok("run", "list")["runs"]) == 2

@@ -24,6 +24,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from uwf.errors import Corrupt, NotFound, StoreBusy, UsageError
 
@@ -153,6 +154,25 @@ class Folder:
                           "run `uwf archive verify DIR`; if you copied or restored the "
                           'archive folder on purpose, delete the "inodes" entry of '
                           ".uwf-archive.json, then retry")
+
+    def open_file(self, child: str) -> BinaryIO | None:
+        """A regular file opened for buffered reading (line by line), or None when
+        absent; a link or a non-file is refused (Corrupt)."""
+        try:
+            fd = os.open(child, _READ, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Corrupt(f"{self.name(child)} is not a regular file",
+                              f"remove {self.name(child)}, then retry")
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     def read(self, child: str) -> bytes | None:
         """A regular file's bytes, or None when absent; a link or a non-file is refused."""
