@@ -103,7 +103,8 @@ def test_a_file_over_one_mib_is_refused_before_parsing(seeded: Cli, tmp_path: Pa
     # Valid YAML, a real workflow, just padded with a long comment.
     path.write_text(EXAMPLE.read_text() + "#" + "x" * (1 << 20) + "\n")
     before = snapshot(seeded.home)
-    refused(seeded.run("workflow", "put", str(path)), (1,), "more than 1 MiB")
+    # A file given on the command line beyond its limit is a usage error (exit 2).
+    refused(seeded.run("workflow", "put", str(path)), (2,), "more than 1 MiB")
     assert snapshot(seeded.home) == before
 
 

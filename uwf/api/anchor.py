@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from uwf.api.inputfile import MAX_ANCHOR_BYTES, MAX_KEY_BYTES, read_input
 from uwf.api.store import Store
 from uwf.engine.clock import format_ts
 from uwf.engine.events import digest
-from uwf.errors import NotFound, Rejected, UsageError
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 ANCHOR_FORMAT = 1
 _HEX32 = r"^[0-9a-f]{32}$"
 _NEW_KEY = "make one with `uwf log anchor --new-key --key FILE`"
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark: an editor that saved a copy adds one
 
 
 class Anchor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
@@ -111,14 +113,13 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def _read_key_file(path: Path) -> bytes:
+    """A key file: a regular file of at most MAX_KEY_BYTES (a FIFO or a device given as
+    --key is refused, never read: docs/cli.md#files-a-command-reads)."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        return read_input(path, MAX_KEY_BYTES, what="the anchor key ",
+                          action="pass the key file `uwf log anchor --new-key` made")
+    except NotFound:
         raise NotFound(f"no anchor key at {path}", _NEW_KEY) from None
-    except (IsADirectoryError, PermissionError, OSError) as exc:
-        raise Rejected(f"cannot read the anchor key {path}: {exc.strerror or exc}",
-                       "pass a readable --key FILE") from None
-    return data
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
@@ -174,19 +175,47 @@ def make(store: Store, key_path: Path) -> Anchor:
 
 
 def sign(store: Store, key: Ed25519PrivateKey) -> Anchor:
-    """An anchor of the log's head now, signed with `key`."""
-    head = store.log.head()
-    if head.seq == 0:
-        raise Rejected("the log is empty: there is nothing to anchor",
-                       "anchor once the store has events")
+    """An anchor of the log's head now, signed with `key`: its last complete batch."""
+    seq, raw = _last_complete(store)
     first = store.log.line(1)
     if first is None:
         raise Rejected("the log has no first line", "run `uwf log verify`")
-    unsigned = Anchor(anchor=ANCHOR_FORMAT, seq=head.seq, digest=head.digest,
+    unsigned = Anchor(anchor=ANCHOR_FORMAT, seq=seq, digest=digest(raw),
                       first=digest(first), ts=format_ts(store.clock()),
                       public_key=_raw_public(key.public_key()))
     return msgspec.structs.replace(unsigned,
                                    signature=key.sign(unsigned.signed_bytes()).hex())
+
+
+class _BatchOf(msgspec.Struct):
+    seq: int
+    batch: tuple[int, int]
+
+
+_batch_decoder = msgspec.json.Decoder(_BatchOf)
+
+
+def _last_complete(store: Store) -> tuple[int, bytes]:
+    """The seq and bytes of the last line of the log's last complete batch.
+
+    A reader may find the log's last batch torn (a writer killed part way: fewer than
+    n of its n lines); the next writer drops those lines and writes `log.repaired` in
+    their place, so an anchor of one of them would later read as a contradiction.
+    Walks back over at most that batch's lines.
+    """
+    for line in store.log.read_reverse():
+        try:
+            found = _batch_decoder.decode(line.raw)
+        except msgspec.DecodeError:
+            raise Corrupt(f"the log's line {line.seq or '?'} is not an event",
+                          "run `uwf log verify`") from None
+        if found.batch[0] == found.batch[1]:
+            return found.seq, line.raw
+    if store.log.head().seq == 0:
+        raise Rejected("the log is empty: there is nothing to anchor",
+                       "anchor once the store has events")
+    raise Rejected("the log holds no complete batch yet: there is nothing to anchor",
+                   "anchor once a writer has repaired it (any write does)")
 
 
 def encode(anchor: Anchor) -> bytes:
@@ -205,19 +234,38 @@ def write(anchor: Anchor, out: Path) -> None:
                        "pass an --out FILE in a folder you can write") from None
 
 
+def last_in_folder(folder: Path, log_end: int) -> int:
+    """The seq of the latest anchor in a worker's `--anchors` folder (each named
+    `<seq, 20 digits>.json`), 0 when there is none.
+
+    One named past the log's end (`log_end`) is refused, naming it: taken as the
+    latest, it would make no anchor due until the log grew past it, which is never
+    (docs/worker.md). It is another log's, or this log lost lines since.
+    """
+    named = [(int(path.stem), path) for path in folder.glob("*.json")
+             if re.fullmatch(r"[0-9]{20}", path.stem)]
+    if not named:
+        return 0
+    seq, path = max(named)
+    if seq > log_end:
+        raise Rejected(f"the anchors folder holds {path}, named as an anchor of seq {seq:,}, "
+                       f"past the log's end at seq {log_end:,}: it is another log's, or this "
+                       f"log lost lines", f"check it with `uwf log verify --anchor {path}`, "
+                       f"or move it out of {folder}")
+    return seq
+
+
 def load(path: Path, key: Ed25519PublicKey) -> Anchor:
     """An anchor file whose signature verifies with `key`; anything else is refused."""
     from cryptography.exceptions import InvalidSignature
 
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        raw = read_input(path, MAX_ANCHOR_BYTES, what="the anchor ",
+                         action="pass a file `uwf log anchor` wrote")
+    except NotFound:
         raise NotFound(f"no anchor file {path}", "pass a file `uwf log anchor` wrote") from None
-    except OSError as exc:
-        raise Rejected(f"cannot read the anchor {path}: {exc.strerror or exc}",
-                       "pass a readable anchor file") from None
     try:
-        anchor = _decoder.decode(raw)
+        anchor = _decoder.decode(raw.removeprefix(_BOM))
     except msgspec.DecodeError as exc:
         raise Rejected(f"{path} is not an anchor ({exc})",
                        "pass a file `uwf log anchor` wrote") from None

@@ -55,13 +55,24 @@ class Config:
     env_file: Path | None
 
     def secrets(self) -> dict[str, str]:
-        """The `.env` values (for agent environments only)."""
+        """The `.env` values (for agent environments only). A `.env` that is not a
+        regular file of at most MAX_DOTENV_BYTES is Rejected, naming it; text that is
+        not UTF-8 raises UnicodeDecodeError, for the caller to name the file."""
         if self.env_file is None or not self.env_file.exists():
             return {}
+        import io
+
         from dotenv import dotenv_values
 
+        from uwf.api.inputfile import MAX_DOTENV_BYTES, read_input
+
+        # Read here, not by python-dotenv, which opens a FIFO (and waits for a writer).
+        data = read_input(self.env_file, MAX_DOTENV_BYTES, error=Rejected,
+                          action="fix or remove that file")
         _quiet_dotenv()
-        return {k: v for k, v in dotenv_values(self.env_file).items() if v is not None}
+        # newline=None: the universal newlines of the text file python-dotenv opened.
+        stream = io.StringIO(data.decode("utf-8"), newline=None)
+        return {k: v for k, v in dotenv_values(stream=stream).items() if v is not None}
 
 
 def _quiet_dotenv() -> None:
@@ -86,9 +97,11 @@ def load_config(path: Path | None = None) -> Config:
     path = path or config_path()
     if not path.exists():
         return Config(WorkflowConfig(), None, path.parent / ".env")
+    from uwf.api.inputfile import LIMITS_DOC
     from uwf.api.yamlfile import load_yaml
 
-    raw = load_yaml(path, "invalid config ")
+    raw = load_yaml(path, "invalid config ", error=Rejected, named="the config file ",
+                    too_big=f"shorten it; {LIMITS_DOC}")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -72,8 +72,9 @@ def with_dotenv(environ: Mapping[str, str], env_file: Path | None = None) -> dic
     """`environ` over the `.env` beside the config file (or `env_file`): what an agent
     sees. A variable set in `environ` wins over `.env`, as with dotenv and as `uwf
     thread step` builds its agents' environment, so an agent started by hand reads
-    the same keys and settings as one started by a step. An unreadable `.env` is an
-    error naming it; a missing one adds nothing."""
+    the same keys and settings as one started by a step. An unreadable `.env`, or one
+    that is not a regular file of at most 1 MiB (a FIFO, a device, a folder), is an
+    error naming it (Rejected); a missing one adds nothing."""
     from uwf.api.config import Config, WorkflowConfig, config_path
 
     path = env_file if env_file is not None else config_path().parent / ".env"

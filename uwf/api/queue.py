@@ -8,12 +8,20 @@ leases an entry (`queue pick`, `sched ...`) is the scheduler's: `uwf.api.sched`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
+from uwf.api.inputfile import (
+    LIMITS_DOC,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ENTRIES,
+    MAX_BATCH_LINE_BYTES,
+    read_lines,
+    shown,
+)
 from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.api.store import Store
 from uwf.api.threads import check_thread_id, find_repo
@@ -53,6 +61,7 @@ MAX_PRIORITY = 1_000_000_000
 Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as editors write it
 
 
 class EntrySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
@@ -210,40 +219,40 @@ def add(store: Store, spec: EntrySpec) -> dict[str, Any]:
 
 
 def add_batch(store: Store, path: str) -> dict[str, Any]:
-    """Queue every line of a JSON-lines file in one write (one lock, one fsync): all or
-    nothing, and a bad line rejects the batch, naming its number."""
-    lines = _read_batch(path)
+    """Queue every line of a JSON-lines file (or `-`, stdin) in one write (one lock, one
+    fsync): all or nothing, and a bad line rejects the batch, naming its number. The
+    file is read as a stream of lines, each at most MAX_BATCH_LINE_BYTES, the whole at
+    most MAX_BATCH_BYTES and MAX_BATCH_ENTRIES entries (docs/queue.md); it may start
+    with a byte-order mark."""
     resolver = _Resolver(store)
     specs: list[QueueAdded] = []
     decoder = msgspec.json.Decoder(EntrySpec)
-    for number, raw in lines:
-        try:
-            spec = decoder.decode(raw)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path} line {number}: {exc}",
-                             "fix that line; nothing was added") from None
-        try:
-            specs.append(resolver.added(spec))
-        except UwfError as exc:
-            raise type(exc)(f"{path} line {number}: {exc.what}",
-                            "fix that line; nothing was added") from None
+    name = shown(path)
+    with contextlib.closing(read_lines(path, MAX_BATCH_LINE_BYTES, MAX_BATCH_BYTES,
+                                       stdin=True)) as lines:
+        for number, raw in lines:
+            line = raw.removeprefix(_BOM) if number == 1 else raw
+            if not line.strip():
+                continue
+            if len(specs) == MAX_BATCH_ENTRIES:
+                raise UsageError(f"{name} line {number}: more than "
+                                 f"{MAX_BATCH_ENTRIES:,} entries in one batch",
+                                 f"split it into several batches; nothing was added; "
+                                 f"{LIMITS_DOC}")
+            try:
+                spec = decoder.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{name} line {number}: {exc}",
+                                 "fix that line; nothing was added") from None
+            try:
+                specs.append(resolver.added(spec))
+            except UwfError as exc:
+                raise type(exc)(f"{name} line {number}: {exc.what}",
+                                "fix that line; nothing was added") from None
     if not specs:
-        raise UsageError(f"{path} holds no entries", "give one JSON object per line")
+        raise UsageError(f"{name} holds no entries", "give one JSON object per line")
     ids, added = _write_added(store, specs)
     return {"count": len(ids), "added": added, "existing": len(ids) - added, "ids": ids}
-
-
-def _read_batch(path: str) -> list[tuple[int, bytes]]:
-    import sys
-
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).expanduser().read_bytes()
-    except FileNotFoundError:
-        raise NotFound(f"no file {path}", "give a JSON-lines file, or - for stdin") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path") from None
-    return [(number, line) for number, line in enumerate(data.split(b"\n"), 1)
-            if line.strip()]
 
 
 def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str], int]:

@@ -52,18 +52,20 @@ def load_redactor(env: Mapping[str, str]) -> Redact | None:
     problem, and masking must not depend on it being valid.
     """
     from uwf.api.config import Config, WorkflowConfig, config_path, load_config
-    from uwf.errors import UwfError
+    from uwf.api.inputfile import read_input
+    from uwf.api.yamlfile import MAX_FILE_BYTES
+    from uwf.errors import Rejected, UwfError
     from uwf.redact import redactor
 
     path = config_path()
     config = Config(WorkflowConfig(), None, path.parent / ".env")
     try:
-        if "apiKeyEnv" in path.read_text("utf-8"):
+        if b"apiKeyEnv" in read_input(path, MAX_FILE_BYTES, error=Rejected):
             config = load_config(path)
-    except (OSError, UnicodeDecodeError, UwfError):
+    except (OSError, UwfError):
         pass  # no config, or one its commands will reject: `.env` and the environment
     try:
         values = secret_values(env, config)
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, UwfError):
         values = secret_values(env, None)  # an unreadable `.env`: at least the environment
     return redactor(values, min_length=MIN_LENGTH)

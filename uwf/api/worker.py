@@ -455,9 +455,8 @@ class _Anchors:
                            "pass --anchors DIR in a place you can write") from None
         if not folder.is_dir():
             raise Rejected(f"{folder} is not a folder", "pass --anchors DIR")
-        seqs = [int(path.stem) for path in folder.glob("*.json")
-                if path.stem.isdigit() and len(path.stem) == 20]
-        self.last = max(seqs, default=0)
+        # One named past the log's end is refused here (it would stop the anchoring).
+        self.last = anchor.last_in_folder(folder, store.log.head().seq)
 
     def due(self) -> str | None:
         """Write an anchor if one is due; its path."""

@@ -1,7 +1,7 @@
 """Reading what a user wrote (YAML files, JSON input) within limits, into plain JSON values.
 
-A YAML file is at most `MAX_FILE_BYTES`; its aliases may not expand it past
-`MAX_NODES` values (a 500-byte "billion laughs" file would otherwise cost
+A YAML file is a regular file of at most `MAX_FILE_BYTES`; its aliases may not
+expand it past `MAX_NODES` values (a 500-byte "billion laughs" file would otherwise cost
 gigabytes), and nothing may nest deeper than `MAX_DEPTH` (deeper values exhaust
 the recursion of the hashing and validation code). Only JSON's kinds of value
 are accepted: YAML dates, `!!binary`, `!!set` and other tags are refused with
@@ -16,13 +16,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+from uwf.api.inputfile import LIMITS_DOC, read_input
+
 # One depth and one number range for every input, as the CAS stores them.
 from uwf.cas.limits import MAX_DEPTH, MAX_NUMBER
-from uwf.errors import NotFound, Rejected, UsageError
+from uwf.errors import Rejected, UsageError, UwfError
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB
 MAX_NODES = 100_000  # values of a YAML document, counted with its aliases expanded
-LIMITS_DOC = "see the limits in docs/cli.md#limits"
+SHORTEN = ("shorten it (store a large schema with `json-cas put` and give its hash); "
+           + LIMITS_DOC)
 
 _YAML = "tag:yaml.org,2002:"
 _PLAIN_TAGS = {f"{_YAML}{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq",
@@ -38,26 +41,23 @@ _TAG_WORDS = {
 _MAX_INT_CHARS = 400
 
 
-def load_yaml(path: Path, what: str = "") -> Any:
+def load_yaml(path: Path, what: str = "", *, error: type[UwfError] = UsageError,
+              named: str = "", too_big: str = SHORTEN) -> Any:
     """Parse a YAML file into plain JSON values; a syntax error names the file (as
-    `what`), line and column, and a value beyond the limits says which limit."""
+    `what`), line and column, and a value beyond the limits says which limit.
+
+    The file must be a regular file of at most MAX_FILE_BYTES (uwf.api.inputfile, which
+    names it as `named`, `too_big` the next action past the limit); `error` is the class
+    of that refusal and of text that is not UTF-8: a usage error for a file named on the
+    command line, Rejected for the config.
+    """
     import yaml
 
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise NotFound(f"no such file: {path}", "check the path") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc}", "give a UTF-8 YAML file") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise Rejected(f"{what}{path}: the file is more than 1 MiB ({MAX_FILE_BYTES:,} bytes)",
-                       "shorten it (store a large schema with `json-cas put` and give its "
-                       "hash); " + LIMITS_DOC)
+    data = read_input(path, MAX_FILE_BYTES, what=named, error=error, too_big=too_big)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"cannot read {path}: {exc}", "give a UTF-8 YAML file") from None
+        raise error(f"cannot read {named}{path}: {exc}", "give a UTF-8 YAML file") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         # Compose (cheap: an alias is the node it names, not a copy), check, then build.

@@ -19,26 +19,24 @@ def progress_bar(done: int, total: int) -> None:
 
 
 def read_input(source: str) -> str:
-    """The text of a file, or of stdin for `-`; a one-line error when unreadable or not
-    UTF-8."""
-    from uwf.errors import NotFound, UsageError
+    """The text of a file, or of stdin for `-`: a regular file (never a FIFO, a device
+    or a folder) of at most MAX_JSON_INPUT_BYTES, and UTF-8; a one-line error otherwise
+    (docs/cli.md#files-a-command-reads)."""
+    from uwf.api import inputfile
+    from uwf.errors import UsageError
 
-    if source == "-":
-        raw = getattr(sys.stdin, "buffer", None)
-        # The bytes themselves: a text stdin would smuggle bad bytes in as surrogates.
-        data = raw.read() if raw is not None else sys.stdin.read().encode("utf-8",
-                                                                         "surrogatepass")
-        try:
-            return bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"stdin is not UTF-8 text: {exc}", "give UTF-8") from None
+    # The bytes themselves: a text stdin would smuggle bad bytes in as surrogates.
+    data = inputfile.read_input(source, inputfile.MAX_JSON_INPUT_BYTES, stdin=True)
     try:
-        with open(source, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        raise NotFound(f"no such file: {source}", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if source == "-":
+            raise UsageError(f"stdin is not UTF-8 text: {exc}", "give UTF-8") from None
         raise UsageError(f"cannot read {source}: {exc}", "give a UTF-8 file") from None
+    if source == "-":
+        return text
+    # A file's line endings as text mode (universal newlines) always gave them.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class _Refused(Exception):
@@ -74,7 +72,8 @@ def parse_json(text: str, source: str) -> Any:
     (no NaN or Infinity), strings UTF-8 can encode. Otherwise a usage error."""
     import json
 
-    from uwf.api.yamlfile import LIMITS_DOC, value_problem
+    from uwf.api.inputfile import LIMITS_DOC
+    from uwf.api.yamlfile import value_problem
     from uwf.cas.limits import MAX_DEPTH
     from uwf.errors import UsageError
 
