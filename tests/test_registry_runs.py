@@ -4,9 +4,12 @@ repo scope."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import Cli
 from tests.threadkit import Kit, make_kit
@@ -122,3 +125,52 @@ def test_a_page_beyond_sqlite_integers_is_a_usage_error(cli: Cli, tmp_path: Path
         result = kit.uwf(*args)
         assert result.code == 2, result
         assert len(result.err.splitlines()) == 1, result.err
+
+
+def _damage(path: Path, how: str) -> None:
+    """A node file edited in place (a value changed, still valid JSON of a node), or
+    replaced with bytes that are no node at all."""
+    if how == "edited":
+        node = json.loads(path.read_text("utf-8"))
+        payload = node["payload"]
+        key = "prompt" if "prompt" in payload else "role"
+        payload[key] = str(payload[key]) + " (edited)"
+        path.write_text(json.dumps(node), "utf-8")
+    else:
+        path.write_bytes(b"\x00garbage, not a node\n")
+
+
+@pytest.mark.parametrize("how", ["edited", "garbage"])
+@pytest.mark.parametrize("which", ["head", "start"])
+def test_a_run_whose_node_is_damaged_is_corrupt_never_valid(
+        cli: Cli, tmp_path: Path, which: str, how: str) -> None:
+    """SPEC §1.6 and the run-registry seed: an unreadable run state is treated as
+    missing, never as success. A node edited in place is not "valid" because its file
+    still exists: it is `corrupt`, told apart from `missing`, with the next action."""
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    assert kit.step(thread).code == 0
+    (started,) = kit.events("thread.started")
+    node = kit.show(thread)["head"] if which == "head" else started["data"]["start"]
+    _damage(kit.home / "cas" / node[:2] / f"{node}.json", how)
+
+    run = kit.ok("run", "show", thread)
+    assert (run["found"], run["freshness"]) == (False, "corrupt")
+    assert run["corruptNodes"] == [node]
+    assert run["missingNodes"] == []
+    assert "run" not in run
+    assert run["lastKnown"]["freshness"] == "corrupt"
+    assert "restore the nodes" in run["nextAction"]
+    listed = kit.ok("run", "list")["runs"]
+    assert [item["freshness"] for item in listed] == ["corrupt"]
+    if which == "head":  # registry show checks the head of every open thread
+        shown = registry(kit)
+        assert shown["status"] == "corrupt-nodes"
+        assert shown["runs"]["corruptRuns"] == [thread]
+        assert shown["runs"]["missingRuns"] == []
+        assert "is damaged in the CAS" in shown["nextAction"]
+    # Not resumed (nor rerun): it fails closed.
+    refused = kit.uwf("run", "resume", thread)
+    assert refused.code == 1
+    assert "damaged" in refused.err

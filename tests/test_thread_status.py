@@ -332,7 +332,7 @@ def test_a_missing_head_fails_closed(cli: Cli, tmp_path: Path) -> None:
     head = kit.ok("thread", "step", stepped)["head"]
     start = kit.show(fresh)["head"]  # no step yet: the head is the StartNode
     ended_head = kit.ok("thread", "run", ended)["head"]
-    assert kit.ok("registry", "show")["heads"] == {"checked": 2, "missing": []}
+    assert kit.ok("registry", "show")["heads"] == {"checked": 2, "missing": [], "corrupt": []}
     for node in (head, start, ended_head):
         remove_node(cli.home, node)
     log = cli.log_bytes()
@@ -343,7 +343,8 @@ def test_a_missing_head_fails_closed(cli: Cli, tmp_path: Path) -> None:
     assert shown["status"] == "missing-nodes"
     # Open threads are checked; the ended thread's head is not (docs/registry.md).
     assert shown["heads"] == {"checked": 2, "missing": [{"thread": stepped, "head": head},
-                                                        {"thread": fresh, "head": start}]}
+                                                        {"thread": fresh, "head": start}],
+                              "corrupt": []}
     assert head in shown["nextAction"]
     assert "1 more" in shown["nextAction"]
     # The list shows them as missing, fails closed (exit 1), and lists them all the same

@@ -33,21 +33,27 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
                        "rows": store.views.count(Query(name)) if readable else 0}
     readable = status in ("valid", "stale")
     checked = 0
-    missing: list[dict[str, str]] = []
+    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
     if readable:
         try:
-            checked, missing = _missing_heads(store)
+            checked, damaged = _damaged_heads(store)
         except Corrupt:  # a row that does not decode: the views file was edited
             status = "unreadable"
     next_action = _NEXT[status]
-    if missing:
-        # A thread whose head node is gone cannot be shown or stepped: not a valid store.
-        status = "missing-nodes"
-        first = missing[0]
-        more = f" (and {len(missing) - 1} more, in heads.missing)" if len(missing) > 1 else ""
-        next_action = (f"thread {first['thread']}'s head {first['head']} is missing from the "
-                       f"CAS{more}: restore it from a backup (`json-cas verify --all` lists "
-                       "what else is damaged), or kill the thread")
+    missing, corrupt = damaged["missing"], damaged["corrupt"]
+    for kind, found in (("corrupt", corrupt), ("missing", missing)):  # missing first
+        if not found:
+            continue
+        # A thread whose head node is gone or damaged cannot be shown or stepped: the
+        # store is not valid (fail closed: a damaged node is never read as healthy).
+        status = f"{kind}-nodes"
+        first = found[0]
+        more = (f" (and {len(found) - 1} more, in heads.{kind})" if len(found) > 1 else "")
+        what = ("is missing from the CAS" if kind == "missing" else
+                "is damaged in the CAS (it does not hash to its name)")
+        next_action = (f"thread {first['thread']}'s head {first['head']} {what}{more}: "
+                       "restore it from a backup (`json-cas verify --all` lists what else "
+                       "is damaged), or kill the thread")
     return {
         "store": str(store.root) if store.root else ":memory:",
         "scope": scope,
@@ -60,8 +66,9 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         "views": views,
         "counts": {"workflows": views["workflows"]["rows"],
                    "threads": _thread_counts(store) if readable else {}},
-        "heads": {"checked": checked, "missing": missing},
-        "runs": _runs(store, freshness.views.get("runs"), scope, missing) if readable else {},
+        "heads": {"checked": checked, "missing": missing, "corrupt": corrupt},
+        "runs": (_runs(store, freshness.views.get("runs"), scope, missing, corrupt)
+                 if readable else {}),
         "nextAction": next_action,
     }
 
@@ -74,10 +81,11 @@ class _Subject(msgspec.Struct):
 
 
 def _runs(store: Store, view: ViewFreshness | None, scope: str,
-          missing: list[dict[str, str]]) -> dict[str, Any]:
+          missing: list[dict[str, str]], corrupt: list[dict[str, str]]) -> dict[str, Any]:
     """The run index as persisted: runs per derived lifecycle and per repo (kept counts,
     not a scan), the runs whose events the view has not folded yet (`staleRuns`, from the
-    log after its checkpoint: as many lines as it is behind), and `missingRuns`."""
+    log after its checkpoint: as many lines as it is behind), `missingRuns` and
+    `corruptRuns` (open runs whose head is gone or damaged)."""
     from uwf.api.threads import find_repo
 
     repo = find_repo(None) if scope == "repo" else None
@@ -115,26 +123,33 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
         "staleRuns": stale[:STALE_SHOWN],
         "staleCount": len(stale),
         "missingRuns": [entry["thread"] for entry in missing],
+        "corruptRuns": [entry["thread"] for entry in corrupt],
     }
 
 
-def _missing_heads(store: Store) -> tuple[int, list[dict[str, str]]]:
-    """Open (active or blocked) threads whose head node is not in the CAS.
+def _damaged_heads(store: Store) -> tuple[int, dict[str, list[dict[str, str]]]]:
+    """Open (active or blocked) threads whose head node is not in the CAS (`missing`),
+    or is there but does not hash to its name (`corrupt`).
 
     Only open threads: they are the ones a step or an agent will read, and their
     number stays small while ended threads pile up. One index range of the view and
-    one stat per open thread; the views are read as persisted (show never catches up).
+    one read (and hash) per open thread; the views are read as persisted (show never
+    catches up).
     """
+    from uwf.api.threads import head_damage
+
     decode = store.journal.projections["threads"].decode
     checked = 0
-    missing: list[dict[str, str]] = []  # of the open threads, in key (creation) order
+    # Of the open threads, in key (creation) order.
+    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
     for key, raw in store.views.query(Query("threads", (("open", "=", 1),))):
         state = decode(raw)
         head = state.head or state.start
         checked += 1
-        if not store.cas.has(head):
-            missing.append({"thread": key, "head": head})
-    return checked, missing
+        damage = head_damage(store.cas, head)
+        if damage is not None:
+            damaged[damage].append({"thread": key, "head": head})
+    return checked, damaged
 
 
 def _thread_counts(store: Store) -> dict[str, int]:

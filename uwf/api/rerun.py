@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from uwf.api.config import Config, load_config, resolve_agent
-from uwf.api.runs import get_run, missing_nodes, record
+from uwf.api.runs import damaged_nodes, get_run, record
 from uwf.api.store import Store
 from uwf.api.threads import chain, is_workflow_file
 from uwf.cas.store import builtin_hash
@@ -177,11 +177,17 @@ def _check_rerunnable(store: Store, run: RunState, now: int) -> None:
 
 
 def _refuse_missing(store: Store, run: RunState) -> None:
-    """A run whose nodes are gone is neither resumed nor rerun: it fails closed."""
+    """A run whose nodes are gone or damaged is neither resumed nor rerun: it fails
+    closed."""
     run_id = run.thread.thread
-    if missing := missing_nodes(store, run):
+    damage = damaged_nodes(store, run)
+    if damage["missing"]:
         raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
-                       f"{', '.join(missing)}", f"see `uwf run show {run_id}`")
+                       f"{', '.join(damage['missing'])}", f"see `uwf run show {run_id}`")
+    if damage["corrupt"]:
+        raise Rejected(f"run {run_id} refers to nodes damaged in the CAS (they do not hash "
+                       f"to their names): {', '.join(damage['corrupt'])}",
+                       f"see `uwf run show {run_id}`")
 
 
 def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState,

@@ -48,11 +48,27 @@ def get_run(views: Views, run_id: str) -> RunState:
     return state
 
 
-def missing_nodes(store: Store, run: RunState) -> list[str]:
-    """The nodes the run refers to that the CAS does not hold (workflow, start, head)."""
+def damaged_nodes(store: Store, run: RunState) -> dict[str, list[str]]:
+    """The nodes the run refers to (workflow, start, head) that the CAS does not hold
+    (`missing`) or holds damaged (`corrupt`: the file does not hash to its name, or is
+    no node at all). Each is read and its hash checked (once per process per node), so
+    an edited node is never taken for a healthy one; empty lists when all is well."""
+    from uwf.api.threads import head_damage
+
     thread = run.thread
-    wanted = [thread.workflow, thread.start, *([thread.head] if thread.head else [])]
-    return [hash_ for hash_ in wanted if not store.cas.has(hash_)]
+    wanted = dict.fromkeys([thread.workflow, thread.start,
+                            *([thread.head] if thread.head else [])])
+    found: dict[str, list[str]] = {"missing": [], "corrupt": []}
+    for hash_ in wanted:
+        damage = head_damage(store.cas, hash_)
+        if damage is not None:
+            found[damage].append(hash_)
+    return found
+
+
+def freshness_of(damage: dict[str, list[str]]) -> str:
+    """`missing` when a node is gone, else `corrupt` when one is damaged, else `valid`."""
+    return "missing" if damage["missing"] else "corrupt" if damage["corrupt"] else "valid"
 
 
 def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, Any]:
@@ -88,7 +104,7 @@ def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, An
 
 
 def _fresh_record(store: Store, run: RunState, now_ms: int) -> dict[str, Any]:
-    return record(run, now_ms, "missing" if missing_nodes(store, run) else "valid")
+    return record(run, now_ms, freshness_of(damaged_nodes(store, run)))
 
 
 # -- search, list, history -----------------------------------------------------------
@@ -153,14 +169,17 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
 # -- show ----------------------------------------------------------------------------
 
 def show(store: Store, run_id: str) -> dict[str, Any]:
-    """One run. When a node it refers to is gone: `found: false`, freshness `missing`,
-    and the last-known record under `lastKnown`, never as a live status."""
+    """One run. When a node it refers to is gone or damaged: `found: false`, freshness
+    `missing` or `corrupt` (an unreadable run state is treated as missing, never as
+    success), and the last-known record under `lastKnown`, never as a live status."""
     run = get_run(store.read(), run_id)
     now = store.clock()
-    missing = missing_nodes(store, run)
-    if missing:
-        return {"found": False, "freshness": "missing", "missingNodes": missing,
-                "lastKnown": record(run, now, "missing"),
+    damage = damaged_nodes(store, run)
+    freshness = freshness_of(damage)
+    if freshness != "valid":
+        return {"found": False, "freshness": freshness, "missingNodes": damage["missing"],
+                "corruptNodes": damage["corrupt"],
+                "lastKnown": record(run, now, freshness),
                 "nextAction": "restore the nodes from a backup, or archive the run; "
                               "`json-cas verify --all` lists what else is damaged"}
     return {"found": True, "freshness": "valid", "run": record(run, now)}

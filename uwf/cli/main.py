@@ -126,6 +126,8 @@ def _registry_panel(payload: dict[str, Any]) -> str:
                          + " ".join(runs["staleRuns"])))
         if runs["missingRuns"]:
             rows.append(("missing runs", " ".join(runs["missingRuns"])))
+        if runs.get("corruptRuns"):
+            rows.append(("corrupt runs", " ".join(runs["corruptRuns"])))
     rows.append(("next", payload["nextAction"]))
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
