@@ -560,6 +560,29 @@ def test_subflow_fails_when_the_child_fails(cli: Cli, tmp_path: Path) -> None:
         [("developer", "exit"), ("delegate", "exit")]
 
 
+def test_a_subflow_of_itself_stops_at_the_nesting_limit(cli: Cli, tmp_path: Path) -> None:
+    """A workflow whose role is played by a subflow of itself recursed without bound;
+    now the subflow nested --max-depth deep fails its step at once, naming the depth,
+    and every level above fails in turn, each child thread left to inspect."""
+    kit = make_kit(cli, tmp_path)
+    mock = kit.mock_script({**MOCK_SCRIPT, "announcer": [{"status": "posted", "note": "x"}]})
+    kit.write_config(mock_config(
+        mock, agents={"mock": {"command": "uwf-mock", "args": [str(mock)]},
+                      "self": {"command": "uwf-subflow",
+                               "args": ["--max-depth", "3", "ship-feature"]}},
+        agentOverrides={"ship-feature": {"delegate": "self"}}))
+    kit.put_workflow(kit.workflow_file(PARENT, "parent.yaml"))
+    parent = kit.start("ship-feature", PROMPT)
+    one_line_error(kit.step(parent, timeout=120), 1, "step failed (exit)", "uwf-subflow")
+    threads = kit.ok("thread", "list", "--all")
+    assert len(threads) == 4  # the parent, and a child at each of the 3 levels allowed
+    failed = [event["data"] for event in kit.events("thread.step_failed")]
+    assert [item["role"] for item in failed] == ["delegate"] * 4
+    assert "subflow nesting depth 3 reached" in failed[0]["message"]
+    assert "raise --max-depth" in failed[0]["message"]
+    assert kit.ok("log", "verify")["ok"] is True
+
+
 def test_console_scripts_show_help(cli: Cli) -> None:
     for prog in ("uwf-mock", "uwf-exec", "uwf-llm", "uwf-subflow"):
         shown = cli.run("--help", prog=prog)

@@ -8,10 +8,17 @@ StepNode as its detail.
 The child may take at most N steps (default 200, as `uwf thread run`): a child
 that has not reached $END by then fails this step, and stays to inspect.
 
+Subflows nest at most D deep (`--max-depth D`, default 8): a subflow started
+inside D others (a workflow whose role is played by a subflow of itself) fails
+its step at once, naming the depth, instead of recursing without bound. The
+depth reaches nested subflows through the environment (UWF_SUBFLOW_DEPTH), as
+they run in agent processes started by this one.
+
 Config example:
     agents:
       review: {command: uwf-subflow, args: [review]}
       long:   {command: uwf-subflow, args: [--max-steps, "1000", solve-issue]}
+      deep:   {command: uwf-subflow, args: [--max-depth, "3", solve-issue]}
 """
 
 from __future__ import annotations
@@ -20,28 +27,40 @@ import os
 import sys
 
 from uwf.agents.kit import agent_cli, context, submit
-from uwf.api.limits import DEFAULT_MAX_STEPS
+from uwf.api.limits import DEFAULT_MAX_STEPS, DEFAULT_SUBFLOW_DEPTH
 from uwf.errors import Rejected, UsageError
 
-_ARGS = "set args: [WORKFLOW] or [--max-steps, N, WORKFLOW]"
+_ARGS = "set args: [WORKFLOW], with [--max-steps, N] or [--max-depth, D] before it"
+DEPTH_VAR = "UWF_SUBFLOW_DEPTH"  # how many subflows the current process runs inside
 
 
-def _arguments(rest: list[str]) -> tuple[str, int]:
-    """WORKFLOW and the child's step limit from `[--max-steps N] WORKFLOW`."""
-    max_steps = DEFAULT_MAX_STEPS
-    if rest[:1] == ["--max-steps"]:
+def _arguments(rest: list[str]) -> tuple[str, int, int]:
+    """WORKFLOW, the child's step limit and the nesting limit from `[--max-steps N]
+    [--max-depth D] WORKFLOW`."""
+    limits = {"--max-steps": DEFAULT_MAX_STEPS, "--max-depth": DEFAULT_SUBFLOW_DEPTH}
+    while rest[:1] and rest[0] in limits:
         if len(rest) < 2 or not rest[1].isdigit() or int(rest[1]) < 1:
             shown = repr(rest[1]) if len(rest) > 1 else "nothing"
-            raise UsageError(f"--max-steps must be 1 or more, not {shown}", _ARGS)
-        max_steps, rest = int(rest[1]), rest[2:]
+            raise UsageError(f"{rest[0]} must be 1 or more, not {shown}", _ARGS)
+        limits[rest[0]], rest = int(rest[1]), rest[2:]
     if len(rest) != 1:
         raise UsageError("uwf-subflow takes one WORKFLOW before THREAD ROLE", _ARGS)
-    return rest[0], max_steps
+    return rest[0], limits["--max-steps"], limits["--max-depth"]
+
+
+def _depth() -> int:
+    """How many subflows this one runs inside (0: it is the outermost)."""
+    text = os.environ.get(DEPTH_VAR, "0")
+    return int(text) if text.isdigit() and len(text) < 6 else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     def body(thread: str, role: str, rest: list[str]) -> str:
-        workflow, max_steps = _arguments(rest)
+        workflow, max_steps, max_depth = _arguments(rest)
+        depth = _depth()
+        if depth >= max_depth:
+            raise Rejected(f"subflow nesting depth {max_depth} reached ({workflow})",
+                           "raise --max-depth in the agent's args, or end the recursion")
         from uwf.api.secrets import load_redactor
         from uwf.api.stepping import run_thread
         from uwf.api.store import Store
@@ -53,7 +72,17 @@ def main(argv: list[str] | None = None) -> int:
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],
                              parent.repo or find_repo())
         child_id = child["thread"]
-        result = run_thread(store, child_id, max_steps=max_steps)
+        # The child's agents inherit the depth; put back after, so `main` called again
+        # in this process starts from where it was.
+        previous = os.environ.get(DEPTH_VAR)
+        os.environ[DEPTH_VAR] = str(depth + 1)
+        try:
+            result = run_thread(store, child_id, max_steps=max_steps)
+        finally:
+            if previous is None:
+                os.environ.pop(DEPTH_VAR, None)
+            else:
+                os.environ[DEPTH_VAR] = previous
         final = get_thread(store.read(), child_id)
         if not result["done"] and result["steps"] >= max_steps:
             raise Rejected(

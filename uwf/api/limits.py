@@ -19,3 +19,8 @@ DEFAULT_HISTORY = 20
 # always a date every clock function prints, and one further away than this is
 # evidence that its step can never report back (taken over at once).
 MAX_TIMEOUT_S = 31_536_000
+
+# `uwf-subflow --max-depth`: how many subflows may run inside one another. A workflow
+# whose role is played by a subflow of itself stops there, its step failed, instead
+# of starting child threads without end.
+DEFAULT_SUBFLOW_DEPTH = 8
