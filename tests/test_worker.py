@@ -150,6 +150,9 @@ def test_a_failing_agent_parks_its_entry_after_max_attempts(cli: Cli, tmp_path: 
     for item in seen:
         assert "agent exited with status 3: the model is down" in item["reason"]
         assert q.ok("run", "show", item["run"])["run"]["lifecycle"] == "failed"
+    # docs/worker.md: the next attempt continues the run the failed one started.
+    assert seen[0]["run"] == seen[1]["run"]
+    assert len(q.ok("run", "list")["runs"]) == 1
     shown = q.entry(entry)
     assert shown["attempts"] == 2
     assert "the model is down" in shown["parkedReason"]
@@ -258,6 +261,9 @@ def test_a_killed_workers_lease_is_reclaimed_and_another_worker_finishes(
     (item,) = lines(result.out)
     assert (item["id"], item["outcome"], item["attempt"]) == (entry, "completed", 2)
     assert q.ok("run", "show", item["run"])["run"]["lifecycle"] == "completed"
+    # docs/worker.md: a killed worker never recorded the run it started, so this
+    # attempt is a new run; the first is left as it was.
+    assert len(q.ok("run", "list")["runs"]) == 2
     assert q.entry(entry)["status"] == "drained"
     verified(q)
 

@@ -334,13 +334,47 @@ def drain(store: Store, limit: int | None = None, repo: str | None = None) -> di
     return {"count": len(drained), "drained": drained}
 
 
+def missing_artifacts(entry: QueueEntry) -> list[str]:
+    """The entry's expectedArtifacts that are not in its repo (a relative path is taken
+    from the repo's top level), in the order they were given."""
+    from pathlib import Path
+
+    missing = []
+    for name in entry.expected_artifacts:
+        try:
+            found = (Path(entry.repo) / name).exists()
+        except (OSError, ValueError):  # a name the file system cannot hold
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def artifact_failure(entry: QueueEntry) -> str | None:
+    """Why the entry's work is not done although its run ended: the first expected
+    artifact missing from its repo (None: all there, or none expected)."""
+    missing = missing_artifacts(entry)
+    if not missing:
+        return None
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    return f"expected artifact {missing[0]!r} is missing from {entry.repo}{more}"
+
+
 def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
     """The job registry's `status --set`: any status but `leased` (a lease is granted,
-    never set); a lease the entry had is void."""
+    never set); a lease the entry had is void. `completed` of a leased entry whose
+    expected artifacts are not all in its repo is a failed attempt instead
+    (`uwf.api.sched.fail_attempt`: backoff or park), and refused."""
     target = canonical_status(status)
     if target == "leased":
         raise Rejected("an entry is leased only by `uwf queue pick` or `uwf sched lease`",
                        "use one of them")
+    if target == "drained":
+        entry = get_entry(store.read(), entry_id)
+        if (why := artifact_failure(entry)) is not None:
+            from uwf.api import sched
+
+            return sched.fail_attempt(store, entry_id, why)
 
     def decide(views: Views) -> Outcome[None]:
         entry = get_entry(views, entry_id)

@@ -28,7 +28,7 @@ from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import NothingToDo, Rejected, UsageError
+from uwf.errors import NothingToDo, Rejected, UsageError, UwfError
 from uwf.projections.queue import (
     DEFAULT_POOL,
     POLICY_KEY,
@@ -358,6 +358,35 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
         return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
     return store.journal.write_at(decide)
+
+
+def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
+    """`queue status --set completed` of an entry whose work is not there (`why`): its
+    live lease is released as one failed attempt (backoff, or parked at maxAttempts),
+    recorded, then the command is refused naming `why`. An entry not leased (or whose
+    lease expired) is refused with nothing recorded: there is no attempt to count."""
+    from uwf.api.queue import artifact_failure
+
+    def decide(views: Views, now: int) -> Outcome[UwfError]:
+        entry = get_entry(views, entry_id)
+        current = artifact_failure(entry) or why
+        lease = entry.lease
+        if entry.status != "leased" or lease is None or lease.expires_at_ms <= now:
+            raise Rejected(f"queue entry {entry_id} is not completed: {current}",
+                           "put the artifact in place, then set it again")
+        policy = current_policy(views)
+        attempts, eligible, parked = _failure(policy, entry, now)
+        reason = current
+        if parked:
+            reason = f"{reason} (attempt {attempts} of {policy.max_attempts})"
+        data = QueueReleased(lease.id, True, attempts, reason, eligible, parked)
+        after = (f"parked at attempt {attempts}" if parked else
+                 f"ready again at {format_ts(eligible or now)}, attempt {attempts} failed")
+        return Outcome([NewEvent(f"queue/{entry_id}", data)], Rejected(
+            f"queue entry {entry_id} is not completed: {current}; recorded as a failed "
+            f"attempt ({after})", "put the artifact in place before completing it"))
+
+    raise store.journal.write_at(decide)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from uwf.api import sched
 from uwf.api.archive import Archive
 from uwf.api.config import Config
 from uwf.api.limits import DEFAULT_MAX_STEPS
-from uwf.api.queue import get_entry
+from uwf.api.queue import artifact_failure, get_entry
 from uwf.api.stepping import step_thread
 from uwf.api.store import Store
 from uwf.api.threads import get_thread, start_thread
@@ -367,7 +367,11 @@ class Worker:
         while True:
             state = get_thread(self.store.read(), run)
             if state.done:
-                return None if state.state == "ended" else f"run {run} was killed"
+                if state.state != "ended":
+                    return f"run {run} was killed"
+                # $END is not done until the work is there: a missing artifact fails
+                # the attempt (backoff or park), its reason naming the file.
+                return artifact_failure(entry)
             if taken >= self.options.max_steps:
                 return f"run {run} took {taken} steps without reaching $END"
             taken += 1
