@@ -6,7 +6,7 @@ long as the other (bench/archive_verify.py measures the command's peak RSS)."""
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from uwf.api.store import Store
 from uwf.api.threads import start_thread
 from uwf.api.workflows import put_workflow
 from uwf.engine.events import NewEvent
-from uwf.engine.journal import Outcome
+from uwf.engine.journal import Outcome, Views
 from uwf.projections.thread_events import ThreadEnded, ThreadStepped, ThreadStepStarted
 
 LOOP = {"name": "loop", "description": "a, again and again",
@@ -60,9 +60,14 @@ def long_runs(store: Store, tmp_path: Path, steps: int) -> None:
                                                                4_000_000_000_000)),
                            NewEvent(subject, ThreadStepped(step_id, start, "a", "again",
                                                            start))]
-        store.journal.write(lambda _views, events=events: Outcome(events))
-    store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{run}", ThreadEnded("end"))
-                                                for run in runs]))
+        store.journal.write(appending(events))
+    store.journal.write(appending([NewEvent(f"thread/{run}", ThreadEnded("end"))
+                                   for run in runs]))
+
+
+def appending(events: list[NewEvent]) -> Callable[[Views], Outcome[None]]:
+    """A command that appends `events` as one batch."""
+    return lambda _views: Outcome(events)
 
 
 def peak_of_verify(store: Store, folder: Path) -> tuple[int, dict[str, object]]:
@@ -126,3 +131,30 @@ def test_verify_reads_interleaved_runs_with_one_file_open_at_a_time(
     report = verify(store, folder)
     assert [(p["run"], p["problem"].split(":")[0]) for p in report["problems"]] == [
         (run, "line 10 differs from the log in status")]
+
+
+def test_files_written_with_other_spacing_are_compared_as_json(store: Store,
+                                                              tmp_path: Path) -> None:
+    """Verify keeps digests of graph.json's and summary.json's bytes; bytes other than a
+    sync's are read again and compared as JSON values, so spacing and key order are
+    never a problem, and a changed value still is."""
+    import json
+
+    long_runs(store, tmp_path, 3)
+    folder = tmp_path / "archive"
+    archive.sync(store, folder)
+    run = sorted(p.name for p in (folder / "runs").iterdir())[0]
+    for name in ("graph.json", "summary.json"):
+        path = folder / "runs" / run / name
+        value = json.loads(path.read_text())
+        path.write_text(json.dumps(dict(reversed(value.items())), indent=7))
+    index = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps(index, indent=3, sort_keys=True))
+    assert verify(store, folder)["problems"] == []
+
+    summary = folder / "runs" / run / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "done": 9}))
+    problems = verify(store, folder)["problems"]
+    assert [p["file"] for p in problems] == [f"runs/{run}/summary.json", "index.json"]
+    assert problems[0]["problem"].startswith("differs from the log: done is 9 (the log says")
+    assert problems[1]["problem"].startswith("does not match runs/*/summary.json")

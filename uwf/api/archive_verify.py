@@ -46,6 +46,7 @@ from uwf.api.archive import (
     graph_document,
     read_checkpoint,
 )
+from uwf.api.archive import document as archive_document
 from uwf.api.archive_dir import Folder, check_root
 from uwf.api.archive_lines import (
     MAPPED_TYPES,
@@ -75,11 +76,23 @@ OPEN_FILES = 128
 Problem = tuple[str, str]  # (file, what is wrong)
 
 
+def _digest(raw: bytes) -> bytes:
+    """A short digest of a file's bytes: what is kept of graph.json and summary.json.
+    Equal bytes are equal files at once; other bytes are read again and compared as
+    JSON values (a file written with other spacing is not a problem)."""
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
 def _canonical(value: Any) -> bytes:
-    """A short digest of a JSON value, the same for equal values whatever their key
-    order or spacing: what is kept of graph.json and summary.json to compare."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    """A digest of a JSON value, the same whatever its key order or spacing."""
+    return _digest(json.dumps(value, sort_keys=True, ensure_ascii=False,
+                              separators=(",", ":")).encode("utf-8"))
+
+
+def _row(value: Any) -> bytes:
+    """A digest of a summary as index.json holds it (index_document's encoding)."""
+    return _digest(json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+                   .encode("utf-8"))
 
 
 def _decoded(raw: bytes) -> Line | None:
@@ -98,8 +111,8 @@ class _Archived:
     transitions: bool = False  # transitions.jsonl was there and readable
     count: int = 0  # its complete lines, archive lines or not
     last_seq: int = 0  # the greatest seq of its archive lines
-    graph: bytes | None = None  # digest of graph.json; None when absent or unreadable
-    summary: bytes | None = None  # digest of summary.json; likewise
+    graph: bytes | None = None  # digest of graph.json's bytes; None: absent, unreadable
+    summary: bytes | None = None  # digest of summary.json's bytes; likewise
     problems: list[Problem] | None = None  # on the file alone, then against the log
     # The log's pass:
     started: bool = False  # its thread.started was read
@@ -177,9 +190,12 @@ class _Verifier:
         self.path = path
         self.root = root
         self.problems: list[dict[str, Any]] = []
-        # index.json's rows as the summaries give them: (started, run id, digest).
-        self._rows: list[tuple[str, str, bytes]] = []
-        self._wanted_graphs: dict[tuple[str, str], bytes | str] = {}
+        # index.json's rows as the summaries give them: (started, run id, digest of the
+        # row, the run folder), in the folders' order.
+        self._rows: list[tuple[str, str, bytes, str]] = []
+        # graph.json as a sync writes it for a workflow and name: its bytes' digest and
+        # the document (or why the workflow node cannot give one).
+        self._wanted_graphs: dict[tuple[str, str], tuple[bytes, dict[str, Any]] | str] = {}
 
     def problem(self, run: str | None, file: str, text: str) -> None:
         self.problems.append({"run": run, "file": file, "problem": text})
@@ -293,14 +309,12 @@ class _Verifier:
                                  "a sync will not append to it; replace it with a copy of its "
                                  "own")
                 self._read_lines(found, handle)
-        graph, found.graph = self._json(folder, run_id, GRAPH), None
-        if graph is not None:
-            found.graph = _canonical(graph)
-        kept = self._json(folder, run_id, SUMMARY)
-        if kept is not None:
-            found.summary = _canonical(kept)
-            self._rows.append((str(kept.get("started")), str(kept.get("run_id")),
-                               found.summary))
+        if (graph := self._json(folder, run_id, GRAPH)) is not None:
+            found.graph = graph[1]
+        if (kept := self._json(folder, run_id, SUMMARY)) is not None:
+            found.summary = kept[1]
+            self._rows.append((str(kept[0].get("started")), str(kept[0].get("run_id")),
+                               _row(kept[0]), run_id))
         return found
 
     def _read_lines(self, found: _Archived, handle: BinaryIO) -> None:
@@ -330,7 +344,10 @@ class _Verifier:
             self.problem(run_id, where, text)
         alone.end()
 
-    def _json(self, folder: Folder, run_id: str, child: str) -> dict[str, Any] | None:
+    def _json(self, folder: Folder, run_id: str, child: str
+              ) -> tuple[dict[str, Any], bytes] | None:
+        """A JSON object file and its bytes' digest; None (and the problem said) when
+        it is absent, unreadable or not an object."""
         try:
             raw = folder.read(child)
         except Corrupt as exc:
@@ -338,14 +355,25 @@ class _Verifier:
             return None
         if raw is None:
             return None
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = None
-        if not isinstance(value, dict):
+        value = _object(raw)
+        if value is None:
             self.problem(run_id, f"{RUNS}/{run_id}/{child}", "not a JSON object")
             return None
-        return value
+        return value, _digest(raw)
+
+    def _reread(self, run_id: str, child: str) -> dict[str, Any]:
+        """A run's graph.json or summary.json once more, to compare it field by field
+        (only when its bytes are not what a sync writes); {} when it is gone."""
+        runs = self.root.folder(RUNS, create=False)
+        folder = runs.folder(run_id, create=False) if runs is not None else None
+        try:
+            raw = folder.read(child) if folder is not None else None
+        finally:
+            if folder is not None:
+                folder.close()
+            if runs is not None:
+                runs.close()
+        return (_object(raw) if raw is not None else None) or {}
 
     # -- against the log ---------------------------------------------------------------
 
@@ -394,7 +422,7 @@ class _Verifier:
             if line.seq > through:
                 continue
             found.due += 1
-            found.due_state = fold(found.due_state, line)
+            found.due_state = state  # every line before it was due too (log order)
             if found.due == 1 and isinstance(line, RunStart):
                 found.start = line
             if found.transitions:
@@ -459,13 +487,14 @@ class _Verifier:
         wanted = self._wanted_graphs.get(key)
         if wanted is None:
             try:
-                wanted = _canonical(graph_document(self.store, start))
+                document = graph_document(self.store, start)
+                wanted = (_digest(archive_document(document)), document)
             except Corrupt as exc:
                 wanted = exc.what
             self._wanted_graphs[key] = wanted
         if isinstance(wanted, str):
             found.problem(where, wanted)
-        elif found.graph != wanted:
+        elif found.graph != wanted[0] and self._reread(found.run_id, GRAPH) != wanted[1]:
             found.problem(where, f"differs from the workflow the run started on "
                           f"({start.workflow})")
 
@@ -483,32 +512,14 @@ class _Verifier:
                           "so it may not have a summary yet")
             return
         wanted = summary(state)
-        if _canonical(wanted) == found.summary:
+        if _digest(archive_document(wanted)) == found.summary:
             return
-        got = self._reread_summary(found.run_id)
+        got = self._reread(found.run_id, SUMMARY)
         differ = [f"{key} is {json.dumps(got.get(key))} (the log says "
                   f"{json.dumps(wanted.get(key))})"
                   for key in dict.fromkeys([*wanted, *got]) if got.get(key) != wanted.get(key)]
         if differ:
             found.problem(where, "differs from the log: " + "; ".join(differ))
-
-    def _reread_summary(self, run_id: str) -> dict[str, Any]:
-        """summary.json once more, to name the fields that differ (only when its digest
-        says some do)."""
-        runs = self.root.folder(RUNS, create=False)
-        folder = runs.folder(run_id, create=False) if runs is not None else None
-        try:
-            raw = folder.read(SUMMARY) if folder is not None else None
-        finally:
-            if folder is not None:
-                folder.close()
-            if runs is not None:
-                runs.close()
-        try:
-            value = json.loads(raw) if raw is not None else None
-        except ValueError:
-            value = None
-        return value if isinstance(value, dict) else {}
 
     def _check_index(self, any_runs: bool, covered: int) -> None:
         try:
@@ -522,16 +533,28 @@ class _Verifier:
             return
         # As index_document orders them: by `started`, then run id (a stable sort of the
         # run folders' order).
-        wanted = [row[2] for row in sorted(self._rows, key=lambda row: (row[0], row[1]))]
+        order = sorted(range(len(self._rows)), key=lambda i: self._rows[i][:2])
         try:
             entries = msgspec.json.decode(raw, type=list[msgspec.Raw])
-            found: list[bytes] | None = [_canonical(json.loads(bytes(entry)))
-                                         for entry in entries]
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
-            found = None
-        if found != wanted:
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            entries = None
+        # Each row as index_document writes it, at once; else compared as JSON values.
+        if entries is None or (
+                [_digest(bytes(entry)) for entry in entries] != [self._rows[i][2]
+                                                                 for i in order]
+                and self._index_values(entries) != self._summary_values(order)):
             self.problem(None, INDEX, "does not match runs/*/summary.json: delete it and run "
                          "`uwf archive sync DIR` to rebuild it")
+
+    def _index_values(self, entries: list[msgspec.Raw]) -> list[bytes] | None:
+        try:
+            return [_canonical(json.loads(bytes(entry))) for entry in entries]
+        except ValueError:
+            return None
+
+    def _summary_values(self, order: list[int]) -> list[bytes]:
+        """Every summary.json read again as a JSON value, in index order."""
+        return [_canonical(self._reread(self._rows[i][3], SUMMARY)) for i in order]
 
 
 class _Alone:
@@ -585,6 +608,14 @@ class _Alone:
                 node, _, attempt = attempt_key
                 self.found.problem(self.where, f"line {number}: {node} attempt {attempt} "
                                    "went to running but has no node_attempt")
+
+
+def _object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _kind(line: Line) -> str:
