@@ -70,6 +70,8 @@ def test_queue_order_is_priority_then_enqueued_at_then_id(q: Queue, tmp_path: Pa
 def test_list_filters_by_status_repo_and_session_with_aliases(q: Queue, tmp_path: Path
                                                               ) -> None:
     repo_a, repo_b = tmp_path / "a", tmp_path / "b"
+    repo_a.mkdir()
+    repo_b.mkdir()
     a1 = q.add("--session", "s1", "--repo", str(repo_a), now=at(0))
     a2 = q.add("--session", "s2", "--repo", str(repo_a), now=at(1))
     b1 = q.add("--session", "s1", "--repo", str(repo_b), now=at(2))
@@ -97,6 +99,8 @@ def test_status_set_takes_the_job_registry_words(q: Queue) -> None:
 
 
 def test_drain_marks_the_next_ready_entries_in_order(q: Queue, tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
     here = [q.add("--repo", str(tmp_path / "x"), "--priority", str(p), now=at(p))
             for p in (3, 1, 2)]
     other = q.add("--repo", str(tmp_path / "y"), "--priority", "0")

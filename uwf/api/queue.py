@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
@@ -197,7 +198,18 @@ class _Resolver:
             expected_artifacts=list(spec.expected_artifacts), note=spec.note, key=spec.key)
 
     def _repo(self, path: str | None) -> str:
+        """The git top level of `path` (else of the working folder); a folder that does
+        not exist is refused, not recorded as a repo nobody can work in."""
         found = self.repos.get(path)
+        if found is None and path:
+            try:
+                exists = Path(path).expanduser().is_dir()
+            except (OSError, ValueError):
+                exists = True  # find_repo names what is wrong with such a path
+            if not exists:
+                shown = path if len(path) <= 60 else path[:57] + "..."
+                raise UsageError(f"repo folder {shown!r} does not exist",
+                                 "give the folder of an existing repo with --repo")
         if found is None:
             found = self.repos[path] = find_repo(path)
         return found
@@ -337,8 +349,6 @@ def drain(store: Store, limit: int | None = None, repo: str | None = None) -> di
 def missing_artifacts(entry: QueueEntry) -> list[str]:
     """The entry's expectedArtifacts that are not in its repo (a relative path is taken
     from the repo's top level), in the order they were given."""
-    from pathlib import Path
-
     missing = []
     for name in entry.expected_artifacts:
         try:

@@ -9,7 +9,7 @@ import msgspec
 
 from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, Count, NonNegative, arg
+from uwf.cli.spec import Args, Command, Count, NonNegative, Plain, arg
 from uwf.ids import ULID_PATTERN
 
 # The bounds are uwf.api.queue's (MIN_PRIORITY, MAX_PRIORITY), not imported: the API
@@ -34,11 +34,11 @@ STATUS_HELP = ("ready, leased, drained, parked or cancelled; or the job registry
 
 class QueueAdd(Args, frozen=True, kw_only=True):
     workflow: Annotated[str | None, arg("a registered workflow (name or hash) to start a "
-                                        "run of", metavar="NAME|HASH")] = None
+                                        "run of", alias="--app", metavar="NAME|HASH")] = None
     prompt: Annotated[str | None, arg("with --workflow: the task, the run's prompt",
                                       short="-p")] = None
     run: Annotated[str | None, arg("instead of --workflow: an existing run to continue",
-                                   metavar="RUN")] = None
+                                   alias="--runId", metavar="RUN")] = None
     repo: Annotated[str | None, arg("repo the entry belongs to (default: the run's, or the "
                                     "git top level of the working directory)",
                                     metavar="PATH")] = None
@@ -57,6 +57,8 @@ class QueueAdd(Args, frozen=True, kw_only=True):
                                    "return it instead of adding another")] = None
     batch: Annotated[str | None, arg("add every line of a JSON-lines file (or - for stdin) "
                                      "in one write, all or nothing", metavar="FILE")] = None
+    quiet: Annotated[bool, arg("print only the entry's id (with --batch: one id a line), "
+                               "for ID=$(uwf queue add ...)", alias="--id-only")] = False
 
 
 class QueueList(Args, frozen=True, kw_only=True):
@@ -165,20 +167,22 @@ def _add(args: QueueAdd, ctx: Context) -> Any:
     from uwf.errors import UsageError
 
     if args.batch is not None:
-        alone = msgspec.structs.asdict(QueueAdd(batch=args.batch))
+        alone = msgspec.structs.asdict(QueueAdd(batch=args.batch, quiet=args.quiet))
         given = [name for name, value in msgspec.structs.asdict(args).items()
                  if value != alone[name]]
         if given:
             raise UsageError(f"--batch takes its entries from the file, not "
                              f"--{given[0].replace('_', '-')}",
                              "put the values in each line of the file")
-        return queue.add_batch(ctx.store, args.batch)
+        added = queue.add_batch(ctx.store, args.batch)
+        return Plain("\n".join(added["ids"])) if args.quiet else added
     spec = queue.entry_spec({
         "workflow": args.workflow, "prompt": args.prompt, "run": args.run, "repo": args.repo,
         "priority": args.priority, "note": args.note or "", "session": args.session,
         "agent": args.agent, "timeoutSec": args.timeout, "idleTimeoutSec": args.idle_timeout,
         "expectedArtifacts": args.artifact or [], "key": args.key})
-    return queue.add(ctx.store, spec)
+    result = queue.add(ctx.store, spec)
+    return Plain(result["entry"]["id"]) if args.quiet else result
 
 
 def _list(args: QueueList, ctx: Context) -> Any:

@@ -26,7 +26,7 @@ import msgspec.inspect as mi
 
 from uwf.cli.common import progress_bar
 from uwf.cli.context import GLOBAL_OPTIONS, Context, process_redactor
-from uwf.cli.spec import Args, Command, Group
+from uwf.cli.spec import Args, Command, Group, Plain
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
 
 if TYPE_CHECKING:
@@ -393,12 +393,13 @@ def _cell(value: Any) -> str:
 
 
 def _render(command: Command[Any], result: Any, as_json: bool, redact: Redact | None) -> str:
+    plain = command.plain or isinstance(result, Plain)
     if redact is not None:
         from uwf.redact import redact_value
 
         # The payload first (a secret JSON escapes would slip past the text), then the text.
         result = redact_value(result, redact)
-    if command.plain:
+    if plain:
         text = str(result)
     elif as_json or command.human is None:
         text = dump_json(result) if as_json else panel(result)

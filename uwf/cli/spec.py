@@ -72,6 +72,12 @@ def arg(help: str, *, positional: bool = False, short: str | None = None,
 A = TypeVar("A", bound=Args)
 
 
+class Plain(str):
+    """A payload printed as is, for `$(...)`, when the arguments ask for it (`queue add
+    --quiet`); a command whose payload is always one such string sets `plain`."""
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Command(Generic[A]):
     """A command: `path` such as ("workflow", "put"), its arguments and its handler."""
