@@ -126,7 +126,7 @@ REFUSED: dict[str, tuple[Any, tuple[str, ...]]] = {
         with_graph(review(), "reviewer", {"approved": "$END", "rejected": {
             "role": "fixer", "prompt": "Fix: {{commentz}}"}}),
         ("graph.reviewer.rejected.prompt: {{commentz}} is not a field of roles.reviewer.meta,"
-         " which allows no others (fields: comments, status; and {{prompt}})",)),
+         " which allows no others (available: {{comments}}, {{prompt}}, {{status}})",)),
     "an unknown name behind custom delimiters": (
         with_graph(review(), "reviewer", {"approved": "$END", "rejected": {
             "role": "fixer", "prompt": "{{=<% %>=}}Fix: <% commentz %>"}}),

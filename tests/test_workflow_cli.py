@@ -127,7 +127,7 @@ def test_durability_none_says_so(cli: Cli) -> None:
         ("name: x\nroles: {a: {}}\ngraph:\n  $START: {_: a}\n  a: {ok: {role: b}}\n",
          ("graph.a.ok.role: unknown role 'b'",)),
         ("name: x\nroles: {a: {meta: {type: nope}}}\ngraph: {$START: {_: a}}\n",
-         ("roles.a.meta: invalid JSON Schema",)),
+         ("roles.a.meta.type: invalid JSON Schema: \"nope\" is not valid",)),
         ("name: x\nroles: {a: {}}\ngraph: {a: {_: $END}}\n", ("graph: missing $START",)),
         ("name: x\nroles: {a: {}}\ngraph: {$START: {_: {role: a, prompt: '{{#open}} x'}}}\n",
          ("graph.$START._.prompt: template does not parse",)),

@@ -71,25 +71,48 @@ def _one_level() -> Any:
 
 
 def schema_problems(schema: Any) -> list[str]:
-    """Why `schema` is not a schema of json-cas's subset (empty when it is)."""
+    """Why `schema` is not a schema of json-cas's subset (empty when it is): the
+    first reason found, `<where>: <why>`."""
     if (problem := first_problem(schema)) is not None:
         return [problem]
+    for where, why in _findings(schema):
+        return [f"{where or '(root)'}: {why}"]
+    return []
+
+
+def schema_findings(schema: Any) -> Iterator[tuple[str, str]]:
+    """Every reason `schema` is not a schema of json-cas's subset, outermost first, as
+    (where, why): `where` the dotted path inside the schema, "" for its root.
+
+    A schema over the size limits yields that one reason: it is not walked.
+    """
+    if (problem := first_problem(schema)) is not None:
+        yield "", problem
+    else:
+        yield from _findings(schema)
+
+
+def _findings(schema: Any) -> Iterator[tuple[str, str]]:
+    named: set[str] = set()  # paths a reason was given for
     for path, node in _schemas(schema):
-        where = path or "(root)"
         if not isinstance(node, dict):
-            return [f"{where}: a schema must be a JSON object"]
+            if path not in named:  # a nested one was named by its parent's check
+                yield path, "a schema must be a JSON object"
+            continue
         unknown = sorted(set(node) - set(keywords()))
-        if unknown:
-            return [f"{where}: {unknown[0]!r} is not a keyword of json-cas's schema subset "
-                    f"(allowed: {', '.join(keywords())})"]
+        for keyword in unknown:
+            yield path, (f"{keyword!r} is not a keyword of json-cas's schema subset "
+                         f"(allowed: {', '.join(keywords())})")
         for error in _one_level().iter_errors(node):
+            if unknown and not error.instance_path:
+                continue  # "additional properties": the unknown keywords named above
             inner = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
                             for part in error.instance_path).lstrip(".")
-            return [f"{_join(path, inner) or '(root)'}: {error.message}"]
+            named.add(_join(path, inner))
+            yield _join(path, inner), error.message
         for keyword, what in _NON_EMPTY:
             if node.get(keyword) == []:
-                return [f"{_join(path, keyword)}: {what}"]
-    return []
+                yield _join(path, keyword), what
 
 
 def _schemas(schema: Any) -> Iterator[tuple[str, Any]]:

@@ -3,9 +3,11 @@ its YAML path, in one error (SPEC §6); and the warnings a registered workflow
 still deserves (`workflow_warnings`).
 
 Beyond the document's shape, each edge is checked against the schema of the role
-it leaves (`_edge_findings`): statuses against the role's `status` enum or const,
-an edge prompt's Mustache names against the role's output properties, and an
-edge prompt that would reach its agent as nothing but whitespace.
+it leaves (`_edge_findings`, reading the schema through outputs.py): statuses
+against the values the role's `status` lists (an enum, a const, or `oneOf` /
+`anyOf` branches of them), an edge prompt's Mustache names against the fields the
+role's output may have, and an edge prompt that would reach its agent as nothing
+but whitespace.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 
 from uwf.cas.hashing import is_hash, node_hash
 from uwf.cas.store import Cas, meta_hash
-from uwf.cas.subset import schema_problems
+from uwf.cas.subset import schema_findings
 from uwf.errors import Rejected
+from uwf.workflow import outputs
 from uwf.workflow.conditions import expression_problem
 from uwf.workflow.moderator import ANY_STATUS, render
 from uwf.workflow.templates import template_names, template_problem
@@ -73,7 +76,8 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
     roles, schemas = _roles(cas, document.get("roles"), problems)
     conditions = (_conditions(document["conditions"], problems) if "conditions" in document
                   else None)
-    graph = _graph(document.get("graph"), set(roles), conditions or {}, problems)
+    graph = _graph(document.get("graph"), _role_names(document.get("roles"), roles),
+                   conditions or {}, problems)
     for finding in _edge_findings(graph, conditions or {}, _role_schemas(cas, roles, schemas)):
         if finding.error:
             problems.add(finding.path, finding.text)
@@ -135,6 +139,14 @@ def _roles(
     return roles, schemas
 
 
+def _role_names(raw: Any, roles: dict[str, Any]) -> set[str]:
+    """The roles the graph may name: a role refused for its definition is still one,
+    so that its mistake is reported once, not again at every edge naming it."""
+    if not isinstance(raw, dict):
+        return set(roles)
+    return {name for name in raw if isinstance(name, str) and name and not name.startswith("$")}
+
+
 def _meta(cas: Cas, meta: Any, path: str, problems: _Problems, schemas: list[Any]) -> str:
     if isinstance(meta, str):
         if not is_hash(meta):
@@ -142,34 +154,45 @@ def _meta(cas: Cas, meta: Any, path: str, problems: _Problems, schemas: list[Any
         elif not cas.has(meta) or cas.get(meta).type != meta_hash():
             problems.add(path, f"schema {meta} is not a schema node in the store")
         return meta
-    if (bad_key := _non_string_key(meta)) is not None:
-        where, key = bad_key
+    bad_keys = list(_non_string_keys(meta))
+    for where, key in bad_keys:
         problems.add(f"{path}.{where}" if where else path,
                      f"key {key!r} is not a string: quote it")
+    if bad_keys:
         return ""
-    found = schema_problems(meta)
-    for problem in found:
-        problems.add(path, f"invalid JSON Schema: {problem}")
+    found = list(schema_findings(meta))
+    for where, problem in found:
+        problems.add(_join(path, where), f"invalid JSON Schema: {problem}")
     if found:
         return ""
     schemas.append(meta)
     return node_hash(meta_hash(), meta)
 
 
-def _non_string_key(schema: Any) -> tuple[str, Any] | None:
-    """(path, key) of a key that is not a string: YAML reads `1:` as a number, which the
-    stored JSON would turn into "1" while the hash (over CBOR) keeps it a number."""
+def _join(path: str, inner: str) -> str:
+    """A YAML path and a path inside the value it names (`properties.a`, `[0]`, "")."""
+    if not inner:
+        return path
+    return f"{path}{inner}" if inner.startswith("[") else f"{path}.{inner}"
+
+
+def _non_string_keys(schema: Any) -> Iterator[tuple[str, Any]]:
+    """(path, key) of each key that is not a string, outermost first: YAML reads `1:` as
+    a number, which the stored JSON would turn into "1" while the hash (over CBOR)
+    keeps it a number."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
         value, path = stack.pop()
+        children: list[tuple[Any, str]] = []
         if isinstance(value, list):
-            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+            children = [(item, f"{path}[{index}]") for index, item in enumerate(value)]
         elif isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
-                    return path, key
-                stack.append((item, f"{path}.{key}" if path else key))
-    return None
+                    yield path, key
+                else:
+                    children.append((item, f"{path}.{key}" if path else key))
+        stack.extend(reversed(children))
 
 
 def _conditions(raw: Any, problems: _Problems) -> dict[str, Any]:
@@ -343,22 +366,15 @@ def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
 def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
                      ) -> Iterator[_Finding]:
     """Statuses the role's schema cannot produce (refused), and statuses it can
-    produce with no edge (warned): from `properties.status`'s `enum` or `const`."""
-    properties = schema.get("properties")
-    status_schema = properties.get("status") if isinstance(properties, dict) else None
-    if not isinstance(status_schema, dict):
-        return
-    if "const" in status_schema:
-        values = [status_schema["const"]]
-    elif isinstance(status_schema.get("enum"), list):
-        values = list(status_schema["enum"])
-    else:
+    produce with no edge (warned): when the schema lists its `status` values, by
+    `enum`, `const` or `oneOf` / `anyOf` branches of them (outputs.status_values)."""
+    values = outputs.status_values(schema)
+    if values is None:
         return
     strings = [value for value in values if isinstance(value, str)]
     shown = ", ".join(strings) or "none"
-    required = schema.get("required")
     # `_` is the status of an output without a string status.
-    bare = not (isinstance(required, list) and "status" in required) or len(strings) < len(values)
+    bare = not outputs.requires(schema, "status") or len(strings) < len(values)
     where = f"roles.{source}.meta"
     for status in edges:
         if status in strings or (status == ANY_STATUS and bare):
@@ -378,42 +394,34 @@ def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
 def _prompt_findings(path: str, target: dict[str, Any], source: str,
                      schema: dict[str, Any] | None) -> Iterator[_Finding]:
     """An edge prompt's Mustache names against the fields the source role outputs
-    (after `$START`, only `prompt`), and a prompt that renders to whitespace."""
+    (after `$START`, only `prompt`), and a prompt that renders to whitespace.
+
+    `{{prompt}}` is the one name the renderer always provides (the user's prompt,
+    unless the output has a field of that name), so it is never flagged.
+    """
     prompt = target.get("prompt")
     if not isinstance(prompt, str) or not prompt or template_problem(prompt) is not None:
         return
     names = template_names(prompt)
-    declared, closed, where = _declared(source, schema)
-    if declared is not None:
-        for name in sorted(names - declared - {"prompt"}):
-            if source == START:
-                yield _Finding(path, f"{{{{{name}}}}} is not available after {START}: there "
-                               "is no output yet, only {{prompt}}", True)
-            elif closed:
-                fields = ", ".join(sorted(declared)) or "none"
-                yield _Finding(path, f"{{{{{name}}}}} is not a field of {where}, which "
-                               f"allows no others (fields: {fields}; and {{{{prompt}}}})", True)
-            else:
-                yield _Finding(path, f"{{{{{name}}}}} is not a property of {where}: it "
-                               "renders empty unless the output has it", False)
+    where = f"roles.{source}.meta"
+    for name in sorted(names - {"prompt"}):
+        if source == START:
+            yield _Finding(path, f"{{{{{name}}}}} is not available after {START}: there "
+                           "is no output yet, only {{prompt}}", True)
+        elif schema is None or not outputs.describes_fields(schema):
+            continue  # nothing said about the output's fields: nothing to check
+        elif not outputs.admits(schema, name):
+            # No "; " in a problem: the refusal joins them with it.
+            available = ", ".join(f"{{{{{field}}}}}" for field in sorted(
+                {"prompt"} | {field for field in outputs.declared(schema)
+                              if outputs.admits(schema, field)}))
+            yield _Finding(path, f"{{{{{name}}}}} is not a field of {where}, which "
+                           f"allows no others (available: {available})", True)
+        elif name not in outputs.declared(schema):
+            yield _Finding(path, f"{{{{{name}}}}} is not a property of {where}: it "
+                           "renders empty unless the output has it", False)
     if target.get("role") != END and (blank := _blank(prompt, names, source, schema)):
         yield _Finding(path, blank, True)
-
-
-def _declared(source: str, schema: dict[str, Any] | None
-              ) -> tuple[set[str] | None, bool, str]:
-    """The fields the source's output may have (None: unknown, nothing to check),
-    whether the schema allows no others, and where that schema is."""
-    if source == START:
-        return set(), True, START
-    where = f"roles.{source}.meta"
-    if schema is None:
-        return None, False, where
-    properties = schema.get("properties")
-    closed = schema.get("additionalProperties") is False
-    if isinstance(properties, dict):
-        return set(properties), closed, where
-    return (set(), True, where) if closed else (None, False, where)
 
 
 def _blank(prompt: str, names: set[str], source: str, schema: dict[str, Any] | None
@@ -428,8 +436,8 @@ def _blank(prompt: str, names: set[str], source: str, schema: dict[str, Any] | N
     use = 'or use "" for no edge prompt'
     if not prompt.strip():
         return f"is only whitespace: write the instruction, {use}"
-    required = schema.get("required") if schema is not None and source != START else None
-    fields = sorted(names & set(required)) if isinstance(required, list) else []
+    fields = ([] if schema is None or source == START
+              else sorted(name for name in names if outputs.requires(schema, name)))
     if len(fields) > _MAX_RENDERED_FIELDS:
         return None
     for values in itertools.product(("x", ""), repeat=len(fields)):
