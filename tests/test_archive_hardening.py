@@ -229,3 +229,51 @@ def test_sigterm_while_follow_starts_exits_0(fleet: Fleet, tmp_path: Path, delay
         assert json.loads(line)["archive"] == str(folder)
     if folder.exists():
         assert cli.run("archive", "verify", str(folder)).code == 0
+
+
+# -- a file that no longer holds what the last sync left -------------------------------
+
+@pytest.mark.parametrize("damage", ["cut", "edited"])
+def test_sync_refuses_to_append_to_a_file_cut_or_edited_since(
+        fleet: Fleet, tmp_path: Path, damage: str) -> None:
+    """Issue 17 item 4: a transitions.jsonl cut at a line boundary (or edited in place,
+    same size) got new lines appended on top of the damage; only a later verify saw it.
+    The checkpoint keeps each open run's bytes, lines and digest, checked first."""
+    cli, folder = fleet.cli, tmp_path / "archive"
+    run = fleet.start()
+    assert fleet.step(run).code == 0
+    sync(cli, folder)
+    path = folder / "runs" / run / "transitions.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) >= 3
+    if damage == "cut":
+        path.write_bytes(b"".join(lines[:-1]))  # the last line gone, a clean line boundary
+    else:  # the same bytes but one: a node's attempt, still a valid archive line
+        edited = lines[-1].replace(b'"attempt":1', b'"attempt":7', 1)
+        assert edited != lines[-1]
+        path.write_bytes(b"".join(lines[:-1]) + edited)
+    assert fleet.step(run).code == 0  # more events for the run
+    before = files(folder)
+    what = "was cut short" if damage == "cut" else "was edited"
+    line = one_line_error(cli.run("archive", "sync", str(folder)), 1,
+                          f"runs/{run}/transitions.jsonl {what} since the last sync")
+    assert "nothing appended" in line
+    assert "restore the file from a backup" in line
+    assert files(folder) == before
+
+
+def test_lines_a_crashed_sync_appended_past_the_checkpoint_are_accepted(
+        fleet: Fleet, tmp_path: Path) -> None:
+    """The file may hold more than the checkpoint says (a sync that appended and died
+    before moving it): those lines are the log's, folded again, not damage."""
+    cli, folder = fleet.cli, tmp_path / "archive"
+    run = fleet.start()
+    sync(cli, folder)
+    checkpoint = (folder / ".uwf-archive.json").read_bytes()
+    assert fleet.step(run).code == 0
+    sync(cli, folder)
+    grown = (folder / "runs" / run / "transitions.jsonl").read_bytes()
+    (folder / ".uwf-archive.json").write_bytes(checkpoint)  # as if the sync died before it
+    sync(cli, folder)
+    assert (folder / "runs" / run / "transitions.jsonl").read_bytes() == grown
+    assert cli.run("archive", "verify", str(folder)).code == 0

@@ -6,7 +6,8 @@ its own checkpoint and appends what is new (docs/archive.md).
 ```
 DIR/
   .uwf-archive.json          checkpoint: {format, seq, digest} of the last line folded,
-                             and the inode of each open run's transitions.jsonl
+                             and of each open run's transitions.jsonl its inode and
+                             what the sync left in it (bytes, lines, digest)
   .uwf-archive.lock          writers' lock (a sync), shared by `archive verify`
   index.json                 every summary.json, one row each (rebuildable cache)
   runs/<run id>/
@@ -22,10 +23,17 @@ each step durable before the next: graph.json, then the run's new lines in one
 append, then summary.json, then index.json, then the checkpoint. A crash anywhere
 leaves the checkpoint behind: the next sync reads those events again, skips each
 run's lines it already has (their `seq` says so) and writes what is missing.
+
+A file is appended to only while it still holds what the last sync left in it: the
+checkpoint's bytes, line count and digest of each open run's transitions.jsonl are
+checked against the file's start before anything is added (more lines after them
+are a crashed sync's, and are folded as above), so a file cut at a line boundary
+or edited is refused, naming it, instead of growing on top of the damage.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -80,6 +88,9 @@ class ArchiveCheckpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
     seq: int
     digest: str
     inodes: dict[str, tuple[int, int]] = {}
+    # Per open run: (bytes, lines, digest) of transitions.jsonl as the sync left it
+    # (absent in a checkpoint written before it was kept: nothing to check).
+    files: dict[str, tuple[int, int, str]] = {}
 
 
 def read_checkpoint(raw: bytes) -> ArchiveCheckpoint:
@@ -173,6 +184,9 @@ class _Run:
     graph: bool = False
     summary: bool = False
     pending: list[Line] = field(default_factory=list)
+    lines: int = 0  # lines of transitions.jsonl, as read and appended
+    # SHA-256 of transitions.jsonl's bytes, as read and appended (None: no file yet).
+    hasher: Any = None
 
 
 @dataclass
@@ -192,8 +206,10 @@ class Archive:
         self.path = check_root(directory, create=create)
         self._runs: dict[str, _Run] = {}
         self._root: Folder | None = None
-        # The inodes the checkpoint recorded (the open runs' transitions.jsonl).
+        # What the checkpoint recorded of the open runs' transitions.jsonl: its inode,
+        # and its bytes, lines and digest.
         self._inodes: dict[str, tuple[int, int]] = {}
+        self._files: dict[str, tuple[int, int, str]] = {}
 
     def close(self) -> None:
         if self._root is not None:
@@ -225,6 +241,7 @@ class Archive:
     def _sync(self, runs: Folder, only: str | None) -> dict[str, Any]:
         checkpoint = self._checkpoint()
         self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
+        self._files = dict(checkpoint.files) if checkpoint is not None else {}
         if only is None:
             start = Checkpoint(checkpoint.seq, checkpoint.digest) if checkpoint else Checkpoint(
                 0, GENESIS_PREV)
@@ -256,10 +273,10 @@ class Archive:
         self._flush(runs, touched, tally)
         if tally.summaries or self.root.kind(INDEX) is None:
             self.root.replace(INDEX, index_document(self._summaries(runs)))
-        inodes = self._open_inodes()
+        inodes, files = self._open_inodes(), self._open_files()
         if only is None and (checkpoint is None or head.seq != checkpoint.seq
-                             or inodes != checkpoint.inodes):
-            saved = ArchiveCheckpoint(FORMAT, head.seq, head.digest, inodes)
+                             or inodes != checkpoint.inodes or files != checkpoint.files):
+            saved = ArchiveCheckpoint(FORMAT, head.seq, head.digest, inodes, files)
             self.root.replace(CHECKPOINT, msgspec.json.encode(saved) + b"\n")
         return {"archive": str(self.path), "run": only, "fromSeq": start.seq,
                 "seq": head.seq, "appended": tally.appended, "runs": len(tally.touched),
@@ -310,6 +327,10 @@ class Archive:
                     record.size, record.inode = folder.append(
                         TRANSITIONS, data, record.size,
                         record.inode if record.size else None)
+                    if record.hasher is None:
+                        record.hasher = hashlib.sha256()
+                    record.hasher.update(data)
+                    record.lines += len(record.pending)
                     record.last_event_id = record.pending[-1].event_id
                     tally.appended += len(record.pending)
                     tally.touched.add(run_id)
@@ -348,14 +369,46 @@ class Archive:
                     and cached.inode == inode and not cached.pending):
                 return cached
             raw = folder.read(TRANSITIONS) or b""
+            self._check_as_left(run_id, raw, where)
             lines = read_lines(raw, where)
             record = _Run(run_id, len(raw), inode, fold_lines(lines, run_id, where),
                           lines[-1].event_id if lines else None,
-                          folder.kind(GRAPH) is not None, folder.kind(SUMMARY) is not None)
+                          folder.kind(GRAPH) is not None, folder.kind(SUMMARY) is not None,
+                          lines=len(lines),
+                          hasher=hashlib.sha256(raw) if info is not None else None)
         finally:
             folder.close()
         self._runs[run_id] = record
         return record
+
+    def _check_as_left(self, run_id: str, raw: bytes, where: str) -> None:
+        """The file must start with what the last sync left in it (bytes, lines and
+        digest as the checkpoint has them); more lines after are a crashed sync's."""
+        recorded = self._files.get(run_id)
+        if recorded is None:
+            return
+        size, count, want = recorded
+        kept = raw[:size]
+        if len(raw) < size or kept.count(b"\n") != count or _digest(kept) != want:
+            what = ("was cut short" if len(raw) < size else "was edited")
+            has = raw.count(b"\n")
+            raise Corrupt(f"{where} {what} since the last sync (it left {count} lines, "
+                          f"{size} bytes there; the file has {has} lines, "
+                          f"{len(raw)} bytes): nothing appended",
+                          "restore the file from a backup, or sync into a new folder; "
+                          "`uwf archive verify DIR` names the damage")
+
+    def _open_files(self) -> dict[str, tuple[int, int, str]]:
+        """What the next checkpoint records of each open run's transitions.jsonl: its
+        bytes, lines and digest as this sync left it (or as the last one did)."""
+        files = dict(self._files)
+        for run_id, record in self._runs.items():
+            if record.state is not None and record.state.ended:
+                files.pop(run_id, None)
+            elif record.hasher is not None:
+                files[run_id] = (record.size, record.lines,
+                                 record.hasher.hexdigest()[:32])
+        return dict(sorted(files.items()))
 
     def _open_inodes(self) -> dict[str, tuple[int, int]]:
         """The inodes the next checkpoint records: those it had, updated by what this
@@ -426,6 +479,11 @@ class Archive:
             if event.batch[0] == event.batch[1]:
                 yield pending, Checkpoint(seq, prev)
                 pending = []
+
+
+def _digest(data: bytes) -> str:
+    """The first 32 hex characters of SHA-256, as the log's chain digests."""
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def sync(store: Store, directory: str | Path, run: str | None = None) -> dict[str, Any]:
