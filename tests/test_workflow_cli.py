@@ -160,7 +160,8 @@ def test_missing_file_and_unknown_workflow(cli: Cli, tmp_path: Path) -> None:
     one_line_error(cli.run("workflow", "put", str(tmp_path / "nope.yaml")), 1, "no such file")
     one_line_error(cli.run("workflow", "show", "nope"), 1, "no workflow named 'nope'",
                    "uwf workflow list")
-    one_line_error(cli.run("workflow", "show", "../../x"), 1, "no workflow named")
+    # A path is a file (`workflow show FILE` registers one), never a name.
+    one_line_error(cli.run("workflow", "show", "../../x"), 1, "no workflow file ../../x")
     one_line_error(cli.run("workflow", "show", "0000000000000"), 1, "not found")
     assert cli.log_bytes() == b""
 

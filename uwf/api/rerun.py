@@ -20,9 +20,10 @@ from typing import Any
 import msgspec
 
 from uwf.api.config import Config, load_config, resolve_agent
+from uwf.api.discovery import is_workflow_file
 from uwf.api.runs import damaged_nodes, get_run, record
 from uwf.api.store import Store
-from uwf.api.threads import chain, is_workflow_file
+from uwf.api.threads import chain
 from uwf.cas.store import builtin_hash
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views

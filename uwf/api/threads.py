@@ -6,13 +6,12 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from uwf.api.discovery import use_workflow
 from uwf.api.store import Store
-from uwf.api.workflows import put_workflow, resolve_workflow
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.engine.events import NewEvent
@@ -31,8 +30,6 @@ STATUSES = ("active", "blocked", "ended", "killed")
 # The `status` `thread list` shows for a thread whose head node is not in the CAS, or
 # is there but damaged (it does not hash to its name): `thread show` fails closed on it.
 HEAD_DAMAGE = ("missing", "corrupt")
-# What `thread start WORKFLOW` takes for a file rather than a name or a hash.
-WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def find_repo(explicit: str | None = None) -> str:
@@ -109,15 +106,6 @@ def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
             **rest}
 
 
-def is_workflow_file(ref: str) -> bool:
-    """`thread start WORKFLOW` names a file: a path with a folder, or a .yaml, .yml or
-    .json name, that exists. Anything else is a workflow name or hash. (One that is not
-    a regular file, a FIFO or a folder, is then refused by name as `workflow put` does.)"""
-    looks_like_a_path = (os.sep in ref or "/" in ref
-                         or ref.lower().endswith(WORKFLOW_FILE_SUFFIXES))
-    return looks_like_a_path and Path(ref).expanduser().exists()
-
-
 def start_thread(
     store: Store, workflow: str, prompt: str, repo: str | None = None
 ) -> dict[str, str]:
@@ -125,21 +113,14 @@ def start_thread(
 
     `workflow` is a registered name, a Workflow hash, or a workflow file, which is
     registered first (as `uwf workflow put` does): one command from YAML to a thread.
+    A name is also looked for in the repo's `.workflow/` folder (uwf.api.discovery).
     """
     from ulid import ULID
 
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
     repo_path = find_repo(repo)  # a path it cannot use is refused before any node is put
-    if is_workflow_file(workflow):
-        workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
-    try:
-        workflow_hash, payload = resolve_workflow(store, store.read(), workflow)
-    except NotFound:
-        if os.sep in workflow or "/" in workflow:  # never a name: a file that is not there
-            raise NotFound(f"no workflow file {workflow}",
-                           "check the path, or give a workflow name or hash") from None
-        raise
+    workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
     thread = str(ULID.from_timestamp(store.clock()))

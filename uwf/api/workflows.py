@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from uwf.api.store import Store
 from uwf.api.yamlfile import load_yaml
-from uwf.cas.hashing import is_hash
+from uwf.cas.hashing import is_hash, node_hash
 from uwf.cas.store import builtin_hash, meta_hash
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import NotFound, Rejected
+from uwf.errors import NotFound, Rejected, UwfError
 from uwf.projections.workflow_events import WorkflowRegistered
 from uwf.redact import redact_value
 from uwf.workflow.compile import compile_workflow, workflow_warnings
+
+
+@dataclass(frozen=True)
+class CheckedWorkflow:
+    """A workflow file read and checked, nothing written yet: what registering it
+    would store and the hash its Workflow node will have."""
+
+    payload: dict[str, Any]
+    schemas: list[Any]
+    hash: str
+    warnings: list[str]
+
+    @property
+    def name(self) -> str:
+        return str(self.payload["name"])
 
 
 def put_workflow(store: Store, path: str | Path) -> dict[str, Any]:
@@ -24,28 +41,45 @@ def put_workflow(store: Store, path: str | Path) -> dict[str, Any]:
     Everything is checked before the first write, with the checks the CAS puts make,
     so a refused file leaves the CAS and the log as they were.
     """
-    document = load_yaml(Path(path))
+    return register_workflow(store, check_workflow_file(store, path))
+
+
+def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
+    """Read a workflow file (its `!include`s too) and check everything `put` checks;
+    writes nothing."""
+    document = load_yaml(Path(path), includes=True)
     if store.redact is not None:
         # As the CAS will store it: schema hashes are computed over the redacted text.
         document = redact_value(document, store.redact)
     payload, schemas = compile_workflow(store.cas, document)
     _check_nodes(store, payload, schemas)
     warnings = workflow_warnings(store.cas, payload, schemas)
+    return CheckedWorkflow(payload, schemas, node_hash(builtin_hash("Workflow"), payload),
+                           warnings)
+
+
+def register_workflow(store: Store, checked: CheckedWorkflow, *,
+                      conflict: Callable[[str], UwfError] | None = None) -> dict[str, Any]:
+    """Store a checked workflow's nodes, then point its name at it (`workflow.registered`)
+    unless the name already points there. With `conflict`, a name already pointing at
+    another hash is refused instead, with `conflict(that hash)`."""
     # Nodes first, then the event that refers to them (durability order).
     store.cas.ensure_builtins()
-    for schema in schemas:
+    for schema in checked.schemas:
         store.cas.put_schema(schema)
-    workflow_hash = store.cas.put(builtin_hash("Workflow"), payload)
-    name = str(payload["name"])
+    workflow_hash = store.cas.put(builtin_hash("Workflow"), checked.payload)
+    name = checked.name
 
     result: dict[str, Any] = {"workflow": workflow_hash, "name": name}
-    if warnings:
-        result["warnings"] = warnings
+    if checked.warnings:
+        result["warnings"] = checked.warnings
 
     def decide(views: Views) -> Outcome[dict[str, Any]]:
         current = views.get("workflows", name)
         if current is not None and current.hash == workflow_hash:
             return Outcome((), result)  # already registered: idempotent, nothing to append
+        if current is not None and conflict is not None:
+            raise conflict(current.hash)
         previous = None if current is None else current.hash
         registered = WorkflowRegistered(name, workflow_hash, previous)
         return Outcome([NewEvent(f"workflow/{name}", registered)], result)
@@ -81,9 +115,13 @@ def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[st
     return workflow_hash, payload
 
 
-def show_workflow(store: Store, ref: str) -> dict[str, Any]:
-    """A workflow by name (the registered version) or by hash."""
-    workflow_hash, payload = resolve_workflow(store, store.read(), ref)
+def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> dict[str, Any]:
+    """A workflow by name (the registered version), by hash, or from a file: a path, or
+    with `repo`, `NAME.yaml` in its `.workflow/` folder (uwf.api.discovery), registered
+    on first use."""
+    from uwf.api.discovery import use_workflow
+
+    workflow_hash, payload = use_workflow(store, ref, None if repo is None else Path(repo))
     return {"workflow": workflow_hash, "name": payload["name"], "definition": payload}
 
 

@@ -42,14 +42,16 @@ _MAX_INT_CHARS = 400
 
 
 def load_yaml(path: Path, what: str = "", *, error: type[UwfError] = UsageError,
-              named: str = "", too_big: str = SHORTEN) -> Any:
+              named: str = "", too_big: str = SHORTEN, includes: bool = False) -> Any:
     """Parse a YAML file into plain JSON values; a syntax error names the file (as
     `what`), line and column, and a value beyond the limits says which limit.
 
     The file must be a regular file of at most MAX_FILE_BYTES (uwf.api.inputfile, which
     names it as `named`, `too_big` the next action past the limit); `error` is the class
     of that refusal and of text that is not UTF-8: a usage error for a file named on the
-    command line, Rejected for the config.
+    command line, Rejected for the config. With `includes` (workflow files), each
+    `!include PATH` is replaced by that file's nodes first (uwf.api.yamlinclude), so the
+    limits hold for the whole, and the 1 MiB for every file read together.
     """
     import yaml
 
@@ -58,12 +60,17 @@ def load_yaml(path: Path, what: str = "", *, error: type[UwfError] = UsageError,
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"cannot read {named}{path}: {exc}", "give a UTF-8 YAML file") from None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    loader = _loader_class()(text)
     try:
         # Compose (cheap: an alias is the node it names, not a copy), check, then build.
         node = loader.get_single_node()
         if node is None:
             return None
+        if includes:
+            from uwf.api.yamlinclude import splice_includes
+
+            node = splice_includes(node, path, MAX_FILE_BYTES - len(data), MAX_FILE_BYTES,
+                                   _loader_class())
         if (found := _node_problem(node)) is not None:
             line, problem, action = found
             raise Rejected(f"{what}{path}: {line}{problem}", action)
@@ -132,8 +139,19 @@ def _node_problem(root: Any) -> tuple[str, str, str] | None:
     return None
 
 
+def _loader_class() -> Any:
+    """PyYAML's safe loader (libyaml's when installed): plain YAML only, no objects."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _at(node: Any) -> str:
-    return f"at line {node.start_mark.line + 1}, column {node.start_mark.column + 1}: "
+    mark = node.start_mark
+    # A node of an included file: its marks are named after it (a loaded text's are
+    # `<unicode string>`).
+    of = "" if mark.name.startswith("<") else f" of {mark.name}"
+    return f"at line {mark.line + 1}, column {mark.column + 1}{of}: "
 
 
 def value_problem(value: Any) -> str | None:

@@ -28,7 +28,9 @@ class WorkflowPut(Args, frozen=True, kw_only=True):
 
 
 class WorkflowShow(Args, frozen=True, kw_only=True):
-    ref: Annotated[str, arg("workflow name or hash", positional=True, metavar="NAME|HASH")]
+    ref: Annotated[str, arg("workflow name or hash, or a workflow file (registered on first "
+                            "use); a name is also looked for in the repo's .workflow/ and "
+                            ".workflows/ folders", positional=True, metavar="NAME|HASH|FILE")]
 
 
 class Scoped(Args, frozen=True, kw_only=True):
@@ -48,9 +50,10 @@ def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
 
 
 def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
+    from uwf.api.threads import find_repo
     from uwf.api.workflows import show_workflow
 
-    return show_workflow(ctx.store, args.ref)
+    return show_workflow(ctx.store, args.ref, find_repo())
 
 
 def _workflow_list(args: NoArgs, ctx: Context) -> Any:
@@ -151,7 +154,8 @@ COMMANDS = Group(
     commands=[
         Command(("workflow", "put"), "Validate a workflow YAML file and register it.",
                 "uwf workflow put examples/solve-issue.yaml", WorkflowPut, _workflow_put),
-        Command(("workflow", "show"), "Show a workflow by name (its registered version) or hash.",
+        Command(("workflow", "show"), "Show a workflow by name (its registered version), "
+                "hash or file.",
                 "uwf workflow show solve-issue", WorkflowShow, _workflow_show,
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",

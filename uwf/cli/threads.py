@@ -28,7 +28,9 @@ Timeout = Annotated[Seconds, arg("seconds the agent may run before its process g
 
 class ThreadStart(Args, frozen=True, kw_only=True):
     workflow: Annotated[str, arg("workflow name or hash, or a workflow file (.yaml, .yml, "
-                                 ".json, or a path with a folder) to register first",
+                                 ".json, or a path with a folder) to register first; a "
+                                 "name is also looked for in the repo's .workflow/ and "
+                                 ".workflows/ folders",
                                  positional=True, metavar="WORKFLOW")]
     prompt: Annotated[str, arg("the task: the thread's user prompt", short="-p")]
     repo: Annotated[str | None, arg("repo the thread belongs to (default: git top level of "
