@@ -67,22 +67,25 @@ def test_a_thread_through_a_step_a_failure_a_block_and_its_end() -> None:
     assert projection.key(started) == T
     state = advance(projection, None, started)
     assert isinstance(state, ThreadState)
-    assert (state.state, state.steps, state.head, state.done) == ("active", 0, None, False)
-    assert projection.column_values(state) == ("active", 1, "/repo", "solve",
+    assert (state.state, state.steps, state.head, state.done) == ("idle", 0, None, False)
+    assert projection.column_values(state) == ("idle", 1, "/repo", "solve",
                                                "2026-11-25T00:00:01.000Z", H1)
     state = advance(projection, state, event(2, subject, ThreadStepStarted("s1", "planner", "go",
                                                                         "mock", 99)))
     assert state.in_flight == InFlight("s1", "planner", "go", "mock", 99,
                                        "2026-11-25T00:00:02.000Z")
+    assert projection.column_values(state)[:2] == ("running", 1)
     state = advance(projection, state, event(3, subject, ThreadStepFailed("s1", "planner", "exit",
                                                                        "boom")))
     assert (state.in_flight, state.last_failure, state.failures) == (None, "exit", 1)
+    assert state.state == "idle"
     state = advance(projection, state, event(4, subject, ThreadStepStarted("s2", "planner", "go",
                                                                         "mock", 99)))
+    assert state.state == "running"
     state = advance(projection, state, event(5, subject, ThreadStepped("s2", H3, "planner", "ready",
                                                                     H1)))
-    assert (state.head, state.steps, state.last_role, state.last_status) == (
-        H3, 1, "planner", "ready")
+    assert (state.head, state.steps, state.last_role, state.last_status, state.state) == (
+        H3, 1, "planner", "ready", "idle")
     assert (state.in_flight, state.last_failure, state.visits) == (None, None, {"planner": 1})
     state = advance(projection, state, event(6, subject, ThreadBlocked("no-agent", "none", "dev")))
     assert (state.state, state.blocked, state.blocked_role) == ("blocked", "none", "dev")
@@ -104,6 +107,7 @@ def test_a_failure_of_another_step_leaves_the_one_in_flight() -> None:
     assert isinstance(state, ThreadState)
     assert state.in_flight is not None
     assert state.in_flight.step_id == "s2"
+    assert state.state == "running"  # the step in flight is still s2
 
 
 def test_an_event_before_its_thread_started_folds_to_nothing() -> None:

@@ -86,7 +86,9 @@ def test_a_stranded_step_is_taken_over_after_its_deadline(cli: Cli, tmp_path: Pa
     began = datetime.fromisoformat(started[-1]["ts"].replace("Z", "+00:00"))
     expected = round(began.timestamp() * 1000) + 1000 + 30_000  # --timeout 1 + the grace
     assert expected - 1000 < deadline <= expected
-    assert kit.show(thread) == before
+    # The step stays in flight (`running`) until a new step takes it over.
+    assert kit.show(thread) == {**before, "status": "running", "inFlight": {
+        "role": "planner", "agent": str(sleeper), "startedAt": started[-1]["ts"]}}
 
     # Before the deadline the step is still in flight: refused, nothing written.
     log = cli.log_bytes()

@@ -41,7 +41,7 @@ def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tm
     assert result.code == 1, result
     rows = json.loads(result.out)
     assert [(row["thread"], row["status"], row["currentRole"]) for row in rows] == [
-        (missing, "missing", None), (healthy, "active", before[healthy]["currentRole"]),
+        (missing, "missing", None), (healthy, "idle", before[healthy]["currentRole"]),
         (corrupt, "corrupt", None)]
     assert before[healthy]["currentRole"] == "developer"
     [line] = result.err.splitlines()
@@ -58,7 +58,7 @@ def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tm
     everything = kit.uwf("thread", "list", "--all")
     assert everything.code == 1
     shown = {row["thread"]: row["status"] for row in json.loads(everything.out)}
-    assert shown == {missing: "missing", healthy: "active", corrupt: "corrupt",
+    assert shown == {missing: "missing", healthy: "idle", corrupt: "corrupt",
                      ended: "missing"}
     assert "and 2 more threads" in everything.err
     page = kit.uwf("thread", "list", "--offset", "1", "--limit", "1")
@@ -72,7 +72,7 @@ def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tm
     store = Store.open(cli.home)
     try:
         listed = list_threads(store)
-        assert [row["status"] for row in listed] == ["missing", "active", "corrupt"]
+        assert [row["status"] for row in listed] == ["missing", "idle", "corrupt"]
         assert damage_line(listed) == line.removeprefix("uwf: error: ")
         assert damage_line(listed[1:2]) is None
     finally:

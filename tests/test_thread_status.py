@@ -62,15 +62,15 @@ def test_status_and_current_role_through_a_whole_thread(cli: Cli, tmp_path: Path
     thread = kit.start()
     shown = kit.show(thread)
     assert shown == {"workflow": workflow, "thread": thread, "head": shown["head"],
-                     "done": False, "status": "active", "currentRole": "planner"}
-    assert status(kit.ok("thread", "list")[0]) == ("active", "planner")
+                     "done": False, "status": "idle", "currentRole": "planner"}
+    assert status(kit.ok("thread", "list")[0]) == ("idle", "planner")
     # After each step: the role the moderator routes to next; $END ends it, with none.
     expected = ["developer", "reviewer", "developer", "reviewer", None]
     for role in expected:
         stepped = kit.ok("thread", "step", thread)
         assert list(stepped) == ["workflow", "thread", "head", "done", "status", "currentRole"]
         assert stepped["currentRole"] == role
-        assert stepped["status"] == ("ended" if role is None else "active")
+        assert stepped["status"] == ("ended" if role is None else "idle")
         assert kit.show(thread) == stepped
     assert kit.ok("thread", "list") == []
     assert status(kit.ok("thread", "list", "--all")[0]) == ("ended", None)
@@ -84,7 +84,7 @@ def test_run_output_keeps_the_seed_fields_first(cli: Cli, tmp_path: Path) -> Non
     assert list(partial) == ["workflow", "thread", "head", "done", "status", "currentRole",
                              "steps"]
     assert (partial["status"], partial["currentRole"], partial["steps"]) == (
-        "active", "reviewer", 2)
+        "idle", "reviewer", 2)
     rest = kit.ok("thread", "run", thread)
     assert (rest["status"], rest["currentRole"], rest["done"]) == ("ended", None, True)
 
@@ -104,14 +104,14 @@ def test_a_step_in_flight_is_the_current_role(cli: Cli, tmp_path: Path) -> None:
     step = popen_uwf(cli, "thread", "step", thread, "--agent", str(agent))
     try:
         wait_for(started)
-        assert status(kit.show(thread)) == ("active", "planner")
-        assert status(kit.ok("thread", "list")[0]) == ("active", "planner")
+        assert status(kit.show(thread)) == ("running", "planner")
+        assert status(kit.ok("thread", "list")[0]) == ("running", "planner")
     finally:
         go.write_text("go")
         out, err = step.communicate(timeout=60)
         kill_quietly(step.pid)
     assert step.returncode == 0, err
-    assert status(json.loads(out)) == ("active", "developer")
+    assert status(json.loads(out)) == ("idle", "developer")
 
 
 def test_blocked_for_want_of_an_agent_names_that_role(cli: Cli, tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_blocked_for_want_of_an_agent_names_that_role(cli: Cli, tmp_path: Path) 
     assert status(kit.show(thread)) == ("blocked", "planner")
     assert status(kit.ok("thread", "list", "--status", "blocked")[0]) == ("blocked", "planner")
     kit.write_config(mock_config(kit.mock_script()))
-    assert status(kit.ok("thread", "step", thread)) == ("active", "developer")
+    assert status(kit.ok("thread", "step", thread)) == ("idle", "developer")
 
 
 def test_no_transition_is_no_role_until_it_blocks_on_the_heads_role(
@@ -139,9 +139,9 @@ def test_no_transition_is_no_role_until_it_blocks_on_the_heads_role(
     kit.write_config(mock_config(kit.mock_script({"worker": [{"status": "odd"}]}, "odd.yaml")))
     thread = kit.start("odd-flow")
     # The moderator cannot decide: no role, and no error from show or list.
-    assert status(kit.ok("thread", "step", thread)) == ("active", None)
-    assert status(kit.show(thread)) == ("active", None)
-    assert status(kit.ok("thread", "list")[0]) == ("active", None)
+    assert status(kit.ok("thread", "step", thread)) == ("idle", None)
+    assert status(kit.show(thread)) == ("idle", None)
+    assert status(kit.ok("thread", "list")[0]) == ("idle", None)
     one_line_error(kit.step(thread), 1, "no transition")
     assert status(kit.show(thread)) == ("blocked", "worker")
 
@@ -153,7 +153,7 @@ def test_killed_and_a_fork_at_the_last_step(cli: Cli, tmp_path: Path) -> None:
     kit.ok("thread", "run", thread)
     last = kit.log(thread)[-1]["hash"]
     fork = kit.ok("thread", "fork", thread, "--at", last)["thread"]
-    assert status(kit.show(fork)) == ("active", None)  # routes to $END: no role
+    assert status(kit.show(fork)) == ("idle", None)  # routes to $END: no role
     killed = kit.ok("thread", "kill", fork)
     assert status(killed) == ("killed", None)
     assert kit.show(fork) == killed
@@ -303,7 +303,7 @@ def test_a_thread_id_that_is_not_a_ulid_is_a_usage_error(cli: Cli, tmp_path: Pat
                               "is not a thread id", "ULID", "uwf thread list --all")
         assert repr(bad) in line
     assert snapshot(cli.home) == before
-    assert kit.show(thread)["status"] == "active"
+    assert kit.show(thread)["status"] == "idle"
 
 
 def test_the_cli_and_the_api_agree_on_thread_ids(tmp_path: Path) -> None:
@@ -311,7 +311,8 @@ def test_the_cli_and_the_api_agree_on_thread_ids(tmp_path: Path) -> None:
     for name in ("thread step", "thread show", "thread fork", "agent context", "agent submit"):
         assert schemas[name]["properties"]["thread"]["pattern"] == THREAD_ID_PATTERN, name
     status_items = schemas["thread list"]["properties"]["status"]["anyOf"][0]["items"]
-    assert status_items["enum"] == ["active", "blocked", "ended", "killed"]
+    assert status_items["enum"] == ["active", "blocked", "ended", "idle", "killed",
+                                   "running"]
     store = Store.open(tmp_path / "store")
     with pytest.raises(UsageError, match="is not a thread id"):
         show_thread(store, "abc")

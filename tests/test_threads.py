@@ -36,7 +36,7 @@ def test_solve_issue_loop_step_by_step(cli: Cli, tmp_path: Path) -> None:
     start_hash = start_event["data"]["start"]
     assert start_event["subject"] == f"thread/{thread}"
     assert kit.show(thread) == {"workflow": workflow, "thread": thread, "head": start_hash,
-                                "done": False, "status": "active", "currentRole": "planner"}
+                                "done": False, "status": "idle", "currentRole": "planner"}
     start_node = kit.node(start_hash)
     assert start_node["payload"] == {"workflow": workflow, "prompt": PROMPT}
     assert start_node["type"] == kit.schema_hash("StartNode")
@@ -45,7 +45,7 @@ def test_solve_issue_loop_step_by_step(cli: Cli, tmp_path: Path) -> None:
     for number in range(1, 6):
         stepped = kit.ok("thread", "step", thread)
         assert set(stepped) == {"workflow", "thread", "head", "done", "status", "currentRole"}
-        assert stepped["status"] == ("ended" if number == 5 else "active")
+        assert stepped["status"] == ("ended" if number == 5 else "idle")
         assert stepped["workflow"] == workflow
         assert stepped["thread"] == thread
         assert stepped["done"] == (number == 5)
@@ -134,13 +134,13 @@ def test_thread_run_then_show_and_list(cli: Cli, tmp_path: Path) -> None:
     active_start = kit.show(active)["head"]
     assert kit.payload(active_start)["prompt"] == "Second task"
     assert kit.ok("thread", "list") == [{"thread": active, "workflow": workflow,
-                                          "head": active_start, "status": "active",
+                                          "head": active_start, "status": "idle",
                                           "currentRole": "planner"}]
     assert kit.ok("thread", "list", "--all") == [
         {"thread": done_thread, "workflow": workflow, "head": head, "done": True,
          "status": "ended", "currentRole": None},
         {"thread": active, "workflow": workflow, "head": active_start, "done": False,
-         "status": "active", "currentRole": "planner"},
+         "status": "idle", "currentRole": "planner"},
     ]
     assert kit.log(active) == []
 
@@ -228,7 +228,7 @@ def test_fork_at_an_earlier_step_continues_from_there(cli: Cli, tmp_path: Path) 
     assert forked == {"workflow": workflow, "thread": fork, "head": at, "forkOf": thread}
     assert fork != thread
     assert kit.show(fork) == {"workflow": workflow, "thread": fork, "head": at, "done": False,
-                              "status": "active", "currentRole": "reviewer"}
+                              "status": "idle", "currentRole": "reviewer"}
     assert kit.log(fork) == original[:2]
     started = kit.events("thread.started")[-1]
     assert started["subject"] == f"thread/{fork}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uwf.api.store import Store
-from uwf.api.threads import check_thread_id, find_repo, head_of
+from uwf.api.threads import check_thread_id, find_repo, head_of, in_flight
 from uwf.cas.hashing import is_hash
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
@@ -97,6 +97,7 @@ def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, An
         "lastRole": thread.last_role,
         "lastStatus": thread.last_status,
         "head": head_of(thread),
+        "inFlight": in_flight(thread),
         "inputsDigest": run.inputs_digest,
         "provenance": provenance,
         "freshness": freshness,

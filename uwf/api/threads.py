@@ -20,13 +20,16 @@ from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.projections.thread_events import INPUTS_DIGEST_CHARS, ThreadEnded, ThreadStarted
-from uwf.projections.threads import ThreadState
+from uwf.projections.threads import OPEN_STATES, ThreadState
 from uwf.workflow.moderator import status_of
 from uwf.workflow.routing import next_decision
 
 # A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.
 THREAD_ID_PATTERN = ULID_PATTERN
-STATUSES = ("active", "blocked", "ended", "killed")
+STATUSES = ("idle", "running", "blocked", "ended", "killed")
+# `thread list --status` also takes `active`, the word for idle and running together
+# (what a thread's state was called before a step in flight got one of its own).
+STATUS_ALIASES = {"active": OPEN_STATES}
 # The `status` `thread list` shows for a thread whose head node is not in the CAS, or
 # is there but damaged (it does not hash to its name): `thread show` fails closed on it.
 HEAD_DAMAGE = ("missing", "corrupt")
@@ -91,9 +94,23 @@ def current_role(cas: Cas, state: ThreadState) -> str | None:
     return None if decision.ends else decision.role
 
 
+def in_flight(state: ThreadState) -> dict[str, str] | None:
+    """The step in flight, as `thread show` and the run record give it: its role, the
+    agent uwf resolved for it and when it started (None when there is none)."""
+    flight = state.in_flight
+    if flight is None:
+        return None
+    return {"role": flight.role, "agent": flight.agent, "startedAt": flight.started_at}
+
+
 def describe(cas: Cas, state: ThreadState) -> dict[str, Any]:
-    """The seed's StepOutput plus `status` (the view's state) and `currentRole`."""
-    return {**summary(state), "status": state.state, "currentRole": current_role(cas, state)}
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
+    `inFlight` while a step is in flight (status `running`)."""
+    described = {**summary(state), "status": state.state,
+                 "currentRole": current_role(cas, state)}
+    if (flight := in_flight(state)) is not None:
+        described["inFlight"] = flight
+    return described
 
 
 def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
@@ -102,8 +119,10 @@ def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
     state = get_thread(store.read(), result["thread"])
     seed = {key: result[key] for key in ("workflow", "thread", "head", "done")}
     rest = {key: value for key, value in result.items() if key not in seed}
-    return {**seed, "status": state.state, "currentRole": current_role(store.cas, state),
-            **rest}
+    described = describe(store.cas, state)
+    now: dict[str, Any] = {key: described[key] for key in ("status", "currentRole",
+                                                           "inFlight") if key in described}
+    return {**seed, **now, **rest}
 
 
 def start_thread(
@@ -179,18 +198,22 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
                  statuses: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Threads oldest first: the seed's ThreadListItem plus `status` and `currentRole`.
 
-    Open threads (active, blocked) by default; every thread with `include_ended`;
-    exactly the given `statuses` when any are given. `workflow` is a registered
-    name (threads of any version of it) or a Workflow hash (threads of that version).
+    Open threads (idle, running, blocked) by default; every thread with `include_ended`;
+    exactly the given `statuses` when any are given (`active`: idle and running).
+    `workflow` is a registered name (threads of any version of it) or a Workflow hash
+    (threads of that version).
     An indexed read, and `currentRole` reads CAS nodes of the returned page only: the
     cost follows the rows printed, not the threads ever created. A thread whose head
     node is missing or damaged is listed with `status` `missing` or `corrupt` (and no
     `currentRole`), never as healthy: `show_thread` fails closed on it.
     """
-    wanted = tuple(dict.fromkeys(statuses))
-    if unknown := [status for status in wanted if status not in STATUSES]:
+    given = tuple(statuses)
+    if unknown := [status for status in given
+                   if status not in STATUSES and status not in STATUS_ALIASES]:
         raise UsageError(f"unknown status {unknown[0]!r}",
-                         "give active, blocked, ended or killed")
+                         "give idle, running, active, blocked, ended or killed")
+    wanted = tuple(dict.fromkeys(
+        state for status in given for state in STATUS_ALIASES.get(status, (status,))))
     views = store.read()
     where: list[tuple[str, str, Any]] = []
     if wanted:
@@ -210,6 +233,8 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
         damage = head_damage(store.cas, head_of(state))
         item["status"] = damage or state.state
         item["currentRole"] = None if damage else current_role(store.cas, state)
+        if not damage and (flight := in_flight(state)) is not None:
+            item["inFlight"] = flight
         rows.append(item)
     return rows
 

@@ -19,7 +19,7 @@ ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
                      arg("thread id (a ULID)", positional=True, metavar="THREAD",
                          expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
                                 "characters, as `uwf thread list --all` prints them)")]
-Status = Literal["active", "blocked", "ended", "killed"]
+Status = Literal["idle", "running", "active", "blocked", "ended", "killed"]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
 Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "
@@ -58,8 +58,9 @@ class ThreadList(Args, frozen=True, kw_only=True):
                                         "(any version) or a Workflow hash",
                                         metavar="NAME|HASH")] = None
     status: Annotated[list[Status] | None, arg(
-        "only threads in this state: active, blocked, ended or killed; repeat for several "
-        "(ended or killed lists ended threads without --all)", metavar="STATUS")] = None
+        "only threads in this state: idle, running (a step in flight), active (idle or "
+        "running), blocked, ended or killed; repeat for several (ended or killed lists "
+        "ended threads without --all)", metavar="STATUS")] = None
     limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
                                              metavar="N")] = None
     offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0

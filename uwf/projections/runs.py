@@ -92,7 +92,7 @@ _replace = msgspec.structs.replace
 
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
     state_type: ClassVar[type[msgspec.Struct]] = RunState

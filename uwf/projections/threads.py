@@ -42,7 +42,9 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     steps: int = 0
     last_role: str | None = None
     last_status: str | None = None
-    state: str = "active"  # active | blocked | ended | killed
+    # idle (no step in flight) | running (a step in flight) | blocked | ended | killed.
+    # Logs of any age fold to these: `active` was idle and running together (version 3).
+    state: str = "idle"
     in_flight: InFlight | None = None
     last_failure: str | None = None
     blocked: str | None = None
@@ -58,12 +60,21 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
         return self.state in ("ended", "killed")
 
 
+OPEN_STATES = ("idle", "running")  # what `thread list --status active` means
 _replace = msgspec.structs.replace
+
+
+def _settled(state: ThreadState) -> ThreadState:
+    """An idle or running thread is `running` exactly while a step is in flight."""
+    if state.state not in OPEN_STATES:
+        return state
+    moving = "running" if state.in_flight is not None else "idle"
+    return state if state.state == moving else _replace(state, state=moving)
 
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
                          ThreadBlocked, ThreadEnded)
@@ -100,19 +111,19 @@ class ThreadsProjection(StructProjection):
         if isinstance(data, ThreadStepStarted):
             flight = InFlight(data.step_id, data.role, data.edge_prompt, data.agent,
                               data.deadline_ms, event.ts)
-            return _replace(state, in_flight=flight, state="active", blocked=None,
+            return _replace(state, in_flight=flight, state="running", blocked=None,
                             blocked_role=None)
         if isinstance(data, ThreadStepped):
             visits = {**state.visits, data.role: state.visits.get(data.role, 0) + 1}
-            return _replace(
+            return _settled(_replace(
                 state, head=data.head, steps=state.steps + 1, last_role=data.role,
                 last_status=data.status, in_flight=None, last_failure=None, visits=visits,
-            )
+            ))
         if isinstance(data, ThreadStepFailed):
             current = state.in_flight
             still = None if current is not None and current.step_id == data.step_id else current
-            return _replace(state, in_flight=still, last_failure=data.reason,
-                            failures=state.failures + 1)
+            return _settled(_replace(state, in_flight=still, last_failure=data.reason,
+                                     failures=state.failures + 1))
         if isinstance(data, ThreadBlocked):
             return _replace(state, state="blocked", blocked=data.message,
                             blocked_role=data.role)
