@@ -186,10 +186,11 @@ def test_archive_is_an_overlay_that_keeps_the_run_searchable(fleet: Fleet) -> No
         "archived", "failed", True)
     assert (run["archivedAt"], run["archiveReason"]) == (NOW, "a flaky agent")
     assert fleet.ok("run", "show", failed, now=NOW) == archived
-    assert {key: value for key, value in run.items()
-            if key not in ("lifecycle", "archived", "archivedAt", "archiveReason")} == {
-        key: value for key, value in before["run"].items()
-        if key not in ("lifecycle", "archived", "archivedAt", "archiveReason")}
+    # The archive mark is an event of the run: its sourceFingerprint moves on too.
+    overlay = ("lifecycle", "archived", "archivedAt", "archiveReason", "sourceFingerprint")
+    assert {key: value for key, value in run.items() if key not in overlay} == {
+        key: value for key, value in before["run"].items() if key not in overlay}
+    assert run["sourceFingerprint"] != before["run"]["sourceFingerprint"]
 
     listed = fleet.ok("run", "search", now=NOW)["runs"]
     assert [(r["runId"], r["lifecycle"], r["derivedLifecycle"]) for r in listed] == [
@@ -207,6 +208,8 @@ def test_archive_is_an_overlay_that_keeps_the_run_searchable(fleet: Fleet) -> No
     assert snapshot(fleet.cli.home) == store
 
     restored = fleet.ok("run", "archive", failed, "--unarchive", now=NOW)
+    fingerprint = restored["run"].pop("sourceFingerprint")
+    assert fingerprint not in (run["sourceFingerprint"], before["run"].pop("sourceFingerprint"))
     assert restored == before
     assert fleet.search("--status", "archived") == []
     assert fleet.search("--include-archived", "false") == [done, failed]

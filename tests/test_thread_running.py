@@ -32,7 +32,8 @@ def listed(fleet: Fleet, *args: str) -> list[str]:
 def row_of(fleet: Fleet, thread: str, *args: str) -> dict[str, Any]:
     rows = [row for row in fleet.ok("thread", "list", *args) if row["thread"] == thread]
     assert len(rows) == 1, rows
-    return rows[0]
+    row: dict[str, Any] = rows[0]
+    return row
 
 
 def test_a_step_in_flight_is_running_with_its_role_agent_and_start(fleet: Fleet) -> None:

@@ -74,9 +74,11 @@ def context(thread: str, role: str,
 
 def submit(thread: str, role: str, output: Any, detail: str = "", *,
            detail_ref: str | None = None, agent: str | None = None,
-           env: Mapping[str, str] | None = None) -> str:
+           env: Mapping[str, str] | None = None, usage: Any = None) -> str:
     """Store the output (validated), its detail and the StepNode; return its hash.
 
+    `usage` (`{inputTokens, outputTokens, cost}`), or a top-level `usage` field of the
+    output, is what the step spent: kept in the detail, summed per run.
     Settings come from `env`, by default `environment()`.
     """
     from uwf.api.agents import submit_step
@@ -87,6 +89,7 @@ def submit(thread: str, role: str, output: Any, detail: str = "", *,
         _store(env), thread, role, output, detail, detail_ref=detail_ref,
         agent=agent or os.path.basename(sys.argv[0]) or "python",
         started_at_ms=int(started) if started and started.isdigit() else None,
+        usage=usage,
     )
 
 

@@ -140,17 +140,32 @@ def submit_step(
     agent: str = "manual",
     started_at_ms: int | None = None,
     edge_prompt: str | None = None,
+    usage: Any = None,
 ) -> str:
     """Validate `output`, write output/detail/StepNode nodes; return the StepNode hash.
 
     `detail` is text stored as a Text node; `detail_ref` instead names an existing
-    node (a sub-workflow's terminal StepNode, say).
+    node (a sub-workflow's terminal StepNode, say). `usage` (`{inputTokens,
+    outputTokens, cost}`), given here or as a top-level `usage` field of `output`
+    that the role's schema does not declare, is taken out of the output and kept
+    in the detail's front matter (uwf/api/usage.py).
     """
+    from uwf.api.usage import parse_usage, split_usage, with_usage
+
     state = get_thread(store.read(), thread)
     if state.done:
         raise Rejected(f"thread {thread} has ended", "nothing to submit to")
     definition = _role(store, state, role)
     schema = definition["meta"]
+    output, reported = split_usage(output, store.cas.get(schema).payload)
+    if usage is not None:
+        if reported is not None:
+            raise UsageError("usage is given twice: in the output and on its own",
+                             "give it once")
+        reported = parse_usage(usage)
+    if reported is not None and detail_ref is not None:
+        raise UsageError("usage is kept in a text detail, and this detail is a node "
+                         f"given by reference ({detail_ref})", "report usage without it")
     problems = store.cas.problems(schema, output)
     if problems:
         raise Rejected(f"output does not match the {role} schema: {'; '.join(problems)}",
@@ -162,7 +177,9 @@ def submit_step(
             raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")
         detail_hash = detail_ref
     else:
-        detail_hash = store.cas.put_text(detail or "")
+        text = detail or ""
+        detail_hash = store.cas.put_text(text if reported is None
+                                         else with_usage(text, reported))
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
     step: dict[str, Any] = {

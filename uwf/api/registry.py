@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from uwf.api.store import Store
 from uwf.engine.journal import Progress, ViewFreshness
 from uwf.engine.log import GENESIS
@@ -76,16 +74,13 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
 STALE_SHOWN = 20
 
 
-class _Subject(msgspec.Struct):
-    subject: str = ""
-
-
 def _runs(store: Store, view: ViewFreshness | None, scope: str,
           missing: list[dict[str, str]], corrupt: list[dict[str, str]]) -> dict[str, Any]:
-    """The run index as persisted: runs per derived lifecycle and per repo (kept counts,
-    not a scan), the runs whose events the view has not folded yet (`staleRuns`, from the
-    log after its checkpoint: as many lines as it is behind), `missingRuns` and
-    `corruptRuns` (open runs whose head is gone or damaged)."""
+    """The run index as persisted: its sourceFingerprint, runs per derived lifecycle and
+    per repo (kept counts, not a scan), the runs whose events the view has not folded yet
+    (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
+    `missingRuns` and `corruptRuns` (open runs whose head is gone or damaged)."""
+    from uwf.api.runs import runs_after
     from uwf.api.threads import find_repo
 
     repo = find_repo(None) if scope == "repo" else None
@@ -102,18 +97,13 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
     stale: list[str] = []
     behind = view.behind if view is not None and view.status == "stale" else 0
     if behind:
-        seen: dict[str, None] = {}
-        decoder = msgspec.json.Decoder(_Subject)
-        for line in store.log.read(after=view.checkpoint if view else 0):
-            try:
-                subject = decoder.decode(line.raw).subject
-            except (msgspec.DecodeError, UnicodeDecodeError):  # fail closed, naming it
-                raise Corrupt(f"log line {line.seq} ({line.where}) is not a valid event",
-                              "run `uwf log verify`") from None
-            if subject.startswith("thread/"):
-                seen.setdefault(subject.removeprefix("thread/"), None)
-        stale = list(seen)
+        stale = list(runs_after(store, view.checkpoint if view else 0))
+    checkpoint = store.views.checkpoints().get("runs")
     return {
+        # The index's sourceFingerprint: the chain digest of the last log line the runs
+        # view folded (its checkpoint), so it names the exact log prefix the index was
+        # built from; the 32 zeros of an empty log before anything is folded.
+        "sourceFingerprint": checkpoint.digest if checkpoint is not None else GENESIS.digest,
         "lifecycles": {str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
                        if n},
         "archived": archived,

@@ -21,7 +21,7 @@ import msgspec
 
 from uwf.api.config import Config, load_config, resolve_agent
 from uwf.api.discovery import is_workflow_file
-from uwf.api.runs import damaged_nodes, get_run, record
+from uwf.api.runs import damaged_nodes, get_run, record, state_path
 from uwf.api.store import Store
 from uwf.api.threads import chain
 from uwf.cas.store import builtin_hash
@@ -55,7 +55,7 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
     now = store.clock()
     _refuse_missing(store, run)
     thread = run.thread
-    result: dict[str, Any] = {"run": record(run, now), "next": None}
+    result: dict[str, Any] = {"run": record(run, now, source=state_path(store)), "next": None}
     steps = [{"hash": node.hash, "role": node.payload["role"], "agent": node.payload["agent"]}
              for node in chain(store, thread.head, recent)] if recent else []
     result["recentSteps"] = steps
@@ -103,7 +103,8 @@ def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None
         step_thread(store, run_id, agent, timeout, config)
     else:
         run_thread(store, run_id, agent=agent, timeout=timeout, config=config)
-    return {"run": record(get_run(store.read(), run_id), store.clock()),
+    return {"run": record(get_run(store.read(), run_id), store.clock(),
+                          source=state_path(store)),
             "drive": {"mode": "once" if once else "drive"}}
 
 
@@ -166,7 +167,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     return {"runId": new_id, "rerunOf": run_id, "originRunId": linked.origin_run_id,
             "generation": linked.generation, "workflow": workflow_hash,
             "reused": [step.event.reused for step in reused],
-            "run": record(new, store.clock())}
+            "run": record(new, store.clock(), source=state_path(store))}
 
 
 def _check_rerunnable(store: Store, run: RunState, now: int) -> None:

@@ -12,16 +12,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
+from uwf import __version__
 from uwf.api.store import Store
 from uwf.api.threads import check_thread_id, find_repo, head_of, in_flight
 from uwf.cas.hashing import is_hash
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import NotFound, Rejected, UsageError
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.projections.runs import DERIVED, LIFECYCLES, RunState, derived_at, lifecycle
+from uwf.projections.threads import ThreadState
 
 SCOPES = ("home", "repo")
+# The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
+RECORD_SCHEMA_VERSION = 1
 DEFAULT_LIMIT = 50
 _MS_PER_DAY = 86_400_000
 
@@ -71,8 +77,18 @@ def freshness_of(damage: dict[str, list[str]]) -> str:
     return "missing" if damage["missing"] else "corrupt" if damage["corrupt"] else "valid"
 
 
-def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, Any]:
-    """A RunRecord as SPEC §7 lists its fields."""
+def state_path(store: Store) -> str:
+    """Where a run's source of truth is: the store's event log (`:memory:` for the
+    in-memory store)."""
+    return str(store.root / "events") if store.root is not None else ":memory:"
+
+
+def record(run: RunState, now_ms: int, freshness: str = "valid", *,
+           source: str | None = None, stale: bool = False) -> dict[str, Any]:
+    """A RunRecord as SPEC §7 and the run-registry seed list its fields (docs/runs.md).
+
+    `source` is the record's statePath (`state_path(store)`); `stale` says that the
+    log holds events of the run the views had not folded when it was read."""
     thread = run.thread
     provenance = None
     if run.provenance is not None:
@@ -80,13 +96,19 @@ def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, An
         provenance = {"rerunOf": link.rerun_of, "rerunOfRepo": link.rerun_of_repo,
                       "originRunId": link.origin_run_id, "generation": link.generation,
                       "reason": link.reason, "incremental": link.incremental}
+    running = int(thread.in_flight is not None)
     return {
+        "schemaVersion": RECORD_SCHEMA_VERSION,
         "runId": thread.thread,
+        "appVersion": __version__,
         "workflow": {"name": thread.name, "hash": thread.workflow},
         "title": run.title,
         "repo": thread.repo,
+        "runDir": None,
+        "statePath": source,
         "createdAt": thread.created_at,
         "updatedAt": thread.updated_at,
+        "loopStage": loop_stage(thread),
         "lifecycle": lifecycle(run, now_ms),
         "derivedLifecycle": derived_at(run, now_ms),
         "archived": run.archived,
@@ -94,18 +116,80 @@ def record(run: RunState, now_ms: int, freshness: str = "valid") -> dict[str, An
         "archiveReason": run.archive_reason,
         "steps": thread.steps,
         "reusedSteps": run.reused_steps,
+        "tasks": {"total": thread.steps + thread.failures + running, "pending": 0,
+                  "running": running, "failed": thread.failures, "completed": thread.steps},
+        "commitCount": 0,
+        "verifierGatedCommitCount": 0,
+        "openFeedbackCount": int(thread.state == "blocked"),
         "lastRole": thread.last_role,
         "lastStatus": thread.last_status,
         "head": head_of(thread),
         "inFlight": in_flight(thread),
+        "usage": usage_record(run),
         "inputsDigest": run.inputs_digest,
+        "sourceFingerprint": run.source_fingerprint,
         "provenance": provenance,
         "freshness": freshness,
+        "stale": stale,
     }
 
 
-def _fresh_record(store: Store, run: RunState, now_ms: int) -> dict[str, Any]:
-    return record(run, now_ms, freshness_of(damaged_nodes(store, run)))
+def loop_stage(thread: ThreadState) -> str:
+    """Where the run is in its loop, from the log alone (no node is read): the role of
+    the step in flight, else the role it is blocked at, else `$END` once it reached
+    it, else the last role that stepped (`$START` before the first step)."""
+    if thread.in_flight is not None:
+        return thread.in_flight.role
+    if thread.state == "blocked" and thread.blocked_role is not None:
+        return thread.blocked_role
+    if thread.state == "ended":
+        return "$END"
+    return thread.last_role or "$START"
+
+
+def usage_record(run: RunState) -> dict[str, Any] | None:
+    """The usage the run's steps reported, summed (None: no step reported any)."""
+    usage = run.usage
+    if usage is None:
+        return None
+    # A sum of binary fractions (0.1 + 0.2) is shown at 10 decimals, not 0.30000000000000004.
+    cost = None if usage.cost is None else round(usage.cost, 10)
+    return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+            "cost": cost, "reportedSteps": usage.reported_steps}
+
+
+class _Subject(msgspec.Struct):
+    subject: str = ""
+
+
+def runs_after(store: Store, seq: int) -> dict[str, None]:
+    """The runs (thread ids, in log order) that events after `seq` are about: the runs
+    a view checkpointed at `seq` is stale for. Reads as many lines as the log is ahead."""
+    seen: dict[str, None] = {}
+    decoder = msgspec.json.Decoder(_Subject)
+    for line in store.log.read(after=seq):
+        try:
+            subject = decoder.decode(line.raw).subject
+        except (msgspec.DecodeError, UnicodeDecodeError):  # fail closed, naming it
+            raise Corrupt(f"log line {line.seq} ({line.where}) is not a valid event",
+                          "run `uwf log verify`") from None
+        if subject.startswith("thread/"):
+            seen.setdefault(subject.removeprefix("thread/"), None)
+    return seen
+
+
+def _stale_since(store: Store, views: Views) -> dict[str, None]:
+    """The runs with events after the checkpoint `views` was caught up to: a write
+    that landed while this read ran (usually none: one comparison of log heads)."""
+    if store.log.head().seq <= views.head.seq:
+        return {}
+    return runs_after(store, views.head.seq)
+
+
+def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
+                  ) -> dict[str, Any]:
+    return record(run, now_ms, freshness_of(damaged_nodes(store, run)),
+                  source=state_path(store), stale=run.thread.thread in stale)
 
 
 # -- search, list, history -----------------------------------------------------------
@@ -118,7 +202,9 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     where = _where(views, filters, now)
     order = ("-created_at", "-key") if newest_first else ("created_at", "key")
     query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
-    runs = [_fresh_record(store, run, now) for run in views.query(query)]
+    found = views.query(query)
+    stale = _stale_since(store, views)
+    runs = [_fresh_record(store, run, now, stale) for run in found]
     return {"scope": filters.scope, "total": views.count(query), "limit": limit,
             "offset": offset, "runs": runs}
 
@@ -173,17 +259,21 @@ def show(store: Store, run_id: str) -> dict[str, Any]:
     """One run. When a node it refers to is gone or damaged: `found: false`, freshness
     `missing` or `corrupt` (an unreadable run state is treated as missing, never as
     success), and the last-known record under `lastKnown`, never as a live status."""
-    run = get_run(store.read(), run_id)
+    views = store.read()
+    run = get_run(views, run_id)
     now = store.clock()
+    stale = run_id in _stale_since(store, views)
     damage = damaged_nodes(store, run)
     freshness = freshness_of(damage)
+    source = state_path(store)
     if freshness != "valid":
         return {"found": False, "freshness": freshness, "missingNodes": damage["missing"],
                 "corruptNodes": damage["corrupt"],
-                "lastKnown": record(run, now, freshness),
+                "lastKnown": record(run, now, freshness, source=source, stale=stale),
                 "nextAction": "restore the nodes from a backup, or archive the run; "
                               "`json-cas verify --all` lists what else is damaged"}
-    return {"found": True, "freshness": "valid", "run": record(run, now)}
+    return {"found": True, "freshness": "valid",
+            "run": record(run, now, source=source, stale=stale)}
 
 
 # -- archive -------------------------------------------------------------------------

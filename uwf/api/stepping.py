@@ -28,6 +28,7 @@ from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.api.secrets import MIN_LENGTH, secret_values
 from uwf.api.store import Store
 from uwf.api.threads import get_thread, summary
+from uwf.api.usage import step_usage
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.engine.clock import format_ts
@@ -351,11 +352,20 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
             return Outcome([NewEvent(subject, ThreadStepFailed(
                 plan.step_id, plan.decision.role, failure.reason, message))], error)
         assert isinstance(result, str)
-        output_hash = store.cas.get(result).payload["output"]
+        step = store.cas.get(result).payload
+        try:  # what the agent spent, from its detail (uwf/api/usage.py)
+            usage = step_usage(store.cas, step)
+        except Rejected as exc:
+            message = _redact(exc.what, secrets)
+            return Outcome([NewEvent(subject, ThreadStepFailed(
+                plan.step_id, plan.decision.role, "usage", message))],
+                StepFailed(f"step failed (usage): {message}",
+                           f"the head stays at {state.head or state.start}"))
+        output_hash = step["output"]
         output = store.cas.get(output_hash).payload
         status = status_of(plan.decision.role, output)
         events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
-            plan.step_id, result, plan.decision.role, status, output_hash))]
+            plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
         events += _after(store, state, plan.decision.role, output, result)
         return Outcome(events, None)
 

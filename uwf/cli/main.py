@@ -122,6 +122,7 @@ def _registry_panel(payload: dict[str, Any]) -> str:
             rows.append(("runs", ", ".join(f"{n} {state}" for state, n in
                                            runs["lifecycles"].items())
                          + (f"; {runs['archived']} archived" if runs["archived"] else "")))
+            rows.append(("runs index", f"fingerprint {runs['sourceFingerprint']}"))
         for entry in runs["repos"]:
             rows.append(("repo", f"{entry['repo']}  {_plural(entry['runs'], 'run')}"))
         if runs["staleCount"]:

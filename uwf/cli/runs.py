@@ -179,9 +179,17 @@ def _run_panel(payload: dict[str, Any]) -> str:
     shown = {"run": run["runId"], "lifecycle": run["lifecycle"],
              "derived": run["derivedLifecycle"], "freshness": run["freshness"],
              "workflow": f"{run['workflow']['name']} ({run['workflow']['hash']})",
-             "title": run["title"], "repo": run["repo"], "steps": run["steps"],
-             "lastRole": run["lastRole"], "lastStatus": run["lastStatus"], "head": run["head"],
+             "title": run["title"], "repo": run["repo"], "loopStage": run["loopStage"],
+             "steps": run["steps"], "lastRole": run["lastRole"],
+             "lastStatus": run["lastStatus"], "head": run["head"],
              "created": run["createdAt"], "updated": run["updatedAt"]}
+    if flight := run["inFlight"]:
+        shown["inFlight"] = f"{flight['role']} by {flight['agent']} since {flight['startedAt']}"
+    if usage := run["usage"]:
+        shown["usage"] = ", ".join(f"{value} {name}" for name, value in usage.items()
+                                   if value is not None)
+    if run["stale"]:
+        shown["stale"] = "true: events of this run landed after the views were read; read again"
     if run["archived"]:
         shown["archived"] = f"{run['archivedAt']} {run['archiveReason'] or ''}".strip()
     if run["provenance"]:

@@ -13,11 +13,11 @@ from typing import ClassVar
 
 import msgspec
 
-from uwf.engine.events import Envelope
+from uwf.engine.events import GENESIS_PREV, Envelope, as_envelope, digest, encode_line
 from uwf.engine.viewstore import ColumnValue
 from uwf.projections.base import StructProjection
 from uwf.projections.run_events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
-from uwf.projections.thread_events import THREAD_EVENTS
+from uwf.projections.thread_events import THREAD_EVENTS, ThreadStepped, Usage
 from uwf.projections.threads import ThreadsProjection, ThreadState
 
 # The words of the table, and the two the clock and the overlay add.
@@ -38,6 +38,16 @@ class Provenance(msgspec.Struct, frozen=True, rename="camel"):
     incremental: bool = False
 
 
+class RunUsage(msgspec.Struct, frozen=True, rename="camel"):
+    """The usage the run's accepted steps reported, summed: a field stays None until
+    a step reports it (unknown is not 0)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    reported_steps: int = 0  # accepted steps that reported any usage
+
+
 class RunState(msgspec.Struct, frozen=True, rename="camel"):
     thread: ThreadState
     title: str
@@ -47,6 +57,10 @@ class RunState(msgspec.Struct, frozen=True, rename="camel"):
     archive_reason: str | None = None
     provenance: Provenance | None = None
     reused_steps: int = 0  # steps an incremental rerun took over from its original
+    usage: RunUsage | None = None  # None until a step reports usage
+    # A running digest of every event folded into this record, in log order (see
+    # `fingerprint`): the record's sourceFingerprint.
+    source_fingerprint: str = GENESIS_PREV
 
 
 def derive(thread: ThreadState) -> str:
@@ -77,6 +91,27 @@ def derived_at(run: RunState, now_ms: int) -> str:
 def lifecycle(run: RunState, now_ms: int) -> str:
     """What a run shows: `archived` over the derived lifecycle."""
     return "archived" if run.archived else derived_at(run, now_ms)
+
+
+def fingerprint(previous: str, event: Envelope) -> str:
+    """The next running digest: the first 32 hex characters of SHA-256 over the previous
+    one and the event's line as uwf writes it (for an event written by this version,
+    its line in the log byte for byte)."""
+    return digest(previous.encode() + b"\n" + encode_line(as_envelope(event)))
+
+
+def add_usage(total: RunUsage | None, step: Usage) -> RunUsage:
+    """`total` with one more step's reported usage."""
+    total = total or RunUsage()
+
+    def plus(have: float | None, more: float | None) -> float | None:
+        return have if more is None else more if have is None else have + more
+
+    tokens_in = plus(total.input_tokens, step.input_tokens)
+    tokens_out = plus(total.output_tokens, step.output_tokens)
+    return RunUsage(None if tokens_in is None else int(tokens_in),
+                    None if tokens_out is None else int(tokens_out),
+                    plus(total.cost, step.cost), total.reported_steps + 1)
 
 
 def title_of(prompt: str) -> str:
@@ -133,6 +168,13 @@ class RunsProjection(StructProjection):
         return "\n".join(words)
 
     def apply(self, state: RunState | None, event: Envelope) -> RunState | None:
+        folded = self._apply(state, event)
+        if folded is None:
+            return None
+        return _replace(folded, source_fingerprint=fingerprint(folded.source_fingerprint,
+                                                               event))
+
+    def _apply(self, state: RunState | None, event: Envelope) -> RunState | None:
         data = event.data
         if isinstance(data, RunArchived | RunUnarchived | RunRerunLinked):
             if state is None:  # before its thread began: `log verify` reports it
@@ -149,7 +191,11 @@ class RunsProjection(StructProjection):
         if thread is None:
             return None
         if state is None:
-            digest = getattr(data, "inputs_digest", "")
-            return RunState(thread, title_of(digest), digest)
-        reused = int(getattr(data, "reused", None) is not None)
-        return _replace(state, thread=thread, reused_steps=state.reused_steps + reused)
+            inputs = getattr(data, "inputs_digest", "")
+            return RunState(thread, title_of(inputs), inputs)
+        if isinstance(data, ThreadStepped):
+            return _replace(state, thread=thread,
+                            reused_steps=state.reused_steps + int(data.reused is not None),
+                            usage=state.usage if data.usage is None else add_usage(
+                                state.usage, data.usage))
+        return _replace(state, thread=thread)

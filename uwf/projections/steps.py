@@ -14,7 +14,12 @@ import msgspec
 
 from uwf.engine.events import Envelope
 from uwf.projections.base import StructProjection
-from uwf.projections.thread_events import ThreadStepFailed, ThreadStepped, ThreadStepStarted
+from uwf.projections.thread_events import (
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+    Usage,
+)
 
 
 class StepState(msgspec.Struct, frozen=True, rename="camel"):
@@ -29,6 +34,7 @@ class StepState(msgspec.Struct, frozen=True, rename="camel"):
     status: str | None = None
     reason: str | None = None  # why it failed
     reused: str | None = None  # the original StepNode an incremental rerun took over
+    usage: Usage | None = None  # what the agent reported it spent (from its detail)
 
 
 _replace = msgspec.structs.replace
@@ -36,7 +42,7 @@ _replace = msgspec.structs.replace
 
 class StepsProjection(StructProjection):
     name: ClassVar[str] = "steps"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
     state_type: ClassVar[type[msgspec.Struct]] = StepState
@@ -56,7 +62,8 @@ class StepsProjection(StructProjection):
         if isinstance(data, ThreadStepped):
             base = state or StepState(thread, data.step_id, data.role)
             return _replace(base, outcome="reused" if data.reused else "stepped",
-                            head=data.head, status=data.status, reused=data.reused)
+                            head=data.head, status=data.status, reused=data.reused,
+                            usage=data.usage)
         if isinstance(data, ThreadStepFailed):
             base = state or StepState(thread, data.step_id, data.role)
             return _replace(base, outcome="failed", reason=data.reason)

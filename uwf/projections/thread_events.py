@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from uwf.engine.events import EventData
 
@@ -40,6 +42,17 @@ class ThreadStepStarted(EventData, frozen=True):
     takes_over: str | None = None
 
 
+class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
+            rename="camel"):
+    """What one step's agent reported it spent (docs/agents.md#usage): token counts and
+    a cost in whatever unit the agent uses. Each field is optional; an agent that knows
+    only its tokens leaves `cost` out."""
+
+    input_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    output_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    cost: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
 class ThreadStepped(EventData, frozen=True, omit_defaults=True):
     """The agent's StepNode passed every check: the head moves to it."""
 
@@ -53,6 +66,10 @@ class ThreadStepped(EventData, frozen=True, omit_defaults=True):
     # An incremental rerun took this step over (absent otherwise): the original StepNode
     # whose output (and detail) the new StepNode points at. No agent ran.
     reused: str | None = None
+    # What the agent reported it spent, read from the StepNode's detail when the step
+    # was accepted (absent when it reported nothing, and in events written before
+    # usage was kept): the runs view sums it without reading a node.
+    usage: Usage | None = None
 
 
 class ThreadStepFailed(EventData, frozen=True):
