@@ -45,12 +45,13 @@ def test_runs_per_lifecycle_and_repo(cli: Cli, tmp_path: Path) -> None:
     runs = registry(kit)["runs"]
     assert runs["lifecycles"] == {"cancelled": 1, "completed": 1, "queued": 1}
     assert runs["archived"] == 1
-    assert runs["repos"] == [{"repo": str(repo_a), "runs": 2}, {"repo": str(repo_b), "runs": 1}]
+    assert runs["repos"] == [{"repo": str(repo_a), "runs": 2, "queueEntries": 0},
+                             {"repo": str(repo_b), "runs": 1, "queueEntries": 0}]
     assert (runs["staleRuns"], runs["staleCount"], runs["missingRuns"]) == ([], 0, [])
 
     scoped = registry(kit, "--scope", "repo", cwd=repo_b)["runs"]
     assert scoped["lifecycles"] == {"queued": 1}
-    assert scoped["repos"] == [{"repo": str(repo_b), "runs": 1}]
+    assert scoped["repos"] == [{"repo": str(repo_b), "runs": 1, "queueEntries": 0}]
 
 
 def test_a_stale_view_names_the_runs_it_has_not_folded(cli: Cli, tmp_path: Path) -> None:

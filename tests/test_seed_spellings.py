@@ -52,3 +52,35 @@ def test_a_repo_folder_that_does_not_exist_is_refused(q: Queue, tmp_path: Path) 
     error = q.refused(2, "queue", "add", "--batch", str(batch))
     assert "line 2" in error
     assert "does not exist" in error
+
+
+def test_run_show_scope_repo_finds_only_this_repos_runs(q: Queue, cli: Cli,
+                                                        tmp_path: Path) -> None:
+    here, there = tmp_path / "here", tmp_path / "there"
+    for repo in (here, there):
+        (repo / ".git").mkdir(parents=True)
+    run = q.ok("thread", "start", "solve-issue", "-p", "x", "--repo", str(there))["thread"]
+
+    def show(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "uwf"), "run", "show", run, "--json", *args],
+                              cwd=cwd, env=cli.env, capture_output=True, text=True,
+                              check=False, timeout=60)
+
+    assert show(here).returncode == 0  # --scope home (the default): any repo
+    refused = show(here, "--scope", "repo")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1
+    assert f"is of repo {there}" in refused.stderr
+    found = show(there, "--scope", "repo")
+    assert found.returncode == 0, found.stderr
+    assert '"found": true' in found.stdout
+
+
+def test_a_repo_named_only_by_queue_entries_is_one_of_the_stores_repos(
+        q: Queue, tmp_path: Path) -> None:
+    q.ok("queue", "add", "--app", "solve-issue", "-p", "x", "--repo", str(tmp_path))
+    from uwf.cli.main import _registry_panel  # what a terminal shows
+
+    shown = q.ok("registry", "show")
+    assert shown["runs"]["repos"] == [{"repo": str(tmp_path), "runs": 0, "queueEntries": 1}]
+    assert f"{tmp_path}  0 runs, 1 queue entry" in _registry_panel(shown)

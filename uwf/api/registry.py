@@ -94,6 +94,9 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
                                     "queued")}
         archived = store.views.count(Query("runs", (("repo", "=", repo), ("archived", "=", 1))))
     repos = store.views.counts("runs", "repo")
+    # A repo named only by queue entries (work queued, no run started yet) is one of the
+    # store's repos too: one GROUP BY over the queue's repo index.
+    entries = store.views.counts("queue", "repo")
     stale: list[str] = []
     behind = view.behind if view is not None and view.status == "stale" else 0
     if behind:
@@ -107,9 +110,10 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
         "lifecycles": {str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
                        if n},
         "archived": archived,
-        "repos": [{"repo": str(name), "runs": n} for name, n in
-                  sorted(repos.items(), key=lambda item: str(item[0]))
-                  if repo is None or name == repo],
+        "repos": [{"repo": str(name), "runs": repos.get(name, 0),
+                   "queueEntries": entries.get(name, 0)}
+                  for name in sorted({*repos, *entries}, key=str)
+                  if name is not None and (repo is None or name == repo)],
         "staleRuns": stale[:STALE_SHOWN],
         "staleCount": len(stale),
         "missingRuns": [entry["thread"] for entry in missing],

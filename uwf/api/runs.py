@@ -255,12 +255,20 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
 
 # -- show ----------------------------------------------------------------------------
 
-def show(store: Store, run_id: str) -> dict[str, Any]:
+def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
     """One run. When a node it refers to is gone or damaged: `found: false`, freshness
     `missing` or `corrupt` (an unreadable run state is treated as missing, never as
-    success), and the last-known record under `lastKnown`, never as a live status."""
+    success), and the last-known record under `lastKnown`, never as a live status.
+    `scope` `repo`: a run of another repo than the current one is not found."""
     views = store.read()
     run = get_run(views, run_id)
+    if scope == "repo":
+        from uwf.api.threads import find_repo
+
+        here = find_repo(None)
+        if run.thread.repo != here:
+            raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
+                           f"({here})", "drop --scope repo, or run it from that repo")
     now = store.clock()
     stale = run_id in _stale_since(store, views)
     damage = damaged_nodes(store, run)

@@ -124,7 +124,9 @@ def _registry_panel(payload: dict[str, Any]) -> str:
                          + (f"; {runs['archived']} archived" if runs["archived"] else "")))
             rows.append(("runs index", f"fingerprint {runs['sourceFingerprint']}"))
         for entry in runs["repos"]:
-            rows.append(("repo", f"{entry['repo']}  {_plural(entry['runs'], 'run')}"))
+            count = entry.get("queueEntries", 0)
+            queued = f", {count} queue entr{'y' if count == 1 else 'ies'}" if count else ""
+            rows.append(("repo", f"{entry['repo']}  {_plural(entry['runs'], 'run')}{queued}"))
         if runs["staleCount"]:
             rows.append(("stale runs", f"{runs['staleCount']}: "
                          + " ".join(runs["staleRuns"])))

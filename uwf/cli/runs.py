@@ -51,6 +51,8 @@ class History(Args, frozen=True, kw_only=True):
 
 class RunShow(Args, frozen=True, kw_only=True):
     run: RunId
+    scope: Annotated[Scope, arg("home: a run of any repo (default); repo: only a run of "
+                                "the current repo")] = "home"
 
 
 class RunResume(Args, frozen=True, kw_only=True):
@@ -106,7 +108,7 @@ def _history(args: History, ctx: Context) -> Any:
 def _show(args: RunShow, ctx: Context) -> Any:
     from uwf.api.runs import show
 
-    return show(ctx.store, args.run)
+    return show(ctx.store, args.run, args.scope)
 
 
 def _resume(args: RunResume, ctx: Context) -> Any:
