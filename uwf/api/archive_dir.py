@@ -176,22 +176,11 @@ class Folder:
 
     def read(self, child: str) -> bytes | None:
         """A regular file's bytes, or None when absent; a link or a non-file is refused."""
-        try:
-            fd = os.open(child, _READ, dir_fd=self.fd)
-        except FileNotFoundError:
+        handle = self.open_file(child)
+        if handle is None:
             return None
-        except OSError as exc:
-            raise _refused(self.name(child), exc) from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise Corrupt(f"{self.name(child)} is not a regular file",
-                              f"remove {self.name(child)}, then retry")
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
+        with handle:
+            return handle.read()
 
     def append(self, child: str, data: bytes, expected_size: int,
                inode: tuple[int, int] | None = None) -> tuple[int, tuple[int, int]]:

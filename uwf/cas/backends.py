@@ -134,25 +134,8 @@ class FileBlobs:
         if folder not in self._folders:
             os.makedirs(folder, exist_ok=True)
             self._check_folder(folder)
-        fd, temp = _create_temp(folder)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                if self.durable:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            # A node is written before any event refers to it: the rename must be durable too.
-            os.replace(temp, path)
-            if self.durable:
-                dir_fd = os.open(folder, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        # A node is written before any event refers to it: the rename must be durable too.
+        _replace_atomically(folder, path, data, self.durable)
         return True
 
     def hashes(self) -> Iterator[str]:
@@ -202,24 +185,32 @@ class FileBlobs:
 
     def record_hash_rule(self, rule: str) -> None:
         os.makedirs(self._root, exist_ok=True)
-        fd, temp = _create_temp(self._root)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(f"{rule}\n".encode())
-                if self.durable:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            os.replace(temp, os.path.join(self._root, RULE_FILE))
-            if self.durable:
-                dir_fd = os.open(self._root, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        _replace_atomically(self._root, os.path.join(self._root, RULE_FILE),
+                            f"{rule}\n".encode(), self.durable)
+
+
+def _replace_atomically(folder: str, path: str, data: bytes, durable: bool) -> None:
+    """`data` at `path` all at once: a temp file in `folder` (the same file system),
+    written, then renamed over `path`; with `durable`, the file and then the rename are
+    fsynced before it returns. A failure leaves no temp file behind."""
+    fd, temp = _create_temp(folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temp, path)
+        if durable:
+            dir_fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
