@@ -4,13 +4,15 @@ A line is `{"seq","id","ts","type","subject","batch","data","prev"}` in that
 order. `data` is decoded with the Struct of its type and unknown fields are an
 error, so a log written by a newer uwf fails closed instead of being misread.
 Each feature owns its event types (`uwf.projections.*_events`); a store's
-`EventCatalog` lists them explicitly.
+`EventCatalog` lists them explicitly, with the upcasters that read the older
+shapes of a type's `data` as its current one (docs/events.md, "Changing an event").
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Union
 
@@ -121,17 +123,55 @@ def _typed_envelope(data_type: type[EventData]) -> type[msgspec.Struct]:
     return typed
 
 
+@dataclass(frozen=True)
+class Upcaster:
+    """Reads shape `version` of `event_type`'s `data` as shape `version + 1`.
+
+    Versions are never written: a line's shape is its version. `applies` tells shape
+    `version` from the later ones (a key it still has, a value of its old JSON type);
+    `upcast` returns the next shape. Both are pure functions of the decoded `data`
+    object: no clock, no I/O, nothing else from the line, so a replay reads the same.
+    """
+
+    event_type: str
+    version: int
+    applies: Callable[[Mapping[str, Any]], bool]
+    upcast: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _chains(upcasters: Iterable[Upcaster], types: Mapping[str, type[EventData]]
+            ) -> dict[str, tuple[Upcaster, ...]]:
+    """Each type's upcasters in version order; its versions must run 1, 2, ... n."""
+    by_type: dict[str, list[Upcaster]] = {}
+    for upcaster in upcasters:
+        if upcaster.event_type not in types:
+            raise ValueError(f"an upcaster names the unknown event type {upcaster.event_type}")
+        by_type.setdefault(upcaster.event_type, []).append(upcaster)
+    chains: dict[str, tuple[Upcaster, ...]] = {}
+    for name, found in by_type.items():
+        chain = tuple(sorted(found, key=lambda upcaster: upcaster.version))
+        versions = [upcaster.version for upcaster in chain]
+        if versions != list(range(1, len(chain) + 1)):
+            raise ValueError(f"the upcasters of {name} are for versions {versions}, "
+                             f"not 1 to {len(chain)}")
+        chains[name] = chain
+    return chains
+
+
 class EventCatalog:
     """The event types a store knows: the core ones plus each feature's, registered
-    explicitly when a store is opened (no import side effects, no global registry)."""
+    explicitly when a store is opened (no import side effects, no global registry),
+    and the upcasters that read their older shapes."""
 
-    def __init__(self, *features: Iterable[type[EventData]]) -> None:
+    def __init__(self, *features: Iterable[type[EventData]],
+                 upcasters: Iterable[Upcaster] = ()) -> None:
         self.types: dict[str, type[EventData]] = {}
         for data_type in (*CORE_EVENTS, *(t for feature in features for t in feature)):
             known = self.types.get(data_type.type)
             if known is not None and known is not data_type:
                 raise ValueError(f"two event types are named {data_type.type}")
             self.types[data_type.type] = data_type
+        self.upcasters = _chains(upcasters, self.types)
         self._data_decoders = {name: msgspec.json.Decoder(t) for name, t in self.types.items()}
         envelopes = tuple(_typed_envelope(t) for t in self.types.values())
         self._line_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
@@ -139,7 +179,12 @@ class EventCatalog:
         )
 
     def decode(self, line: bytes) -> Envelope:
-        """Decode one line (without newline); raise Corrupt naming what is wrong."""
+        """Decode one line (without newline); raise Corrupt naming what is wrong.
+
+        A line in its type's current shape is one typed decode, upcasters or not; only
+        a line that shape refuses is decoded again, step by step, and upcast if its
+        type has upcasters. The line's bytes (what the chain hashes) are never changed.
+        """
         # msgspec reports bytes that are not UTF-8 in a string as UnicodeDecodeError.
         try:
             envelope: Envelope = self._line_decoder.decode(line)
@@ -156,8 +201,57 @@ class EventCatalog:
         try:
             data = decoder.decode(raw.data)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
+            chain = self.upcasters.get(raw.type)
+            upcast = None if chain is None else _upcast(raw, chain)
+            if upcast is None:  # no upcaster knows this shape: refused as before
+                raise Corrupt(f"invalid data for {raw.type}: {exc}") from None
+            data = _decode_upcast(decoder, raw, *upcast)
         return Envelope(raw.seq, raw.id, raw.ts, raw.type, raw.subject, raw.batch, data, raw.prev)
+
+
+_UPCAST_HINT = "the line is as written: fix the upcaster that reads it"
+
+
+def _upcast(raw: _RawEnvelope, chain: tuple[Upcaster, ...]
+            ) -> tuple[dict[str, Any], int] | None:
+    """`raw.data` after every upcaster of `chain` whose shape it has, in version order,
+    and the first version upcast; None when it is not an object or none applies."""
+    try:
+        data = msgspec.json.decode(raw.data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    first: int | None = None
+    for step in chain:
+        name = f"the {raw.type} upcaster from v{step.version}"
+        # An upcaster is code run on stored data: whatever it raises is this line's
+        # problem, reported with its seq like any other corrupt line.
+        try:
+            if not step.applies(data):
+                continue
+            upcast: object = step.upcast(data)
+        except Exception as exc:
+            raise Corrupt(f"seq {raw.seq}: {name} failed: {type(exc).__name__}: {exc}",
+                          _UPCAST_HINT) from None
+        if not isinstance(upcast, dict):
+            raise Corrupt(f"seq {raw.seq}: {name} returned a {type(upcast).__name__}, "
+                          "not an object", _UPCAST_HINT)
+        data = upcast
+        first = step.version if first is None else first
+    return None if first is None else (data, first)
+
+
+def _decode_upcast(decoder: msgspec.json.Decoder[Any], raw: _RawEnvelope,
+                   data: dict[str, Any], first: int) -> EventData:
+    """The upcast `data` through the same JSON decoder as a current line, so it is held
+    to exactly the rules a line written in the current shape is."""
+    try:
+        decoded: EventData = decoder.decode(msgspec.json.encode(data))
+        return decoded
+    except (msgspec.MsgspecError, TypeError, ValueError) as exc:
+        raise Corrupt(f"seq {raw.seq}: invalid data for {raw.type} upcast from "
+                      f"v{first}: {exc}", _UPCAST_HINT) from None
 
 
 def as_envelope(decoded: Envelope) -> Envelope:
