@@ -346,18 +346,22 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
 
     def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
         entry = _held(views, entry_id, lease_id, now)
-        if not failed:
-            data = QueueReleased(lease_id, False, entry.attempts, reason, run=run)
-        else:
-            policy = current_policy(views)
-            attempts, eligible, parked = _failure(policy, entry, now)
-            why = reason or "failed"
-            if parked:
-                why = f"{why} (attempt {attempts} of {policy.max_attempts})"
-            data = QueueReleased(lease_id, True, attempts, why, eligible, parked, run)
+        data = (_failed_release(views, entry, lease_id, now, reason or "failed", run=run)
+                if failed else QueueReleased(lease_id, False, entry.attempts, reason, run=run))
         return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
     return store.journal.write_at(decide)
+
+
+def _failed_release(views: Views, entry: QueueEntry, lease_id: str, now: int, reason: str, *,
+                    run: str | None = None) -> QueueReleased:
+    """The release of `lease_id` as one failed attempt under the current policy: ready
+    after its backoff, or parked at maxAttempts (the reason then says which attempt)."""
+    policy = current_policy(views)
+    attempts, eligible, parked = _failure(policy, entry, now)
+    if parked:
+        reason = f"{reason} (attempt {attempts} of {policy.max_attempts})"
+    return QueueReleased(lease_id, True, attempts, reason, eligible, parked, run)
 
 
 def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
@@ -374,14 +378,11 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
         if entry.status != "leased" or lease is None or lease.expires_at_ms <= now:
             raise Rejected(f"queue entry {entry_id} is not completed: {current}",
                            "put the artifact in place, then set it again")
-        policy = current_policy(views)
-        attempts, eligible, parked = _failure(policy, entry, now)
-        reason = current
-        if parked:
-            reason = f"{reason} (attempt {attempts} of {policy.max_attempts})"
-        data = QueueReleased(lease.id, True, attempts, reason, eligible, parked)
-        after = (f"parked at attempt {attempts}" if parked else
-                 f"ready again at {format_ts(eligible or now)}, attempt {attempts} failed")
+        data = _failed_release(views, entry, lease.id, now, current)
+        attempts = data.attempts
+        after = (f"parked at attempt {attempts}" if data.parked else
+                 f"ready again at {format_ts(data.next_eligible_at_ms or now)}, attempt "
+                 f"{attempts} failed")
         return Outcome([NewEvent(f"queue/{entry_id}", data)], Rejected(
             f"queue entry {entry_id} is not completed: {current}; recorded as a failed "
             f"attempt ({after})", "put the artifact in place before completing it"))

@@ -16,9 +16,9 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from uwf.cas.hashing import is_hash
 from uwf.errors import Corrupt, UsageError
@@ -105,20 +105,10 @@ class FileBlobs:
 
     def read(self, hash_: str) -> bytes | None:
         path = self._path(hash_)
-        try:
-            # O_NONBLOCK: a FIFO planted as a node file must not hang the reader.
-            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
+        handle = _open_regular(path, lambda kind: _not_a_file(hash_, path, kind))
+        if handle is None:
             return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise _not_a_file(hash_, path, "a symbolic link") from None
-            raise
-        # Checked before fdopen, which refuses a folder with IsADirectoryError.
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise _not_a_file(hash_, path, "not a regular file")
-        with os.fdopen(fd, "rb") as handle:
+        with handle:
             return handle.read()
 
     def exists(self, hash_: str) -> bool:
@@ -170,17 +160,10 @@ class FileBlobs:
 
     def hash_rule(self) -> str | None:
         path = os.path.join(self._root, RULE_FILE)
-        try:
-            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
+        handle = _open_regular(path, lambda kind: _not_a_record(path, kind))
+        if handle is None:
             return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise _not_a_record(path, "a symbolic link") from None
-            raise
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise _not_a_record(path, "not a regular file")
+        with handle:
             return handle.read(256).decode("utf-8", "replace").strip()
 
     def record_hash_rule(self, rule: str) -> None:
@@ -235,6 +218,25 @@ def _create_temp(folder: str) -> tuple[int, str]:
             return os.open(temp, flags, 0o666), temp
         except FileExistsError:
             continue
+
+
+def _open_regular(path: str, refused: Callable[[str], Corrupt]) -> BinaryIO | None:
+    """`path` opened for reading when it is a regular file, None when absent; a link
+    (never followed) or anything else is `refused(kind)`. O_NONBLOCK: a FIFO planted in
+    its place must not hang the reader; the type is checked before fdopen, which
+    refuses a folder with IsADirectoryError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise refused("a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refused("not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def _not_a_file(hash_: str, path: str, kind: str) -> Corrupt:
