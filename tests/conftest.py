@@ -9,10 +9,13 @@ import sys
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from uwf.api.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
@@ -70,6 +73,23 @@ def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
                           env={**cli.env, **(env or {})}, timeout=120, check=False)
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
                   proc.stderr.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Generator[Store, None, None]:
+    """A store in tmp_path opened in-process (the Python API), with no UWF_HISTORY, no
+    fixed time, an empty config directory and no fsync. A test file may define its own
+    `store` fixture instead."""
+    from uwf.api.store import Store
+
+    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID", "UWF_NOW"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    monkeypatch.setenv("UWF_HOME", str(tmp_path / "store"))
+    opened = Store.open(tmp_path / "store")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

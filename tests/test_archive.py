@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -532,16 +531,6 @@ RELAY = {"name": "relay", "description": "a -> b -> c",
          "graph": {"$START": {"_": "a"}, "a": {"ok": "b"}, "b": {"ok": "c"},
                    "c": {"ok": "$END"}}}
 
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID", "UWF_NOW"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    opened = Store.open(tmp_path / "store")
-    yield opened
-    opened.close()
 
 
 def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Path) -> None:

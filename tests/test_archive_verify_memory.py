@@ -6,7 +6,7 @@ long as the other (bench/archive_verify.py measures the command's peak RSS)."""
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,16 +29,6 @@ LOOP = {"name": "loop", "description": "a, again and again",
 RUNS = 2
 CHUNK = 250  # steps of each run written in one batch
 
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID", "UWF_NOW"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    opened = Store.open(tmp_path / "store")
-    yield opened
-    opened.close()
 
 
 def long_runs(store: Store, tmp_path: Path, steps: int) -> None:

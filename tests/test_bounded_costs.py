@@ -10,7 +10,6 @@ which is fast; the agents under test then run as real processes on the same stor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,18 +84,6 @@ def loop_thread(store: Store, tmp_path: Path, steps: int) -> str:
     assert (result["steps"], result["done"]) == (steps, False)
     return thread
 
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    """A store in tmp_path, with no UWF_HISTORY and an empty config directory."""
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID", "UWF_NOW"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    monkeypatch.setenv("UWF_HOME", str(tmp_path / "store"))
-    opened = Store.open(tmp_path / "store")
-    yield opened
-    opened.close()
 
 
 def rounds(ctx: dict[str, Any]) -> list[int]:

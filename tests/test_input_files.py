@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, EXAMPLE, Result, snapshot
+from tests.test_input_hardening import refused as clean_refusal
 
 KiB, MiB = 1 << 10, 1 << 20
 TIMEOUT = 20  # seconds: every refusal here takes well under one
@@ -52,15 +53,7 @@ def run(env: dict[str, str], *args: str, prog: str = "uwf", stdin: bytes | Path 
 
 def refused(result: Result, code: int, *fragments: str, prog: str = "uwf") -> str:
     """One `<prog>: error:` line naming `fragments`, exit `code`, no traceback."""
-    assert result.code == code, result
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith(f"{prog}: error: "), lines[0]
-    assert "internal error" not in lines[0]
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
+    return clean_refusal(result, (code,), *fragments, prog=prog)
 
 
 @dataclass(frozen=True)

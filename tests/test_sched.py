@@ -328,6 +328,24 @@ WORKER = textwrap.dedent('''
                 acks.flush()
 ''')
 
+def storm(cli: Cli, tmp_path: Path, *, processes: int, seconds: float,
+          sessions: str | None = None) -> list[dict[str, Any]]:
+    """`processes` WORKER processes leasing at once for `seconds` (as `sessions`, a
+    comma list, "" for every pool); every acknowledgement they wrote."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER, "utf-8")
+    start = time.time() + 1.0
+    workers = [subprocess.Popen(
+        [sys.executable, str(script), str(cli.home), str(tmp_path / f"acks{n}.jsonl"),
+         str(start), str(seconds), str(n), *([sessions] if sessions is not None else [])],
+        env=cli.env, stderr=subprocess.PIPE, text=True) for n in range(processes)]
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+    return [json.loads(line) for n in range(processes)
+            for line in (tmp_path / f"acks{n}.jsonl").read_text("utf-8").splitlines()]
+
+
 ENDS = {"queue.completed", "queue.released", "queue.reclaimed", "queue.cancelled",
         "queue.status_set", "queue.drained"}
 
@@ -337,19 +355,7 @@ def test_eight_processes_never_exceed_the_ceiling(q: Queue, cli: Cli, tmp_path: 
              "--backoff-cap-ms", "1")
     lines = [{"workflow": "solve-issue", "prompt": f"task {n}"} for n in range(1500)]
     q.ok("queue", "add", "--batch", str(q.batch(tmp_path / "b.jsonl", lines)))
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER, "utf-8")
-    start = time.time() + 1.0
-    workers = [subprocess.Popen(
-        [sys.executable, str(script), str(cli.home), str(tmp_path / f"acks{n}.jsonl"),
-         str(start), "4", str(n)], env=cli.env, stderr=subprocess.PIPE, text=True)
-        for n in range(8)]
-    for worker in workers:
-        _, err = worker.communicate(timeout=120)
-        assert worker.returncode == 0, err
-
-    acks = [json.loads(line) for n in range(8)
-            for line in (tmp_path / f"acks{n}.jsonl").read_text("utf-8").splitlines()]
+    acks = storm(cli, tmp_path, processes=8, seconds=4)
     assert not [ack for ack in acks if ack["op"] == "refused"]
     leases_acked = [ack for ack in acks if ack["op"] == "lease"]
     assert len(leases_acked) > 30, "the workers leased too little to prove anything"
@@ -396,18 +402,7 @@ def test_processes_leasing_per_session_never_exceed_a_pool_or_the_cap(
     lines = [{"workflow": "solve-issue", "prompt": f"task {n}",
               **({"session": pools[n % 3]} if pools[n % 3] else {})} for n in range(900)]
     q.ok("queue", "add", "--batch", str(q.batch(tmp_path / "b.jsonl", lines)))
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER, "utf-8")
-    start = time.time() + 1.0
-    workers = [subprocess.Popen(
-        [sys.executable, str(script), str(cli.home), str(tmp_path / f"acks{n}.jsonl"),
-         str(start), "3", str(n), "a,b,"], env=cli.env, stderr=subprocess.PIPE, text=True)
-        for n in range(6)]
-    for worker in workers:
-        _, err = worker.communicate(timeout=120)
-        assert worker.returncode == 0, err
-    acks = [json.loads(line) for n in range(6)
-            for line in (tmp_path / f"acks{n}.jsonl").read_text("utf-8").splitlines()]
+    acks = storm(cli, tmp_path, processes=6, seconds=3, sessions="a,b,")
     assert not [ack for ack in acks if ack["op"] == "refused"]
     assert len([ack for ack in acks if ack["op"] == "lease"]) > 30
 
