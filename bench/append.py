@@ -44,13 +44,13 @@ from common import (
     verdict,
 )
 
-from uwf.api.store import Store
-from uwf.api.yamlfile import load_yaml
 from uwf.cas.store import builtin_hash
+from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.store import Store
 from uwf.workflow.compile import compile_workflow
+from uwf.workflows.events import WorkflowRegistered
 
 TARGET = 0.7
 NAMES = 1000

@@ -63,13 +63,13 @@ def generate_long_runs(root: Path, events: int) -> int:
 
     from uwf.cas.store import builtin_hash
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
-    from uwf.projections.thread_events import (
+    from uwf.threads.events import (
         ThreadEnded,
         ThreadStarted,
         ThreadStepped,
         ThreadStepStarted,
     )
-    from uwf.projections.workflow_events import WorkflowRegistered
+    from uwf.workflows.events import WorkflowRegistered
 
     shutil.rmtree(root, ignore_errors=True)
     cas = _bench_cas(root)

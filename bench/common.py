@@ -411,7 +411,7 @@ def _bench_cas(root: Path) -> Any:
 
 def _example_payload(cas: Any) -> dict[str, Any]:
     """The Workflow payload of examples/solve-issue.yaml, its role schemas stored."""
-    from uwf.api.yamlfile import load_yaml
+    from uwf.config.yamlfile import load_yaml
     from uwf.workflow.compile import compile_workflow
 
     payload, schemas = compile_workflow(cas, load_yaml(EXAMPLE))
@@ -501,7 +501,7 @@ def generate_log(root: Path, events: int, names: int = 1000, fresh: bool = False
         return GeneratedLog(root, events, names, 0.0, True)
 
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
-    from uwf.projections.workflow_events import WorkflowRegistered
+    from uwf.workflows.events import WorkflowRegistered
 
     start = time.perf_counter()
     hashes = _workflow_payloads(_bench_cas(root), names)
@@ -574,13 +574,13 @@ def generate_threads(root: Path, threads: int, active: int, fresh: bool = False
 
     from uwf.cas.store import builtin_hash
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
-    from uwf.projections.thread_events import (
+    from uwf.threads.events import (
         ThreadEnded,
         ThreadStarted,
         ThreadStepped,
         ThreadStepStarted,
     )
-    from uwf.projections.workflow_events import WorkflowRegistered
+    from uwf.workflows.events import WorkflowRegistered
 
     start = time.perf_counter()
     cas = _bench_cas(root)

@@ -149,8 +149,8 @@ class LockProbe:
 
 def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:
     os.environ["UWF_DURABILITY"] = "fsync"
-    from uwf.api import sched
-    from uwf.api.store import Store
+    from uwf.queue import sched
+    from uwf.store import Store
 
     probe = LockProbe()
     probe.install()

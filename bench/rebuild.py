@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"target peak RSS < 1 GiB:      {verdict(uwf_rss < TARGET_RSS_KIB)}")
 
     if args.profile:
-        from uwf.api.store import Store
+        from uwf.store import Store
 
         section("profile: one in-process rebuild")
         store = Store.open(root)

@@ -228,7 +228,7 @@ class RunWriter:
         """`thread.step_started` (phase 1 of `thread step`); its step id."""
         from ulid import ULID
 
-        from uwf.projections.thread_events import ThreadStepStarted
+        from uwf.threads.events import ThreadStepStarted
 
         step_id = str(ULID.from_timestamp(self.at + 1))
         self.command(ThreadStepStarted(step_id, role, edge, "mock", self.at + 3_630_000),
@@ -237,7 +237,7 @@ class RunWriter:
 
     def step(self, key: str, edge: str, *, end: bool = False) -> None:
         """A whole accepted step: started, then stepped (and ended, at `$END`)."""
-        from uwf.projections.thread_events import ThreadEnded, ThreadStepped
+        from uwf.threads.events import ThreadEnded, ThreadStepped
 
         role = key.partition("-")[0]
         step_id = self.started(role, edge)
@@ -250,7 +250,7 @@ class RunWriter:
 
     def play(self, final: str, rng: random.Random) -> None:
         """The run's steps, up to the lifecycle `final`."""
-        from uwf.projections.thread_events import ThreadBlocked, ThreadEnded, ThreadStepFailed
+        from uwf.threads.events import ThreadBlocked, ThreadEnded, ThreadStepFailed
 
         plan, developed = self.outputs["planner"][2], self.outputs["developer"][2]
         if final == "queued":
@@ -291,9 +291,9 @@ def generate_runs(root: Path, runs: int, word: str, fresh: bool = False) -> Gene
     from ulid import ULID
 
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
-    from uwf.projections.run_events import RunArchived, RunRerunLinked
-    from uwf.projections.thread_events import INPUTS_DIGEST_CHARS, ThreadStarted
-    from uwf.projections.workflow_events import WorkflowRegistered
+    from uwf.runs.events import RunArchived, RunRerunLinked
+    from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
+    from uwf.workflows.events import WorkflowRegistered
 
     started_at = time.perf_counter()
     rng = random.Random(20261126)
@@ -372,8 +372,8 @@ def build_current(root: Path, env: dict[str, str]) -> tuple[float, dict[str, Any
 
 def middle_completed(root: Path) -> str:
     """The id of the completed run in the middle of the store (for `run show`)."""
-    from uwf.api.runs import RunFilter, search
-    from uwf.api.store import Store
+    from uwf.runs.service import RunFilter, search
+    from uwf.store import Store
 
     store = Store.open(root)
     try:
@@ -408,8 +408,8 @@ def check_outputs(commands: dict[str, Command], env: dict[str, str]) -> dict[str
 def in_process(roots: dict[str, Path], ids: dict[str, str], word: str, calls: int,
                profiled: bool) -> None:
     """The same reads in this process (a new Store each call, imports excluded)."""
-    from uwf.api.runs import RunFilter, search, show
-    from uwf.api.store import Store
+    from uwf.runs.service import RunFilter, search, show
+    from uwf.store import Store
 
     def opened(call: Callable[[Any], object]) -> Callable[[Path], object]:
         def run(root: Path) -> object:
@@ -476,8 +476,8 @@ def rebuild_runs_view(root: Path, scratch: Path, *, search_text: bool = True) ->
     from uwf.engine.filelog import FileLog
     from uwf.engine.journal import Journal
     from uwf.engine.viewstore import SqliteViewStore
-    from uwf.projections import event_catalog
-    from uwf.projections.runs import RunsProjection
+    from uwf.runs.projection import RunsProjection
+    from uwf.store import event_catalog
 
     class WithoutText(RunsProjection):
         text: ClassVar[bool] = False

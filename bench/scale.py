@@ -153,9 +153,10 @@ def in_process(roots: dict[str, Path], limit: bool, calls: int, profiled: bool) 
     of `calls` calls, small beside big; with `profiled`, cProfile of the big ones."""
     from common import profile
 
-    from uwf.api import audit, registry
-    from uwf.api.store import Store
-    from uwf.api.threads import list_threads
+    from uwf.audit import verify as audit
+    from uwf.runs import registry
+    from uwf.store import Store
+    from uwf.threads.service import list_threads
 
     def run_list(root: Path) -> object:
         store = Store.open(root)

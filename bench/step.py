@@ -152,9 +152,9 @@ def last_agent_time(times: Path) -> float:
 
 def next_step(root: Path, thread: str) -> tuple[str, str]:
     """The role and edge prompt uwf would give the next step's agent (read-only)."""
-    from uwf.api.store import Store
-    from uwf.api.threads import get_thread
-    from uwf.workflow.routing import next_decision
+    from uwf.store import Store
+    from uwf.threads.routing import next_decision
+    from uwf.threads.service import get_thread
 
     store = Store.open(root)
     try:

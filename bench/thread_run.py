@@ -8,7 +8,7 @@ rejecting until the last visit, then approving): `run_thread(store, thread,
 in_process=agent, config=Config(WorkflowConfig(), None, None))` with
 UWF_DURABILITY=fsync, the store under --dir on a real disk. N = 1,000 gives
 1 + 2 x 500 = 1,001 steps. Each `step_thread` call that `run_thread` makes is
-timed (by wrapping `uwf.api.stepping.step_thread`). Stored bytes = growth of the
+timed (by wrapping `uwf.threads.stepping.step_thread`). Stored bytes = growth of the
 store folder (events + cas + views, after the store is closed) over the run;
 file sizes, and the disk blocks they take. The same run with
 UWF_DURABILITY=none shows uwf's own cost without the disk. As a check on the
@@ -127,11 +127,11 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
 
     `profiled`: the run_thread call (and only it) runs under cProfile, printed after.
     """
-    from uwf.api import stepping
-    from uwf.api.config import Config, WorkflowConfig
-    from uwf.api.store import Store
-    from uwf.api.threads import start_thread
-    from uwf.api.workflows import put_workflow
+    from uwf.config.configfile import Config, WorkflowConfig
+    from uwf.store import Store
+    from uwf.threads import stepping
+    from uwf.threads.service import start_thread
+    from uwf.workflows.service import put_workflow
 
     shutil.rmtree(root, ignore_errors=True)
     os.environ["UWF_DURABILITY"] = durability
@@ -195,11 +195,11 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
     B's first steps and A's last ones, so both windows see the same disk and CPU
     weather. Returns (B's first WINDOW step costs, A's last WINDOW step costs).
     """
-    from uwf.api.config import Config, WorkflowConfig
-    from uwf.api.stepping import step_thread
-    from uwf.api.store import Store
-    from uwf.api.threads import show_thread, start_thread
-    from uwf.api.workflows import put_workflow
+    from uwf.config.configfile import Config, WorkflowConfig
+    from uwf.store import Store
+    from uwf.threads.service import show_thread, start_thread
+    from uwf.threads.stepping import step_thread
+    from uwf.workflows.service import put_workflow
 
     os.environ["UWF_DURABILITY"] = "fsync"
     config = Config(WorkflowConfig(), None, None)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
-    from uwf.api.store import Store
+    from uwf.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
@@ -80,7 +80,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Generator[Store, N
     """A store in tmp_path opened in-process (the Python API), with no UWF_HISTORY, no
     fixed time, an empty config directory and no fsync. A test file may define its own
     `store` fixture instead."""
-    from uwf.api.store import Store
+    from uwf.store import Store
 
     for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID", "UWF_NOW"):
         monkeypatch.delenv(name, raising=False)

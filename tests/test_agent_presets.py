@@ -247,7 +247,7 @@ def test_history_items_carry_the_detail_hash(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_the_key_uwf_api_key_env_names_is_a_secret() -> None:
-    from uwf.api.secrets import secret_values
+    from uwf.config.secrets import secret_values
 
     env = {"UWF_API_KEY_ENV": "MY_LLM_CREDENTIAL", "MY_LLM_CREDENTIAL": "cred-0123456789"}
     assert "cred-0123456789" in secret_values(env, None)

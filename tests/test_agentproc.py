@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from uwf.api.agentproc import collect
+from uwf.threads.agentproc import collect
 
 
 def spawn(*argv: str) -> subprocess.Popen[bytes]:

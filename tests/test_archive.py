@@ -27,14 +27,14 @@ from tests.conftest import Cli, snapshot
 from tests.queuekit import Queue
 from tests.runkit import Fleet, make_fleet, new_cli
 from tests.threadkit import make_kit, mock_config, one_line_error, popen_uwf, wait_for
-from uwf.api import archive
-from uwf.api.archive_verify import verify
-from uwf.api.config import Config, WorkflowConfig
-from uwf.api.stepping import run_thread
-from uwf.api.store import Store
-from uwf.api.threads import start_thread
-from uwf.api.workflows import put_workflow
+from uwf.archive import service as archive
+from uwf.archive.verify import verify
+from uwf.config.configfile import Config, WorkflowConfig
 from uwf.errors import Rejected, UsageError
+from uwf.store import Store
+from uwf.threads.service import start_thread
+from uwf.threads.stepping import run_thread
+from uwf.workflows.service import put_workflow
 
 SEED_RUN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")
 SUMMARY_KEYS = ["run_id", "started", "ended", "duration_s", "outcome", "total_nodes", "done",

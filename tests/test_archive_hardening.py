@@ -176,9 +176,10 @@ def test_an_empty_folder_name_is_refused_naming_the_option(fleet: Fleet, tmp_pat
 
 def test_an_empty_folder_name_is_refused_from_python(fleet: Fleet, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from uwf.api import archive, archive_verify
-    from uwf.api.store import Store
+    from uwf.archive import service as archive
+    from uwf.archive import verify as archive_verify
     from uwf.errors import UsageError
+    from uwf.store import Store
 
     monkeypatch.chdir(tmp_path)
     store = Store.open(fleet.cli.home)

@@ -13,14 +13,14 @@ import pytest
 import yaml
 from ulid import ULID
 
-from uwf.api import archive
-from uwf.api.archive_verify import verify
-from uwf.api.store import Store
-from uwf.api.threads import start_thread
-from uwf.api.workflows import put_workflow
+from uwf.archive import service as archive
+from uwf.archive.verify import verify
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.projections.thread_events import ThreadEnded, ThreadStepped, ThreadStepStarted
+from uwf.store import Store
+from uwf.threads.events import ThreadEnded, ThreadStepped, ThreadStepStarted
+from uwf.threads.service import start_thread
+from uwf.workflows.service import put_workflow
 
 LOOP = {"name": "loop", "description": "a, again and again",
         "roles": {"a": {"description": "a", "goal": "a", "procedure": "a", "output": "status",
@@ -105,7 +105,7 @@ def test_verify_reads_interleaved_runs_with_one_file_open_at_a_time(
     """The runs' files are read again in the log's order, at most OPEN_FILES open: one
     closed is opened again where it was left, and a line edited mid-file is still
     named by its number."""
-    from uwf.api import archive_verify
+    from uwf.archive import verify as archive_verify
 
     monkeypatch.setattr(archive_verify, "OPEN_FILES", 1)
     long_runs(store, tmp_path, 20)

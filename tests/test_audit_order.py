@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 from tests.logkit import append
-from uwf.api import audit
-from uwf.api.store import Store
+from uwf.audit import verify as audit
 from uwf.engine.events import EventData, StoreCreated
-from uwf.projections.thread_events import (
+from uwf.store import Store
+from uwf.threads.events import (
     ThreadEnded,
     ThreadStarted,
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.workflows.events import WorkflowRegistered
 
 H = "70D2DHWNFR6T8"
 T = "thread/01JD0000000000000000000000"

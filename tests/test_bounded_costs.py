@@ -19,14 +19,14 @@ import yaml
 from tests.conftest import Cli
 from tests.test_agents import FakeLLM, Reply, completion
 from tests.threadkit import Kit, make_kit, mock_config, one_line_error
-from uwf.api.agents import agent_context
-from uwf.api.config import Config, WorkflowConfig
-from uwf.api.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
-from uwf.api.stepping import run_thread
-from uwf.api.store import Store
-from uwf.api.threads import chain, get_thread, list_threads, start_thread
-from uwf.api.workflows import put_workflow
+from uwf.config.configfile import Config, WorkflowConfig
+from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.errors import NotFound, Rejected, UsageError
+from uwf.store import Store
+from uwf.threads.agent import agent_context
+from uwf.threads.service import chain, get_thread, list_threads, start_thread
+from uwf.threads.stepping import run_thread
+from uwf.workflows.service import put_workflow
 
 # One role that never finishes: every step routes back to the worker.
 LOOP = {
@@ -286,7 +286,7 @@ def test_subflow_default_limit_is_thread_runs_default(
     """With no --max-steps, a child that loops forever stops after DEFAULT_MAX_STEPS
     (the child's steps run in-process here, so that 200 of them are quick)."""
     from uwf.agents import subflow
-    from uwf.api import stepping
+    from uwf.threads import stepping
 
     put_workflow(store, write_yaml(tmp_path / "loop.yaml", LOOP))
     put_workflow(store, write_yaml(tmp_path / "parent.yaml", PARENT))

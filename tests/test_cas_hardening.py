@@ -29,13 +29,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import EXAMPLE, Cli, Result, run_bytes, snapshot
-from uwf.api import jsoncas
-from uwf.api.store import Store
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.hashing import format_hash, node_hash
 from uwf.cas.limits import MAX_DEPTH, MAX_NODE_BYTES
 from uwf.cas.store import Cas, WalkEntry, builtin_hash, encode_node, meta_hash
 from uwf.errors import Corrupt, Rejected, UwfError
+from uwf.jsoncas import service as jsoncas
+from uwf.store import Store
 
 ANY_SCHEMA = {"title": "Any"}
 ANY = node_hash(meta_hash(), ANY_SCHEMA)

@@ -30,8 +30,8 @@ from uwf.engine.viewstore import (
     ViewStore,
 )
 from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
-from uwf.projections import event_catalog
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.store import event_catalog
+from uwf.workflows.events import WorkflowRegistered
 
 CATALOG = event_catalog()
 

@@ -76,11 +76,11 @@ if mode == "once" and len(args) > 1:
 
     sys.setprofile(_hook)
 
-from uwf.api.store import Store
-from uwf.api.workflows import put_workflow
+from uwf.store import Store
+from uwf.workflows.service import put_workflow
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.workflows.events import WorkflowRegistered
 
 text = example.read_text("utf-8")
 store = Store.open()
@@ -447,10 +447,10 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
 
 BATCH_WRITER = r'''
 import sys
-from uwf.api.store import Store
+from uwf.store import Store
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.workflows.events import WorkflowRegistered
 
 hash_, names = sys.argv[1], sys.argv[2:]
 Store.open().journal.write(lambda views: Outcome([

@@ -34,7 +34,7 @@ from uwf.cas.store import BUILTIN_NAMES, builtin_hash, meta_hash
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.cli.spec import Command
-from uwf.projections import event_catalog
+from uwf.store import event_catalog
 
 EVENT_TYPES = event_catalog().types
 ROOT = Path(__file__).resolve().parent.parent

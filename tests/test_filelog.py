@@ -18,8 +18,8 @@ from uwf.engine.events import LogRepaired, NewEvent
 from uwf.engine.filelog import FileLog
 from uwf.engine.segments import PENDING_NOTE
 from uwf.errors import StoreBusy
-from uwf.projections import event_catalog
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.store import event_catalog
+from uwf.workflows.events import WorkflowRegistered
 
 CATALOG = event_catalog()
 
@@ -150,9 +150,9 @@ def test_a_writer_killed_between_its_note_and_the_cut_leaves_one_record(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The note of a cut is saved, then the writer dies before truncating: the next
     writer finds the same torn tail and that note, and records the cut once."""
-    from uwf.api.store import Store
     from uwf.engine.journal import Outcome
     from uwf.engine.segments import FileSegments
+    from uwf.store import Store
 
     def register(store: Store, name: str) -> None:
         store.journal.write(lambda _views: Outcome([registered(name)]))

@@ -304,7 +304,7 @@ fuzzkit.known((TARGET, BINARY_TARGET),
 
 
 @pytest.mark.xfail(strict=True, raises=fuzzkit.DataChanged,
-                   reason="uwf/api/queue.py add and uwf/api/sched.py "
+                   reason="uwf/queue/service.py add and uwf/queue/sched.py "
                    "set_policy re-read the views (store.read()) after journal.write has made "
                    "their events durable; when the views cannot take them, the command "
                    "exits 1 with 'views are unreadable' though the entry or policy was "

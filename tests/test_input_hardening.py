@@ -305,10 +305,10 @@ def test_format_ts_extremes(ms: int, text: str) -> None:
 
 
 def test_a_deadline_stored_out_of_range_by_old_code_is_taken_over(cli: Cli) -> None:
-    from uwf.api.store import Store
     from uwf.engine.events import NewEvent
     from uwf.engine.journal import Outcome
-    from uwf.projections.thread_events import ThreadStepStarted
+    from uwf.store import Store
+    from uwf.threads.events import ThreadStepStarted
 
     assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
     thread = json.loads(cli.run("thread", "start", "solve-issue", "-p", "x").out)["thread"]
@@ -350,11 +350,11 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
         cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """Should compile and the schemas ever disagree, put refuses with the schemas'
     words before writing a node."""
-    from uwf.api import workflows
-    from uwf.api.store import Store
     from uwf.cas.store import Cas
     from uwf.errors import Rejected
+    from uwf.store import Store
     from uwf.workflow.compile import compile_workflow as original
+    from uwf.workflows import service as workflows
 
     def lax(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]]:
         payload, schemas = original(cas, document)
@@ -376,9 +376,9 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
 
 @pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0, 1e12])
 def test_step_thread_refuses_a_timeout_out_of_range_from_python(timeout: float) -> None:
-    from uwf.api.stepping import step_thread
-    from uwf.api.store import Store
     from uwf.errors import UsageError
+    from uwf.store import Store
+    from uwf.threads.stepping import step_thread
 
     with pytest.raises(UsageError, match="timeout must be more than 0 and at most 31,536,000"):
         step_thread(Store.memory(), "01J7K9M2XNPQR5VWBCDF8G3H4V", timeout=timeout)

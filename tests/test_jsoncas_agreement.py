@@ -17,12 +17,12 @@ import pytest
 import xxhash
 
 from tests.conftest import Cli
-from uwf.api.store import Store
 from uwf.cas.backends import FileBlobs, MemoryBlobs, node_path
 from uwf.cas.hashing import format_hash
 from uwf.cas.store import Cas, encode_node, meta_hash
 from uwf.cas.subset import schema_problems
 from uwf.errors import Corrupt, Rejected
+from uwf.store import Store
 
 TS = 1_700_000_000_000
 

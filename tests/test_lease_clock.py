@@ -23,19 +23,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE, Cli
-from uwf.api import queue, sched
-from uwf.api.store import Store
-from uwf.api.workflows import put_workflow
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
 from uwf.errors import NothingToDo, Rejected
-from uwf.projections.queue_events import (
+from uwf.queue import sched
+from uwf.queue import service as queue
+from uwf.queue.events import (
     QueueCompleted,
     QueueLeased,
     QueueReclaimed,
     QueueRenewed,
 )
+from uwf.store import Store
+from uwf.workflows.service import put_workflow
 
 T0 = parse_instant("2026-11-26T12:00:00Z")
 TTL_MS = 10_000
@@ -177,8 +178,8 @@ def test_a_stalled_renew_never_makes_two_active_leases(
 # waits for a line on stdin, then goes in; prints the result or the refusal.
 RENEWER = textwrap.dedent('''
     import json, sys
-    from uwf.api import sched
-    from uwf.api.store import Store
+    from uwf.queue import sched
+    from uwf.store import Store
     from uwf.engine.filelog import FileLog
     from uwf.errors import UwfError
 
@@ -253,7 +254,7 @@ def forge(opened: Store, clock: SteppedClock, at: int, entry: str, data: EventDa
 
 
 def problems(opened: Store) -> list[str]:
-    from uwf.api.audit import verify
+    from uwf.audit.verify import verify
 
     return [item["problem"] for item in verify(opened)["problems"]]
 
@@ -283,7 +284,7 @@ def test_verify_names_a_renew_after_expiry(store: tuple[Store, SteppedClock]) ->
     (problem,) = problems(opened)
     assert "queue.renewed" in problem
     assert f"lease {lease} had expired at" in problem
-    from uwf.api.audit import verify
+    from uwf.audit.verify import verify
 
     assert verify(opened)["problems"][0]["seq"] == seq
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from uwf.engine.events import Envelope, EventData, LogRepaired, StoreCreated
-from uwf.projections.store import StoreProjection, StoreState
-from uwf.projections.thread_events import (
+from uwf.engine.storeview import StoreProjection, StoreState
+from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
@@ -12,9 +12,9 @@ from uwf.projections.thread_events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.projections.threads import InFlight, ThreadsProjection, ThreadState
-from uwf.projections.workflow_events import WorkflowRegistered
-from uwf.projections.workflows import WorkflowsProjection, WorkflowState
+from uwf.threads.projection import InFlight, ThreadsProjection, ThreadState
+from uwf.workflows.events import WorkflowRegistered
+from uwf.workflows.projection import WorkflowsProjection, WorkflowState
 
 H1, H2, H3 = "70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"
 T = "01JD0000000000000000000001"

@@ -255,8 +255,8 @@ def test_a_schema_by_hash_is_checked_too(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_warnings_from_python(cli: Cli, tmp_path: Path) -> None:
-    from uwf.api.store import Store
-    from uwf.api.workflows import put_workflow
+    from uwf.store import Store
+    from uwf.workflows.service import put_workflow
 
     document = seed()
     document["conditions"]["spare"] = {"expression": "false"}

@@ -290,8 +290,8 @@ def test_views_rebuilt_print_the_same(q: Queue, cli: Cli) -> None:
 
 def test_the_cli_declares_the_api_bounds() -> None:
     """uwf/cli/queue.py copies these (importing the API would slow `--help`)."""
-    from uwf.api import queue as api
     from uwf.cli import queue as cli
+    from uwf.queue import service as api
 
     assert cli._ULID == api.ENTRY_ID_PATTERN
     assert (cli.MIN_PRIORITY, cli.MAX_PRIORITY) == (api.MIN_PRIORITY, api.MAX_PRIORITY)

@@ -12,10 +12,9 @@ import pytest
 
 from tests.conftest import Cli
 from tests.queuekit import Queue, at, queue_on
-from uwf.api.store import Store
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
-from uwf.projections.queue_events import (
+from uwf.queue.events import (
     QueueAdded,
     QueueCancelled,
     QueueCompleted,
@@ -25,6 +24,7 @@ from uwf.projections.queue_events import (
     QueueReset,
     QueueStatusSet,
 )
+from uwf.store import Store
 
 
 def verify(cli: Cli) -> dict[str, object]:

@@ -104,11 +104,11 @@ def test_a_repo_given_by_a_subfolder_is_its_git_top_level(cli: Cli, tmp_path: Pa
 
 
 def test_a_run_event_before_its_thread_started_is_named_by_log_verify(tmp_path: Path) -> None:
-    from uwf.api.audit import verify
-    from uwf.api.store import Store
+    from uwf.audit.verify import verify
     from uwf.engine.events import NewEvent
     from uwf.engine.journal import Outcome
-    from uwf.projections.run_events import RunArchived
+    from uwf.runs.events import RunArchived
+    from uwf.store import Store
 
     store = Store.open(tmp_path / "store")
     try:

@@ -21,8 +21,8 @@ import uwf
 from tests.conftest import Cli
 from tests.runkit import Fleet, make_fleet
 from tests.threadkit import one_line_error
-from uwf.api.store import Store
 from uwf.cli import main as uwf_cli
+from uwf.store import Store
 
 ZEROS = "0" * 32
 

@@ -288,8 +288,8 @@ def test_plan_is_read_only_identical_and_capped(q: Queue, tmp_path: Path) -> Non
 
 WORKER = textwrap.dedent('''
     import json, random, sys, time
-    from uwf.api import sched
-    from uwf.api.store import Store
+    from uwf.queue import sched
+    from uwf.store import Store
     from uwf.errors import NothingToDo, UwfError
 
     home, out, start, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), \\

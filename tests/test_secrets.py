@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import Cli
 from tests.threadkit import Kit, make_kit, mock_config, one_line_error, store_bytes
-from uwf.api.config import Config, ProviderConfig, WorkflowConfig
-from uwf.api.secrets import load_redactor, secret_values
+from uwf.config.configfile import Config, ProviderConfig, WorkflowConfig
+from uwf.config.secrets import load_redactor, secret_values
 
 TOKEN = "supersecretvalue123"
 SHORT = "abc1234"  # 7 characters: too short to mask
@@ -85,7 +85,7 @@ def test_building_the_redactor_imports_no_yaml(tmp_path: Path, config: str | Non
         (tmp_path / "uwf" / ".env").write_text("ANY=dotenv-value-99\n", "utf-8")
     code = ("import sys\n"
             "from uwf.cli import main\n"
-            "from uwf.api.secrets import load_redactor\n"
+            "from uwf.config.secrets import load_redactor\n"
             "r = load_redactor({'MY_SERVICE_TOKEN': 'supersecretvalue123'})\n"
             "assert r is not None and r('supersecretvalue123') == '***'\n"
             "print(r('dotenv-value-99'), 'yaml' in sys.modules, 'uwf.engine.log' in sys.modules)\n")

@@ -97,10 +97,10 @@ def test_bad_session_policy_values_are_usage_errors(q: Queue, args: list[str]) -
 def test_log_verify_holds_each_pool_to_its_ceiling(q: Queue, cli: Cli) -> None:
     """A forged lease over a session's ceiling is named; leases of another session at the
     same moment are not."""
-    from uwf.api.store import Store
     from uwf.engine.events import NewEvent
     from uwf.engine.journal import Outcome
-    from uwf.projections.queue_events import QueueLeased
+    from uwf.queue.events import QueueLeased
+    from uwf.store import Store
 
     a_first = q.add("--session", "a", now=at(0))
     a_second = q.add("--session", "a", now=at(1))

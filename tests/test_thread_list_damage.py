@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import Cli
 from tests.threadkit import make_kit
-from uwf.api.store import Store
+from uwf.store import Store
 
 
 def node_file(home: Path, hash_: str) -> Path:
@@ -67,7 +67,7 @@ def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tm
     assert cli.log_bytes() == log  # a list writes nothing
 
     # From Python: the same rows, and the same line.
-    from uwf.api.threads import damage_line, list_threads
+    from uwf.threads.service import damage_line, list_threads
 
     store = Store.open(cli.home)
     try:

@@ -24,14 +24,14 @@ from tests.threadkit import (
     popen_uwf,
     wait_for,
 )
-from uwf.api import threads as api_threads
-from uwf.api.store import Store
-from uwf.api.threads import THREAD_ID_PATTERN, list_threads, show_thread, start_thread
-from uwf.api.workflows import put_workflow
 from uwf.cli import main as uwf_cli
 from uwf.cli.spec import command_schemas
 from uwf.errors import UsageError
-from uwf.workflow.routing import next_decision
+from uwf.store import Store
+from uwf.threads import service as api_threads
+from uwf.threads.routing import next_decision
+from uwf.threads.service import THREAD_ID_PATTERN, list_threads, show_thread, start_thread
+from uwf.workflows.service import put_workflow
 
 GOOD_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # well formed, never started
 

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from tests.logkit import TS, ulid
-from uwf.api.audit import verify
-from uwf.api.store import Store
+from uwf.audit.verify import verify
 from uwf.engine.events import (
     Envelope,
     EventCatalog,
@@ -29,15 +28,15 @@ from uwf.engine.events import (
 from uwf.engine.journal import Outcome
 from uwf.engine.log import Checkpoint, EventLog
 from uwf.errors import Corrupt
-from uwf.projections import event_catalog
-from uwf.projections.queue import POLICY_KEY, Policy, PolicyState
-from uwf.projections.queue_events import (
+from uwf.queue.events import (
     QUEUE_EVENTS,
     SchedPolicySet,
 )
-from uwf.projections.run_events import RUN_EVENTS
-from uwf.projections.thread_events import THREAD_EVENTS
-from uwf.projections.workflow_events import WORKFLOW_EVENTS, WorkflowRegistered
+from uwf.queue.projection import POLICY_KEY, Policy, PolicyState
+from uwf.runs.events import RUN_EVENTS
+from uwf.store import Store, event_catalog
+from uwf.threads.events import THREAD_EVENTS
+from uwf.workflows.events import WORKFLOW_EVENTS, WorkflowRegistered
 
 POLICY = "sched.policy_set"
 CURRENT = {"maxConcurrent": 2, "maxAttempts": 4, "leaseTtlMs": 300_000, "backoffBaseMs": 1000,

@@ -19,7 +19,7 @@ import yaml
 
 from tests.conftest import EXAMPLE, Cli, snapshot
 from tests.threadkit import MOCK_SCRIPT, Kit, make_kit, mock_config, one_line_error
-from uwf.projections import event_catalog
+from uwf.store import event_catalog
 
 PLANNER = {"inputTokens": 1200, "outputTokens": 340, "cost": 0.1}
 DEVELOPER = {"inputTokens": 3000, "outputTokens": 900, "cost": 0.2}

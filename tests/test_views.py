@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.logkit import append
-from uwf.api.store import Store
 from uwf.engine.events import (
     Envelope,
     EventData,
@@ -28,8 +27,8 @@ from uwf.engine.events import (
 )
 from uwf.engine.journal import Outcome, Views
 from uwf.errors import Corrupt, StoreBusy
-from uwf.projections import event_catalog
-from uwf.projections.thread_events import (
+from uwf.store import Store, event_catalog
+from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
@@ -37,7 +36,7 @@ from uwf.projections.thread_events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.projections.workflow_events import WorkflowRegistered
+from uwf.workflows.events import WorkflowRegistered
 
 HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 CATALOG = event_catalog()
@@ -195,8 +194,8 @@ def test_views_behind_the_log_are_stale_then_refreshed(store: Store) -> None:
 
 def test_a_new_or_changed_view_is_built_alone(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from uwf.projections.threads import ThreadsProjection
-    from uwf.projections.workflows import WorkflowsProjection
+    from uwf.threads.projection import ThreadsProjection
+    from uwf.workflows.projection import WorkflowsProjection
 
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "s")

@@ -375,7 +375,7 @@ def test_a_date_in_an_included_file_names_that_file(cli: Cli, tmp_path: Path) ->
 
 
 def test_the_config_takes_no_include(tmp_path: Path) -> None:
-    from uwf.api.config import load_config
+    from uwf.config.configfile import load_config
     from uwf.errors import Rejected
 
     config = write(tmp_path / "config.yaml", "defaultAgent: !include agent.txt\n")

@@ -60,7 +60,7 @@ def context():
 
 def put(type_, payload):
     """A CAS node of type `type_` (a hash or a schema name such as StepNode)."""
-    from uwf.api.store import Store
+    from uwf.store import Store
     cas = Store.open(os.environ["UWF_HOME"]).cas
     cas.ensure_builtins()
     return cas.put(cas.resolve_type(type_), payload)

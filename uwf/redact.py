@@ -5,7 +5,7 @@ A `Redact` maps text to the same text with every secret value replaced by
 to every string of a payload uwf composes (agents' outputs, prompts) before it
 is hashed, and the CLI to what it prints; never to a payload given to `json-cas
 put` or `hash`, whose hash must not depend on the environment. Which values are
-secret is decided above the engine (`uwf.api.secrets`).
+secret is decided above the engine (`uwf.config.secrets`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Handler = Callable[[dict[str, Any]], tuple[Any, str]]
 def environment() -> dict[str, str]:
     """This process's environment over the `.env` beside the config file (a variable
     already set wins): the environment `uwf thread step` gives its agents."""
-    from uwf.api.env import with_dotenv
+    from uwf.config.env import with_dotenv
 
     return with_dotenv(os.environ)
 
@@ -51,8 +51,8 @@ def load_dotenv() -> None:
 def _store(env: Mapping[str, str]) -> Any:
     """The store uwf ran this agent on (`UWF_HOME`); secrets in what the agent submits
     are masked before they reach the CAS, as the CLI masks them."""
-    from uwf.api.secrets import load_redactor
-    from uwf.api.store import Store
+    from uwf.config.secrets import load_redactor
+    from uwf.store import Store
 
     return Store.open(env.get("UWF_HOME"), redact=load_redactor(env))
 
@@ -66,7 +66,7 @@ def context(thread: str, role: str,
     None gives the default: UWF_HISTORY, else the config's historyLimit, else 20.
     Settings come from `env`, by default `environment()`.
     """
-    from uwf.api.agents import agent_context
+    from uwf.threads.agent import agent_context
 
     env = environment() if env is None else env
     return agent_context(_store(env), thread, role, history_limit, env=env)
@@ -81,7 +81,7 @@ def submit(thread: str, role: str, output: Any, detail: str = "", *,
     output, is what the step spent: kept in the detail, summed per run.
     Settings come from `env`, by default `environment()`.
     """
-    from uwf.api.agents import submit_step
+    from uwf.threads.agent import submit_step
 
     env = environment() if env is None else env
     started = env.get("UWF_STEP_STARTED_MS")

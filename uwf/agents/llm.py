@@ -27,7 +27,7 @@ from uwf.agents.prompting import assemble_prompt, extract_output
 from uwf.errors import Rejected, UsageError
 
 if TYPE_CHECKING:
-    from uwf.api.config import Config
+    from uwf.config.configfile import Config
 
 RETRIES = 4
 BACKOFF_BASE_S = 0.5
@@ -118,7 +118,7 @@ def chat(target: Endpoint, messages: list[dict[str, str]],
     if response_format is not None:
         body["response_format"] = response_format
     headers = {"Authorization": f"Bearer {target.key}"}
-    from uwf.api.env import env_number
+    from uwf.config.env import env_number
 
     timeout = env_number("UWF_LLM_TIMEOUT", 600.0, positive=True, environ=env)
     retries = int(env_number("UWF_LLM_RETRIES", RETRIES, integer=True, environ=env))
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         flag = rest[1] if len(rest) == 2 and rest[0] == "--model" else None
         if rest and flag is None:
             raise UsageError(f"unexpected arguments {rest}", "uwf-llm [--model NAME] THREAD ROLE")
-        from uwf.api.config import load_config
+        from uwf.config.configfile import load_config
 
         env = environment()
         config = load_config()

@@ -26,7 +26,7 @@ from uwf.errors import NotFound, UsageError
 
 def find_script(path: str) -> Path:
     """SCRIPT as given, else (when relative) the same path beside the config file."""
-    from uwf.api.config import config_path
+    from uwf.config.configfile import config_path
 
     given = Path(path).expanduser()
     if given.is_absolute() or given.exists():

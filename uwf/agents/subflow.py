@@ -27,7 +27,7 @@ import os
 import sys
 
 from uwf.agents.kit import agent_cli, context, submit
-from uwf.api.limits import DEFAULT_MAX_STEPS, DEFAULT_SUBFLOW_DEPTH
+from uwf.config.limits import DEFAULT_MAX_STEPS, DEFAULT_SUBFLOW_DEPTH
 from uwf.errors import Rejected, UsageError
 
 _ARGS = "set args: [WORKFLOW], with [--max-steps, N] or [--max-depth, D] before it"
@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         if depth >= max_depth:
             raise Rejected(f"subflow nesting depth {max_depth} reached ({workflow})",
                            "raise --max-depth in the agent's args, or end the recursion")
-        from uwf.api.secrets import load_redactor
-        from uwf.api.stepping import run_thread
-        from uwf.api.store import Store
-        from uwf.api.threads import find_repo, get_thread, start_thread
+        from uwf.config.secrets import load_redactor
+        from uwf.store import Store
+        from uwf.threads.service import find_repo, get_thread, start_thread
+        from uwf.threads.stepping import run_thread
 
         ctx = context(thread, role, history_limit=0)
         store = Store.open(redact=load_redactor(os.environ))

@@ -63,7 +63,7 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
     import json
     import sys
 
-    from uwf.api import archive
+    from uwf.archive import service as archive
     from uwf.cli.render import dump_json
 
     human = not ctx.json and sys.stdout.isatty()
@@ -76,7 +76,7 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
         return _sync_line(result) if human else json.dumps(result, ensure_ascii=False)
 
     if args.run is not None:
-        from uwf.api.archive_lines import check_run_id
+        from uwf.archive.lines import check_run_id
 
         check_run_id(args.run)
     with _until_signalled() as stop:
@@ -95,7 +95,7 @@ def _sync_line(result: dict[str, Any]) -> str:
 
 
 def _verify(args: ArchiveVerify, ctx: Context) -> Any:
-    from uwf.api import archive_verify
+    from uwf.archive import verify as archive_verify
 
     return archive_verify.verify(ctx.store, args.dir)
 

@@ -22,7 +22,7 @@ def read_input(source: str) -> str:
     """The text of a file, or of stdin for `-`: a regular file (never a FIFO, a device
     or a folder) of at most MAX_JSON_INPUT_BYTES, and UTF-8; a one-line error otherwise
     (docs/cli.md#files-a-command-reads)."""
-    from uwf.api import inputfile
+    from uwf.config import inputfile
     from uwf.errors import UsageError
 
     # The bytes themselves: a text stdin would smuggle bad bytes in as surrogates.
@@ -72,9 +72,9 @@ def parse_json(text: str, source: str) -> Any:
     (no NaN or Infinity), strings UTF-8 can encode. Otherwise a usage error."""
     import json
 
-    from uwf.api.inputfile import LIMITS_DOC
-    from uwf.api.yamlfile import value_problem
     from uwf.cas.limits import MAX_DEPTH
+    from uwf.config.inputfile import LIMITS_DOC
+    from uwf.config.yamlfile import value_problem
     from uwf.errors import UsageError
 
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark, as editors write it

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from uwf.api.store import Store
     from uwf.redact import Redact
+    from uwf.store import Store
 
 # The options every command accepts; no command argument may take these names.
 GLOBAL_OPTIONS = ("store", "json", "format", "now")
@@ -25,7 +25,7 @@ GLOBAL_OPTIONS = ("store", "json", "format", "now")
 def process_redactor() -> Redact | None:
     """The redactor for this process's secrets (its environment, the config's `.env`
     and providers), or None when there is nothing to hide."""
-    from uwf.api.secrets import load_redactor
+    from uwf.config.secrets import load_redactor
 
     return load_redactor(os.environ)
 
@@ -55,7 +55,7 @@ class Context:
     def store(self) -> Store:
         """The store, opened on first use."""
         if self._store is None:
-            from uwf.api.store import Store
+            from uwf.store import Store
 
             store = Store.open(self.store_root, now=self.now, redact=self.redact)
             store.progress = self.progress

@@ -34,7 +34,7 @@ def _line(entry: dict[str, Any]) -> str:
 def _demo(args: DemoArgs, ctx: Context) -> Iterator[str]:
     """Live lines on a terminal; one JSON document when piped (or with --json). A demo
     that did not go as shown ends with an error (exit 1)."""
-    from uwf.api import demo
+    from uwf.cli import demoscript as demo
     from uwf.errors import Rejected
 
     human = not ctx.json and sys.stdout.isatty()

@@ -1,7 +1,7 @@
 """`json-cas`: the content-addressed store's own command (same store root as uwf).
 
 Declarations only: each command's arguments as a Struct, and a handler that
-reads its input and calls `uwf.api.jsoncas`.
+reads its input and calls `uwf.jsoncas.service`.
 """
 
 from __future__ import annotations
@@ -66,25 +66,25 @@ def _read_json(source: str) -> Any:
 
 
 def _put(args: Put, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     return jsoncas.put(ctx.store, _read_json(args.file), args.type)
 
 
 def _get(args: Get, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     return jsoncas.get(ctx.store, args.hash)
 
 
 def _has(args: Has, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     return jsoncas.has(ctx.store, args.hash)
 
 
 def _hash(args: HashArgs, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     value = _read_json(args.file)
     if args.self:
@@ -95,7 +95,7 @@ def _hash(args: HashArgs, ctx: Context) -> Any:
 
 
 def _verify(args: Verify, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     if args.all == bool(args.hashes):
         raise UsageError("verify takes hashes or --all", "see `json-cas verify --help`")
@@ -103,19 +103,19 @@ def _verify(args: Verify, ctx: Context) -> Any:
 
 
 def _walk(args: Walk, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     return jsoncas.walk(ctx.store, args.hash, args.depth)
 
 
 def _schema_list(args: NoArgs, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     return jsoncas.schemas(ctx.store)
 
 
 def _gc(args: Gc, ctx: Context) -> Any:
-    from uwf.api import jsoncas
+    from uwf.jsoncas import service as jsoncas
 
     if args.dry_run == args.yes:
         raise UsageError("gc deletes nodes", "pass --dry-run to list them or --yes to delete")

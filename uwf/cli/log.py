@@ -41,7 +41,7 @@ class LogAnchor(Args, frozen=True, kw_only=True):
 
 
 def _log_tail(args: LogTail, ctx: Context) -> Iterator[str]:
-    from uwf.api import audit
+    from uwf.audit import verify as audit
 
     store = ctx.store
     lines = audit.tail(store, args.n, args.type, args.subject, args.since)
@@ -73,7 +73,7 @@ def _tail_human(raw: bytes) -> str:
 
 
 def _log_verify(args: LogVerify, ctx: Context) -> Any:
-    from uwf.api import audit
+    from uwf.audit import verify as audit
 
     if not args.anchor:
         if args.key is not None:
@@ -83,7 +83,7 @@ def _log_verify(args: LogVerify, ctx: Context) -> Any:
         return audit.verify(ctx.store)
     from pathlib import Path
 
-    from uwf.api import anchor
+    from uwf.audit import anchor
 
     key = anchor.load_public_key(anchor.usage_key(args.key, os.environ))
     # Every anchor is checked before the log is read: a forged one is refused outright.
@@ -110,7 +110,7 @@ def _plural(count: int, noun: str) -> str:
 def _log_anchor(args: LogAnchor, ctx: Context) -> Any:
     from pathlib import Path
 
-    from uwf.api import anchor
+    from uwf.audit import anchor
 
     key = anchor.usage_key(args.key, os.environ)
     if args.new_key:

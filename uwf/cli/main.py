@@ -1,4 +1,4 @@
-"""`uwf`: every command declared once; handlers are thin calls into `uwf.api`.
+"""`uwf`: every command declared once; handlers are thin calls into the features' services.
 
 Imports of the engine happen inside handlers, so `uwf --help` and each
 command pay only for what they use (the CLI runs once per agent step).
@@ -41,7 +41,7 @@ class Scoped(Args, frozen=True, kw_only=True):
 # -- workflow ----------------------------------------------------------------
 
 def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
-    from uwf.api.workflows import put_workflow
+    from uwf.workflows.service import put_workflow
 
     result = put_workflow(ctx.store, args.file)
     for warning in result.get("warnings", []):  # accepted, but worth a look
@@ -50,14 +50,14 @@ def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
 
 
 def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
-    from uwf.api.threads import find_repo
-    from uwf.api.workflows import show_workflow
+    from uwf.threads.service import find_repo
+    from uwf.workflows.service import show_workflow
 
     return show_workflow(ctx.store, args.ref, find_repo())
 
 
 def _workflow_list(args: NoArgs, ctx: Context) -> Any:
-    from uwf.api.workflows import list_workflows
+    from uwf.workflows.service import list_workflows
 
     return list_workflows(ctx.store)
 
@@ -79,25 +79,25 @@ def _workflow_panel(payload: dict[str, Any]) -> str:
 # -- registry ----------------------------------------------------------------
 
 def _registry_show(args: Scoped, ctx: Context) -> Any:
-    from uwf.api import registry
+    from uwf.runs import registry
 
     return registry.show(ctx.store, args.scope)
 
 
 def _registry_refresh(args: Scoped, ctx: Context) -> Any:
-    from uwf.api import registry
+    from uwf.runs import registry
 
     return registry.refresh(ctx.store, ctx.progress)
 
 
 def _registry_rebuild(args: Scoped, ctx: Context) -> Any:
-    from uwf.api import registry
+    from uwf.runs import registry
 
     return registry.rebuild(ctx.store, ctx.progress)
 
 
 def _registry_verify(args: NoArgs, ctx: Context) -> Any:
-    from uwf.api import registry
+    from uwf.runs import registry
 
     return registry.verify(ctx.store)
 

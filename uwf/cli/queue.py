@@ -7,12 +7,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from uwf.api.limits import MAX_TIMEOUT_S
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Plain, arg
+from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.ids import ULID_PATTERN
 
-# The bounds are uwf.api.queue's (MIN_PRIORITY, MAX_PRIORITY), not imported: the API
+# The bounds are uwf.queue.service's (MIN_PRIORITY, MAX_PRIORITY), not imported: the API
 # pulls in the engine, and `--help` should not pay for it; tests check the two agree.
 _ULID = ULID_PATTERN
 MIN_PRIORITY = -1_000_000_000
@@ -163,8 +163,8 @@ class SchedReclaim(Args, frozen=True, kw_only=True):
 # -- queue -------------------------------------------------------------------------------
 
 def _add(args: QueueAdd, ctx: Context) -> Any:
-    from uwf.api import queue
     from uwf.errors import UsageError
+    from uwf.queue import service as queue
 
     if args.batch is not None:
         alone = msgspec.structs.asdict(QueueAdd(batch=args.batch, quiet=args.quiet))
@@ -186,45 +186,45 @@ def _add(args: QueueAdd, ctx: Context) -> Any:
 
 
 def _list(args: QueueList, ctx: Context) -> Any:
-    from uwf.api import queue
+    from uwf.queue import service as queue
 
     return queue.list_entries(ctx.store, args.status, args.repo, args.session,
                               limit=args.limit, offset=args.offset)
 
 
 def _show(args: EntryRef, ctx: Context) -> Any:
-    from uwf.api import queue
+    from uwf.queue import service as queue
 
     return queue.show(ctx.store, args.id)
 
 
 def _drain(args: QueueDrain, ctx: Context) -> Any:
-    from uwf.api import queue
+    from uwf.queue import service as queue
 
     return queue.drain(ctx.store, args.limit, args.repo)
 
 
 def _pick(args: QueuePick, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.pick(ctx.store, args.session)
 
 
 def _status(args: QueueStatus, ctx: Context) -> Any:
-    from uwf.api import queue
+    from uwf.queue import service as queue
 
     return queue.set_status(ctx.store, args.id, args.set)
 
 
 def _cancel(args: QueueCancel, ctx: Context) -> Any:
-    from uwf.api import queue
+    from uwf.queue import service as queue
 
     return queue.cancel(ctx.store, args.id, args.reason or "")
 
 
 def _logs(args: QueueLogs, ctx: Context) -> Any:
-    from uwf.api import queue
     from uwf.errors import UsageError
+    from uwf.queue import service as queue
 
     if args.list:
         if args.id is not None or args.tail is not None:
@@ -269,8 +269,8 @@ def _logs_panel(payload: dict[str, Any]) -> str:
 # -- sched -------------------------------------------------------------------------------
 
 def _policy(args: SchedPolicy, ctx: Context) -> Any:
-    from uwf.api import sched
     from uwf.errors import UsageError
+    from uwf.queue import sched
 
     values = {"maxConcurrent": args.max_concurrent, "maxAttempts": args.max_attempts,
               "leaseTtlMs": args.lease_ttl_ms, "backoffBaseMs": args.backoff_base_ms,
@@ -284,44 +284,44 @@ def _policy(args: SchedPolicy, ctx: Context) -> Any:
 
 
 def _plan(args: SchedPlan, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.plan(ctx.store, args.all)
 
 
 def _lease(args: SchedLease, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.lease(ctx.store, args.limit, args.session)
 
 
 def _complete(args: SchedHeld, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.complete(ctx.store, args.id, args.lease)
 
 
 def _release(args: SchedRelease, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.release(ctx.store, args.id, args.lease, failed=args.failed,
                          reason=args.reason or "")
 
 
 def _renew(args: SchedHeld, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.renew(ctx.store, args.id, args.lease)
 
 
 def _reclaim(args: SchedReclaim, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.reclaim(ctx.store)
 
 
 def _reset(args: EntryRef, ctx: Context) -> Any:
-    from uwf.api import sched
+    from uwf.queue import sched
 
     return sched.reset(ctx.store, args.id)
 

@@ -91,7 +91,7 @@ class RunRerun(Args, frozen=True, kw_only=True):
 
 
 def _search(args: RunSearch, ctx: Context) -> Any:
-    from uwf.api.runs import RunFilter, search
+    from uwf.runs.service import RunFilter, search
 
     filters = RunFilter(args.workflow, args.status, args.text, args.repo, args.since,
                         args.until, args.scope, args.include_archived == "true")
@@ -99,21 +99,21 @@ def _search(args: RunSearch, ctx: Context) -> Any:
 
 
 def _history(args: History, ctx: Context) -> Any:
-    from uwf.api.runs import RunFilter, search
+    from uwf.runs.service import RunFilter, search
 
     filters = RunFilter(workflow=args.workflow, status=args.status, scope=args.scope)
     return search(ctx.store, filters, args.limit, args.offset, newest_first=True)
 
 
 def _show(args: RunShow, ctx: Context) -> Any:
-    from uwf.api.runs import show
+    from uwf.runs.service import show
 
     return show(ctx.store, args.run, args.scope)
 
 
 def _resume(args: RunResume, ctx: Context) -> Any:
-    from uwf.api.rerun import drive, resume
     from uwf.errors import UsageError
+    from uwf.runs.rerun import drive, resume
 
     if args.once and args.drive:
         raise UsageError("--once and --drive exclude each other", "give one of them")
@@ -124,8 +124,8 @@ def _resume(args: RunResume, ctx: Context) -> Any:
 
 
 def _archive(args: RunArchive, ctx: Context) -> Any:
-    from uwf.api.runs import archive, retain
     from uwf.errors import UsageError
+    from uwf.runs.service import archive, retain
 
     if args.older_than_days is not None:
         if args.run is not None or args.unarchive:
@@ -140,7 +140,7 @@ def _archive(args: RunArchive, ctx: Context) -> Any:
 
 
 def _rerun(args: RunRerun, ctx: Context) -> Any:
-    from uwf.api.rerun import drive, rerun
+    from uwf.runs.rerun import drive, rerun
 
     result = rerun(ctx.store, args.run, reason=args.reason or "",
                    incremental=args.incremental, workflow=args.workflow)

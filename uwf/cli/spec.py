@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from uwf.api.limits import MAX_TIMEOUT_S
+from uwf.config.limits import MAX_TIMEOUT_S
 
 if TYPE_CHECKING:
     from uwf.cli.context import Context

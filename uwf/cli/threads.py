@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from uwf.api.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
+from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.ids import ULID_PATTERN
 
 HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
@@ -95,29 +95,29 @@ class AgentSubmit(Args, frozen=True, kw_only=True):
 
 
 def _start(args: ThreadStart, ctx: Context) -> Any:
-    from uwf.api.threads import start_thread
+    from uwf.threads.service import start_thread
 
     return start_thread(ctx.store, args.workflow, args.prompt, args.repo)
 
 
 def _step(args: ThreadStep, ctx: Context) -> Any:
-    from uwf.api.stepping import step_thread
-    from uwf.api.threads import with_status
+    from uwf.threads.service import with_status
+    from uwf.threads.stepping import step_thread
 
     return with_status(ctx.store, step_thread(ctx.store, args.thread, args.agent,
                                               args.timeout))
 
 
 def _run(args: ThreadRun, ctx: Context) -> Any:
-    from uwf.api.stepping import run_thread
-    from uwf.api.threads import with_status
+    from uwf.threads.service import with_status
+    from uwf.threads.stepping import run_thread
 
     return with_status(ctx.store, run_thread(ctx.store, args.thread, agent=args.agent,
                                              timeout=args.timeout, max_steps=args.max_steps))
 
 
 def _show(args: ThreadRef, ctx: Context) -> Any:
-    from uwf.api.threads import show_thread
+    from uwf.threads.service import show_thread
 
     return show_thread(ctx.store, args.thread)
 
@@ -125,7 +125,7 @@ def _show(args: ThreadRef, ctx: Context) -> Any:
 def _list(args: ThreadList, ctx: Context) -> Any:
     import sys
 
-    from uwf.api.threads import damage_line, list_threads
+    from uwf.threads.service import damage_line, list_threads
 
     rows = list_threads(ctx.store, args.all, args.limit, args.offset,
                         workflow=args.workflow, statuses=args.status or ())
@@ -135,32 +135,32 @@ def _list(args: ThreadList, ctx: Context) -> Any:
 
 
 def _damaged(rows: Any) -> bool:
-    from uwf.api.threads import HEAD_DAMAGE
+    from uwf.threads.service import HEAD_DAMAGE
 
     return any(row.get("status") in HEAD_DAMAGE for row in rows)
 
 
 def _kill(args: ThreadKill, ctx: Context) -> Any:
-    from uwf.api.threads import kill_thread
+    from uwf.threads.service import kill_thread
 
     return kill_thread(ctx.store, args.thread, args.reason or "")
 
 
 def _log(args: ThreadRef, ctx: Context) -> Iterator[str]:
-    from uwf.api.threads import iter_log
+    from uwf.threads.service import iter_log
 
     for record in iter_log(ctx.store, args.thread):
         yield json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 def _fork(args: ThreadFork, ctx: Context) -> Any:
-    from uwf.api.threads import fork_thread
+    from uwf.threads.service import fork_thread
 
     return fork_thread(ctx.store, args.thread, args.at)
 
 
 def _context(args: AgentContext, ctx: Context) -> Any:
-    from uwf.api.agents import HistoryLimit, agent_context
+    from uwf.threads.agent import HistoryLimit, agent_context
 
     limit: HistoryLimit = None
     if args.history is not None:
@@ -169,7 +169,7 @@ def _context(args: AgentContext, ctx: Context) -> Any:
 
 
 def _submit(args: AgentSubmit, ctx: Context) -> Any:
-    from uwf.api.agents import submit_step
+    from uwf.threads.agent import submit_step
     output = parse_json(read_input(args.output), "--output")
     detail = read_input(args.detail) if args.detail else None
     return submit_step(ctx.store, args.thread, args.role, output, detail,

@@ -17,7 +17,7 @@ from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, arg
 
 if TYPE_CHECKING:
-    from uwf.api.worker import Worker
+    from uwf.worker.service import Worker
 
 # Entries one worker runs at once: threads, each waiting on an agent subprocess.
 MAX_CONCURRENCY = 1000
@@ -77,8 +77,8 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
     import json
     import sys
 
-    from uwf.api.config import load_config
-    from uwf.api.worker import DEFAULT_ANCHOR_EVERY, Worker, WorkerOptions
+    from uwf.config.configfile import load_config
+    from uwf.worker.service import DEFAULT_ANCHOR_EVERY, Worker, WorkerOptions
 
     if args.anchors is None and (args.anchor_key is not None or args.anchor_every):
         from uwf.errors import UsageError

@@ -3,7 +3,7 @@
 A line is `{"seq","id","ts","type","subject","batch","data","prev"}` in that
 order. `data` is decoded with the Struct of its type and unknown fields are an
 error, so a log written by a newer uwf fails closed instead of being misread.
-Each feature owns its event types (`uwf.projections.*_events`); a store's
+Each feature owns its event types (`uwf.<feature>.events`); a store's
 `EventCatalog` lists them explicitly, with the upcasters that read the older
 shapes of a type's `data` as its current one (docs/events.md, "Changing an event").
 """

@@ -47,7 +47,7 @@ Progress = Callable[[int, int], None]
 
 
 class Projection(Protocol):
-    """A pure fold of events into entity states (implemented in `uwf.projections`)."""
+    """A pure fold of events into entity states (each feature's `projection.py`)."""
 
     name: ClassVar[str]
     event_types: ClassVar[frozenset[str]]

@@ -1,1 +1,0 @@
-"""The Python API: one function per command; the CLI only renders these."""

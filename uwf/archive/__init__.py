@@ -1,0 +1,1 @@
+"""The per-run archive: the folder, its lines, sync and verify."""

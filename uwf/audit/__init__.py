@@ -1,0 +1,1 @@
+"""The audited log: `log verify` and signed anchors."""

@@ -1,0 +1,437 @@
+"""`uwf log tail` and `uwf log verify`: reading the log as an auditor (SPEC §9)."""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from uwf.cas.hashing import is_hash
+from uwf.engine.clock import format_ts, parse_instant
+from uwf.engine.events import (
+    FORMAT_VERSION,
+    GENESIS_PREV,
+    Envelope,
+    EventData,
+    StoreCreated,
+    digest,
+)
+from uwf.engine.log import LogLine
+from uwf.errors import Corrupt, UsageError
+from uwf.queue.events import (
+    QueueAdded,
+    QueueCancelled,
+    QueueCompleted,
+    QueueDrained,
+    QueueLeased,
+    QueueReclaimed,
+    QueueReleased,
+    QueueRenewed,
+    QueueReset,
+    QueueStatusSet,
+    SchedPolicySet,
+)
+from uwf.queue.projection import STATUSES, TERMINAL, Policy, policy_of
+from uwf.store import Store
+from uwf.threads.events import (
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+from uwf.workflows.events import WorkflowRegistered
+
+if TYPE_CHECKING:
+    from uwf.audit.anchor import Anchor
+
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _matches(envelope: Envelope, type_: str | None, subject: str | None) -> bool:
+    if type_ and envelope.type != type_ and not envelope.type.startswith(type_.rstrip(".") + "."):
+        return False
+    return not subject or envelope.subject == subject or envelope.subject.startswith(
+        subject.rstrip("/") + "/"
+    )
+
+
+def tail(
+    store: Store,
+    count: int | None = None,
+    type_: str | None = None,
+    subject: str | None = None,
+    since: int | None = None,
+) -> list[bytes]:
+    """The last `count` matching lines; by default 10, or all after `since`.
+
+    Read from the log's end, so `-n N` costs what it prints (and what it skips).
+    """
+    if count is None and since is None:
+        count = 10
+    if count == 0:
+        return []
+    decode = store.journal.catalog.decode
+    found: list[bytes] = []
+    for line in store.log.read_reverse():
+        envelope = decode(line.raw)
+        if since is not None and envelope.seq <= since:
+            break
+        if _matches(envelope, type_, subject):
+            found.append(line.raw)
+            if count is not None and len(found) >= count:
+                break
+    found.reverse()
+    return found
+
+
+def follow(
+    store: Store, type_: str | None, subject: str | None, after: int, poll: float = 0.2
+) -> Iterator[bytes]:
+    """New matching lines as they are appended (until interrupted)."""
+    decode = store.journal.catalog.decode
+    seq = after
+    while True:
+        for line in store.log.read(seq):
+            envelope = decode(line.raw)
+            seq = max(seq, line.seq)
+            if _matches(envelope, type_, subject):
+                yield line.raw
+        time.sleep(poll)
+
+
+class _QueueState(NamedTuple):
+    """A queue entry as `log verify` follows it: status, live lease and its expiry (ms),
+    failed attempts."""
+
+    status: str
+    lease: str | None
+    attempts: int
+    expires: int | None = None
+
+
+def _expiry_problem(data: EventData, expires: int | None, at: int | None) -> str | None:
+    """A holder acts only on a lease live at the event's own instant (`at`, its ts); a
+    reclaim takes only a lease expired by then. Expiry is judged as the commands judge
+    it, inside the writers' section: live while expiresAt > ts."""
+    if expires is None or at is None:
+        return None
+    lease_id = data.lease_id  # type: ignore[attr-defined]
+    if isinstance(data, QueueReclaimed):
+        return (f"lease {lease_id} reclaimed at {format_ts(at)}, before it expired at "
+                f"{format_ts(expires)}" if expires > at else None)
+    return (f"lease {lease_id} had expired at {format_ts(expires)}, before this event "
+            f"({format_ts(at)})" if expires <= at else None)
+
+
+def _queue_step(state: _QueueState, data: EventData, at: int | None = None
+                ) -> tuple[str | None, _QueueState]:
+    """What is wrong with `data` happening at `at` (epoch ms, the event's ts) to an
+    entry in `state` (None: nothing), and the entry after it (as the event says, so one
+    problem is reported once)."""
+    status, lease, attempts, expires = state
+    if isinstance(data, QueueLeased):
+        problem = (f"leased while {status}" if status != "ready" else
+                   f"attempt {data.attempt} after {attempts} failed attempts"
+                   if data.attempt != attempts + 1 else None)
+        return problem, _QueueState("leased", data.lease_id, attempts, data.expires_at_ms)
+    if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
+        problem = (f"the entry is {status}, not leased" if status != "leased" else
+                   f"lease {data.lease_id} is not the live lease {lease}"
+                   if data.lease_id != lease else _expiry_problem(data, expires, at))
+        if isinstance(data, QueueRenewed):
+            return problem, (state._replace(expires=data.expires_at_ms)
+                             if data.lease_id == lease else state)
+        if isinstance(data, QueueCompleted):
+            return problem, _QueueState("drained", None, attempts)
+        failed = not isinstance(data, QueueReleased) or data.failed
+        counted = attempts + 1 if failed else attempts
+        if problem is None and data.attempts != counted:
+            problem = f"{data.attempts} attempts recorded where {counted} were counted"
+        after = "parked" if failed and data.parked else "ready"
+        return problem, _QueueState(after, None, data.attempts)
+    if isinstance(data, QueueReset):
+        return (None if status == "parked" else f"reset while {status}, not parked"), \
+            _QueueState("ready", None, 0)
+    if isinstance(data, QueueDrained):
+        return (None if status == "ready" else f"drained while {status}, not ready"), \
+            _QueueState("drained", None, attempts)
+    if isinstance(data, QueueCancelled):
+        problem = (f"cancelled while already {status}" if status in TERMINAL else
+                   f"previous is {data.previous}, but the entry was {status}"
+                   if data.previous != status else None)
+        return problem, _QueueState("cancelled", None, attempts)
+    if isinstance(data, QueueStatusSet):
+        problem = (f"status set to {data.status!r}, which is not a status an operator "
+                   "sets" if data.status not in STATUSES or data.status == "leased" else
+                   f"previous is {data.previous}, but the entry was {status}"
+                   if data.previous != status else None)
+        return problem, _QueueState(data.status, None, attempts)
+    return None, state
+
+
+class _LiveLeases:
+    """The expiry of every entry `log verify` holds as leased, sorted, so the leases
+    active at an instant (expiresAt > it) are counted by one bisection."""
+
+    def __init__(self) -> None:
+        self._expiry: dict[str, int] = {}
+        self._sorted: list[int] = []
+
+    def set(self, subject: str, expires: int | None) -> None:
+        old = self._expiry.pop(subject, None)
+        if old is not None:
+            del self._sorted[bisect.bisect_left(self._sorted, old)]
+        if expires is not None:
+            self._expiry[subject] = expires
+            bisect.insort(self._sorted, expires)
+
+    def active_at(self, at: int) -> int:
+        return len(self._sorted) - bisect.bisect_right(self._sorted, at)
+
+
+_LEASE_EVENTS = (QueueLeased, QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed)
+
+
+def _instant(ts: str) -> int | None:
+    try:
+        return parse_instant(ts)
+    except UsageError:
+        return None  # named by the ts check already
+
+
+@dataclass
+class _Verifier:
+    store: Store
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+    seq: int = 0
+    prev_digest: str = GENESIS_PREV
+    prev_line: tuple[str, int] | None = None
+    open_batch: tuple[int, int] | None = None
+    digests: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+    # Per-subject order: the registered hash per workflow, and per thread whether it
+    # has ended and which step is in flight.
+    workflows: dict[str, str] = field(default_factory=dict)
+    threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
+    queue: dict[str, _QueueState] = field(default_factory=dict)
+    # The lease ceilings as the log has them: the policy, each entry's pool (its
+    # session), and the live leases per pool and over all pools.
+    policy: Policy = field(default_factory=Policy)
+    pools: dict[str, str | None] = field(default_factory=dict)
+    live: dict[str | None, _LiveLeases] = field(default_factory=dict)
+    live_total: _LiveLeases = field(default_factory=_LiveLeases)
+
+    def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
+        self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
+
+    def check_line(self, line: LogLine) -> None:
+        segment, number = line.where, line.number
+        try:
+            envelope = self.store.journal.catalog.decode(line.raw)
+        except Corrupt as exc:
+            self.problem(self.seq + 1, segment, number, exc.what)
+            # Keep the chain going from this line so one bad line is one problem.
+            self.seq += 1
+            self.prev_digest = digest(line.raw)
+            self.prev_line = (segment, number)
+            return
+        self.events += 1
+        seq = envelope.seq
+        if seq != self.seq + 1:
+            self.problem(seq, segment, number, f"seq {seq} where {self.seq + 1} was expected")
+        if envelope.prev != self.prev_digest:
+            self.problem(seq, segment, number, "prev does not match the digest of the line before")
+            if self.prev_line is not None:
+                psegment, pnumber = self.prev_line
+                self.problem(self.seq, psegment, pnumber,
+                             f"this line's digest is not the prev of seq {seq}: one was altered")
+        if not _ULID.fullmatch(envelope.id):
+            self.problem(seq, segment, number, f"id {envelope.id!r} is not a ULID")
+        if not _TS.fullmatch(envelope.ts):
+            self.problem(seq, segment, number, f"ts {envelope.ts!r} is not RFC 3339 with ms")
+        self._check_batch(envelope, segment, number)
+        self._check_order(envelope, segment, number)
+        for ref in envelope.data.cas_refs():
+            if not is_hash(ref) or not self.store.cas.has(ref):
+                self.problem(seq, segment, number, f"refers to CAS node {ref} which is missing")
+        self.seq = seq
+        self.prev_digest = digest(line.raw)
+        self.prev_line = (segment, number)
+        self.digests[seq] = (self.prev_digest, segment, number)
+
+    def _check_batch(self, envelope: Envelope, segment: str, number: int) -> None:
+        k, n = envelope.batch
+        if not 1 <= k <= n:
+            self.problem(envelope.seq, segment, number, f"batch [{k}, {n}] is malformed")
+            return
+        if self.open_batch is None:
+            if k != 1:
+                self.problem(envelope.seq, segment, number, f"batch starts at [{k}, {n}]")
+        elif (k, n) != (self.open_batch[0] + 1, self.open_batch[1]):
+            self.problem(envelope.seq, segment, number,
+                         f"batch [{k}, {n}] follows an incomplete batch of {self.open_batch[1]}")
+        self.open_batch = None if k == n else (k, n)
+
+    def _check_order(self, envelope: Envelope, segment: str, number: int) -> None:
+        first = envelope.seq == 1
+        if first != isinstance(envelope.data, StoreCreated):
+            text = ("the first event must be store.created" if first
+                    else "store.created may only be the first event")
+            self.problem(envelope.seq, segment, number, text)
+        if isinstance(envelope.data, StoreCreated) and envelope.data.format > FORMAT_VERSION:
+            self.problem(envelope.seq, segment, number,
+                         f"store format {envelope.data.format} is newer than {FORMAT_VERSION}")
+        data = envelope.data
+        if isinstance(data, WorkflowRegistered):
+            current = self.workflows.get(data.name)
+            if data.previous != current:
+                self.problem(envelope.seq, segment, number,
+                             f"previous is {data.previous}, but {data.name} pointed at {current}")
+            self.workflows[data.name] = data.hash
+        elif envelope.type.startswith(("thread.", "run.")):
+            problem = self._thread_order(envelope)
+            if problem:
+                self.problem(envelope.seq, segment, number, problem)
+        elif envelope.type.startswith("queue."):
+            problem = self._queue_order(envelope)
+            if problem:
+                self.problem(envelope.seq, segment, number, problem)
+        elif isinstance(data, SchedPolicySet):
+            self.policy = policy_of(data)
+
+    def _queue_order(self, envelope: Envelope) -> str | None:
+        """The lease state machine (docs/queue.md): a lease only of a ready entry, each
+        attempt counted once, a lease's holder acting only on its live lease, a reset
+        only of a parked entry, nothing after an entry was drained or cancelled but a
+        status set by hand."""
+        data, subject = envelope.data, envelope.subject
+        if isinstance(data, QueueAdded):
+            if subject in self.queue:
+                return f"{subject} added twice"
+            self.queue[subject] = _QueueState("ready", None, 0)
+            self.pools[subject] = data.session
+            return None
+        state = self.queue.get(subject)
+        if state is None:
+            return f"{envelope.type} before {subject} was added"
+        at = _instant(envelope.ts) if isinstance(data, _LEASE_EVENTS) else None
+        problem, after = _queue_step(state, data, at)
+        pool = self.pools.get(subject)
+        live = self.live.setdefault(pool, _LiveLeases())
+        if problem is None and isinstance(data, QueueLeased) and at is not None:
+            problem = self._over_ceiling(pool, live, at, envelope.ts)
+        self.queue[subject] = after
+        expires = after.expires if after.status == "leased" else None
+        live.set(subject, expires)
+        self.live_total.set(subject, expires)
+        return None if problem is None else f"{envelope.type} of {subject}: {problem}"
+
+    def _over_ceiling(self, pool: str | None, live: _LiveLeases, at: int, ts: str
+                      ) -> str | None:
+        """SPEC §8: the active leases (expiresAt > now) of a pool never exceed its
+        ceiling, nor those of all pools the overall cap."""
+        ceiling = self.policy.ceiling(pool)
+        active = live.active_at(at)
+        if active >= ceiling:
+            whose = "the default pool" if pool is None else f"session {pool}"
+            return (f"leased at {ts} while {active} leases of {whose} were active: over "
+                    f"its ceiling (maxConcurrent {ceiling})")
+        cap = self.policy.max_total
+        total = self.live_total.active_at(at)
+        if cap is not None and total >= cap:
+            return (f"leased at {ts} while {total} leases were active: over the overall "
+                    f"cap (maxTotal {cap})")
+        return None
+
+    def _thread_order(self, envelope: Envelope) -> str | None:
+        """No step before its thread starts, none after it ends, one step in flight; a
+        step an incremental rerun took over (`reused`) was never in flight."""
+        data, subject = envelope.data, envelope.subject
+        if isinstance(data, ThreadStarted):
+            if subject in self.threads:
+                return f"{subject} started twice"
+            self.threads[subject] = (False, None)
+            return None
+        if subject not in self.threads:
+            return f"{envelope.type} before {subject} started"
+        ended, flight = self.threads[subject]
+        if ended:
+            return f"{envelope.type} after {subject} ended"
+        if isinstance(data, ThreadStepStarted):
+            self.threads[subject] = (False, data.step_id)
+            if flight is not None:
+                return f"step {data.step_id} started while step {flight} was in flight"
+        elif isinstance(data, ThreadStepped) and data.reused is not None:
+            # An incremental rerun took the step over: no agent ran, nothing was in flight.
+            if flight is not None:
+                return f"step {data.step_id} was taken over while step {flight} was in flight"
+        elif isinstance(data, ThreadStepped | ThreadStepFailed):
+            self.threads[subject] = (False, None)
+            if data.step_id != flight:
+                return f"step {data.step_id} finished but was not in flight"
+        elif isinstance(data, ThreadEnded):
+            self.threads[subject] = (True, None)
+        return None
+
+
+def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str, Any]:
+    """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
+    what the backend finds wrong with the stored form (torn tail, misnamed segment);
+    and that the log still holds each anchored line (anchors whose signatures the
+    caller verified: `uwf.audit.anchor.load`)."""
+    checker = _Verifier(store)
+    last_where = ""
+    for line in store.log.read():
+        last_where = line.where
+        checker.check_line(line)
+    for problem in store.log.problems():
+        checker.problem(problem.seq, problem.where, problem.number, problem.problem)
+    if checker.open_batch is not None:
+        k, n = checker.open_batch
+        checker.problem(checker.seq, last_where, 0, f"the last batch has {k} of {n} lines")
+    _check_anchor(store, checker)
+    result: dict[str, Any] = {}
+    if anchors:
+        from uwf.audit.anchor import check_all
+
+        wanted = {1, *(anchor.seq for _, anchor in anchors)}  # not a copy of every seq's
+        digests = {seq: checker.digests[seq][0] for seq in wanted if seq in checker.digests}
+        checks = check_all(list(anchors), digests, checker.seq)
+        for item in checks:
+            if item.problem is not None:
+                checker.problem(item.anchor.seq, "", 0, f"anchor {item.path}: {item.problem}")
+        result["anchors"] = [{"file": item.path, "seq": item.anchor.seq, "ts": item.anchor.ts,
+                              "ok": item.problem is None, "problem": item.problem}
+                             for item in checks]
+        result["contradicts"] = next((item.path for item in checks if item.problem), None)
+    return {
+        "ok": not checker.problems,
+        "events": checker.events,
+        "segments": store.log.describe()["segments"],
+        "problems": checker.problems,
+        **result,
+    }
+
+
+def _check_anchor(store: Store, checker: _Verifier) -> None:
+    """Each view's checkpoint remembers the digest of the last line it folded: the
+    only witness for the last line, which no later `prev` covers."""
+    try:
+        checkpoints = store.views.checkpoints()
+    except Corrupt:
+        return
+    for checkpoint in sorted(set(checkpoints.values())):
+        if checkpoint.seq == 0:
+            continue
+        seen = checker.digests.get(checkpoint.seq)
+        if seen is None:
+            checker.problem(checkpoint.seq, "", 0,
+                            "the views folded this seq but the log no longer has it")
+        elif seen[0] != checkpoint.digest:
+            checker.problem(checkpoint.seq, seen[1], seen[2],
+                            "line differs from the one the views folded: it was altered")

@@ -1,0 +1,1 @@
+"""What comes from outside: settings, the config file, the environment, secrets, input files."""

@@ -1,0 +1,1 @@
+"""The `json-cas` commands over a store's CAS."""

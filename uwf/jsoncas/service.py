@@ -1,0 +1,110 @@
+"""`json-cas`: put, get, hash, verify, walk and gc a store's content-addressed nodes.
+
+One function per command, each taking an open `Store`; the CLI
+(`uwf.cli.jsoncas`) only reads files and prints what these return.
+
+A payload given to `put` or `hash` is hashed and stored exactly as given: secrets
+are masked where uwf composes text from the environment (errors, agents' context,
+the log's data), never here, so a hash never depends on the environment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from uwf.errors import NotFound
+
+if TYPE_CHECKING:
+    from uwf.store import Store
+
+
+def put(store: Store, value: Any, type_name: str | None = None) -> str:
+    """Store `value` as a payload of `type_name` (a schema hash or name), or, without
+    one, as a whole `{"type","payload"}` node; its hash."""
+    cas = store.cas
+    if type_name is None:
+        return cas.put_node(value, redact=False)
+    return cas.put(cas.resolve_type(type_name), value, redact=False)
+
+
+def get(store: Store, hash_: str) -> dict[str, Any]:
+    """A node: its type, payload and first-stored timestamp."""
+    node = store.cas.get(hash_)
+    return {"type": node.type, "payload": node.payload, "timestamp": node.timestamp}
+
+
+def has(store: Store, hash_: str) -> dict[str, Any]:
+    """`{"hash", "present": true}`; NotFound (exit 1) when the node is absent."""
+    if not store.cas.has(hash_):
+        raise NotFound(f"node {hash_} not found", "put it first")
+    return {"hash": hash_, "present": True}
+
+
+def hash_typed(store: Store, type_name: str, value: Any) -> str:
+    """The hash of `value` as a node of `type_name`, without storing anything.
+
+    A pure hash, as json-cas's: the payload is not validated, and a type given as a
+    hash need not be in the store (a name must resolve to one). Only the limits apply.
+    """
+    from uwf.cas.hashing import node_hash
+    from uwf.cas.limits import check_payload, check_size
+
+    type_hash = store.cas.resolve_type(type_name)
+    check_payload(value)  # the limits `put` applies, before anything recursive
+    check_size(value)
+    return node_hash(type_hash, value)
+
+
+def hash_self(value: Any) -> str:
+    """The hash of `value` as a self-typed node (the meta-schema's form); no store needed."""
+    from uwf.cas.hashing import self_hash
+    from uwf.cas.limits import check_payload, check_size
+
+    check_payload(value)
+    check_size(value)
+    return self_hash(value)
+
+
+def verify(store: Store, hashes: list[str] | None = None) -> dict[str, Any]:
+    """Recompute and re-validate `hashes` (every node when None); `ok` is false on any
+    problem, each named."""
+    cas = store.cas
+    checked = list(cas.blobs.hashes()) if hashes is None else hashes
+    problems = [{"hash": h, "problem": p} for h in checked for p in cas.verify(h)]
+    return {"ok": not problems, "checked": len(checked), "problems": problems}
+
+
+def walk(store: Store, hash_: str, depth: int | None = None) -> list[dict[str, Any]]:
+    """A node and every node it references (to `depth`), depth first."""
+    return [
+        {"hash": entry.hash, "type": entry.type, "depth": entry.depth, "path": entry.path,
+         "missing": entry.missing}
+        for entry in store.cas.walk(hash_, depth)
+    ]
+
+
+def schemas(store: Store) -> list[dict[str, Any]]:
+    """Every schema node: hash and title."""
+    return store.cas.schemas()
+
+
+def gc(store: Store, grace_seconds: float, *, delete: bool) -> dict[str, Any]:
+    """Nodes unreachable from the log and older than `grace_seconds`: listed, or
+    removed when `delete`. A younger node is spared: a command may be about to
+    record an event referring to it."""
+    # Under the log's lock, no event can land between computing the roots and deleting.
+    with store.log.exclusive():
+        garbage = store.cas.garbage(log_refs(store), grace_seconds)
+        if delete:
+            for hash_ in garbage:
+                store.cas.remove(hash_)
+    return {"removed" if delete else "unreachable": garbage, "count": len(garbage)}
+
+
+def log_refs(store: Store) -> list[str]:
+    """Every CAS hash an event of the log refers to: the roots `gc` keeps.
+
+    The only place this module reads the log.
+    """
+    decode = store.journal.catalog.decode
+    return [ref for line in store.log.read() for ref in decode(line.raw).data.cas_refs()]

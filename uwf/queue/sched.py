@@ -1,0 +1,504 @@
+"""`uwf sched ...` and `uwf queue pick`: scheduling policy over the queue (SPEC §8).
+
+Policy as data: a `sched.policy_set` event holds it (defaults until one is
+written). Each lease-changing command decides inside one `journal.write_at`,
+under the writers' lock, against views at the log's head and at the instant the
+section was entered (its events' `ts`): the count of active leases and the grant
+are one atomic step, and a lease's expiry is judged by a clock read after every
+earlier write, never by one read before the lock (a process stalled between the
+two would act on a lease that another process already saw expire). So active
+leases (expiresAt > now) never exceed maxConcurrent whatever number of processes
+lease at once, and however long any of them stalls. Every outcome
+(lease id and expiry, attempts, next eligible time, parked) is computed here and
+recorded in its event; the fold never consults the policy or the clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from uwf.config.limits import MAX_TIMEOUT_S
+from uwf.engine.clock import format_ts
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import NothingToDo, Rejected, UsageError, UwfError
+from uwf.queue.events import (
+    POLICY_SUBJECT,
+    QueueCompleted,
+    QueueLeased,
+    QueueReclaimed,
+    QueueReleased,
+    QueueRenewed,
+    QueueReset,
+    SchedPolicySet,
+)
+from uwf.queue.projection import (
+    DEFAULT_POOL,
+    POLICY_KEY,
+    QUEUE_ORDER,
+    TERMINAL,
+    Policy,
+    PolicyState,
+    QueueEntry,
+)
+from uwf.queue.service import get_entry, ms_ts, record
+from uwf.store import Store
+
+PLAN_SKIPPED_SHOWN = 20
+SKIP_REASONS = ("parked", "terminal", "leased", "backoff", "concurrency-ceiling")
+# Upper bounds on the policy, so every computed time is one the clock can print.
+MAX_DURATION_MS = MAX_TIMEOUT_S * 1000
+MAX_LABEL = 1000  # a session label's length, as `queue add --session` takes it
+POLICY_LIMITS = {"maxConcurrent": 100_000, "maxAttempts": 10_000,
+                 "leaseTtlMs": MAX_DURATION_MS, "backoffBaseMs": MAX_DURATION_MS,
+                 "backoffFactor": 1000, "backoffCapMs": MAX_DURATION_MS}
+
+
+# -- the policy ------------------------------------------------------------------------
+
+def current_policy(views: Views) -> Policy:
+    state: PolicyState | None = views.get("sched", POLICY_KEY)
+    return Policy() if state is None else state.policy
+
+
+def policy_dict(policy: Policy) -> dict[str, Any]:
+    plain: dict[str, Any] = msgspec.to_builtins(policy)
+    factor = policy.backoff_factor
+    plain["backoffFactor"] = int(factor) if float(factor).is_integer() else factor
+    return plain
+
+
+def show_policy(store: Store) -> dict[str, Any]:
+    views = store.read()
+    state: PolicyState | None = views.get("sched", POLICY_KEY)
+    return {"policy": policy_dict(current_policy(views)), "default": state is None,
+            "updatedAt": None if state is None else state.updated_at}
+
+
+def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
+               ) -> dict[str, Any]:
+    """Change some of the policy's values (camelCase names); the whole policy, checked,
+    is recorded. With `session`, `maxConcurrent` is that session's own ceiling (the
+    only value a session has of its own). `maxTotal` 0 removes the overall cap.
+    Invalid values are a usage error and nothing is written."""
+    given = {name: value for name, value in changes.items() if value is not None}
+    if not given:
+        raise UsageError("no policy value given",
+                         "give at least one of --max-concurrent, --max-attempts, "
+                         "--lease-ttl-ms, --backoff-base-ms, --backoff-factor, "
+                         "--backoff-cap-ms, --max-total")
+    if session is not None:
+        if not 1 <= len(session) <= MAX_LABEL:
+            raise UsageError(f"a session label has 1 to {MAX_LABEL} characters",
+                             "give the label entries carry (`queue add --session`)")
+        if set(given) != {"maxConcurrent"}:
+            raise UsageError("with --session, give --max-concurrent only",
+                             "a session has a ceiling of its own; the rest of the policy "
+                             "is shared: set it without --session")
+
+    def decide(views: Views) -> Outcome[Policy]:
+        current = current_policy(views)
+        merged = {**msgspec.to_builtins(current), **given}
+        if session is not None:
+            merged = {**msgspec.to_builtins(current),
+                      "sessions": {**current.sessions, session: given["maxConcurrent"]}}
+        policy = check_policy(merged)
+        if policy == current and views.get("sched", POLICY_KEY) is not None:
+            return Outcome((), policy)  # already so: nothing to record
+        event = SchedPolicySet(policy.max_concurrent, policy.max_attempts,
+                               policy.lease_ttl_ms, policy.backoff_base_ms,
+                               policy.backoff_factor, policy.backoff_cap_ms,
+                               dict(sorted(policy.sessions.items())), policy.max_total)
+        return Outcome([NewEvent(POLICY_SUBJECT, event)], policy)
+
+    store.journal.write(decide)
+    return show_policy(store)
+
+
+def check_policy(values: dict[str, Any]) -> Policy:
+    """A Policy from camelCase values: positive integers (the factor a number ≥ 1),
+    within POLICY_LIMITS, and the backoff cap at least its base; each session's ceiling
+    as maxConcurrent's; maxTotal as well, or 0 / None for no overall cap."""
+    values = dict(values)
+    sessions = values.pop("sessions", {}) or {}
+    total = values.pop("maxTotal", None)
+    for name, value in values.items():
+        limit = POLICY_LIMITS.get(name)
+        if limit is None:
+            raise UsageError(f"unknown policy value {name!r}",
+                             f"give one of {', '.join(POLICY_LIMITS)}")
+        if name == "backoffFactor":
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or not 1 <= value <= limit):
+                raise UsageError(f"backoffFactor must be a number from 1 to {limit}, "
+                                 f"not {value!r}", "give, say, 2")
+        else:
+            _whole(name, value, limit)
+    for label, value in sessions.items():
+        _whole(f"maxConcurrent of session {label}", value, POLICY_LIMITS["maxConcurrent"])
+    if total == 0:
+        total = None
+    if total is not None:
+        _whole("maxTotal", total, POLICY_LIMITS["maxConcurrent"], "give a positive integer, "
+               "or 0 for no overall cap")
+    if values["backoffCapMs"] < values["backoffBaseMs"]:
+        raise UsageError(f"backoffCapMs ({values['backoffCapMs']}) is below backoffBaseMs "
+                         f"({values['backoffBaseMs']})", "give a cap at least the base")
+    values = {**values, "backoffFactor": float(values["backoffFactor"]),
+              "sessions": dict(sessions), "maxTotal": total}
+    return msgspec.convert(values, Policy)
+
+
+def _whole(name: str, value: Any, limit: int, hint: str = "give a positive integer") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise UsageError(f"{name} must be a whole number from 1 to {limit:,}, not {value!r}",
+                         hint)
+
+
+def backoff_ms(policy: Policy, attempts: int) -> int:
+    """`min(round(base * factor^(attempts-1)), cap)`, rounding halves up, no jitter."""
+    delay = float(policy.backoff_base_ms)
+    for _ in range(max(0, attempts - 1)):
+        delay *= policy.backoff_factor
+        if delay >= policy.backoff_cap_ms:
+            return policy.backoff_cap_ms
+    return min(math.floor(delay + 0.5), policy.backoff_cap_ms)
+
+
+def _failure(policy: Policy, entry: QueueEntry, now: int) -> tuple[int, int | None, bool]:
+    """One more failed attempt: (attempts, nextEligibleAt or None, parked)."""
+    attempts = entry.attempts + 1
+    if attempts >= policy.max_attempts:
+        return attempts, None, True
+    return attempts, now + backoff_ms(policy, attempts), False
+
+
+# -- what may be leased --------------------------------------------------------------
+
+def active_leases(views: Views, now: int) -> int:
+    """Leased entries whose lease has not expired: one index range."""
+    return views.count(Query("queue", (("status", "=", "leased"),
+                                       ("lease_expires", ">", now))))
+
+
+def pool_active(views: Views, now: int, pool: str | None) -> int:
+    """The live leases of one pool (a session label; None: entries without one)."""
+    return views.count(Query("queue", (("status", "=", "leased"), ("session", "=", pool),
+                                       ("lease_expires", ">", now))))
+
+
+def ready_pools(views: Views) -> list[str | None]:
+    """The pools that have ready entries (the default pool, None, first), from the kept
+    counts: as many as there are pools, never one per entry."""
+    found = [pool for pool, count in views.counts("queue", "ready_pool").items()
+             if isinstance(pool, str) and count]
+    return [None if pool == DEFAULT_POOL else pool
+            for pool in sorted(found, key=lambda label: (label != DEFAULT_POOL, label))]
+
+
+def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None,
+              any_pool: bool = False) -> list[QueueEntry]:
+    """The first ready entries out of backoff, in queue order, of one pool (`pool`: a
+    session label, None the entries without one), or of all with `any_pool`.
+
+    Read in queue order from the (status[, session], priority, enqueuedAt) index, page
+    by page, skipping entries still in backoff here: with the backoff bound in the
+    query, SQLite chooses the (status, eligible_at) range and sorts every ready entry
+    to find the first (1.9 ms a lease at 10,000 entries, growing with the queue). The
+    pages read grow only with the entries in backoff ahead of the first eligible one.
+    """
+    where: list[tuple[str, str, Any]] = [("status", "=", "ready")]
+    if not any_pool:
+        where.append(("session", "=", pool))
+    # A first page just past what is wanted (a lease of one decodes a few entries, not
+    # 64), then pages doubling up to 1,024 while entries in backoff are skipped.
+    page = 256 if limit is None else min(max(2 * limit, 4), 1024)
+    found: list[QueueEntry] = []
+    offset = 0
+    while limit is None or len(found) < limit:
+        rows: list[QueueEntry] = views.query(Query("queue", tuple(where), None, QUEUE_ORDER,
+                                                   page, offset))
+        found.extend(entry for entry in rows if (entry.next_eligible_at_ms or 0) <= now)
+        if len(rows) < page:
+            break
+        offset += page
+        page = min(2 * page, 1024)
+    return found if limit is None else found[:limit]
+
+
+def _pool_name(pool: str | None) -> str:
+    return "the default pool (entries without a session)" if pool is None else \
+        f"session {pool}"
+
+
+def _choose(views: Views, now: int, limit: int | None, session: str | None
+            ) -> tuple[list[QueueEntry], list[str]]:
+    """What a lease would grant now (of `session`'s pool, else of every pool with ready
+    work): each pool's first eligible entries up to its room, merged in queue order, up
+    to `limit` and the overall cap. Also why more could not be granted: the ceilings
+    that were reached."""
+    policy = current_policy(views)
+    reached: list[str] = []
+    total_room: int | None = None
+    if policy.max_total is not None:
+        total = active_leases(views, now)
+        total_room = policy.max_total - total
+        if total_room <= 0:
+            return [], [f"{total} of {policy.max_total} leases are active over every pool "
+                        "(the policy's maxTotal)"]
+    want = limit if total_room is None else (
+        total_room if limit is None else min(limit, total_room))
+    pools = [session] if session is not None else ready_pools(views)
+    found: list[QueueEntry] = []
+    for pool in pools:
+        active = pool_active(views, now, pool)
+        room = policy.ceiling(pool) - active
+        if room <= 0:
+            reached.append(f"{active} of {policy.ceiling(pool)} leases are active in "
+                           f"{_pool_name(pool)} (its ceiling)")
+            continue
+        found.extend(_eligible(views, now, room if want is None else min(room, want), pool))
+    if len(pools) > 1:
+        found.sort(key=lambda entry: (entry.priority, entry.enqueued_at, entry.id))
+    return (found if want is None else found[:want]), reached
+
+
+def _grant(views: Views, now: int, limit: int | None, session: str | None
+           ) -> Outcome[dict[str, Any]]:
+    from ulid import ULID
+
+    policy = current_policy(views)
+    chosen, reached = _choose(views, now, limit, session)
+    if not chosen:
+        if reached:
+            raise NothingToDo(reached[0], "wait for a lease to end, or raise the ceiling "
+                              "(`uwf sched policy set [--session S] --max-concurrent N`, "
+                              "or --max-total N)")
+        whose = f" for session {session}" if session is not None else ""
+        raise NothingToDo(f"no queue entry is eligible{whose}",
+                          "see why with `uwf sched plan`")
+    expires = now + policy.lease_ttl_ms
+    events = []
+    leases = []
+    for entry in chosen:
+        lease_id = str(ULID.from_timestamp(now))
+        attempt = entry.attempts + 1
+        events.append(NewEvent(f"queue/{entry.id}",
+                               QueueLeased(lease_id, expires, attempt, session)))
+        leases.append({"id": entry.id, "leaseId": lease_id,
+                       "leaseExpiresAt": format_ts(expires), "attempt": attempt})
+    return Outcome(events, {"now": format_ts(now), "granted": len(leases), "leases": leases})
+
+
+def lease(store: Store, limit: int | None = None, session: str | None = None
+          ) -> dict[str, Any]:
+    """Lease the first eligible entries (of a session) up to the concurrency ceiling;
+    nothing to lease is exit 3."""
+    return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
+
+
+def pick(store: Store, session: str) -> str:
+    """The job registry's pick: lease the first eligible entry of `session` under the
+    policy and return its id (exit 3 when there is none)."""
+    result = lease(store, 1, session)
+    return str(result["leases"][0]["id"])
+
+
+# -- the lease holder's commands -----------------------------------------------------
+
+def _held(views: Views, entry_id: str, lease_id: str, now: int) -> QueueEntry:
+    """The entry, when `lease_id` is its live lease; refused otherwise."""
+    entry = get_entry(views, entry_id)
+    current = entry.lease
+    if entry.status != "leased" or current is None:
+        raise Rejected(f"queue entry {entry_id} is {entry.status}, not leased",
+                       "its lease is over; see `uwf queue logs " + entry_id + "`")
+    if current.id != lease_id:
+        raise Rejected(f"lease {lease_id} is not queue entry {entry_id}'s lease",
+                       "use the lease id `uwf sched lease` gave you")
+    if current.expires_at_ms <= now:
+        raise Rejected(f"lease {lease_id} expired at {format_ts(current.expires_at_ms)}",
+                       "the entry waits for `uwf sched reclaim`")
+    return entry
+
+
+def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
+             ) -> dict[str, Any]:
+    """Terminal success; `run` records the run the holder worked on."""
+
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
+        _held(views, entry_id, lease_id, now)
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))],
+                       then=_shown(entry_id))
+
+    return store.journal.write_at(decide)
+
+
+def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
+            reason: str = "", run: str | None = None) -> dict[str, Any]:
+    """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
+    `run` records the run the holder started, so the next holder continues it."""
+
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
+        entry = _held(views, entry_id, lease_id, now)
+        data = (_failed_release(views, entry, lease_id, now, reason or "failed", run=run)
+                if failed else QueueReleased(lease_id, False, entry.attempts, reason, run=run))
+        return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
+
+    return store.journal.write_at(decide)
+
+
+def _failed_release(views: Views, entry: QueueEntry, lease_id: str, now: int, reason: str, *,
+                    run: str | None = None) -> QueueReleased:
+    """The release of `lease_id` as one failed attempt under the current policy: ready
+    after its backoff, or parked at maxAttempts (the reason then says which attempt)."""
+    policy = current_policy(views)
+    attempts, eligible, parked = _failure(policy, entry, now)
+    if parked:
+        reason = f"{reason} (attempt {attempts} of {policy.max_attempts})"
+    return QueueReleased(lease_id, True, attempts, reason, eligible, parked, run)
+
+
+def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
+    """`queue status --set completed` of an entry whose work is not there (`why`): its
+    live lease is released as one failed attempt (backoff, or parked at maxAttempts),
+    recorded, then the command is refused naming `why`. An entry not leased (or whose
+    lease expired) is refused with nothing recorded: there is no attempt to count."""
+    from uwf.queue.service import artifact_failure
+
+    def decide(views: Views, now: int) -> Outcome[UwfError]:
+        entry = get_entry(views, entry_id)
+        current = artifact_failure(entry) or why
+        lease = entry.lease
+        if entry.status != "leased" or lease is None or lease.expires_at_ms <= now:
+            raise Rejected(f"queue entry {entry_id} is not completed: {current}",
+                           "put the artifact in place, then set it again")
+        data = _failed_release(views, entry, lease.id, now, current)
+        attempts = data.attempts
+        after = (f"parked at attempt {attempts}" if data.parked else
+                 f"ready again at {format_ts(data.next_eligible_at_ms or now)}, attempt "
+                 f"{attempts} failed")
+        return Outcome([NewEvent(f"queue/{entry_id}", data)], Rejected(
+            f"queue entry {entry_id} is not completed: {current}; recorded as a failed "
+            f"attempt ({after})", "put the artifact in place before completing it"))
+
+    raise store.journal.write_at(decide)
+
+
+def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
+    """Extend a live lease to now + leaseTtlMs."""
+
+    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
+        _held(views, entry_id, lease_id, now)
+        expires = now + current_policy(views).lease_ttl_ms
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))],
+                       then=_shown(entry_id))
+
+    return store.journal.write_at(decide)
+
+
+def reclaim(store: Store) -> dict[str, Any]:
+    """Take back every expired lease, each one failed attempt (backoff or park)."""
+
+    def decide(views: Views, now: int) -> Outcome[tuple[int, list[dict[str, Any]]]]:
+        policy = current_policy(views)
+        expired = views.query(Query("queue", (("status", "=", "leased"),
+                                              ("lease_expires", "<=", now)),
+                                    None, QUEUE_ORDER))
+        events = []
+        done = []
+        for entry in expired:
+            assert entry.lease is not None
+            attempts, eligible, parked = _failure(policy, entry, now)
+            reason = f"lease {entry.lease.id} expired at {format_ts(entry.lease.expires_at_ms)}"
+            events.append(NewEvent(f"queue/{entry.id}", QueueReclaimed(
+                entry.lease.id, attempts, reason, eligible, parked)))
+            done.append({"id": entry.id, "leaseId": entry.lease.id, "attempts": attempts,
+                         "status": "parked" if parked else "ready",
+                         "nextEligibleAt": ms_ts(eligible)})
+        return Outcome(events, (now, done))
+
+    now, reclaimed = store.journal.write_at(decide)
+    return {"now": format_ts(now), "count": len(reclaimed), "reclaimed": reclaimed}
+
+
+def reset(store: Store, entry_id: str) -> dict[str, Any]:
+    """A parked entry is ready again with attempts 0; only a parked one."""
+
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
+        entry = get_entry(views, entry_id)
+        if entry.status != "parked":
+            raise Rejected(f"queue entry {entry_id} is {entry.status}, not parked",
+                           "only a parked entry is reset")
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueReset(entry.attempts))],
+                       then=_shown(entry_id))
+
+    return store.journal.write(decide)
+
+
+def _shown(entry_id: str) -> Callable[[Views], dict[str, Any]]:
+    """The entry's record as the write left it."""
+    return lambda views: record(get_entry(views, entry_id))
+
+
+# -- plan ------------------------------------------------------------------------------
+
+def _skip_reason(entry: QueueEntry, now: int) -> str:
+    if entry.status == "parked":
+        return "parked"
+    if entry.status in TERMINAL:
+        return "terminal"
+    if entry.status == "leased":
+        return "leased"
+    if (entry.next_eligible_at_ms or 0) > now:
+        return "backoff"
+    return "concurrency-ceiling"
+
+
+def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
+    """What `sched lease` would grant now, and why the rest waits: read-only, and the
+    same on repeat. Counted from kept counts and index ranges, and `skipped` lists the
+    first 20 in queue order (all with `show_all`), so a huge queue plans as fast."""
+    views = store.read()
+    now = store.clock()
+    policy = current_policy(views)
+    active = active_leases(views, now)
+    planned, _ = _choose(views, now, None, None)
+    pools: list[dict[str, Any]] = []
+    available = 0
+    for pool in ready_pools(views):
+        in_pool = pool_active(views, now, pool)
+        pools.append({"session": pool, "ceiling": policy.ceiling(pool), "active": in_pool})
+        available += max(0, policy.ceiling(pool) - in_pool)
+    if policy.max_total is not None:
+        available = min(available, max(0, policy.max_total - active))
+    chosen = {entry.id for entry in planned}
+    statuses = views.counts("queue", "status")
+    backoff = views.count(Query("queue", (("status", "=", "ready"),
+                                          ("eligible_at", ">", now))))
+    eligible = int(statuses.get("ready", 0)) - backoff
+    counts = {
+        "parked": int(statuses.get("parked", 0)),
+        "terminal": sum(int(statuses.get(status, 0)) for status in TERMINAL),
+        "leased": int(statuses.get("leased", 0)),
+        "backoff": backoff,
+        "concurrency-ceiling": eligible - len(planned),
+    }
+    limit = None if show_all else PLAN_SKIPPED_SHOWN + len(planned)
+    skipped = []
+    for entry in views.query(Query("queue", order=QUEUE_ORDER, limit=limit)):
+        if entry.id in chosen:
+            continue
+        skipped.append({"id": entry.id, "reason": _skip_reason(entry, now)})
+    if not show_all:
+        skipped = skipped[:PLAN_SKIPPED_SHOWN]
+    leases = [{"id": entry.id, "priority": entry.priority, "attempt": entry.attempts + 1,
+               "session": entry.session} for entry in planned]
+    return {"now": format_ts(now), "policy": policy_dict(policy), "active": active,
+            "available": available, "pools": pools, "leases": leases, "skipped": skipped,
+            "skippedCounts": counts}

@@ -1,0 +1,466 @@
+"""`uwf queue add|list|show|drain|status|cancel|logs`: the durable queue (SPEC §8).
+
+An entry is a row of the `queue` view, folded from `queue.*` events; every
+selection is an indexed query in queue order (priority, enqueuedAt, id), so a
+page, a drain or a pick costs what it returns however long the queue is. What
+leases an entry (`queue pick`, `sched ...`) is the scheduler's: `uwf.queue.sched`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from uwf.config.inputfile import (
+    LIMITS_DOC,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ENTRIES,
+    MAX_BATCH_LINE_BYTES,
+    read_lines,
+    shown,
+)
+from uwf.config.limits import MAX_TIMEOUT_S
+from uwf.engine.clock import format_ts
+from uwf.engine.events import NewEvent, to_builtins
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import NotFound, Rejected, UsageError, UwfError
+from uwf.ids import ULID_PATTERN, check_ulid
+from uwf.queue.events import (
+    QueueAdded,
+    QueueCancelled,
+    QueueDrained,
+    QueueStatusSet,
+)
+from uwf.queue.projection import (
+    ALIASES,
+    DEFAULT_IDLE_TIMEOUT_SEC,
+    DEFAULT_PRIORITY,
+    DEFAULT_TIMEOUT_SEC,
+    JOB_WORDS,
+    QUEUE_ORDER,
+    STATUSES,
+    TERMINAL,
+    QueueEntry,
+    QueueProjection,
+)
+from uwf.store import Store
+from uwf.threads.service import check_thread_id, find_repo
+from uwf.workflows.service import resolve_workflow
+
+# An entry id is a ULID, as a thread id is; the CLI declares the same pattern.
+ENTRY_ID_PATTERN = ULID_PATTERN
+# Priorities are integers in this range (lower runs first): they are SQLite integers,
+# and a range this wide leaves room for any scheme an operator has in mind.
+MIN_PRIORITY = -1_000_000_000
+MAX_PRIORITY = 1_000_000_000
+
+Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as editors write it
+
+
+class EntrySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                rename="camel"):
+    """What `queue add` takes: its flags, or one line of a `--batch` file (camelCase)."""
+
+    workflow: Label | None = None
+    prompt: str | None = None
+    run: str | None = None
+    repo: str | None = None
+    priority: Priority = DEFAULT_PRIORITY
+    note: str = ""
+    session: Label | None = None
+    agent: Label | None = None
+    timeout_sec: TimeoutSec = DEFAULT_TIMEOUT_SEC
+    idle_timeout_sec: TimeoutSec = DEFAULT_IDLE_TIMEOUT_SEC
+    expected_artifacts: list[str] = []  # msgspec copies mutable defaults
+    key: Label | None = None
+
+
+def entry_spec(values: dict[str, Any]) -> EntrySpec:
+    """An EntrySpec from camelCase values, its bounds checked (a usage error naming the
+    value otherwise)."""
+    try:
+        return msgspec.convert(values, EntrySpec)
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"invalid entry: {exc}", "see `uwf queue add -h`") from None
+
+
+def check_entry_id(entry_id: str) -> None:
+    """Refuse what cannot be an entry id before looking it up (a usage error, exit 2)."""
+    check_ulid(entry_id, "a queue entry id", "copy the id from `uwf queue list`")
+
+
+def get_entry(views: Views, entry_id: str) -> QueueEntry:
+    check_entry_id(entry_id)
+    entry: QueueEntry | None = views.get("queue", entry_id)
+    if entry is None:
+        raise NotFound(f"no queue entry {entry_id}", "list them with `uwf queue list`")
+    return entry
+
+
+def canonical_status(word: str) -> str:
+    """A status word, or the job registry's alias for one (pending, running...)."""
+    if word in STATUSES:
+        return word
+    if word in ALIASES:
+        return ALIASES[word]
+    raise UsageError(f"unknown status {word!r}",
+                     f"give one of {', '.join(STATUSES)} (or {', '.join(ALIASES)})")
+
+
+def ms_ts(ms: int | None) -> str | None:
+    return None if ms is None else format_ts(ms)
+
+
+def record(entry: QueueEntry) -> dict[str, Any]:
+    """An entry as SPEC §8 lists its fields (plus the job registry's status word)."""
+    lease = entry.lease
+    return {
+        "id": entry.id,
+        "status": entry.status,
+        "jobStatus": JOB_WORDS[entry.status],
+        "priority": entry.priority,
+        "enqueuedAt": entry.enqueued_at,
+        "updatedAt": entry.updated_at,
+        "workflow": entry.workflow,
+        "workflowHash": entry.workflow_hash,
+        "prompt": entry.prompt,
+        "run": entry.run,
+        "repo": entry.repo,
+        "session": entry.session,
+        "agent": entry.agent,
+        "timeoutSec": entry.timeout_sec,
+        "idleTimeoutSec": entry.idle_timeout_sec,
+        "expectedArtifacts": entry.expected_artifacts,
+        "note": entry.note,
+        "key": entry.key,
+        "attempts": entry.attempts,
+        "lease": None if lease is None else {
+            "id": lease.id, "expiresAt": format_ts(lease.expires_at_ms),
+            "attempt": lease.attempt, "session": lease.session},
+        "nextEligibleAt": ms_ts(entry.next_eligible_at_ms),
+        "parkedReason": entry.parked_reason,
+    }
+
+
+def new_ids(ms: int, count: int) -> list[str]:
+    """`count` ULIDs of time `ms`, increasing: entries one command adds keep their order
+    (the queue's last tie-break is the id)."""
+    from ulid import ULID
+
+    first = int(ULID.from_timestamp(ms)) & ~(1 << 79)  # room to count up within the ms
+    return [str(ULID.from_int(first + n)) for n in range(count)]
+
+
+# -- add ---------------------------------------------------------------------------
+
+class _Resolver:
+    """Turns specs into `queue.added` data, resolving each workflow once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.views = store.read()
+        self.workflows: dict[str, tuple[str, str]] = {}
+        self.repos: dict[str | None, str] = {}
+
+    def added(self, spec: EntrySpec) -> QueueAdded:
+        if (spec.workflow is None) == (spec.run is None):
+            raise UsageError("an entry names a workflow (with a prompt) or a run, not both "
+                             "and not neither", "give --workflow NAME --prompt TEXT, or "
+                             "--run ID")
+        workflow = workflow_hash = None
+        if spec.workflow is not None:
+            if spec.prompt is None or not spec.prompt.strip():
+                raise UsageError("the prompt is empty", "give the task with --prompt")
+            workflow, workflow_hash = self._workflow(spec.workflow)
+            repo = self._repo(spec.repo)
+        else:
+            assert spec.run is not None
+            if spec.prompt is not None:
+                raise UsageError("--prompt goes with --workflow; a run has its prompt",
+                                 "leave out --prompt")
+            check_thread_id(spec.run)
+            run = self.views.get("runs", spec.run)
+            if run is None:
+                raise NotFound(f"no run {spec.run}", "find runs with `uwf run search`")
+            repo = self._repo(spec.repo) if spec.repo else run.thread.repo
+        return QueueAdded(
+            repo=repo, priority=spec.priority, workflow=workflow, workflow_hash=workflow_hash,
+            prompt=spec.prompt, run=spec.run, session=spec.session, agent=spec.agent,
+            timeout_sec=spec.timeout_sec, idle_timeout_sec=spec.idle_timeout_sec,
+            expected_artifacts=list(spec.expected_artifacts), note=spec.note, key=spec.key)
+
+    def _repo(self, path: str | None) -> str:
+        """The git top level of `path` (else of the working folder); a folder that does
+        not exist is refused, not recorded as a repo nobody can work in."""
+        found = self.repos.get(path)
+        if found is None and path:
+            try:
+                exists = Path(path).expanduser().is_dir()
+            except (OSError, ValueError):
+                exists = True  # find_repo names what is wrong with such a path
+            if not exists:
+                shown = path if len(path) <= 60 else path[:57] + "..."
+                raise UsageError(f"repo folder {shown!r} does not exist",
+                                 "give the folder of an existing repo with --repo")
+        if found is None:
+            found = self.repos[path] = find_repo(path)
+        return found
+
+    def _workflow(self, ref: str) -> tuple[str, str]:
+        found = self.workflows.get(ref)
+        if found is None:
+            workflow_hash, payload = resolve_workflow(self.store, self.views, ref)
+            found = self.workflows[ref] = (str(payload["name"]), workflow_hash)
+        return found
+
+
+def add(store: Store, spec: EntrySpec) -> dict[str, Any]:
+    """Queue one entry; with a `key` matching a live entry, that entry instead."""
+    data = _Resolver(store).added(spec)
+    ids, added = _write_added(store, [data])
+    entry = get_entry(store.read(), ids[0])
+    return {"added": bool(added), "entry": record(entry)}
+
+
+def add_batch(store: Store, path: str) -> dict[str, Any]:
+    """Queue every line of a JSON-lines file (or `-`, stdin) in one write (one lock, one
+    fsync): all or nothing, and a bad line rejects the batch, naming its number. The
+    file is read as a stream of lines, each at most MAX_BATCH_LINE_BYTES, the whole at
+    most MAX_BATCH_BYTES and MAX_BATCH_ENTRIES entries (docs/queue.md); it may start
+    with a byte-order mark."""
+    resolver = _Resolver(store)
+    specs: list[QueueAdded] = []
+    decoder = msgspec.json.Decoder(EntrySpec)
+    name = shown(path)
+    with contextlib.closing(read_lines(path, MAX_BATCH_LINE_BYTES, MAX_BATCH_BYTES,
+                                       stdin=True)) as lines:
+        for number, raw in lines:
+            line = raw.removeprefix(_BOM) if number == 1 else raw
+            if not line.strip():
+                continue
+            if len(specs) == MAX_BATCH_ENTRIES:
+                raise UsageError(f"{name} line {number}: more than "
+                                 f"{MAX_BATCH_ENTRIES:,} entries in one batch",
+                                 f"split it into several batches; nothing was added; "
+                                 f"{LIMITS_DOC}")
+            try:
+                spec = decoder.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{name} line {number}: {exc}",
+                                 "fix that line; nothing was added") from None
+            try:
+                specs.append(resolver.added(spec))
+            except UwfError as exc:
+                raise type(exc)(f"{name} line {number}: {exc.what}",
+                                "fix that line; nothing was added") from None
+    if not specs:
+        raise UsageError(f"{name} holds no entries", "give one JSON object per line")
+    ids, added = _write_added(store, specs)
+    return {"count": len(ids), "added": added, "existing": len(ids) - added, "ids": ids}
+
+
+def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str], int]:
+    """Append the entries not already live under their key; (every entry's id, how many
+    were added)."""
+
+    def decide(views: Views) -> Outcome[tuple[list[str], int]]:
+        fresh = iter(new_ids(store.clock(), len(entries)))
+        keyed: dict[str, str] = {}
+        ids: list[str] = []
+        events: list[NewEvent] = []
+        for data in entries:
+            existing = None
+            if data.key is not None:
+                existing = keyed.get(data.key) or _live_with_key(views, data.key)
+            if existing is not None:
+                ids.append(existing)
+                continue
+            entry_id = next(fresh)
+            if data.key is not None:
+                keyed[data.key] = entry_id
+            ids.append(entry_id)
+            events.append(NewEvent(f"queue/{entry_id}", data))
+        return Outcome(events, (ids, len(events)))
+
+    return store.journal.write(decide)
+
+
+def _live_with_key(views: Views, key: str) -> str | None:
+    found = views.query(Query("queue", (("live_key", "=", key),), limit=1))
+    return found[0].id if found else None
+
+
+# -- reads -------------------------------------------------------------------------
+
+def where_terms(status: str | None = None, repo: str | None = None,
+                session: str | None = None) -> list[tuple[str, str, Any]]:
+    where: list[tuple[str, str, Any]] = []
+    if status is not None:
+        where.append(("status", "=", canonical_status(status)))
+    if repo is not None:
+        where.append(("repo", "=", find_repo(repo)))
+    if session is not None:
+        where.append(("session", "=", session))
+    return where
+
+
+def list_entries(store: Store, status: str | None = None, repo: str | None = None,
+                 session: str | None = None, *, limit: int | None = None, offset: int = 0
+                 ) -> dict[str, Any]:
+    """Entries in queue order, filtered; `total` is how many the filters select."""
+    views = store.read()
+    query = Query("queue", tuple(where_terms(status, repo, session)), None, QUEUE_ORDER,
+                  limit, offset)
+    entries = [record(entry) for entry in views.query(query)]
+    return {"total": views.count(query), "limit": limit, "offset": offset,
+            "entries": entries}
+
+
+def show(store: Store, entry_id: str) -> dict[str, Any]:
+    return record(get_entry(store.read(), entry_id))
+
+
+# -- writes without a lease ------------------------------------------------------------
+
+def drain(store: Store, limit: int | None = None, repo: str | None = None) -> dict[str, Any]:
+    """Mark the next ready entries drained and return them: no policy (the host runs
+    them); entries waiting out a backoff are ready too."""
+    where = tuple(where_terms("ready", repo))
+
+    def decide(views: Views) -> Outcome[list[QueueEntry]]:
+        chosen = views.query(Query("queue", where, None, QUEUE_ORDER, limit))
+        return Outcome([NewEvent(f"queue/{entry.id}", QueueDrained()) for entry in chosen],
+                       chosen)
+
+    chosen = store.journal.write(decide)
+    views = store.read()
+    drained = [record(get_entry(views, entry.id)) for entry in chosen]
+    return {"count": len(drained), "drained": drained}
+
+
+def missing_artifacts(entry: QueueEntry) -> list[str]:
+    """The entry's expectedArtifacts that are not in its repo (a relative path is taken
+    from the repo's top level), in the order they were given."""
+    missing = []
+    for name in entry.expected_artifacts:
+        try:
+            found = (Path(entry.repo) / name).exists()
+        except (OSError, ValueError):  # a name the file system cannot hold
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def artifact_failure(entry: QueueEntry) -> str | None:
+    """Why the entry's work is not done although its run ended: the first expected
+    artifact missing from its repo (None: all there, or none expected)."""
+    missing = missing_artifacts(entry)
+    if not missing:
+        return None
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    return f"expected artifact {missing[0]!r} is missing from {entry.repo}{more}"
+
+
+def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
+    """The job registry's `status --set`: any status but `leased` (a lease is granted,
+    never set); a lease the entry had is void. `completed` of a leased entry whose
+    expected artifacts are not all in its repo is a failed attempt instead
+    (`uwf.queue.sched.fail_attempt`: backoff or park), and refused."""
+    target = canonical_status(status)
+    if target == "leased":
+        raise Rejected("an entry is leased only by `uwf queue pick` or `uwf sched lease`",
+                       "use one of them")
+    if target == "drained":
+        entry = get_entry(store.read(), entry_id)
+        if (why := artifact_failure(entry)) is not None:
+            from uwf.queue import sched
+
+            return sched.fail_attempt(store, entry_id, why)
+
+    def decide(views: Views) -> Outcome[None]:
+        entry = get_entry(views, entry_id)
+        if entry.status == target:
+            raise Rejected(f"queue entry {entry_id} is already {target}", "nothing to do")
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueStatusSet(target, entry.status))])
+
+    store.journal.write(decide)
+    return show(store, entry_id)
+
+
+def cancel(store: Store, entry_id: str, reason: str = "") -> dict[str, Any]:
+    """The entry will never run; a live lease on it is void (its holder's complete is
+    then refused)."""
+
+    def decide(views: Views) -> Outcome[None]:
+        entry = get_entry(views, entry_id)
+        if entry.status in TERMINAL:
+            raise Rejected(f"queue entry {entry_id} is already {entry.status}",
+                           "nothing to cancel")
+        return Outcome([NewEvent(f"queue/{entry_id}", QueueCancelled(entry.status, reason))])
+
+    store.journal.write(decide)
+    return show(store, entry_id)
+
+
+# -- logs ------------------------------------------------------------------------------
+
+_TIMELINE_NAMES = {"queue.added": "registered", "queue.status_set": "status_changed"}
+
+
+def logs(store: Store, entry_id: str, tail: int | None = None) -> dict[str, Any]:
+    """The entry's timeline from the log (registered, status changes, leases, attempts),
+    oldest first; `tail` keeps the last N. Read backwards from the log's end down to the
+    entry's `queue.added`, so it costs the log written since the entry was added."""
+    entry = get_entry(store.read(), entry_id)
+    events = list(_subject_events(store, f"queue/{entry_id}"))
+    projection = QueueProjection()
+    state: QueueEntry | None = None
+    timeline: list[dict[str, Any]] = []
+    for envelope in events:
+        before = None if state is None else state.status
+        state = projection.apply(state, envelope)
+        after = None if state is None else state.status
+        item: dict[str, Any] = {
+            "seq": envelope.seq, "ts": envelope.ts,
+            "event": _TIMELINE_NAMES.get(envelope.type, envelope.type.partition(".")[2]),
+            "type": envelope.type, "from": before, "to": after,
+            "data": to_builtins(envelope.data)}
+        timeline.append(item)
+    if tail is not None:
+        timeline = timeline[len(timeline) - tail:] if tail else []
+    return {"id": entry_id, "status": entry.status, "events": timeline}
+
+
+def _subject_events(store: Store, subject: str) -> Iterator[Any]:
+    needle = f'"subject":"{subject}"'.encode()
+    decode = store.journal.catalog.decode
+    found = []
+    for line in store.log.read_reverse():
+        if needle not in line.raw:
+            continue
+        envelope = decode(line.raw)
+        if envelope.subject != subject:
+            continue
+        found.append(envelope)
+        if envelope.type == QueueAdded.type:
+            break
+    return reversed(found)
+
+
+def logs_list(store: Store) -> dict[str, Any]:
+    """Every entry with its live status and the length of its timeline, in queue order."""
+    views = store.read()
+    entries = [{"id": entry.id, "status": entry.status, "jobStatus": JOB_WORDS[entry.status],
+                "events": entry.events, "enqueuedAt": entry.enqueued_at,
+                "updatedAt": entry.updated_at}
+               for entry in views.query(Query("queue", order=QUEUE_ORDER))]
+    return {"count": len(entries), "entries": entries}

@@ -1,0 +1,201 @@
+"""The `runs` view: the run index (SPEC §7). A run is a thread; its record is the
+thread's state plus what operators filed on it (archive, rerun provenance).
+
+The lifecycle is classified here and nowhere else: `derive` is SPEC §7's table,
+first match wins, over the thread's folded state; `lifecycle` adds the two
+things that are not in the log: the clock (a step in flight past its deadline is
+`stalled`) and the archive overlay (`archived`, with the derived one kept).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from uwf.engine.events import GENESIS_PREV, Envelope, as_envelope, digest, encode_line
+from uwf.engine.projection import StructProjection
+from uwf.engine.viewstore import ColumnValue
+from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
+from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
+from uwf.threads.projection import ThreadsProjection, ThreadState
+
+# The words of the table, and the two the clock and the overlay add.
+DERIVED = ("running", "blocked", "failed", "completed", "cancelled", "queued")
+LIFECYCLES = (*DERIVED, "stalled", "archived")
+TITLE_CHARS = 80
+# The `deadline` column of a run with no step in flight: after any clock reading, so
+# `running` is `deadline >= now` and `stalled` is `deadline < now`, one index range.
+NO_DEADLINE = 2**62
+
+
+class Provenance(msgspec.Struct, frozen=True, rename="camel"):
+    rerun_of: str
+    rerun_of_repo: str
+    origin_run_id: str
+    generation: int
+    reason: str
+    incremental: bool = False
+
+
+class RunUsage(msgspec.Struct, frozen=True, rename="camel"):
+    """The usage the run's accepted steps reported, summed: a field stays None until
+    a step reports it (unknown is not 0)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    reported_steps: int = 0  # accepted steps that reported any usage
+
+
+class RunState(msgspec.Struct, frozen=True, rename="camel"):
+    thread: ThreadState
+    title: str
+    inputs_digest: str
+    archived: bool = False
+    archived_at: str | None = None
+    archive_reason: str | None = None
+    provenance: Provenance | None = None
+    reused_steps: int = 0  # steps an incremental rerun took over from its original
+    usage: RunUsage | None = None  # None until a step reports usage
+    # A running digest of every event folded into this record, in log order (see
+    # `fingerprint`): the record's sourceFingerprint.
+    source_fingerprint: str = GENESIS_PREV
+
+
+def derive(thread: ThreadState) -> str:
+    """SPEC §7's lifecycle table over a thread's state, first match wins."""
+    if thread.in_flight is not None:
+        return "running"  # `stalled` once past its deadline: see `lifecycle`
+    if thread.state == "blocked":
+        return "blocked"
+    if thread.last_failure is not None:
+        return "failed"
+    if thread.state == "ended":
+        return "completed"
+    if thread.state == "killed":
+        return "cancelled"
+    if thread.steps > 0:
+        return "running"
+    return "queued"
+
+
+def derived_at(run: RunState, now_ms: int) -> str:
+    """The derived lifecycle at `now_ms`: a step in flight past its deadline stalls."""
+    flight = run.thread.in_flight
+    if flight is not None and flight.deadline_ms < now_ms:
+        return "stalled"
+    return derive(run.thread)
+
+
+def lifecycle(run: RunState, now_ms: int) -> str:
+    """What a run shows: `archived` over the derived lifecycle."""
+    return "archived" if run.archived else derived_at(run, now_ms)
+
+
+def fingerprint(previous: str, event: Envelope) -> str:
+    """The next running digest: the first 32 hex characters of SHA-256 over the previous
+    one and the event's line as uwf writes it (for an event written by this version,
+    its line in the log byte for byte)."""
+    return digest(previous.encode() + b"\n" + encode_line(as_envelope(event)))
+
+
+def add_usage(total: RunUsage | None, step: Usage) -> RunUsage:
+    """`total` with one more step's reported usage."""
+    total = total or RunUsage()
+
+    def plus(have: float | None, more: float | None) -> float | None:
+        return have if more is None else more if have is None else have + more
+
+    tokens_in = plus(total.input_tokens, step.input_tokens)
+    tokens_out = plus(total.output_tokens, step.output_tokens)
+    return RunUsage(None if tokens_in is None else int(tokens_in),
+                    None if tokens_out is None else int(tokens_out),
+                    plus(total.cost, step.cost), total.reported_steps + 1)
+
+
+def title_of(prompt: str) -> str:
+    """The first non-empty line of the prompt, at most 80 characters."""
+    for line in prompt.splitlines():
+        if line.strip():
+            return line.strip()[:TITLE_CHARS]
+    return ""
+
+
+_replace = msgspec.structs.replace
+
+
+class RunsProjection(StructProjection):
+    name: ClassVar[str] = "runs"
+    version: ClassVar[int] = 3
+    event_types: ClassVar[frozenset[str]] = frozenset(
+        t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
+    state_type: ClassVar[type[msgspec.Struct]] = RunState
+    # Every listing is ordered by (created_at, key), and every filter is an index
+    # range in that order, so a page costs what it returns.
+    columns: ClassVar[tuple[str, ...]] = (
+        "derived", "archived", "deadline", "created_at", "updated_at", "repo", "workflow",
+        "workflow_hash", "origin")
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("created_at", "key"), ("derived", "created_at", "key"), ("derived", "deadline"),
+        ("archived", "created_at", "key"), ("repo", "created_at", "key"),
+        ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"),
+        ("origin", "created_at", "key"), ("updated_at", "key"))
+    counted: ClassVar[tuple[str, ...]] = ("derived", "archived", "repo")
+    text: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._threads = ThreadsProjection()
+
+    def key(self, event: Envelope) -> str:
+        return event.subject.removeprefix("thread/")
+
+    def column_values(self, state: RunState) -> tuple[ColumnValue, ...]:
+        thread = state.thread
+        flight = thread.in_flight
+        origin = state.provenance.origin_run_id if state.provenance else thread.thread
+        return (derive(thread), int(state.archived),
+                NO_DEADLINE if flight is None else flight.deadline_ms, thread.created_at,
+                thread.updated_at, thread.repo, thread.name, thread.workflow, origin)
+
+    def search_text(self, state: RunState) -> str:
+        thread = state.thread
+        words = [thread.thread, thread.name, thread.workflow, state.title, thread.repo,
+                 derive(thread), state.inputs_digest]
+        if state.archived:
+            words.append("archived")
+        return "\n".join(words)
+
+    def apply(self, state: RunState | None, event: Envelope) -> RunState | None:
+        folded = self._apply(state, event)
+        if folded is None:
+            return None
+        return _replace(folded, source_fingerprint=fingerprint(folded.source_fingerprint,
+                                                               event))
+
+    def _apply(self, state: RunState | None, event: Envelope) -> RunState | None:
+        data = event.data
+        if isinstance(data, RunArchived | RunUnarchived | RunRerunLinked):
+            if state is None:  # before its thread began: `log verify` reports it
+                return None
+            if isinstance(data, RunArchived):
+                return _replace(state, archived=True, archived_at=event.ts,
+                                archive_reason=data.reason)
+            if isinstance(data, RunUnarchived):
+                return _replace(state, archived=False, archived_at=None, archive_reason=None)
+            provenance = Provenance(data.rerun_of, data.rerun_of_repo, data.origin_run_id,
+                                    data.generation, data.reason, data.incremental)
+            return _replace(state, provenance=provenance)
+        thread = self._threads.apply(None if state is None else state.thread, event)
+        if thread is None:
+            return None
+        if state is None:
+            inputs = getattr(data, "inputs_digest", "")
+            return RunState(thread, title_of(inputs), inputs)
+        if isinstance(data, ThreadStepped):
+            return _replace(state, thread=thread,
+                            reused_steps=state.reused_steps + int(data.reused is not None),
+                            usage=state.usage if data.usage is None else add_usage(
+                                state.usage, data.usage))
+        return _replace(state, thread=thread)

@@ -1,0 +1,213 @@
+"""`uwf registry show|refresh|rebuild|verify`: the views against the log (SPEC §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uwf.engine.journal import Progress, ViewFreshness
+from uwf.engine.log import GENESIS
+from uwf.engine.viewstore import Query
+from uwf.errors import Corrupt
+from uwf.store import Store
+
+_NEXT = {
+    "valid": "none",
+    "stale": "run `uwf registry refresh` (any read also catches up)",
+    "absent": "run `uwf registry rebuild` (any read also rebuilds)",
+    "mismatch": "run `uwf registry rebuild`",
+    "unreadable": "run `uwf registry rebuild` (it replaces the views file)",
+}
+
+
+def show(store: Store, scope: str = "home") -> dict[str, Any]:
+    """Freshness of every view, row counts, durability and the next action."""
+    freshness = store.journal.freshness()
+    status = freshness.status
+    views = {}
+    for name, view in freshness.views.items():
+        label = f"stale ({view.behind} events behind)" if view.status == "stale" else view.status
+        readable = view.status in ("valid", "stale")
+        views[name] = {"status": label,
+                       "rows": store.views.count(Query(name)) if readable else 0}
+    readable = status in ("valid", "stale")
+    checked = 0
+    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
+    if readable:
+        try:
+            checked, damaged = _damaged_heads(store)
+        except Corrupt:  # a row that does not decode: the views file was edited
+            status = "unreadable"
+    next_action = _NEXT[status]
+    missing, corrupt = damaged["missing"], damaged["corrupt"]
+    for kind, found in (("corrupt", corrupt), ("missing", missing)):  # missing first
+        if not found:
+            continue
+        # A thread whose head node is gone or damaged cannot be shown or stepped: the
+        # store is not valid (fail closed: a damaged node is never read as healthy).
+        status = f"{kind}-nodes"
+        first = found[0]
+        more = (f" (and {len(found) - 1} more, in heads.{kind})" if len(found) > 1 else "")
+        what = ("is missing from the CAS" if kind == "missing" else
+                "is damaged in the CAS (it does not hash to its name)")
+        next_action = (f"thread {first['thread']}'s head {first['head']} {what}{more}: "
+                       "restore it from a backup (`json-cas verify --all` lists what else "
+                       "is damaged), or kill the thread")
+    return {
+        "store": str(store.root) if store.root else ":memory:",
+        "scope": scope,
+        "status": status,
+        "checkpoint": freshness.checkpoint,
+        "logSeq": freshness.log_seq,
+        "behind": freshness.behind,
+        "segments": store.log.describe()["segments"],
+        "durability": store.durability,
+        "views": views,
+        "counts": {"workflows": views["workflows"]["rows"],
+                   "threads": _thread_counts(store) if readable else {}},
+        "heads": {"checked": checked, "missing": missing, "corrupt": corrupt},
+        "runs": (_runs(store, freshness.views.get("runs"), scope, missing, corrupt)
+                 if readable else {}),
+        "nextAction": next_action,
+    }
+
+
+STALE_SHOWN = 20
+
+
+def _runs(store: Store, view: ViewFreshness | None, scope: str,
+          missing: list[dict[str, str]], corrupt: list[dict[str, str]]) -> dict[str, Any]:
+    """The run index as persisted: its sourceFingerprint, runs per derived lifecycle and
+    per repo (kept counts, not a scan), the runs whose events the view has not folded yet
+    (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
+    `missingRuns` and `corruptRuns` (open runs whose head is gone or damaged)."""
+    from uwf.runs.service import runs_after
+    from uwf.threads.service import find_repo
+
+    repo = find_repo(None) if scope == "repo" else None
+    if repo is None:
+        lifecycles = store.views.counts("runs", "derived")
+        archived = store.views.counts("runs", "archived").get(1, 0)
+    else:
+        lifecycles = {state: store.views.count(Query("runs", (("repo", "=", repo),
+                                                              ("derived", "=", state))))
+                      for state in ("running", "blocked", "failed", "completed", "cancelled",
+                                    "queued")}
+        archived = store.views.count(Query("runs", (("repo", "=", repo), ("archived", "=", 1))))
+    repos = store.views.counts("runs", "repo")
+    # A repo named only by queue entries (work queued, no run started yet) is one of the
+    # store's repos too: one GROUP BY over the queue's repo index.
+    entries = store.views.counts("queue", "repo")
+    stale: list[str] = []
+    behind = view.behind if view is not None and view.status == "stale" else 0
+    if behind:
+        stale = list(runs_after(store, view.checkpoint if view else 0))
+    checkpoint = store.views.checkpoints().get("runs")
+    return {
+        # The index's sourceFingerprint: the chain digest of the last log line the runs
+        # view folded (its checkpoint), so it names the exact log prefix the index was
+        # built from; the 32 zeros of an empty log before anything is folded.
+        "sourceFingerprint": checkpoint.digest if checkpoint is not None else GENESIS.digest,
+        "lifecycles": {str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
+                       if n},
+        "archived": archived,
+        "repos": [{"repo": str(name), "runs": repos.get(name, 0),
+                   "queueEntries": entries.get(name, 0)}
+                  for name in sorted({*repos, *entries}, key=str)
+                  if name is not None and (repo is None or name == repo)],
+        "staleRuns": stale[:STALE_SHOWN],
+        "staleCount": len(stale),
+        "missingRuns": [entry["thread"] for entry in missing],
+        "corruptRuns": [entry["thread"] for entry in corrupt],
+    }
+
+
+def _damaged_heads(store: Store) -> tuple[int, dict[str, list[dict[str, str]]]]:
+    """Open (active or blocked) threads whose head node is not in the CAS (`missing`),
+    or is there but does not hash to its name (`corrupt`).
+
+    Only open threads: they are the ones a step or an agent will read, and their
+    number stays small while ended threads pile up. One index range of the view and
+    one read (and hash) per open thread; the views are read as persisted (show never
+    catches up).
+    """
+    from uwf.threads.service import head_damage
+
+    decode = store.journal.projections["threads"].decode
+    checked = 0
+    # Of the open threads, in key (creation) order.
+    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
+    for key, raw in store.views.query(Query("threads", (("open", "=", 1),))):
+        state = decode(raw)
+        head = state.head or state.start
+        checked += 1
+        damage = head_damage(store.cas, head)
+        if damage is not None:
+            damaged[damage].append({"thread": key, "head": head})
+    return checked, damaged
+
+
+def _thread_counts(store: Store) -> dict[str, int]:
+    """Threads per state: kept up to date by the view store, not counted row by row."""
+    counts = store.views.counts("threads", "state")
+    return {str(state): n for state, n in sorted(counts.items(), key=lambda item: str(item[0]))}
+
+
+def refresh(store: Store, progress: Progress | None = None) -> dict[str, Any]:
+    """Catch the views up with the log."""
+    before = store.journal.views.checkpoints()
+    head = store.journal.refresh(progress)
+    start = min((before.get(name, GENESIS).seq for name in store.journal.projections),
+                default=0)
+    return {"checkpoint": head.seq, "applied": head.seq - start, "status": "valid"}
+
+
+def rebuild(store: Store, progress: Progress | None = None) -> dict[str, Any]:
+    """Drop the views and replay the whole log."""
+    head = store.journal.rebuild(progress)
+    rows = sum(store.views.count(Query(name)) for name in store.journal.projections)
+    return {"checkpoint": head.seq, "rows": rows, "status": "valid"}
+
+
+def verify(store: Store) -> dict[str, Any]:
+    """Replay into a scratch copy and compare with the persisted views row by row."""
+    differences: list[dict[str, str]] = []
+    try:
+        head = store.journal.refresh()
+        expected = store.journal.replay()
+    except Corrupt as exc:
+        return {"ok": False, "checkpoint": None, "rows": 0,
+                "differences": [{"view": "*", "key": "*", "problem": exc.line()}]}
+    persisted = {
+        (name, key): raw
+        for name in store.journal.projections
+        for key, raw in store.views.scan(name)
+    }
+    for view, key in sorted(expected.keys() | persisted.keys()):
+        want, have = expected.get((view, key)), persisted.get((view, key))
+        if have is None:
+            differences.append({"view": view, "key": key, "problem": "missing from the views"})
+        elif want is None:
+            differences.append({"view": view, "key": key, "problem": "not produced by replay"})
+        elif want.value != have:
+            differences.append({"view": view, "key": key, "problem": "differs from replay"})
+        else:
+            columns = store.journal.projections[view].spec().columns
+            where = (("key", "=", key), *((column, "=", value) for column, value in
+                                          zip(columns, want.columns, strict=True)
+                                          if value is not None))
+            if store.views.count(Query(view, where)) != 1:
+                differences.append({"view": view, "key": key,
+                                    "problem": "indexed columns differ from replay"})
+    for name in store.journal.projections:
+        spec = store.journal.projections[name].spec()
+        for column in spec.counted:
+            want_counts: dict[Any, int] = {}
+            for (view, _), row in expected.items():
+                if view == name:
+                    value = row.columns[spec.columns.index(column)]
+                    want_counts[value] = want_counts.get(value, 0) + 1
+            if store.views.counts(name, column) != want_counts:
+                differences.append({"view": name, "key": "*",
+                                    "problem": f"counts by {column} differ from replay"})
+    return {"ok": not differences, "checkpoint": head.seq, "rows": len(persisted),
+            "differences": differences}

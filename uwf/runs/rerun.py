@@ -1,0 +1,255 @@
+"""Continue a run (`run resume`) or run it again as a new one (`run rerun`).
+
+`resume` is read-only by default: the next role, its rendered edge prompt and
+the agent the config resolves, identical on repeat; `--once` and `--drive` hand
+the run to the thread engine. `rerun` starts a new thread beside the original
+(same workflow, prompt and repo) and links it (`run.rerun_linked`: generation
+one past the original, origin pinned to the chain's first run). With
+`incremental`, each step of the original whose inputs are unchanged -- the
+role's definition, the rendered edge prompt, the previous output and the
+resolved agent -- is taken over without running an agent; the first step that
+differs runs live, and so does everything after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from uwf.cas.store import builtin_hash
+from uwf.config.configfile import Config, load_config, resolve_agent
+from uwf.engine.events import EventData, NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import Rejected, UwfError
+from uwf.runs.events import RunRerunLinked
+from uwf.runs.projection import RunState, derived_at
+from uwf.runs.service import damaged_nodes, get_run, record, state_path
+from uwf.store import Store
+from uwf.threads.events import (
+    INPUTS_DIGEST_CHARS,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepped,
+)
+from uwf.threads.projection import ThreadState
+from uwf.threads.routing import next_decision, route
+from uwf.threads.service import chain
+from uwf.threads.steps import StepState
+from uwf.workflow.moderator import END, NoTransition, status_of
+from uwf.workflows.discovery import is_workflow_file
+
+DEFAULT_RECENT = 5
+
+
+# -- resume --------------------------------------------------------------------------
+
+def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
+           config: Config | None = None) -> dict[str, Any]:
+    """Where the run stands and what runs next; writes nothing."""
+    views = store.read()
+    run = get_run(views, run_id)
+    now = store.clock()
+    _refuse_missing(store, run)
+    thread = run.thread
+    result: dict[str, Any] = {"run": record(run, now, source=state_path(store)), "next": None}
+    steps = [{"hash": node.hash, "role": node.payload["role"], "agent": node.payload["agent"]}
+             for node in chain(store, thread.head, recent)] if recent else []
+    result["recentSteps"] = steps
+    if thread.done:
+        result["nextActions"] = [f"uwf run rerun {run_id}"]
+        return result
+    if thread.in_flight is not None:
+        flight = thread.in_flight
+        result["next"] = {"role": flight.role, "prompt": flight.edge_prompt,
+                          "agent": flight.agent, "inFlight": True}
+        result["nextActions"] = [f"wait for the step in flight (role {flight.role})"]
+        return result
+    try:
+        workflow, decision = next_decision(store.cas, thread)
+    except NoTransition as exc:
+        result["blocked"] = exc.what
+        result["nextActions"] = ["fix the workflow's graph and register it, then "
+                                 f"`uwf run rerun {run_id} --incremental --workflow NAME`"]
+        return result
+    if decision.ends:
+        result["next"] = {"role": END, "prompt": "", "agent": None}
+        result["nextActions"] = [f"uwf run resume {run_id} --once"]
+        return result
+    choice = resolve_agent(config or load_config(), workflow["name"], decision.role, None)
+    result["next"] = {"role": decision.role, "prompt": decision.prompt,
+                      "agent": None if choice is None else
+                      {"name": choice.name, "argv": choice.argv, "source": choice.source}}
+    result["nextActions"] = (
+        [f"configure an agent for role {decision.role} (defaultAgent or agentOverrides)"]
+        if choice is None else [f"uwf run resume {run_id} --once",
+                                f"uwf run resume {run_id} --drive"])
+    return result
+
+
+def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None,
+          agent: str | None = None, timeout: float = 3600.0) -> dict[str, Any]:
+    """Advance the run through the thread engine: one step, or to the end."""
+    from uwf.threads.stepping import run_thread, step_thread
+
+    run = get_run(store.read(), run_id)
+    if run.thread.done:
+        raise Rejected(f"run {run_id} has ended", f"rerun it with `uwf run rerun {run_id}`")
+    config = config or load_config()
+    if once:
+        step_thread(store, run_id, agent, timeout, config)
+    else:
+        run_thread(store, run_id, agent=agent, timeout=timeout, config=config)
+    return {"run": record(get_run(store.read(), run_id), store.clock(),
+                          source=state_path(store)),
+            "drive": {"mode": "once" if once else "drive"}}
+
+
+# -- rerun ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Reuse:
+    """A step of the original taken over: its new StepNode and event."""
+
+    head: str
+    event: ThreadStepped
+
+
+def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = False,
+          workflow: str | None = None, config: Config | None = None) -> dict[str, Any]:
+    """A new run of the same workflow (or `workflow`), prompt and repo, linked."""
+    from ulid import ULID
+
+    from uwf.workflows.service import put_workflow, resolve_workflow
+
+    views = store.read()
+    original = get_run(views, run_id)
+    _check_rerunnable(store, original, store.clock())
+    if workflow is not None and is_workflow_file(workflow):
+        # A file is registered first, as `thread start FILE` does (after the checks, so a
+        # refused rerun registers nothing).
+        workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
+        views = store.read()
+    prompt = str(store.cas.get(original.thread.start).payload["prompt"])
+    workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow
+                              else (original.thread.workflow,
+                                    store.cas.get(original.thread.workflow).payload))
+    store.cas.ensure_builtins()
+    start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash,
+                                                      "prompt": prompt})
+    new_id = str(ULID.from_timestamp(store.clock()))
+    link = original.provenance
+    linked = RunRerunLinked(
+        rerun_of=run_id, rerun_of_repo=original.thread.repo,
+        origin_run_id=link.origin_run_id if link else run_id,
+        generation=(link.generation if link else 0) + 1, reason=reason,
+        incremental=incremental)
+    started = ThreadStarted(workflow_hash, str(payload["name"]), start, original.thread.repo,
+                            inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
+    fresh = ThreadState(new_id, workflow_hash, str(payload["name"]), start,
+                        original.thread.repo, "", "")
+    reused, ended = (_reusable(store, views, original, fresh, config or load_config())
+                     if incremental else ([], False))
+    subject = f"thread/{new_id}"
+
+    def decide(views: Views) -> Outcome[None]:
+        _check_rerunnable(store, get_run(views, run_id), store.clock())
+        data: list[EventData] = [started, linked, *(step.event for step in reused)]
+        if ended:
+            data.append(ThreadEnded("end"))
+        return Outcome([NewEvent(subject, item) for item in data], None)
+
+    store.journal.write(decide)
+    new = get_run(store.read(), new_id)
+    return {"runId": new_id, "rerunOf": run_id, "originRunId": linked.origin_run_id,
+            "generation": linked.generation, "workflow": workflow_hash,
+            "reused": [step.event.reused for step in reused],
+            "run": record(new, store.clock(), source=state_path(store))}
+
+
+def _check_rerunnable(store: Store, run: RunState, now: int) -> None:
+    run_id = run.thread.thread
+    if derived_at(run, now) == "running":
+        raise Rejected(f"run {run_id} is running",
+                       f"wait for it to end, or end it with `uwf thread kill {run_id}`")
+    _refuse_missing(store, run)
+
+
+def _refuse_missing(store: Store, run: RunState) -> None:
+    """A run whose nodes are gone or damaged is neither resumed nor rerun: it fails
+    closed."""
+    run_id = run.thread.thread
+    damage = damaged_nodes(store, run)
+    if damage["missing"]:
+        raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
+                       f"{', '.join(damage['missing'])}", f"see `uwf run show {run_id}`")
+    if damage["corrupt"]:
+        raise Rejected(f"run {run_id} refers to nodes damaged in the CAS (they do not hash "
+                       f"to their names): {', '.join(damage['corrupt'])}",
+                       f"see `uwf run show {run_id}`")
+
+
+def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState,
+              config: Config) -> tuple[list[_Reuse], bool]:
+    """The original's steps the new run takes over, oldest first, and whether the new
+    run then ends (its next target is `$END`), as a live step would end it."""
+    from ulid import ULID
+
+    cas = store.cas
+    old_workflow = cas.get(original.thread.workflow).payload
+    taken: list[_Reuse] = []
+    state = fresh
+    for node in chain(store, original.thread.head):
+        step = node.payload
+        try:
+            new_workflow, decision = next_decision(cas, state)
+        except (NoTransition, UwfError):
+            break
+        role = decision.role
+        if decision.ends or role != step["role"]:
+            break
+        if new_workflow["roles"].get(role) != old_workflow["roles"].get(role):
+            break
+        chosen = _chosen(views, node.hash)
+        if chosen is None or chosen.edge_prompt != decision.prompt:
+            break
+        agent = resolve_agent(config, new_workflow["name"], role, None)
+        if agent is None or agent.name != chosen.agent:
+            break
+        payload = {"start": state.start, "prev": state.head, "role": role,
+                   "output": step["output"], "detail": step["detail"], "agent": step["agent"],
+                   "edgePrompt": decision.prompt}
+        head = cas.put(builtin_hash("StepNode"), payload)
+        output = cas.get(step["output"]).payload
+        event = ThreadStepped(str(ULID.from_timestamp(store.clock())), head, role,
+                              status_of(role, output), step["output"], reused=node.hash)
+        taken.append(_Reuse(head, event))
+        state = msgspec.structs.replace(state, head=head, steps=state.steps + 1)
+    if not taken:
+        return taken, False
+    try:
+        role, output = taken[-1].event.role, cas.get(taken[-1].event.output).payload
+        _, decision = route(cas, state, role, output, state.head)
+    except UwfError:
+        return taken, False
+    return taken, decision.role == END
+
+
+def _chosen(views: Views, head: str) -> StepState | None:
+    """What uwf chose for the step that produced `head` (following reused steps back
+    to the step an agent really ran)."""
+    seen: set[str] = set()
+    current: str | None = head
+    while current is not None and current not in seen:
+        seen.add(current)
+        rows: list[StepState] = views.query(Query("steps", (("head", "=", current),),
+                                                  limit=1))
+        if not rows:
+            return None
+        if rows[0].reused is None:
+            return rows[0]
+        current = rows[0].reused
+    return None

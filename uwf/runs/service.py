@@ -1,0 +1,338 @@
+"""The run registry (SPEC §7): find, classify, resume, archive and rerun runs.
+
+A run is a thread; its record is a row of the `runs` view, folded from the log
+(never an authority: delete `views/` and the same records come back). Every
+listing is one indexed query over that view, ordered by (createdAt, runId),
+so a page costs what it returns however many runs the store holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from uwf import __version__
+from uwf.cas.hashing import is_hash
+from uwf.engine.clock import format_ts, parse_instant
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.runs.projection import DERIVED, LIFECYCLES, RunState, derived_at, lifecycle
+from uwf.store import Store
+from uwf.threads.projection import ThreadState
+from uwf.threads.service import check_thread_id, find_repo, head_of, in_flight
+
+SCOPES = ("home", "repo")
+# The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
+RECORD_SCHEMA_VERSION = 1
+DEFAULT_LIMIT = 50
+_MS_PER_DAY = 86_400_000
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What `run search`, `run list` and `history` select."""
+
+    workflow: str | None = None
+    status: str | None = None
+    text: str | None = None
+    repo: str | None = None
+    since: str | None = None
+    until: str | None = None
+    scope: str = "home"
+    include_archived: bool = True
+
+
+def get_run(views: Views, run_id: str) -> RunState:
+    check_thread_id(run_id)
+    state: RunState | None = views.get("runs", run_id)
+    if state is None:
+        raise NotFound(f"no run {run_id}", "find runs with `uwf run search`")
+    return state
+
+
+def damaged_nodes(store: Store, run: RunState) -> dict[str, list[str]]:
+    """The nodes the run refers to (workflow, start, head) that the CAS does not hold
+    (`missing`) or holds damaged (`corrupt`: the file does not hash to its name, or is
+    no node at all). Each is read and its hash checked (once per process per node), so
+    an edited node is never taken for a healthy one; empty lists when all is well."""
+    from uwf.threads.service import head_damage
+
+    thread = run.thread
+    wanted = dict.fromkeys([thread.workflow, thread.start,
+                            *([thread.head] if thread.head else [])])
+    found: dict[str, list[str]] = {"missing": [], "corrupt": []}
+    for hash_ in wanted:
+        damage = head_damage(store.cas, hash_)
+        if damage is not None:
+            found[damage].append(hash_)
+    return found
+
+
+def freshness_of(damage: dict[str, list[str]]) -> str:
+    """`missing` when a node is gone, else `corrupt` when one is damaged, else `valid`."""
+    return "missing" if damage["missing"] else "corrupt" if damage["corrupt"] else "valid"
+
+
+def state_path(store: Store) -> str:
+    """Where a run's source of truth is: the store's event log (`:memory:` for the
+    in-memory store)."""
+    return str(store.root / "events") if store.root is not None else ":memory:"
+
+
+def record(run: RunState, now_ms: int, freshness: str = "valid", *,
+           source: str | None = None, stale: bool = False) -> dict[str, Any]:
+    """A RunRecord as SPEC §7 and the run-registry seed list its fields (docs/runs.md).
+
+    `source` is the record's statePath (`state_path(store)`); `stale` says that the
+    log holds events of the run the views had not folded when it was read."""
+    thread = run.thread
+    provenance = None
+    if run.provenance is not None:
+        link = run.provenance
+        provenance = {"rerunOf": link.rerun_of, "rerunOfRepo": link.rerun_of_repo,
+                      "originRunId": link.origin_run_id, "generation": link.generation,
+                      "reason": link.reason, "incremental": link.incremental}
+    running = int(thread.in_flight is not None)
+    return {
+        "schemaVersion": RECORD_SCHEMA_VERSION,
+        "runId": thread.thread,
+        "appVersion": __version__,
+        "workflow": {"name": thread.name, "hash": thread.workflow},
+        "title": run.title,
+        "repo": thread.repo,
+        "runDir": None,
+        "statePath": source,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+        "loopStage": loop_stage(thread),
+        "lifecycle": lifecycle(run, now_ms),
+        "derivedLifecycle": derived_at(run, now_ms),
+        "archived": run.archived,
+        "archivedAt": run.archived_at,
+        "archiveReason": run.archive_reason,
+        "steps": thread.steps,
+        "reusedSteps": run.reused_steps,
+        "tasks": {"total": thread.steps + thread.failures + running, "pending": 0,
+                  "running": running, "failed": thread.failures, "completed": thread.steps},
+        "commitCount": 0,
+        "verifierGatedCommitCount": 0,
+        "openFeedbackCount": int(thread.state == "blocked"),
+        "lastRole": thread.last_role,
+        "lastStatus": thread.last_status,
+        "head": head_of(thread),
+        "inFlight": in_flight(thread),
+        "usage": usage_record(run),
+        "inputsDigest": run.inputs_digest,
+        "sourceFingerprint": run.source_fingerprint,
+        "provenance": provenance,
+        "freshness": freshness,
+        "stale": stale,
+    }
+
+
+def loop_stage(thread: ThreadState) -> str:
+    """Where the run is in its loop, from the log alone (no node is read): the role of
+    the step in flight, else the role it is blocked at, else `$END` once it reached
+    it, else the last role that stepped (`$START` before the first step)."""
+    if thread.in_flight is not None:
+        return thread.in_flight.role
+    if thread.state == "blocked" and thread.blocked_role is not None:
+        return thread.blocked_role
+    if thread.state == "ended":
+        return "$END"
+    return thread.last_role or "$START"
+
+
+def usage_record(run: RunState) -> dict[str, Any] | None:
+    """The usage the run's steps reported, summed (None: no step reported any)."""
+    usage = run.usage
+    if usage is None:
+        return None
+    # A sum of binary fractions (0.1 + 0.2) is shown at 10 decimals, not 0.30000000000000004.
+    cost = None if usage.cost is None else round(usage.cost, 10)
+    return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+            "cost": cost, "reportedSteps": usage.reported_steps}
+
+
+class _Subject(msgspec.Struct):
+    subject: str = ""
+
+
+def runs_after(store: Store, seq: int) -> dict[str, None]:
+    """The runs (thread ids, in log order) that events after `seq` are about: the runs
+    a view checkpointed at `seq` is stale for. Reads as many lines as the log is ahead."""
+    seen: dict[str, None] = {}
+    decoder = msgspec.json.Decoder(_Subject)
+    for line in store.log.read(after=seq):
+        try:
+            subject = decoder.decode(line.raw).subject
+        except (msgspec.DecodeError, UnicodeDecodeError):  # fail closed, naming it
+            raise Corrupt(f"log line {line.seq} ({line.where}) is not a valid event",
+                          "run `uwf log verify`") from None
+        if subject.startswith("thread/"):
+            seen.setdefault(subject.removeprefix("thread/"), None)
+    return seen
+
+
+def _stale_since(store: Store, views: Views) -> dict[str, None]:
+    """The runs with events after the checkpoint `views` was caught up to: a write
+    that landed while this read ran (usually none: one comparison of log heads)."""
+    if store.log.head().seq <= views.head.seq:
+        return {}
+    return runs_after(store, views.head.seq)
+
+
+def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
+                  ) -> dict[str, Any]:
+    return record(run, now_ms, freshness_of(damaged_nodes(store, run)),
+                  source=state_path(store), stale=run.thread.thread in stale)
+
+
+# -- search, list, history -----------------------------------------------------------
+
+def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
+           offset: int = 0, *, newest_first: bool = False) -> dict[str, Any]:
+    """Runs the filters select, by (createdAt, runId) (newest first for history)."""
+    views = store.read()
+    now = store.clock()
+    where = _where(views, filters, now)
+    order = ("-created_at", "-key") if newest_first else ("created_at", "key")
+    query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
+    found = views.query(query)
+    stale = _stale_since(store, views)
+    runs = [_fresh_record(store, run, now, stale) for run in found]
+    return {"scope": filters.scope, "total": views.count(query), "limit": limit,
+            "offset": offset, "runs": runs}
+
+
+def _where(views: Views, filters: RunFilter, now: int) -> list[tuple[str, str, Any]]:
+    where: list[tuple[str, str, Any]] = []
+    if filters.scope not in SCOPES:
+        raise UsageError(f"unknown scope {filters.scope!r}", "give repo or home")
+    if filters.status is not None:
+        where.extend(status_terms(filters.status, now))
+    if not filters.include_archived:
+        where.append(("archived", "=", 0))
+    if filters.workflow is not None:
+        where.append(_workflow_term(views, filters.workflow))
+    if filters.repo is not None:
+        where.append(("repo", "=", find_repo(filters.repo)))
+    if filters.scope == "repo":
+        where.append(("repo", "=", find_repo(None)))
+    if filters.since is not None:
+        where.append(("created_at", ">=", format_ts(parse_instant(filters.since, "--since"))))
+    if filters.until is not None:
+        where.append(("created_at", "<=", format_ts(parse_instant(filters.until, "--until"))))
+    return where
+
+
+def status_terms(status: str, now: int) -> list[tuple[str, str, Any]]:
+    """A lifecycle word as index terms: `archived` is the overlay; every other word
+    matches the derived lifecycle, archived runs included (`--include-archived`)."""
+    if status not in LIFECYCLES:
+        raise UsageError(f"unknown status {status!r}", f"give one of {', '.join(LIFECYCLES)}")
+    if status == "archived":
+        return [("archived", "=", 1)]
+    if status == "running":
+        return [("derived", "=", "running"), ("deadline", ">=", now)]
+    if status == "stalled":
+        return [("derived", "=", "running"), ("deadline", "<", now)]
+    return [("derived", "=", status)]
+
+
+def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
+    """A registered name matches runs of any version of it; a hash, runs of that one."""
+    if views.get("workflows", ref) is not None:
+        return ("workflow", "=", ref)
+    if is_hash(ref):
+        return ("workflow_hash", "=", ref)
+    raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
+
+
+# -- show ----------------------------------------------------------------------------
+
+def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
+    """One run. When a node it refers to is gone or damaged: `found: false`, freshness
+    `missing` or `corrupt` (an unreadable run state is treated as missing, never as
+    success), and the last-known record under `lastKnown`, never as a live status.
+    `scope` `repo`: a run of another repo than the current one is not found."""
+    views = store.read()
+    run = get_run(views, run_id)
+    if scope == "repo":
+        from uwf.threads.service import find_repo
+
+        here = find_repo(None)
+        if run.thread.repo != here:
+            raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
+                           f"({here})", "drop --scope repo, or run it from that repo")
+    now = store.clock()
+    stale = run_id in _stale_since(store, views)
+    damage = damaged_nodes(store, run)
+    freshness = freshness_of(damage)
+    source = state_path(store)
+    if freshness != "valid":
+        return {"found": False, "freshness": freshness, "missingNodes": damage["missing"],
+                "corruptNodes": damage["corrupt"],
+                "lastKnown": record(run, now, freshness, source=source, stale=stale),
+                "nextAction": "restore the nodes from a backup, or archive the run; "
+                              "`json-cas verify --all` lists what else is damaged"}
+    return {"found": True, "freshness": "valid",
+            "run": record(run, now, source=source, stale=stale)}
+
+
+# -- archive -------------------------------------------------------------------------
+
+def archive(store: Store, run_id: str, reason: str = "", *, unarchive: bool = False
+            ) -> dict[str, Any]:
+    from uwf.engine.events import NewEvent
+    from uwf.runs.events import RunArchived, RunUnarchived
+
+    def decide(views: Views) -> Outcome[None]:
+        run = get_run(views, run_id)
+        if unarchive and not run.archived:
+            raise Rejected(f"run {run_id} is not archived", "nothing to do")
+        if not unarchive and run.archived:
+            raise Rejected(f"run {run_id} is already archived (at {run.archived_at})",
+                           f"unarchive it with `uwf run archive {run_id} --unarchive`")
+        data = RunUnarchived(reason) if unarchive else RunArchived(reason)
+        return Outcome([NewEvent(f"thread/{run_id}", data)], None)
+
+    store.journal.write(decide)
+    return show(store, run_id)
+
+
+def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> dict[str, Any]:
+    """Archive every run not archived whose last activity (updatedAt) is older than the
+    window, and whose derived lifecycle is among `states` when any are given. A window
+    of 0 days archives nothing: retention is opt-in."""
+    from uwf.engine.events import NewEvent
+    from uwf.runs.events import RunArchived
+
+    wanted = tuple(dict.fromkeys(states))
+    if unknown := [state for state in wanted if state not in DERIVED]:
+        raise UsageError(f"unknown state {unknown[0]!r}", f"give one of {', '.join(DERIVED)}")
+    if older_than_days < 0:
+        raise UsageError("--older-than-days must be 0 or more", "give a number of days")
+    now = store.clock()
+    cutoff = format_ts(max(0, now - older_than_days * _MS_PER_DAY))  # no earlier than 1970
+    result: dict[str, Any] = {"olderThanDays": older_than_days, "cutoff": cutoff,
+                              "states": list(wanted), "archived": [], "count": 0}
+    if older_than_days == 0:
+        result["note"] = "no window given: nothing archived (give --older-than-days N)"
+        return result
+    reason = f"retention: no activity for {older_than_days} days"
+
+    def decide(views: Views) -> Outcome[list[str]]:
+        where: list[tuple[str, str, Any]] = [("archived", "=", 0), ("updated_at", "<", cutoff)]
+        if wanted:
+            where.append(("derived", "in", wanted))
+        chosen = [run.thread.thread for run in views.query(Query("runs", tuple(where)))]
+        events = [NewEvent(f"thread/{run_id}", RunArchived(reason)) for run_id in chosen]
+        return Outcome(events, chosen)
+
+    chosen = store.journal.write(decide)
+    return {**result, "archived": chosen, "count": len(chosen)}

@@ -1,0 +1,198 @@
+"""`uwf agent context|submit`: the agent kit's two halves, for any language.
+
+An agent reads its context (role, schema, prompts, history), does its work,
+then submits its output: uwf validates it, writes the output, detail and
+StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
+`uwf thread step` does that after its checks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import builtin_hash
+from uwf.config.configfile import Config
+from uwf.config.limits import DEFAULT_HISTORY
+from uwf.errors import NotFound, Rejected, UsageError
+from uwf.store import Store
+from uwf.threads.projection import ThreadState
+from uwf.threads.routing import next_decision
+from uwf.threads.service import chain, get_thread
+from uwf.workflow.moderator import NoTransition, status_of
+
+# How much history to give: a number of steps (0: none, only `steps` and `visits`),
+# "all", or None for the default (UWF_HISTORY > config historyLimit > DEFAULT_HISTORY).
+HistoryLimit = int | Literal["all"] | None
+
+
+def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
+    workflow = store.cas.get(state.workflow).payload
+    if role not in workflow["roles"]:
+        raise NotFound(f'workflow "{state.name}" has no role {role!r}',
+                       f"roles: {', '.join(workflow['roles'])}")
+    definition: dict[str, Any] = workflow["roles"][role]
+    return definition
+
+
+def _history_limit(requested: HistoryLimit = None, config: Config | None = None,
+                   env: Mapping[str, str] | None = None) -> int | None:
+    """How many steps of history to give (None: all of them).
+
+    `requested` wins when given; else `UWF_HISTORY` (a number, or `all`) from `env`
+    (default: this process's environment over the config's `.env`, as an agent sees
+    it); else the config's `historyLimit` (`config`, or the config file when None);
+    else DEFAULT_HISTORY. A bad value is a usage error.
+    """
+    value: int | str | None = requested
+    if value is None:
+        if env is None:
+            from uwf.config.env import with_dotenv
+
+            env = with_dotenv(os.environ)
+        raw = env.get("UWF_HISTORY", "").strip()
+        if raw.lower() == "all":
+            return None
+        if raw:
+            from uwf.config.env import env_number
+
+            return int(env_number("UWF_HISTORY", DEFAULT_HISTORY, integer=True, environ=env))
+        if config is None:
+            from uwf.config.configfile import load_config
+
+            config = load_config()
+        value = config.settings.history_limit
+        if value is None:
+            return DEFAULT_HISTORY
+    if value == "all":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"history limit must be a number of steps (0 or more) or 'all', "
+                         f"not {value!r}", "give a number or 'all'")
+    return value
+
+
+def agent_context(
+    store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
+    config: Config | None = None, env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything an agent needs for one step of `thread` as `role`.
+
+    `history` lists the last steps, oldest first: `history_limit` of them (0: none;
+    "all": every one), by default `UWF_HISTORY` (from `env`, else this process's
+    environment over the config's `.env`, as an agent sees it), else the config's
+    `historyLimit` (from `config`, or the config file), else DEFAULT_HISTORY (20).
+    Only those StepNodes are read, so the cost of a context does not grow with the
+    thread. `steps` counts every step; `historyTruncated` says that `history` has
+    fewer. Each step gives its `detail` as a hash, never the node: a detail is a
+    transcript or a child thread, often large.
+    """
+    limit = _history_limit(history_limit, config, env)
+    state = get_thread(store.read(), thread)
+    definition = _role(store, state, role)
+    prompt = store.cas.get(state.start).payload["prompt"]
+    edge_prompt = ""
+    step_id = None
+    if state.in_flight is not None and state.in_flight.role == role:
+        edge_prompt, step_id = state.in_flight.edge_prompt, state.in_flight.step_id
+    elif not state.done:
+        try:
+            _, decision = next_decision(store.cas, state)
+            if decision.role == role:
+                edge_prompt = decision.prompt
+        except NoTransition:
+            pass
+    history = []
+    for node in chain(store, state.head, limit):
+        output = store.cas.get(node.payload["output"]).payload
+        history.append({"role": node.payload["role"],
+                        "status": status_of(node.payload["role"], output),
+                        "output": output, "step": node.hash, "agent": node.payload["agent"],
+                        "detail": node.payload["detail"]})
+    return {
+        "thread": thread,
+        "workflow": state.workflow,
+        "workflowName": state.name,
+        "role": {"name": role, **definition,
+                 "schema": store.cas.get(definition["meta"]).payload},
+        "prompt": prompt,
+        "edgePrompt": edge_prompt,
+        "history": history,
+        "head": state.head,
+        "start": state.start,
+        "stepId": step_id,
+        "steps": state.steps,
+        "historyTruncated": len(history) < state.steps,
+        "visits": state.visits,
+    }
+
+
+def submit_step(
+    store: Store,
+    thread: str,
+    role: str,
+    output: Any,
+    detail: str | None = None,
+    *,
+    detail_ref: str | None = None,
+    agent: str = "manual",
+    started_at_ms: int | None = None,
+    edge_prompt: str | None = None,
+    usage: Any = None,
+) -> str:
+    """Validate `output`, write output/detail/StepNode nodes; return the StepNode hash.
+
+    `detail` is text stored as a Text node; `detail_ref` instead names an existing
+    node (a sub-workflow's terminal StepNode, say). `usage` (`{inputTokens,
+    outputTokens, cost}`), given here or as a top-level `usage` field of `output`
+    that the role's schema does not declare, is taken out of the output and kept
+    in the detail's front matter (uwf/threads/usage.py).
+    """
+    from uwf.threads.usage import parse_usage, split_usage, with_usage
+
+    state = get_thread(store.read(), thread)
+    if state.done:
+        raise Rejected(f"thread {thread} has ended", "nothing to submit to")
+    definition = _role(store, state, role)
+    schema = definition["meta"]
+    output, reported = split_usage(output, store.cas.get(schema).payload)
+    if usage is not None:
+        if reported is not None:
+            raise UsageError("usage is given twice: in the output and on its own",
+                             "give it once")
+        reported = parse_usage(usage)
+    if reported is not None and detail_ref is not None:
+        raise UsageError("usage is kept in a text detail, and this detail is a node "
+                         f"given by reference ({detail_ref})", "report usage without it")
+    problems = store.cas.problems(schema, output)
+    if problems:
+        raise Rejected(f"output does not match the {role} schema: {'; '.join(problems)}",
+                       "fix the output and submit again")
+    store.cas.ensure_builtins()
+    output_hash = store.cas.put(schema, output)
+    if detail_ref is not None:
+        if not is_hash(detail_ref) or not store.cas.has(detail_ref):
+            raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")
+        detail_hash = detail_ref
+    else:
+        text = detail or ""
+        detail_hash = store.cas.put_text(text if reported is None
+                                         else with_usage(text, reported))
+    if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
+        edge_prompt = state.in_flight.edge_prompt
+    step: dict[str, Any] = {
+        "start": state.start,
+        "prev": state.head,
+        "role": role,
+        "output": output_hash,
+        "detail": detail_hash,
+        "agent": agent,
+    }
+    if edge_prompt:
+        step["edgePrompt"] = edge_prompt
+    if started_at_ms is not None:
+        step["startedAtMs"] = started_at_ms
+    step["completedAtMs"] = store.clock()
+    return store.cas.put(builtin_hash("StepNode"), step)

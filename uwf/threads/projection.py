@@ -1,0 +1,133 @@
+"""The `threads` view: each thread's head, progress, step in flight and state."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from uwf.engine.events import Envelope
+from uwf.engine.projection import StructProjection
+from uwf.engine.viewstore import ColumnValue
+from uwf.threads.events import (
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+
+
+class InFlight(msgspec.Struct, frozen=True, rename="camel"):
+    """A step whose agent is running (or whose process died before its deadline)."""
+
+    step_id: str
+    role: str
+    edge_prompt: str
+    agent: str
+    deadline_ms: int
+    started_at: str
+
+
+class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
+    thread: str
+    workflow: str
+    name: str
+    start: str
+    repo: str
+    created_at: str
+    updated_at: str
+    head: str | None = None
+    steps: int = 0
+    last_role: str | None = None
+    last_status: str | None = None
+    # idle (no step in flight) | running (a step in flight) | blocked | ended | killed.
+    # Logs of any age fold to these: `active` was idle and running together (version 3).
+    state: str = "idle"
+    in_flight: InFlight | None = None
+    last_failure: str | None = None
+    blocked: str | None = None
+    # The role `thread.blocked` named: the role with no agent, or the head's role whose
+    # status has no edge. What `thread show` calls the blocked thread's currentRole.
+    blocked_role: str | None = None
+    fork_of: str | None = None
+    failures: int = 0
+    visits: dict[str, int] = {}  # steps taken per role: O(1) for agents that count visits
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("ended", "killed")
+
+
+OPEN_STATES = ("idle", "running")  # what `thread list --status active` means
+_replace = msgspec.structs.replace
+
+
+def _settled(state: ThreadState) -> ThreadState:
+    """An idle or running thread is `running` exactly while a step is in flight."""
+    if state.state not in OPEN_STATES:
+        return state
+    moving = "running" if state.in_flight is not None else "idle"
+    return state if state.state == moving else _replace(state, state=moving)
+
+
+class ThreadsProjection(StructProjection):
+    name: ClassVar[str] = "threads"
+    version: ClassVar[int] = 4
+    event_types: ClassVar[frozenset[str]] = frozenset(
+        t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
+                         ThreadBlocked, ThreadEnded)
+    )
+    state_type: ClassVar[type[msgspec.Struct]] = ThreadState
+    # `thread list` reads open (not ended) threads in creation (key) order, one index
+    # range however many threads ended; `--status`, `--workflow NAME` and `--workflow
+    # HASH` are index ranges too. Counts per state are kept.
+    columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at",
+                                          "workflow")
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("open", "key"), ("state", "key"), ("repo", "key"), ("name", "key"),
+        ("created_at", "key"), ("workflow", "key"))
+    counted: ClassVar[tuple[str, ...]] = ("state",)
+
+    def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
+        return (state.state, 0 if state.done else 1, state.repo, state.name, state.created_at,
+                state.workflow)
+
+    def key(self, event: Envelope) -> str:
+        return event.subject.removeprefix("thread/")
+
+    def apply(self, state: ThreadState | None, event: Envelope) -> ThreadState | None:
+        data = event.data
+        if isinstance(data, ThreadStarted):
+            return ThreadState(
+                thread=self.key(event), workflow=data.workflow, name=data.name,
+                start=data.start, repo=data.repo, created_at=event.ts, updated_at=event.ts,
+                head=data.head, steps=data.steps, fork_of=data.fork_of, visits=data.visits,
+            )
+        if state is None:  # an event before its thread began: `log verify` reports it
+            return None
+        state = _replace(state, updated_at=event.ts)
+        if isinstance(data, ThreadStepStarted):
+            flight = InFlight(data.step_id, data.role, data.edge_prompt, data.agent,
+                              data.deadline_ms, event.ts)
+            return _replace(state, in_flight=flight, state="running", blocked=None,
+                            blocked_role=None)
+        if isinstance(data, ThreadStepped):
+            visits = {**state.visits, data.role: state.visits.get(data.role, 0) + 1}
+            return _settled(_replace(
+                state, head=data.head, steps=state.steps + 1, last_role=data.role,
+                last_status=data.status, in_flight=None, last_failure=None, visits=visits,
+            ))
+        if isinstance(data, ThreadStepFailed):
+            current = state.in_flight
+            still = None if current is not None and current.step_id == data.step_id else current
+            return _settled(_replace(state, in_flight=still, last_failure=data.reason,
+                                     failures=state.failures + 1))
+        if isinstance(data, ThreadBlocked):
+            return _replace(state, state="blocked", blocked=data.message,
+                            blocked_role=data.role)
+        if isinstance(data, ThreadEnded):
+            ended = "ended" if data.reason == "end" else "killed"
+            return _replace(state, state=ended, in_flight=None)
+        return state

@@ -1,0 +1,319 @@
+"""`uwf thread start|show|list|kill|log|fork`: threads as events over CAS nodes.
+
+A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
+`threads` view holds each thread's head. Step and run live in `stepping.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import Cas, Node, builtin_hash
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.engine.viewstore import Query
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
+from uwf.ids import ULID_PATTERN, check_ulid
+from uwf.store import Store
+from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadEnded, ThreadStarted
+from uwf.threads.projection import OPEN_STATES, ThreadState
+from uwf.threads.routing import next_decision
+from uwf.workflow.moderator import status_of
+from uwf.workflows.discovery import use_workflow
+
+# A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.
+THREAD_ID_PATTERN = ULID_PATTERN
+STATUSES = ("idle", "running", "blocked", "ended", "killed")
+# `thread list --status` also takes `active`, the word for idle and running together
+# (what a thread's state was called before a step in flight got one of its own).
+STATUS_ALIASES = {"active": OPEN_STATES}
+# The `status` `thread list` shows for a thread whose head node is not in the CAS, or
+# is there but damaged (it does not hash to its name): `thread show` fails closed on it.
+HEAD_DAMAGE = ("missing", "corrupt")
+
+
+def find_repo(explicit: str | None = None) -> str:
+    """The git top level of `--repo PATH` (else of the working directory): the nearest
+    folder up from it holding `.git`; the folder itself when there is none."""
+    try:
+        here = Path(explicit).expanduser().resolve() if explicit else Path.cwd().resolve()
+        for folder in (here, *here.parents):
+            if (folder / ".git").exists():
+                return str(folder)
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, no working folder
+        shown = "the working folder" if not explicit else repr(
+            explicit if len(explicit) <= 60 else explicit[:57] + "...")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot use {shown} as a repo: {reason}",
+                         "give an existing folder with --repo") from None
+    return str(here)
+
+
+def check_thread_id(thread: str) -> None:
+    """Refuse what cannot be a thread id, before looking it up (a usage error, exit 2)."""
+    check_ulid(thread, "a thread id", "copy the id from `uwf thread list --all`")
+
+
+def get_thread(views: Views, thread: str) -> ThreadState:
+    check_thread_id(thread)
+    state: ThreadState | None = views.get("threads", thread)
+    if state is None:
+        raise NotFound(f"no thread {thread}", "list them with `uwf thread list --all`")
+    return state
+
+
+def head_of(state: ThreadState) -> str:
+    """The seed's head: the last StepNode, or the StartNode before the first step."""
+    return state.head or state.start
+
+
+def summary(state: ThreadState) -> dict[str, Any]:
+    """The seed's StepOutput: {workflow, thread, head, done}."""
+    return {"workflow": state.workflow, "thread": state.thread, "head": head_of(state),
+            "done": state.done}
+
+
+def current_role(cas: Cas, state: ThreadState) -> str | None:
+    """The role the thread is at: the step in flight, else (active) where the moderator
+    routes from the head, else (blocked) the role `thread.blocked` named; None when the
+    thread is done, routes to `$END`, or the moderator cannot decide (no edge, a
+    missing or damaged node): a description, never an error."""
+    if state.done:
+        return None
+    if state.in_flight is not None:
+        return state.in_flight.role
+    if state.state == "blocked":
+        return state.blocked_role
+    try:
+        _, decision = next_decision(cas, state)
+    except UwfError:  # NoTransition (no edge, no condition holds), a missing node, ...
+        return None
+    return None if decision.ends else decision.role
+
+
+def in_flight(state: ThreadState) -> dict[str, str] | None:
+    """The step in flight, as `thread show` and the run record give it: its role, the
+    agent uwf resolved for it and when it started (None when there is none)."""
+    flight = state.in_flight
+    if flight is None:
+        return None
+    return {"role": flight.role, "agent": flight.agent, "startedAt": flight.started_at}
+
+
+def describe(cas: Cas, state: ThreadState) -> dict[str, Any]:
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
+    `inFlight` while a step is in flight (status `running`)."""
+    described = {**summary(state), "status": state.state,
+                 "currentRole": current_role(cas, state)}
+    if (flight := in_flight(state)) is not None:
+        described["inFlight"] = flight
+    return described
+
+
+def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
+    """A step's or run's output with the thread's `status` and `currentRole` as the
+    command leaves it: after the seed's fields, before any others (run's `steps`)."""
+    state = get_thread(store.read(), result["thread"])
+    seed = {key: result[key] for key in ("workflow", "thread", "head", "done")}
+    rest = {key: value for key, value in result.items() if key not in seed}
+    described = describe(store.cas, state)
+    now: dict[str, Any] = {key: described[key] for key in ("status", "currentRole",
+                                                           "inFlight") if key in described}
+    return {**seed, **now, **rest}
+
+
+def start_thread(
+    store: Store, workflow: str, prompt: str, repo: str | None = None
+) -> dict[str, str]:
+    """Create a thread (a StartNode and `thread.started`); no step runs.
+
+    `workflow` is a registered name, a Workflow hash, or a workflow file, which is
+    registered first (as `uwf workflow put` does): one command from YAML to a thread.
+    A name is also looked for in the repo's `.workflow/` folder (uwf.workflows.discovery).
+    """
+    from ulid import ULID
+
+    if not prompt.strip():
+        raise UsageError("the prompt is empty", "give the task with -p")
+    repo_path = find_repo(repo)  # a path it cannot use is refused before any node is put
+    workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
+    store.cas.ensure_builtins()
+    start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
+    thread = str(ULID.from_timestamp(store.clock()))
+    started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
+                            inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
+    return store.journal.write(lambda _views: Outcome(
+        [NewEvent(f"thread/{thread}", started)], {"workflow": workflow_hash, "thread": thread}))
+
+
+def show_thread(store: Store, thread: str) -> dict[str, Any]:
+    """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
+
+    Fails closed when the head node is missing from the CAS (or damaged): a thread
+    whose head is gone cannot be stepped, so it is not shown as live.
+    """
+    state = get_thread(store.read(), thread)
+    head = head_of(state)
+    try:
+        store.cas.get(head)
+    except NotFound:
+        raise Corrupt(f"thread {thread}'s head {head} is missing from the CAS",
+                      "restore that node from a backup (`json-cas verify --all` lists what "
+                      "else is damaged), or kill the thread") from None
+    return describe(store.cas, state)
+
+
+def head_damage(cas: Cas, head: str) -> str | None:
+    """`missing` or `corrupt` when the head node cannot be read (as `show_thread` finds
+    it), else None."""
+    try:
+        cas.get(head)
+    except NotFound:
+        return "missing"
+    except Corrupt:
+        return "corrupt"
+    return None
+
+
+def damage_line(rows: list[dict[str, Any]]) -> str | None:
+    """What `thread list` says on stderr of the damaged rows it shows (None: none)."""
+    damaged = [row for row in rows if row["status"] in HEAD_DAMAGE]
+    if not damaged:
+        return None
+    first = damaged[0]
+    what = ("is missing from the CAS" if first["status"] == "missing"
+            else "is damaged in the CAS (it does not hash to its name)")
+    more = (f" (and {len(damaged) - 1} more thread{'s' if len(damaged) > 2 else ''} shown "
+            "as missing or corrupt)" if len(damaged) > 1 else "")
+    return (f"thread {first['thread']}'s head {first['head']} {what}{more}; restore that "
+            "node from a backup (`json-cas verify --all` lists what else is damaged), or "
+            "kill the thread")
+
+
+def list_threads(store: Store, include_ended: bool = False, limit: int | None = None,
+                 offset: int = 0, *, workflow: str | None = None,
+                 statuses: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Threads oldest first: the seed's ThreadListItem plus `status` and `currentRole`.
+
+    Open threads (idle, running, blocked) by default; every thread with `include_ended`;
+    exactly the given `statuses` when any are given (`active`: idle and running).
+    `workflow` is a registered name (threads of any version of it) or a Workflow hash
+    (threads of that version).
+    An indexed read, and `currentRole` reads CAS nodes of the returned page only: the
+    cost follows the rows printed, not the threads ever created. A thread whose head
+    node is missing or damaged is listed with `status` `missing` or `corrupt` (and no
+    `currentRole`), never as healthy: `show_thread` fails closed on it.
+    """
+    given = tuple(statuses)
+    if unknown := [status for status in given
+                   if status not in STATUSES and status not in STATUS_ALIASES]:
+        raise UsageError(f"unknown status {unknown[0]!r}",
+                         "give idle, running, active, blocked, ended or killed")
+    wanted = tuple(dict.fromkeys(
+        state for status in given for state in STATUS_ALIASES.get(status, (status,))))
+    views = store.read()
+    where: list[tuple[str, str, Any]] = []
+    if wanted:
+        where.append(("state", "in", wanted))
+    elif not include_ended:
+        where.append(("open", "=", 1))
+    if workflow is not None:
+        where.append(_workflow_term(views, workflow))
+    # `done` is the seed's field for lists that may hold ended threads.
+    with_done = include_ended or any(status in ("ended", "killed") for status in wanted)
+    rows = []
+    for state in views.query(Query("threads", tuple(where), limit=limit, offset=offset)):
+        item: dict[str, Any] = {"thread": state.thread, "workflow": state.workflow,
+                                "head": head_of(state)}
+        if with_done:
+            item["done"] = state.done
+        damage = head_damage(store.cas, head_of(state))
+        item["status"] = damage or state.state
+        item["currentRole"] = None if damage else current_role(store.cas, state)
+        if not damage and (flight := in_flight(state)) is not None:
+            item["inFlight"] = flight
+        rows.append(item)
+    return rows
+
+
+def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
+    """`--workflow`: a registered name matches the threads' `name`, a hash their
+    `workflow` (a name wins over a hash of the same spelling)."""
+    if views.get("workflows", ref) is not None:
+        return ("name", "=", ref)
+    if is_hash(ref):
+        return ("workflow", "=", ref)
+    raise NotFound(f"no workflow named {ref!r}",
+                   "list them with `uwf workflow list`, or give a workflow hash")
+
+
+def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
+    """End a thread now (`thread.ended`, reason killed); its history stays."""
+
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
+        state = get_thread(views, thread)
+        if state.done:
+            raise Rejected(f"thread {thread} has already ended", "nothing to kill")
+        ended = {**summary(state), "done": True, "status": "killed", "currentRole": None}
+        return Outcome([NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))], ended)
+
+    return store.journal.write(decide)
+
+
+def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node]:
+    """The StepNodes from the first (or the `limit`-th last) to `head`, via `prev`."""
+    nodes: list[Node] = []
+    current = head
+    while current is not None and (limit is None or len(nodes) < limit):
+        node = store.cas.get(current)
+        nodes.append(node)
+        current = node.payload.get("prev")
+    nodes.reverse()
+    return nodes
+
+
+def iter_log(store: Store, thread: str) -> Iterator[dict[str, Any]]:
+    """One record per step, oldest first: role, status, output, detail, agent."""
+    state = get_thread(store.read(), thread)
+    for number, node in enumerate(chain(store, state.head), 1):
+        step = node.payload
+        output = store.cas.get(step["output"]).payload
+        record = {
+            "step": number,
+            "hash": node.hash,
+            "role": step["role"],
+            "status": status_of(step["role"], output),
+            "output": output,
+            "detail": step["detail"],
+            "agent": step["agent"],
+        }
+        for extra in ("edgePrompt", "startedAtMs", "completedAtMs"):
+            if extra in step:
+                record[extra] = step[extra]
+        yield record
+
+
+def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
+    """A new thread whose head is an earlier step of `thread` (same StartNode)."""
+    from ulid import ULID
+
+    state = get_thread(store.read(), thread)
+    steps = chain(store, state.head)
+    hashes = [node.hash for node in steps]
+    if at not in hashes:
+        raise NotFound(f"{at} is not a step of thread {thread}",
+                       f"see its steps with `uwf thread log {thread}`")
+    new = str(ULID.from_timestamp(store.clock()))
+    kept = steps[: hashes.index(at) + 1]
+    visits: dict[str, int] = {}
+    for node in kept:
+        visits[node.payload["role"]] = visits.get(node.payload["role"], 0) + 1
+    prompt = str(store.cas.get(state.start).payload["prompt"])
+    event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
+                          fork_of=thread, steps=len(kept), visits=visits,
+                          inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
+    result = {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
+    return store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{new}", event)], result))

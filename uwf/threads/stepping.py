@@ -1,0 +1,392 @@
+"""`uwf thread step|run`: one atomic step, the seed's nine steps, as three phases.
+
+1. Under the lock: check the thread, take over a step stranded past its deadline
+   (`abandoned`), ask the moderator for the next role, resolve the agent, and
+   record `thread.step_started` -- so a concurrent step of the thread is refused.
+2. Without the lock: run the agent (no shell, its own process group, a timeout
+   that kills the group) and read one StepNode hash from its stdout.
+3. Under the lock: accept the StepNode only if it exists, is a StepNode, starts
+   at the thread's StartNode, follows the current head, is the chosen role, and
+   its output validates against the role's schema. Otherwise `thread.step_failed`
+   with the reason; the head stays where it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from uwf.cas.hashing import is_hash
+from uwf.cas.store import builtin_hash
+from uwf.config.configfile import AgentChoice, Config, config_path, load_config, resolve_agent
+from uwf.config.env import with_dotenv
+from uwf.config.limits import MAX_TIMEOUT_S
+from uwf.config.secrets import MIN_LENGTH, secret_values
+from uwf.engine.clock import format_ts
+from uwf.engine.events import EventData, NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.errors import NotFound, Rejected, UsageError, UwfError
+from uwf.redact import redactor
+from uwf.store import Store
+from uwf.threads.agentproc import collect
+from uwf.threads.events import (
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+)
+from uwf.threads.projection import ThreadState
+from uwf.threads.routing import last_step, next_decision, route
+from uwf.threads.service import get_thread, summary
+from uwf.threads.usage import step_usage
+from uwf.workflow.moderator import END, Decision, NoTransition, status_of
+
+DEFAULT_TIMEOUT = 3600.0
+# A step in flight is stranded once its agent's timeout and this grace have passed.
+DEADLINE_GRACE_MS = 30_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What phase 1 decided for a step."""
+
+    thread: str
+    step_id: str
+    head: str | None
+    decision: Decision
+    agent: AgentChoice
+    started_ms: int
+    repo: str
+
+
+class StepFailed(Rejected):
+    """The step ran but its result was refused; recorded as `thread.step_failed`."""
+
+
+# An agent run in this process: (output, detail) from the step's context. For
+# embedding uwf in Python programs and for benchmarks of the engine itself.
+InProcessAgent = Callable[[dict[str, Any]], tuple[Any, str]]
+
+
+def step_thread(
+    store: Store,
+    thread: str,
+    agent: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    config: Config | None = None,
+    *,
+    in_process: InProcessAgent | None = None,
+    on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> dict[str, Any]:
+    """Run one step of `thread`; the seed's {workflow, thread, head, done}.
+
+    `on_agent` is given the agent's process as soon as it runs, so a host running
+    steps in threads (`uwf worker`) can kill its process group from another thread."""
+    if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
+        raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
+                         f"not {timeout}", "give a shorter timeout")
+    config = config or load_config()
+    # The `.env` is read again to run the agent and to mask its output: one that cannot
+    # be read is refused here, before a step is recorded that nothing would finish.
+    with_dotenv({}, config.env_file)
+    plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
+    if plan is None:  # the moderator said $END: nothing to run
+        return summary(get_thread(store.read(), thread))
+    try:
+        if in_process is not None:
+            hash_or_failure = _run_in_process(store, plan, in_process)
+        else:
+            hash_or_failure = _run_agent(store, plan, timeout, config, on_agent)
+    except (KeyboardInterrupt, SystemExit):
+        # Interrupted (Ctrl-C, SIGTERM): the agent is gone; say so now rather than
+        # leave the step in flight until its deadline.
+        with contextlib.suppress(Exception):
+            _finish(store, plan, Failure("interrupted", "the step was interrupted; its "
+                                         "agent was killed"), config)
+        raise
+    return _finish(store, plan, hash_or_failure, config)
+
+
+def run_thread(
+    store: Store,
+    thread: str,
+    *,
+    agent: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_steps: int | None = None,
+    config: Config | None = None,
+    in_process: InProcessAgent | None = None,
+) -> dict[str, Any]:
+    """Step until the thread is done (or `max_steps` steps were taken)."""
+    config = config or load_config()
+    result = summary(get_thread(store.read(), thread))
+    taken = 0
+    while not result["done"] and (max_steps is None or taken < max_steps):
+        result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
+        taken += 1
+    return {**result, "steps": taken}
+
+
+# -- phase 1 ---------------------------------------------------------------------
+
+def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
+           config: Config, *, in_process: bool = False) -> Plan | None:
+    from ulid import ULID
+
+    def decide(views: Views, now: int) -> Outcome[Plan | UwfError | None]:
+        state = get_thread(views, thread)
+        if state.done:
+            raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
+        subject = f"thread/{thread}"
+        events: list[NewEvent] = []
+        taken_over = None
+        if state.in_flight is not None:
+            flight = state.in_flight
+            # A deadline beyond any timeout uwf accepts (written before timeouts were
+            # bounded) can never be met: such a step is taken over at once.
+            possible = now + MAX_TIMEOUT_S * 1000 + DEADLINE_GRACE_MS
+            if now < flight.deadline_ms <= possible:
+                raise Rejected(
+                    f"thread {thread} has a step in flight (role {flight.role}, since "
+                    f"{flight.started_at})",
+                    "wait for it; if its process died, retry after "
+                    + format_ts(flight.deadline_ms),
+                )
+            taken_over = flight.step_id
+            events.append(NewEvent(subject, ThreadStepFailed(
+                flight.step_id, flight.role, "abandoned",
+                f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over",
+            )))
+        workflow, decision, blocked = _decide(store, state, events)
+        if decision is None:
+            return Outcome(events, blocked)
+        if decision.ends:
+            events.append(NewEvent(subject, ThreadEnded("end")))
+            return Outcome(events, None)
+        choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
+                  else resolve_agent(config, workflow["name"], decision.role, agent_flag))
+        if choice is None:
+            where = config.path or config_path()
+            message = (f'no agent configured for workflow "{workflow["name"]}" '
+                       f'role "{decision.role}"')
+            events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
+            return Outcome(events, Rejected(
+                message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
+        step_id = str(ULID.from_timestamp(now))
+        deadline = now + int(timeout * 1000) + DEADLINE_GRACE_MS
+        events.append(NewEvent(subject, ThreadStepStarted(
+            step_id, decision.role, decision.prompt, choice.name, deadline, taken_over
+        )))
+        plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
+        return Outcome(events, plan)
+
+    # A blocked thread's event is written, then its reason raised. The deadline of a
+    # step in flight is judged at the instant the writers' section was entered.
+    result = store.journal.write_at(decide)
+    if isinstance(result, UwfError):
+        raise result
+    return result
+
+
+def _decide(store: Store, state: ThreadState, events: list[NewEvent]
+            ) -> tuple[dict[str, Any], Decision | None, UwfError | None]:
+    try:
+        workflow, decision = next_decision(store.cas, state)
+    except NoTransition as exc:  # no edge for the status, or no condition holds or one failed
+        last_role, _ = last_step(store.cas, state)
+        events.append(NewEvent(f"thread/{state.thread}",
+                               ThreadBlocked("no-transition", exc.what, last_role, exc.status)))
+        return {}, None, exc
+    except NotFound as exc:
+        raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
+                       "run `uwf log verify`") from None
+    return workflow, decision, None
+
+
+# -- phase 2 ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    message: str
+
+
+def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
+               on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
+               ) -> str | Failure:
+    secrets = config.secrets()
+    # As with dotenv: the process environment wins over `.env`.
+    env = {**secrets, **os.environ}
+    env.update({
+        "UWF_HOME": str(store.root),
+        "UWF_THREAD": plan.thread,
+        "UWF_ROLE": plan.decision.role,
+        "UWF_EDGE_PROMPT": plan.decision.prompt,
+        "UWF_STEP_ID": plan.step_id,
+        "UWF_STEP_STARTED_MS": str(plan.started_ms),
+    })
+    if store.now:  # the agent's uwf calls keep the same fixed clock
+        env["UWF_NOW"] = store.now
+    argv = [*plan.agent.argv, plan.thread, plan.decision.role]
+    # An agent runs in a process group of its own, killed as one on timeout. A step
+    # run by an agent (uwf-subflow) stays in its parent's group instead, so the
+    # parent's timeout reaches the whole tree.
+    nested = "UWF_STEP_ID" in os.environ
+    try:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, start_new_session=not nested,
+            cwd=plan.repo if os.path.isdir(plan.repo) else None,  # agents work in the repo
+        )
+    except FileNotFoundError:
+        return Failure("spawn", f"agent command {argv[0]!r} not found")
+    except PermissionError:
+        return Failure("spawn", f"agent command {argv[0]!r} is not executable")
+    try:
+        if on_agent is not None:
+            on_agent(process)
+        collected = collect(process, timeout)
+    except BaseException:
+        _kill(process, nested)  # interrupted: leave no agent behind
+        raise
+    if collected is None:
+        _kill(process, nested)
+        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
+    out, err = collected
+    process.wait()
+    hidden = secret_values(os.environ, config)
+    if process.returncode != 0:
+        # Redact before cutting: a cut secret would no longer match.
+        text = _redact(err.decode("utf-8", "replace"), hidden).strip()
+        last = (text.splitlines() or [""])[-1]
+        said = f": {last[:200]}" if last else ""
+        return Failure("exit", f"agent exited with status {process.returncode}{said}")
+    # As the seed's agents do: the last non-empty line is the hash; what comes before
+    # it (progress, logs) is the agent's business.
+    text = out.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if not is_hash(last):
+        shown = _redact(text, hidden).strip()
+        shown = shown if len(shown) <= 200 else "..." + shown[-197:]
+        return Failure("garbage", f"agent printed {shown!r} instead of a StepNode hash on "
+                                  "its last line")
+    return last
+
+
+def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Failure:
+    from uwf.errors import UwfError
+    from uwf.threads.agent import agent_context, submit_step
+
+    role = plan.decision.role
+    try:
+        output, detail = agent(agent_context(store, plan.thread, role, history_limit=0))
+        return submit_step(store, plan.thread, role, output, detail, agent=plan.agent.name,
+                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt)
+    except UwfError as exc:
+        return Failure("exit", exc.line())
+
+
+def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if nested:
+            process.kill()
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()  # the pipes are closed: nothing of a descendant can hold this up
+
+
+# -- phase 3 ---------------------------------------------------------------------
+
+def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Failure | None:
+    """Why the agent's StepNode is refused, or None when it is accepted."""
+    if not store.cas.has(hash_):
+        return Failure("not-found", f"StepNode {hash_} is not in the CAS")
+    node = store.cas.get(hash_)
+    if node.type != builtin_hash("StepNode"):
+        return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
+    step = node.payload
+    if step["start"] != state.start:
+        return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
+                                      f"StartNode {state.start}")
+    if step["prev"] != state.head:
+        return Failure("stale-prev", f"its prev is {step['prev'] or 'null'}, but the head is "
+                                     f"{state.head or 'null (no step yet)'}")
+    if step["role"] != plan.decision.role:
+        return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
+                                     f"{plan.decision.role!r}")
+    workflow = store.cas.get(state.workflow).payload
+    schema = workflow["roles"][plan.decision.role]["meta"]
+    for field in ("output", "detail"):
+        if not store.cas.has(step[field]):
+            return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
+    output = store.cas.get(step["output"]).payload
+    problems = store.cas.problems(schema, output)
+    if problems:
+        return Failure("schema", f"its output violates the {plan.decision.role} schema: "
+                                 + "; ".join(problems))
+    return None
+
+
+def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
+    secrets = secret_values(os.environ, config)
+
+    def decide(views: Views) -> Outcome[StepFailed | None]:
+        state = get_thread(views, plan.thread)
+        flight = state.in_flight
+        if flight is None or flight.step_id != plan.step_id:
+            raise Rejected(f"step {plan.step_id} of thread {plan.thread} was taken over",
+                           "see `uwf log tail --subject thread/" + plan.thread + "`")
+        subject = f"thread/{plan.thread}"
+        failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
+        if failure is not None:
+            message = _redact(failure.message, secrets)
+            error = StepFailed(f"step failed ({failure.reason}): {message}",
+                               f"the head stays at {state.head or state.start}")
+            return Outcome([NewEvent(subject, ThreadStepFailed(
+                plan.step_id, plan.decision.role, failure.reason, message))], error)
+        assert isinstance(result, str)
+        step = store.cas.get(result).payload
+        try:  # what the agent spent, from its detail (uwf/threads/usage.py)
+            usage = step_usage(store.cas, step)
+        except Rejected as exc:
+            message = _redact(exc.what, secrets)
+            return Outcome([NewEvent(subject, ThreadStepFailed(
+                plan.step_id, plan.decision.role, "usage", message))],
+                StepFailed(f"step failed (usage): {message}",
+                           f"the head stays at {state.head or state.start}"))
+        output_hash = step["output"]
+        output = store.cas.get(output_hash).payload
+        status = status_of(plan.decision.role, output)
+        events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
+            plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
+        events += _after(store, state, plan.decision.role, output, result)
+        return Outcome(events, None)
+
+    error = store.journal.write(decide)
+    if error is not None:
+        raise error
+    return summary(get_thread(store.read(), plan.thread))
+
+
+def _after(store: Store, state: ThreadState, role: str, output: Any, head: str
+           ) -> list[NewEvent]:
+    """Step 8: ask the moderator again (from the new StepNode `head`); `$END` ends
+    the thread in the same batch."""
+    try:
+        _, decision = route(store.cas, state, role, output, head)
+    except NoTransition:
+        return []  # the next step finds no transition and blocks the thread
+    data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
+    return [NewEvent(f"thread/{state.thread}", item) for item in data]
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    redact = redactor(secrets, min_length=MIN_LENGTH)
+    return redact(text) if redact is not None else text

@@ -1,0 +1,70 @@
+"""The `steps` view: one row per step attempt of every thread, keyed
+`<thread>/<stepId>`: the role, the agent uwf resolved for it, the edge prompt,
+and how it ended (the StepNode it produced, or why it failed).
+
+What a StepNode cannot say (it is written by the agent) is here: which agent
+uwf chose. An incremental rerun compares it, found by the StepNode's hash.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from uwf.engine.events import Envelope
+from uwf.engine.projection import StructProjection
+from uwf.threads.events import (
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+    Usage,
+)
+
+
+class StepState(msgspec.Struct, frozen=True, rename="camel"):
+    thread: str
+    step_id: str
+    role: str
+    agent: str | None = None  # None for a step taken over by an incremental rerun
+    edge_prompt: str | None = None
+    started_at: str | None = None
+    outcome: str = "running"  # running | stepped | reused | failed
+    head: str | None = None  # the StepNode it produced
+    status: str | None = None
+    reason: str | None = None  # why it failed
+    reused: str | None = None  # the original StepNode an incremental rerun took over
+    usage: Usage | None = None  # what the agent reported it spent (from its detail)
+
+
+_replace = msgspec.structs.replace
+
+
+class StepsProjection(StructProjection):
+    name: ClassVar[str] = "steps"
+    version: ClassVar[int] = 2
+    event_types: ClassVar[frozenset[str]] = frozenset(
+        t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
+    state_type: ClassVar[type[msgspec.Struct]] = StepState
+    columns: ClassVar[tuple[str, ...]] = ("thread", "head")
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("thread", "key"), ("head", "key"))
+
+    def key(self, event: Envelope) -> str:
+        data: ThreadStepStarted | ThreadStepped | ThreadStepFailed = event.data
+        return f"{event.subject.removeprefix('thread/')}/{data.step_id}"
+
+    def apply(self, state: StepState | None, event: Envelope) -> StepState | None:
+        data = event.data
+        thread = event.subject.removeprefix("thread/")
+        if isinstance(data, ThreadStepStarted):
+            return StepState(thread, data.step_id, data.role, data.agent, data.edge_prompt,
+                             event.ts)
+        if isinstance(data, ThreadStepped):
+            base = state or StepState(thread, data.step_id, data.role)
+            return _replace(base, outcome="reused" if data.reused else "stepped",
+                            head=data.head, status=data.status, reused=data.reused,
+                            usage=data.usage)
+        if isinstance(data, ThreadStepFailed):
+            base = state or StepState(thread, data.step_id, data.role)
+            return _replace(base, outcome="failed", reason=data.reason)
+        return state

@@ -1,0 +1,1 @@
+"""The worker: picks queue entries, runs their threads, reports back."""

@@ -1,0 +1,139 @@
+"""`uwf workflow put|show|list`: YAML in, a validated Workflow node out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uwf.cas.hashing import is_hash, node_hash
+from uwf.cas.store import builtin_hash, meta_hash
+from uwf.config.yamlfile import load_yaml
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome, Views
+from uwf.errors import NotFound, Rejected, UwfError
+from uwf.redact import redact_value
+from uwf.store import Store
+from uwf.workflow.compile import compile_workflow, workflow_warnings
+from uwf.workflows.events import WorkflowRegistered
+
+
+@dataclass(frozen=True)
+class CheckedWorkflow:
+    """A workflow file read and checked, nothing written yet: what registering it
+    would store and the hash its Workflow node will have."""
+
+    payload: dict[str, Any]
+    schemas: list[Any]
+    hash: str
+    warnings: list[str]
+
+    @property
+    def name(self) -> str:
+        return str(self.payload["name"])
+
+
+def put_workflow(store: Store, path: str | Path) -> dict[str, Any]:
+    """Register a workflow file; returns {"workflow": HASH, "name": NAME}, and
+    "warnings" (each `<YAML path>: <text>`) when there are any.
+
+    Everything is checked before the first write, with the checks the CAS puts make,
+    so a refused file leaves the CAS and the log as they were.
+    """
+    return register_workflow(store, check_workflow_file(store, path))
+
+
+def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
+    """Read a workflow file (its `!include`s too) and check everything `put` checks;
+    writes nothing."""
+    document = load_yaml(Path(path), includes=True)
+    if store.redact is not None:
+        # As the CAS will store it: schema hashes are computed over the redacted text.
+        document = redact_value(document, store.redact)
+    payload, schemas = compile_workflow(store.cas, document)
+    _check_nodes(store, payload, schemas)
+    warnings = workflow_warnings(store.cas, payload, schemas)
+    return CheckedWorkflow(payload, schemas, node_hash(builtin_hash("Workflow"), payload),
+                           warnings)
+
+
+def register_workflow(store: Store, checked: CheckedWorkflow, *,
+                      conflict: Callable[[str], UwfError] | None = None) -> dict[str, Any]:
+    """Store a checked workflow's nodes, then point its name at it (`workflow.registered`)
+    unless the name already points there. With `conflict`, a name already pointing at
+    another hash is refused instead, with `conflict(that hash)`."""
+    # Nodes first, then the event that refers to them (durability order).
+    store.cas.ensure_builtins()
+    for schema in checked.schemas:
+        store.cas.put_schema(schema)
+    workflow_hash = store.cas.put(builtin_hash("Workflow"), checked.payload)
+    name = checked.name
+
+    result: dict[str, Any] = {"workflow": workflow_hash, "name": name}
+    if checked.warnings:
+        result["warnings"] = checked.warnings
+
+    def decide(views: Views) -> Outcome[dict[str, Any]]:
+        current = views.get("workflows", name)
+        if current is not None and current.hash == workflow_hash:
+            return Outcome((), result)  # already registered: idempotent, nothing to append
+        if current is not None and conflict is not None:
+            raise conflict(current.hash)
+        previous = None if current is None else current.hash
+        registered = WorkflowRegistered(name, workflow_hash, previous)
+        return Outcome([NewEvent(f"workflow/{name}", registered)], result)
+
+    return store.journal.write(decide)
+
+
+def _check_nodes(store: Store, payload: dict[str, Any], schemas: list[Any]) -> None:
+    """Refuse, writing nothing, what `Cas.put` would refuse part way through the writes."""
+    found = [f"role schema: {problem}" for schema in schemas
+             for problem in store.cas.problems(meta_hash(), schema)]
+    found += store.cas.problems(builtin_hash("Workflow"), payload)
+    if found:
+        raise Rejected(f"workflow does not match the Workflow schema: {'; '.join(found)}",
+                       "fix it and run `uwf workflow put` again")
+
+
+def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[str, Any]]:
+    """A workflow's hash and payload from its registered name or its hash."""
+    state = views.get("workflows", ref)
+    workflow_hash = state.hash if state is not None else ref
+    if state is None and not is_hash(ref):
+        raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
+    try:
+        node = store.cas.get(workflow_hash)
+    except NotFound:
+        raise NotFound(
+            f"workflow {ref} not found", "list them with `uwf workflow list`"
+        ) from None
+    if node.type != builtin_hash("Workflow"):
+        raise NotFound(f"{ref} is not a Workflow node", "give a workflow name or hash")
+    payload: dict[str, Any] = node.payload
+    return workflow_hash, payload
+
+
+def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> dict[str, Any]:
+    """A workflow by name (the registered version), by hash, or from a file: a path, or
+    with `repo`, `NAME.yaml` in its `.workflow/` folder (uwf.workflows.discovery), registered
+    on first use."""
+    from uwf.workflows.discovery import use_workflow
+
+    workflow_hash, payload = use_workflow(store, ref, None if repo is None else Path(repo))
+    return {"workflow": workflow_hash, "name": payload["name"], "definition": payload}
+
+
+def list_workflows(store: Store) -> list[dict[str, Any]]:
+    """Every registered name with the hash it points at, by name."""
+    views = store.read()
+    return [
+        {
+            "name": state.name,
+            "workflow": state.hash,
+            "registeredAt": state.registered_at,
+            "versions": state.versions,
+        }
+        for _, state in views.scan("workflows")
+    ]
