@@ -162,11 +162,11 @@ class Session:
         self.ok(prog, *argv, masks=masks)
         return self.json(prog, *argv, masks=masks)
 
-    def fails(self, prog: str, *argv: str, code: int, env: dict[str, str] | None = None,
-              says: bool = True) -> Entry:
-        """A command that fails with `code` and (when `says`) an error line on stderr."""
+    def fails(self, prog: str, *argv: str, code: int, env: dict[str, str] | None = None
+              ) -> Entry:
+        """A command that fails with `code` and an error line on stderr."""
         entry = self.expect(self.run(prog, *argv, env=env), code)
-        if self.strict and says:
+        if self.strict:
             assert entry.err, f"no error line:\n{entry.render()}"
         return entry
 
@@ -426,8 +426,11 @@ def _queue(s: Session) -> None:
 
 
 def _retention(s: Session, runs: list[str]) -> None:
-    """`run archive` last: `log verify` counts a `run.archived` of a run whose thread has
-    ended as a problem (see the last entry), so the other log commands run before."""
+    """`run archive` last, then `log verify` once more. On b2f291d `log verify` counts a
+    `run.archived` of a run whose thread has ended as a problem (exit 1, the problems on
+    stdout), so the other log commands run before any archive; the last entry records
+    what it says, with no expectation of its own, so that fixing it only changes the
+    golden file."""
     s.ok("uwf", "run", "archive", runs[0], "--reason", "done with it")
     s.json("uwf", "run", "archive", runs[0], "--unarchive")
     s.now += timedelta(days=2)
@@ -435,7 +438,7 @@ def _retention(s: Session, runs: list[str]) -> None:
     s.json("uwf", "run", "archive", "--older-than-days", "1")
     s.fails("uwf", "run", "archive", code=2)
     s.fails("uwf", "run", "archive", runs[0], "--state", "completed", code=2)
-    s.fails("uwf", "log", "verify", code=1, says=False)  # the problems, on stdout
+    s.run("uwf", "log", "verify")
 
 
 def _worker(s: Session) -> None:
