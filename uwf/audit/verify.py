@@ -7,34 +7,21 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from uwf.cas.hashing import is_hash
-from uwf.engine.clock import format_ts, parse_instant
+from uwf.engine.clock import parse_instant
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,
     Envelope,
-    EventData,
     StoreCreated,
     digest,
 )
 from uwf.engine.log import LogLine
 from uwf.errors import Corrupt, UsageError
-from uwf.queue.events import (
-    QueueAdded,
-    QueueCancelled,
-    QueueCompleted,
-    QueueDrained,
-    QueueLeased,
-    QueueReclaimed,
-    QueueReleased,
-    QueueRenewed,
-    QueueReset,
-    QueueStatusSet,
-    SchedPolicySet,
-)
-from uwf.queue.projection import STATUSES, TERMINAL, Policy, policy_of
+from uwf.queue import rules as queue_rules
+from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
 from uwf.store import Store
 from uwf.threads.events import (
     ThreadEnded,
@@ -104,76 +91,6 @@ def follow(
         time.sleep(poll)
 
 
-class _QueueState(NamedTuple):
-    """A queue entry as `log verify` follows it: status, live lease and its expiry (ms),
-    failed attempts."""
-
-    status: str
-    lease: str | None
-    attempts: int
-    expires: int | None = None
-
-
-def _expiry_problem(data: EventData, expires: int | None, at: int | None) -> str | None:
-    """A holder acts only on a lease live at the event's own instant (`at`, its ts); a
-    reclaim takes only a lease expired by then. Expiry is judged as the commands judge
-    it, inside the writers' section: live while expiresAt > ts."""
-    if expires is None or at is None:
-        return None
-    lease_id = data.lease_id  # type: ignore[attr-defined]
-    if isinstance(data, QueueReclaimed):
-        return (f"lease {lease_id} reclaimed at {format_ts(at)}, before it expired at "
-                f"{format_ts(expires)}" if expires > at else None)
-    return (f"lease {lease_id} had expired at {format_ts(expires)}, before this event "
-            f"({format_ts(at)})" if expires <= at else None)
-
-
-def _queue_step(state: _QueueState, data: EventData, at: int | None = None
-                ) -> tuple[str | None, _QueueState]:
-    """What is wrong with `data` happening at `at` (epoch ms, the event's ts) to an
-    entry in `state` (None: nothing), and the entry after it (as the event says, so one
-    problem is reported once)."""
-    status, lease, attempts, expires = state
-    if isinstance(data, QueueLeased):
-        problem = (f"leased while {status}" if status != "ready" else
-                   f"attempt {data.attempt} after {attempts} failed attempts"
-                   if data.attempt != attempts + 1 else None)
-        return problem, _QueueState("leased", data.lease_id, attempts, data.expires_at_ms)
-    if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
-        problem = (f"the entry is {status}, not leased" if status != "leased" else
-                   f"lease {data.lease_id} is not the live lease {lease}"
-                   if data.lease_id != lease else _expiry_problem(data, expires, at))
-        if isinstance(data, QueueRenewed):
-            return problem, (state._replace(expires=data.expires_at_ms)
-                             if data.lease_id == lease else state)
-        if isinstance(data, QueueCompleted):
-            return problem, _QueueState("drained", None, attempts)
-        failed = not isinstance(data, QueueReleased) or data.failed
-        counted = attempts + 1 if failed else attempts
-        if problem is None and data.attempts != counted:
-            problem = f"{data.attempts} attempts recorded where {counted} were counted"
-        after = "parked" if failed and data.parked else "ready"
-        return problem, _QueueState(after, None, data.attempts)
-    if isinstance(data, QueueReset):
-        return (None if status == "parked" else f"reset while {status}, not parked"), \
-            _QueueState("ready", None, 0)
-    if isinstance(data, QueueDrained):
-        return (None if status == "ready" else f"drained while {status}, not ready"), \
-            _QueueState("drained", None, attempts)
-    if isinstance(data, QueueCancelled):
-        problem = (f"cancelled while already {status}" if status in TERMINAL else
-                   f"previous is {data.previous}, but the entry was {status}"
-                   if data.previous != status else None)
-        return problem, _QueueState("cancelled", None, attempts)
-    if isinstance(data, QueueStatusSet):
-        problem = (f"status set to {data.status!r}, which is not a status an operator "
-                   "sets" if data.status not in STATUSES or data.status == "leased" else
-                   f"previous is {data.previous}, but the entry was {status}"
-                   if data.previous != status else None)
-        return problem, _QueueState(data.status, None, attempts)
-    return None, state
-
-
 class _LiveLeases:
     """The expiry of every entry `log verify` holds as leased, sorted, so the leases
     active at an instant (expiresAt > it) are counted by one bisection."""
@@ -192,9 +109,6 @@ class _LiveLeases:
 
     def active_at(self, at: int) -> int:
         return len(self._sorted) - bisect.bisect_right(self._sorted, at)
-
-
-_LEASE_EVENTS = (QueueLeased, QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed)
 
 
 def _instant(ts: str) -> int | None:
@@ -218,10 +132,10 @@ class _Verifier:
     # has ended and which step is in flight.
     workflows: dict[str, str] = field(default_factory=dict)
     threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
-    queue: dict[str, _QueueState] = field(default_factory=dict)
+    queue: dict[str, queue_rules.EntryState] = field(default_factory=dict)
     # The lease ceilings as the log has them: the policy, each entry's pool (its
     # session), and the live leases per pool and over all pools.
-    policy: Policy = field(default_factory=Policy)
+    policy: queue_rules.Policy = field(default_factory=queue_rules.Policy)
     pools: dict[str, str | None] = field(default_factory=dict)
     live: dict[str | None, _LiveLeases] = field(default_factory=dict)
     live_total: _LiveLeases = field(default_factory=_LiveLeases)
@@ -302,51 +216,36 @@ class _Verifier:
             if problem:
                 self.problem(envelope.seq, segment, number, problem)
         elif isinstance(data, SchedPolicySet):
-            self.policy = policy_of(data)
+            self.policy = queue_rules.policy_of(data)
 
     def _queue_order(self, envelope: Envelope) -> str | None:
-        """The lease state machine (docs/queue.md): a lease only of a ready entry, each
-        attempt counted once, a lease's holder acting only on its live lease, a reset
-        only of a parked entry, nothing after an entry was drained or cancelled but a
-        status set by hand."""
+        """The entry's transition table (uwf/queue/rules.py, docs/queue.md): a lease
+        only of a ready entry, each attempt counted once, a lease's holder acting only
+        on its live lease, a reset only of a parked entry, nothing after an entry was
+        drained or cancelled but a status set by hand; and no lease over a ceiling."""
         data, subject = envelope.data, envelope.subject
-        if isinstance(data, QueueAdded):
-            if subject in self.queue:
-                return f"{subject} added twice"
-            self.queue[subject] = _QueueState("ready", None, 0)
-            self.pools[subject] = data.session
-            return None
         state = self.queue.get(subject)
+        at = _instant(envelope.ts) if envelope.type in queue_rules.TIMED else None
+        problem = queue_rules.problem(state, data, subject, at)
         if state is None:
-            return f"{envelope.type} before {subject} was added"
-        at = _instant(envelope.ts) if isinstance(data, _LEASE_EVENTS) else None
-        problem, after = _queue_step(state, data, at)
+            if isinstance(data, QueueAdded):
+                self.queue[subject] = queue_rules.ADDED
+                self.pools[subject] = data.session
+            return problem
+        if isinstance(data, QueueAdded):
+            return problem  # added twice: the entry is followed as it was
+        after = queue_rules.next_state(state, data)
         pool = self.pools.get(subject)
         live = self.live.setdefault(pool, _LiveLeases())
         if problem is None and isinstance(data, QueueLeased) and at is not None:
-            problem = self._over_ceiling(pool, live, at, envelope.ts)
+            ceiling = queue_rules.over_ceiling(self.policy, pool, live.active_at(at),
+                                               self.live_total.active_at(at), envelope.ts)
+            problem = None if ceiling is None else f"{envelope.type} of {subject}: {ceiling}"
         self.queue[subject] = after
         expires = after.expires if after.status == "leased" else None
         live.set(subject, expires)
         self.live_total.set(subject, expires)
-        return None if problem is None else f"{envelope.type} of {subject}: {problem}"
-
-    def _over_ceiling(self, pool: str | None, live: _LiveLeases, at: int, ts: str
-                      ) -> str | None:
-        """SPEC §8: the active leases (expiresAt > now) of a pool never exceed its
-        ceiling, nor those of all pools the overall cap."""
-        ceiling = self.policy.ceiling(pool)
-        active = live.active_at(at)
-        if active >= ceiling:
-            whose = "the default pool" if pool is None else f"session {pool}"
-            return (f"leased at {ts} while {active} leases of {whose} were active: over "
-                    f"its ceiling (maxConcurrent {ceiling})")
-        cap = self.policy.max_total
-        total = self.live_total.active_at(at)
-        if cap is not None and total >= cap:
-            return (f"leased at {ts} while {total} leases were active: over the overall "
-                    f"cap (maxTotal {cap})")
-        return None
+        return problem
 
     def _thread_order(self, envelope: Envelope) -> str | None:
         """No step before its thread starts, none after it ends, one step in flight; a

@@ -1,10 +1,10 @@
 """The `queue` view (each entry's state, SPEC §8) and the `sched` view (the policy).
 
-The lease state machine lives here, as a fold of what the events say happened:
-`ready -lease-> leased -complete-> drained`; `leased -release/reclaim-> ready`
-(after a backoff) or `parked`; `parked -reset-> ready`; anything `-cancel->
-cancelled`. Which transitions a command may ask for is decided in `uwf.queue.sched`;
-this fold only records them, so it needs no policy and no clock.
+The entry's status moves as the transition table says (`uwf.queue.rules`: `ready
+-lease-> leased -complete-> drained`; `leased -release/reclaim-> ready` (after a
+backoff) or `parked`; `parked -reset-> ready`; anything live `-cancel-> cancelled`);
+this fold only records what the events say happened, so it needs no policy and no
+clock. Which transitions a command may ask for is decided in `uwf.queue.decide`.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from typing import ClassVar
 
 import msgspec
 
-from uwf.engine.events import Envelope
+from uwf.engine.events import Envelope, EventData
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewstore import ColumnValue
 from uwf.queue.events import (
     QUEUE_EVENTS,
     QueueAdded,
-    QueueCancelled,
     QueueCompleted,
-    QueueDrained,
     QueueLeased,
     QueueReclaimed,
     QueueReleased,
@@ -30,9 +28,9 @@ from uwf.queue.events import (
     QueueStatusSet,
     SchedPolicySet,
 )
+from uwf.queue.rules import TERMINAL, EntryState, leads_to, policy_of
+from uwf.queue.rules import Policy as Policy  # noqa: PLC0414  (the sched view's state holds it)
 
-STATUSES = ("ready", "leased", "drained", "parked", "cancelled")
-TERMINAL = ("drained", "cancelled")
 # The job registry's words for the same states.
 ALIASES = {"pending": "ready", "running": "leased", "completed": "drained", "error": "parked",
            "cancelled": "cancelled"}
@@ -82,30 +80,12 @@ class QueueEntry(msgspec.Struct, frozen=True, rename="camel"):
     def live(self) -> bool:
         return self.status not in TERMINAL
 
-
-class Policy(msgspec.Struct, frozen=True, rename="camel"):
-    """The scheduling policy; the defaults are SPEC §8's (conservative: one at a time).
-
-    Ceilings are per pool: the entries of one session label are a pool, and the
-    entries without a session are the default pool. A pool's ceiling is its own
-    (`sessions`), else `max_concurrent`; a lease in one pool never blocks another's.
-    `max_total`, when set, bounds the active leases of all pools together.
-    """
-
-    max_concurrent: int = 1
-    max_attempts: int = 3
-    lease_ttl_ms: int = 300_000
-    backoff_base_ms: int = 1000
-    backoff_factor: float = 2
-    backoff_cap_ms: int = 60_000
-    sessions: dict[str, int] = {}  # msgspec copies mutable defaults
-    max_total: int | None = None
-
-    def ceiling(self, pool: str | None) -> int:
-        """The most leases active at once in `pool` (a session label; None: the default
-        pool, of entries without a session)."""
-        return self.max_concurrent if pool is None else self.sessions.get(
-            pool, self.max_concurrent)
+    @property
+    def rules_state(self) -> EntryState:
+        """The entry as the transition table judges it (`uwf.queue.rules`)."""
+        lease = self.lease
+        return EntryState(self.status, None if lease is None else lease.id, self.attempts,
+                          None if lease is None else lease.expires_at_ms)
 
 
 class PolicyState(msgspec.Struct, frozen=True, rename="camel"):
@@ -115,22 +95,6 @@ class PolicyState(msgspec.Struct, frozen=True, rename="camel"):
 
 
 _replace = msgspec.structs.replace
-
-
-def _failed(state: QueueEntry, attempts: int, next_eligible: int | None, parked: bool,
-            reason: str) -> QueueEntry:
-    if parked:
-        return _replace(state, status="parked", attempts=attempts, lease=None,
-                        next_eligible_at_ms=None, parked_reason=reason or "failed")
-    return _replace(state, status="ready", attempts=attempts, lease=None,
-                    next_eligible_at_ms=next_eligible, parked_reason=None)
-
-
-def policy_of(data: SchedPolicySet) -> Policy:
-    """The policy a `sched.policy_set` event records."""
-    return Policy(data.max_concurrent, data.max_attempts, data.lease_ttl_ms,
-                  data.backoff_base_ms, data.backoff_factor, data.backoff_cap_ms,
-                  dict(data.sessions), data.max_total)
 
 
 class QueueProjection(StructProjection):
@@ -184,36 +148,35 @@ class QueueProjection(StructProjection):
                 expected_artifacts=data.expected_artifacts, note=data.note, key=data.key)
         if state is None:  # an event before its entry was added: `log verify` reports it
             return None
-        state = _replace(state, updated_at=event.ts, events=state.events + 1)
-        if isinstance(data, QueueLeased):
-            lease = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
-            return _replace(state, status="leased", lease=lease, next_eligible_at_ms=None)
-        if isinstance(data, QueueRenewed):
-            if state.lease is None:
-                return state
-            return _replace(state, lease=_replace(state.lease, expires_at_ms=data.expires_at_ms))
-        if isinstance(data, QueueCompleted | QueueReleased) and data.run is not None:
-            state = _replace(state, run=data.run)
-        if isinstance(data, QueueCompleted | QueueDrained):
-            return _replace(state, status="drained", lease=None, next_eligible_at_ms=None)
-        if isinstance(data, QueueReleased):
-            if not data.failed:
-                return _replace(state, status="ready", lease=None, next_eligible_at_ms=None)
-            return _failed(state, data.attempts, data.next_eligible_at_ms, data.parked,
-                           data.reason)
-        if isinstance(data, QueueReclaimed):
-            return _failed(state, data.attempts, data.next_eligible_at_ms, data.parked,
-                           data.reason)
-        if isinstance(data, QueueReset):
-            return _replace(state, status="ready", attempts=0, lease=None,
-                            next_eligible_at_ms=None, parked_reason=None)
-        if isinstance(data, QueueCancelled):
-            return _replace(state, status="cancelled", lease=None, next_eligible_at_ms=None)
-        if isinstance(data, QueueStatusSet):
-            parked = "set by an operator" if data.status == "parked" else None
-            return _replace(state, status=data.status, lease=None, next_eligible_at_ms=None,
-                            parked_reason=parked)
-        return state
+        return _fields(_replace(state, status=leads_to(state.status, data), updated_at=event.ts,
+                                events=state.events + 1), data)
+
+
+def _fields(state: QueueEntry, data: EventData) -> QueueEntry:
+    """The entry's fields besides its status after `data` (the status is the table's):
+    a lease is granted or renewed, else any lease and backoff end; a failed attempt is
+    counted, with its backoff or the reason it parked."""
+    if isinstance(data, QueueLeased):
+        lease = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
+        return _replace(state, lease=lease, next_eligible_at_ms=None)
+    if isinstance(data, QueueRenewed):
+        if state.lease is None:
+            return state
+        return _replace(state, lease=_replace(state.lease, expires_at_ms=data.expires_at_ms))
+    if isinstance(data, QueueCompleted | QueueReleased) and data.run is not None:
+        state = _replace(state, run=data.run)
+    state = _replace(state, lease=None, next_eligible_at_ms=None)
+    if isinstance(data, QueueReclaimed) or (isinstance(data, QueueReleased) and data.failed):
+        if data.parked:
+            return _replace(state, attempts=data.attempts, parked_reason=data.reason or "failed")
+        return _replace(state, attempts=data.attempts,
+                        next_eligible_at_ms=data.next_eligible_at_ms, parked_reason=None)
+    if isinstance(data, QueueReset):
+        return _replace(state, attempts=0, parked_reason=None)
+    if isinstance(data, QueueStatusSet):
+        return _replace(state, parked_reason="set by an operator"
+                        if data.status == "parked" else None)
+    return state
 
 
 class SchedProjection(StructProjection):

@@ -9,8 +9,9 @@ earlier write, never by one read before the lock (a process stalled between the
 two would act on a lease that another process already saw expire). So active
 leases (expiresAt > now) never exceed maxConcurrent whatever number of processes
 lease at once, and however long any of them stalls. Every outcome
-(lease id and expiry, attempts, next eligible time, parked) is computed here and
-recorded in its event; the fold never consults the policy or the clock.
+(lease id and expiry, attempts, next eligible time, parked) is decided by the
+pure deciders (`uwf.queue.decide`, on the transition table of `uwf.queue.rules`)
+and recorded in its event; the fold never consults the policy or the clock.
 """
 
 from __future__ import annotations
@@ -23,29 +24,21 @@ import msgspec
 
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.engine.clock import format_ts
-from uwf.engine.events import NewEvent
+from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import NothingToDo, Rejected, UsageError, UwfError
-from uwf.queue.events import (
-    POLICY_SUBJECT,
-    QueueCompleted,
-    QueueLeased,
-    QueueReclaimed,
-    QueueReleased,
-    QueueRenewed,
-    QueueReset,
-    SchedPolicySet,
-)
+from uwf.errors import UsageError, UwfError
+from uwf.queue import decide as decider
+from uwf.queue.events import POLICY_SUBJECT, SchedPolicySet
 from uwf.queue.projection import (
     DEFAULT_POOL,
     POLICY_KEY,
     QUEUE_ORDER,
-    TERMINAL,
     Policy,
     PolicyState,
     QueueEntry,
 )
+from uwf.queue.rules import TERMINAL, out_of_backoff, pool_room, total_room
 from uwf.queue.service import get_entry, ms_ts, record
 from uwf.store import Store
 
@@ -160,24 +153,6 @@ def _whole(name: str, value: Any, limit: int, hint: str = "give a positive integ
                          hint)
 
 
-def backoff_ms(policy: Policy, attempts: int) -> int:
-    """`min(round(base * factor^(attempts-1)), cap)`, rounding halves up, no jitter."""
-    delay = float(policy.backoff_base_ms)
-    for _ in range(max(0, attempts - 1)):
-        delay *= policy.backoff_factor
-        if delay >= policy.backoff_cap_ms:
-            return policy.backoff_cap_ms
-    return min(math.floor(delay + 0.5), policy.backoff_cap_ms)
-
-
-def _failure(policy: Policy, entry: QueueEntry, now: int) -> tuple[int, int | None, bool]:
-    """One more failed attempt: (attempts, nextEligibleAt or None, parked)."""
-    attempts = entry.attempts + 1
-    if attempts >= policy.max_attempts:
-        return attempts, None, True
-    return attempts, now + backoff_ms(policy, attempts), False
-
-
 # -- what may be leased --------------------------------------------------------------
 
 def active_leases(views: Views, now: int) -> int:
@@ -223,7 +198,7 @@ def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None
     while limit is None or len(found) < limit:
         rows: list[QueueEntry] = views.query(Query("queue", tuple(where), None, QUEUE_ORDER,
                                                    page, offset))
-        found.extend(entry for entry in rows if (entry.next_eligible_at_ms or 0) <= now)
+        found.extend(entry for entry in rows if out_of_backoff(entry.next_eligible_at_ms, now))
         if len(rows) < page:
             break
         offset += page
@@ -244,20 +219,19 @@ def _choose(views: Views, now: int, limit: int | None, session: str | None
     that were reached."""
     policy = current_policy(views)
     reached: list[str] = []
-    total_room: int | None = None
+    overall: int | None = None
     if policy.max_total is not None:
         total = active_leases(views, now)
-        total_room = policy.max_total - total
-        if total_room <= 0:
+        overall = total_room(policy, total)
+        if overall is not None and overall <= 0:
             return [], [f"{total} of {policy.max_total} leases are active over every pool "
                         "(the policy's maxTotal)"]
-    want = limit if total_room is None else (
-        total_room if limit is None else min(limit, total_room))
+    want = limit if overall is None else (overall if limit is None else min(limit, overall))
     pools = [session] if session is not None else ready_pools(views)
     found: list[QueueEntry] = []
     for pool in pools:
         active = pool_active(views, now, pool)
-        room = policy.ceiling(pool) - active
+        room = pool_room(policy, pool, active)
         if room <= 0:
             reached.append(f"{active} of {policy.ceiling(pool)} leases are active in "
                            f"{_pool_name(pool)} (its ceiling)")
@@ -272,26 +246,14 @@ def _grant(views: Views, now: int, limit: int | None, session: str | None
            ) -> Outcome[dict[str, Any]]:
     from ulid import ULID
 
-    policy = current_policy(views)
     chosen, reached = _choose(views, now, limit, session)
-    if not chosen:
-        if reached:
-            raise NothingToDo(reached[0], "wait for a lease to end, or raise the ceiling "
-                              "(`uwf sched policy set [--session S] --max-concurrent N`, "
-                              "or --max-total N)")
-        whose = f" for session {session}" if session is not None else ""
-        raise NothingToDo(f"no queue entry is eligible{whose}",
-                          "see why with `uwf sched plan`")
-    expires = now + policy.lease_ttl_ms
-    events = []
-    leases = []
-    for entry in chosen:
-        lease_id = str(ULID.from_timestamp(now))
-        attempt = entry.attempts + 1
-        events.append(NewEvent(f"queue/{entry.id}",
-                               QueueLeased(lease_id, expires, attempt, session)))
-        leases.append({"id": entry.id, "leaseId": lease_id,
-                       "leaseExpiresAt": format_ts(expires), "attempt": attempt})
+    lease_ids = [str(ULID.from_timestamp(now)) for _ in chosen]
+    granted = decider.grant(chosen, lease_ids, now, current_policy(views),
+                             session=session, reached=reached)
+    events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
+    leases = [{"id": entry.id, "leaseId": data.lease_id,
+               "leaseExpiresAt": format_ts(data.expires_at_ms), "attempt": data.attempt}
+              for entry, data in granted]
     return Outcome(events, {"now": format_ts(now), "granted": len(leases), "leases": leases})
 
 
@@ -311,57 +273,25 @@ def pick(store: Store, session: str) -> str:
 
 # -- the lease holder's commands -----------------------------------------------------
 
-def _held(views: Views, entry_id: str, lease_id: str, now: int) -> QueueEntry:
-    """The entry, when `lease_id` is its live lease; refused otherwise."""
-    entry = get_entry(views, entry_id)
-    current = entry.lease
-    if entry.status != "leased" or current is None:
-        raise Rejected(f"queue entry {entry_id} is {entry.status}, not leased",
-                       "its lease is over; see `uwf queue logs " + entry_id + "`")
-    if current.id != lease_id:
-        raise Rejected(f"lease {lease_id} is not queue entry {entry_id}'s lease",
-                       "use the lease id `uwf sched lease` gave you")
-    if current.expires_at_ms <= now:
-        raise Rejected(f"lease {lease_id} expired at {format_ts(current.expires_at_ms)}",
-                       "the entry waits for `uwf sched reclaim`")
-    return entry
+def _recorded(entry_id: str, data: EventData) -> Outcome[dict[str, Any]]:
+    """`data` recorded on the entry; the entry's record as the write left it."""
+    return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
 
 def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
              ) -> dict[str, Any]:
     """Terminal success; `run` records the run the holder worked on."""
-
-    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
-        _held(views, entry_id, lease_id, now)
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueCompleted(lease_id, run))],
-                       then=_shown(entry_id))
-
-    return store.journal.write_at(decide)
+    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.complete(
+        get_entry(views, entry_id), lease_id, now, run)))
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             reason: str = "", run: str | None = None) -> dict[str, Any]:
     """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
     `run` records the run the holder started, so the next holder continues it."""
-
-    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
-        entry = _held(views, entry_id, lease_id, now)
-        data = (_failed_release(views, entry, lease_id, now, reason or "failed", run=run)
-                if failed else QueueReleased(lease_id, False, entry.attempts, reason, run=run))
-        return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
-
-    return store.journal.write_at(decide)
-
-
-def _failed_release(views: Views, entry: QueueEntry, lease_id: str, now: int, reason: str, *,
-                    run: str | None = None) -> QueueReleased:
-    """The release of `lease_id` as one failed attempt under the current policy: ready
-    after its backoff, or parked at maxAttempts (the reason then says which attempt)."""
-    policy = current_policy(views)
-    attempts, eligible, parked = _failure(policy, entry, now)
-    if parked:
-        reason = f"{reason} (attempt {attempts} of {policy.max_attempts})"
-    return QueueReleased(lease_id, True, attempts, reason, eligible, parked, run)
+    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.release(
+        get_entry(views, entry_id), lease_id, now, current_policy(views), failed=failed,
+        reason=reason, run=run)))
 
 
 def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
@@ -373,55 +303,32 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
 
     def decide(views: Views, now: int) -> Outcome[UwfError]:
         entry = get_entry(views, entry_id)
-        current = artifact_failure(entry) or why
-        lease = entry.lease
-        if entry.status != "leased" or lease is None or lease.expires_at_ms <= now:
-            raise Rejected(f"queue entry {entry_id} is not completed: {current}",
-                           "put the artifact in place, then set it again")
-        data = _failed_release(views, entry, lease.id, now, current)
-        attempts = data.attempts
-        after = (f"parked at attempt {attempts}" if data.parked else
-                 f"ready again at {format_ts(data.next_eligible_at_ms or now)}, attempt "
-                 f"{attempts} failed")
-        return Outcome([NewEvent(f"queue/{entry_id}", data)], Rejected(
-            f"queue entry {entry_id} is not completed: {current}; recorded as a failed "
-            f"attempt ({after})", "put the artifact in place before completing it"))
+        data, refused = decider.fail_attempt(entry, artifact_failure(entry) or why, now,
+                                             current_policy(views))
+        return Outcome([NewEvent(f"queue/{entry_id}", data)], refused)
 
     raise store.journal.write_at(decide)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
     """Extend a live lease to now + leaseTtlMs."""
-
-    def decide(views: Views, now: int) -> Outcome[dict[str, Any]]:
-        _held(views, entry_id, lease_id, now)
-        expires = now + current_policy(views).lease_ttl_ms
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueRenewed(lease_id, expires))],
-                       then=_shown(entry_id))
-
-    return store.journal.write_at(decide)
+    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.renew(
+        get_entry(views, entry_id), lease_id, now, current_policy(views))))
 
 
 def reclaim(store: Store) -> dict[str, Any]:
     """Take back every expired lease, each one failed attempt (backoff or park)."""
 
     def decide(views: Views, now: int) -> Outcome[tuple[int, list[dict[str, Any]]]]:
-        policy = current_policy(views)
         expired = views.query(Query("queue", (("status", "=", "leased"),
                                               ("lease_expires", "<=", now)),
                                     None, QUEUE_ORDER))
-        events = []
-        done = []
-        for entry in expired:
-            assert entry.lease is not None
-            attempts, eligible, parked = _failure(policy, entry, now)
-            reason = f"lease {entry.lease.id} expired at {format_ts(entry.lease.expires_at_ms)}"
-            events.append(NewEvent(f"queue/{entry.id}", QueueReclaimed(
-                entry.lease.id, attempts, reason, eligible, parked)))
-            done.append({"id": entry.id, "leaseId": entry.lease.id, "attempts": attempts,
-                         "status": "parked" if parked else "ready",
-                         "nextEligibleAt": ms_ts(eligible)})
-        return Outcome(events, (now, done))
+        taken = decider.reclaim(expired, now, current_policy(views))
+        done = [{"id": entry.id, "leaseId": data.lease_id, "attempts": data.attempts,
+                 "status": "parked" if data.parked else "ready",
+                 "nextEligibleAt": ms_ts(data.next_eligible_at_ms)} for entry, data in taken]
+        return Outcome([NewEvent(f"queue/{entry.id}", data) for entry, data in taken],
+                       (now, done))
 
     now, reclaimed = store.journal.write_at(decide)
     return {"now": format_ts(now), "count": len(reclaimed), "reclaimed": reclaimed}
@@ -429,16 +336,8 @@ def reclaim(store: Store) -> dict[str, Any]:
 
 def reset(store: Store, entry_id: str) -> dict[str, Any]:
     """A parked entry is ready again with attempts 0; only a parked one."""
-
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
-        entry = get_entry(views, entry_id)
-        if entry.status != "parked":
-            raise Rejected(f"queue entry {entry_id} is {entry.status}, not parked",
-                           "only a parked entry is reset")
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueReset(entry.attempts))],
-                       then=_shown(entry_id))
-
-    return store.journal.write(decide)
+    return store.journal.write(lambda views: _recorded(entry_id, decider.reset(
+        get_entry(views, entry_id))))
 
 
 def _shown(entry_id: str) -> Callable[[Views], dict[str, Any]]:
@@ -455,7 +354,7 @@ def _skip_reason(entry: QueueEntry, now: int) -> str:
         return "terminal"
     if entry.status == "leased":
         return "leased"
-    if (entry.next_eligible_at_ms or 0) > now:
+    if not out_of_backoff(entry.next_eligible_at_ms, now):
         return "backoff"
     return "concurrency-ceiling"
 

@@ -28,14 +28,10 @@ from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import NotFound, Rejected, UsageError, UwfError
+from uwf.errors import NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
-from uwf.queue.events import (
-    QueueAdded,
-    QueueCancelled,
-    QueueDrained,
-    QueueStatusSet,
-)
+from uwf.queue import decide as decider
+from uwf.queue.events import QueueAdded
 from uwf.queue.projection import (
     ALIASES,
     DEFAULT_IDLE_TIMEOUT_SEC,
@@ -43,11 +39,10 @@ from uwf.queue.projection import (
     DEFAULT_TIMEOUT_SEC,
     JOB_WORDS,
     QUEUE_ORDER,
-    STATUSES,
-    TERMINAL,
     QueueEntry,
     QueueProjection,
 )
+from uwf.queue.rules import STATUSES
 from uwf.store import Store
 from uwf.threads.service import check_thread_id, find_repo
 from uwf.workflows.service import resolve_workflow
@@ -336,9 +331,9 @@ def drain(store: Store, limit: int | None = None, repo: str | None = None) -> di
     where = tuple(where_terms("ready", repo))
 
     def decide(views: Views) -> Outcome[list[QueueEntry]]:
-        chosen = views.query(Query("queue", where, None, QUEUE_ORDER, limit))
-        return Outcome([NewEvent(f"queue/{entry.id}", QueueDrained()) for entry in chosen],
-                       chosen)
+        chosen = decider.drain(views.query(Query("queue", where, None, QUEUE_ORDER, limit)))
+        return Outcome([NewEvent(f"queue/{entry.id}", data) for entry, data in chosen],
+                       [entry for entry, _ in chosen])
 
     chosen = store.journal.write(decide)
     views = store.read()
@@ -376,9 +371,7 @@ def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
     expected artifacts are not all in its repo is a failed attempt instead
     (`uwf.queue.sched.fail_attempt`: backoff or park), and refused."""
     target = canonical_status(status)
-    if target == "leased":
-        raise Rejected("an entry is leased only by `uwf queue pick` or `uwf sched lease`",
-                       "use one of them")
+    decider.settable(target)
     if target == "drained":
         entry = get_entry(store.read(), entry_id)
         if (why := artifact_failure(entry)) is not None:
@@ -387,10 +380,8 @@ def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
             return sched.fail_attempt(store, entry_id, why)
 
     def decide(views: Views) -> Outcome[None]:
-        entry = get_entry(views, entry_id)
-        if entry.status == target:
-            raise Rejected(f"queue entry {entry_id} is already {target}", "nothing to do")
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueStatusSet(target, entry.status))])
+        data = decider.set_status(get_entry(views, entry_id), target)
+        return Outcome([NewEvent(f"queue/{entry_id}", data)])
 
     store.journal.write(decide)
     return show(store, entry_id)
@@ -401,11 +392,8 @@ def cancel(store: Store, entry_id: str, reason: str = "") -> dict[str, Any]:
     then refused)."""
 
     def decide(views: Views) -> Outcome[None]:
-        entry = get_entry(views, entry_id)
-        if entry.status in TERMINAL:
-            raise Rejected(f"queue entry {entry_id} is already {entry.status}",
-                           "nothing to cancel")
-        return Outcome([NewEvent(f"queue/{entry_id}", QueueCancelled(entry.status, reason))])
+        data = decider.cancel(get_entry(views, entry_id), reason)
+        return Outcome([NewEvent(f"queue/{entry_id}", data)])
 
     store.journal.write(decide)
     return show(store, entry_id)

@@ -1,0 +1,334 @@
+"""The queue entry's transition table (SPEC §8, docs/queue.md): which event may follow
+which status, the status after it, and the policy the lease rules are judged under.
+
+An entry is `ready`, `leased`, `drained`, `parked` or `cancelled`; before its
+`queue.added` it does not exist (None). Everything that decides or folds an entry
+reads this one table: the commands (`uwf/queue/decide.py`), the `queue` view
+(`uwf/queue/projection.py`) and `log verify` (`uwf/audit/verify.py`).
+
+Pure: no store, no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import msgspec
+
+from uwf.engine.clock import format_ts
+from uwf.engine.events import EventData
+from uwf.queue.events import (
+    QueueAdded,
+    QueueCancelled,
+    QueueCompleted,
+    QueueDrained,
+    QueueLeased,
+    QueueReclaimed,
+    QueueReleased,
+    QueueRenewed,
+    QueueReset,
+    QueueStatusSet,
+    SchedPolicySet,
+)
+
+STATUSES = ("ready", "leased", "drained", "parked", "cancelled")
+READY, LEASED, DRAINED, PARKED, CANCELLED = STATUSES
+TERMINAL = (DRAINED, CANCELLED)
+SETTABLE = (READY, DRAINED, PARKED, CANCELLED)  # `queue status --set`: a lease is granted
+
+# What an event does to an entry: its type, told apart further by what three types
+# say (a release: given back, failed and ready after a backoff, or failed and parked
+# at maxAttempts; a reclaim: ready or parked; a status set: the status set).
+KINDS = ("added", "leased", "renewed", "completed", "released", "released_failed",
+         "released_parked", "reclaimed", "reclaimed_parked", "drained", "reset", "cancelled",
+         *(f"set_{status}" for status in SETTABLE))
+_SET = {f"set_{status}": status for status in SETTABLE}
+
+# The table. A status (None: not added yet) -> the kinds that may follow it -> the
+# status after. A pair not here is refused by the commands and named by `log verify`.
+# An event that names a lease (a renew, complete, release or reclaim) follows `leased`
+# only for the live lease: a holder's only while it is live (expiresAt > the event's
+# instant), a reclaim only once it has expired.
+TRANSITIONS: dict[str | None, dict[str, str]] = {
+    None: {"added": READY},
+    READY: {"leased": LEASED, "drained": DRAINED, "cancelled": CANCELLED, **_SET},
+    LEASED: {"renewed": LEASED, "completed": DRAINED, "released": READY,
+             "released_failed": READY, "released_parked": PARKED, "reclaimed": READY,
+             "reclaimed_parked": PARKED, "cancelled": CANCELLED, **_SET},
+    PARKED: {"reset": READY, "cancelled": CANCELLED, **_SET},
+    DRAINED: {**_SET},
+    CANCELLED: {**_SET},
+}
+# A status outside the table (only a forged status set leaves one, and `log verify`
+# named it there) is a live status no command knows: it may be cancelled or set.
+_UNKNOWN_STATUS = {"cancelled": CANCELLED, **_SET}
+RECLAIMS = frozenset({"reclaimed", "reclaimed_parked"})
+# The event types judged at their own instant: a lease's expiry, or the ceilings.
+TIMED = frozenset({QueueLeased.type, QueueRenewed.type, QueueCompleted.type,
+                   QueueReleased.type, QueueReclaimed.type})
+
+# Why a pair may not happen: the codes `refusal` returns. The commands word their
+# refusals from these (decide.py), `log verify` its problems (`problem`).
+BEFORE_ADDED = "before-added"
+ADDED_TWICE = "added-twice"
+NOT_SETTABLE = "not-settable"  # a status set to `leased`, or to no status at all
+WRONG_STATUS = "wrong-status"  # the pair is not in the table
+NOT_THE_LEASE = "not-the-lease"  # the event names a lease that is not the live one
+EXPIRED = "expired"  # a holder acts on a lease expired at the event's instant
+NOT_EXPIRED = "not-expired"  # a reclaim of a lease still live at its instant
+ATTEMPT = "attempt"  # a lease's attempt is not the failed attempts + 1
+ATTEMPTS = "attempts"  # a release or reclaim counts the failed attempts wrong
+PREVIOUS = "previous"  # a cancel or status set names a status the entry was not in
+
+
+class EntryState(NamedTuple):
+    """An entry as the table sees it: its status, its live lease's id and expiry (epoch
+    ms), and its failed attempts."""
+
+    status: str
+    lease: str | None
+    attempts: int
+    expires: int | None = None
+
+
+ADDED = EntryState(READY, None, 0)  # an entry just after its `queue.added`
+
+
+def kind_of(data: EventData) -> str | None:
+    """The table's name for what `data` does to an entry (None: not a queue event)."""
+    if isinstance(data, QueueReleased):
+        return ("released" if not data.failed else
+                "released_parked" if data.parked else "released_failed")
+    if isinstance(data, QueueReclaimed):
+        return "reclaimed_parked" if data.parked else "reclaimed"
+    if isinstance(data, QueueStatusSet):
+        return f"set_{data.status}"
+    return _KIND.get(type(data))
+
+
+_KIND: dict[type[EventData], str] = {
+    QueueAdded: "added", QueueLeased: "leased", QueueRenewed: "renewed",
+    QueueCompleted: "completed", QueueDrained: "drained", QueueReset: "reset",
+    QueueCancelled: "cancelled",
+}
+
+
+def follows(status: str | None) -> dict[str, str]:
+    """The kinds that may follow `status`, each with the status after it."""
+    return TRANSITIONS.get(status, _UNKNOWN_STATUS)
+
+
+def refusal(state: EntryState | None, data: EventData, at: int | None = None) -> str | None:
+    """Why `data`, happening at `at` (epoch ms, the event's instant; None: not judged
+    by time), may not happen to an entry in `state` (None: not added), or None when the
+    table allows it. One code, the first that applies, so one problem is named once."""
+    kind = kind_of(data)
+    if kind is None:
+        return None
+    if state is None:
+        return None if kind in TRANSITIONS[None] else BEFORE_ADDED
+    if kind == "added":
+        return ADDED_TWICE
+    if isinstance(data, QueueStatusSet) and data.status not in SETTABLE:
+        return NOT_SETTABLE
+    if kind not in follows(state.status):
+        return WRONG_STATUS
+    if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
+        if data.lease_id != state.lease:
+            return NOT_THE_LEASE
+        if state.expires is not None and at is not None:
+            if kind in RECLAIMS:
+                return NOT_EXPIRED if state.expires > at else None
+            if state.expires <= at:
+                return EXPIRED
+    if isinstance(data, QueueLeased) and data.attempt != state.attempts + 1:
+        return ATTEMPT
+    if isinstance(data, QueueReleased | QueueReclaimed) and data.attempts != counted(state,
+                                                                                     data):
+        return ATTEMPTS
+    if isinstance(data, QueueCancelled | QueueStatusSet) and data.previous != state.status:
+        return PREVIOUS
+    return None
+
+
+def counted(state: EntryState, data: QueueReleased | QueueReclaimed) -> int:
+    """The failed attempts after a release or reclaim: one more unless given back."""
+    failed = not isinstance(data, QueueReleased) or data.failed
+    return state.attempts + 1 if failed else state.attempts
+
+
+# What `log verify` says when an event follows a status the table does not allow it.
+_WRONG_STATUS = {
+    QueueLeased.type: "leased while {status}",
+    QueueDrained.type: "drained while {status}, not ready",
+    QueueReset.type: "reset while {status}, not parked",
+    QueueCancelled.type: "cancelled while already {status}",
+    **{t.type: "the entry is {status}, not leased"
+       for t in (QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed)},
+}
+
+
+def problem(state: EntryState | None, data: EventData, subject: str, at: int | None = None
+            ) -> str | None:
+    """What `log verify` says of `data` happening at `at` to the entry `subject` in
+    `state` (None: the table allows it)."""
+    code = refusal(state, data, at)
+    if code is None:
+        return None
+    if code == BEFORE_ADDED:
+        return f"{data.type} before {subject} was added"
+    if code == ADDED_TWICE:
+        return f"{subject} added twice"
+    assert state is not None
+    return f"{data.type} of {subject}: {_words(code, state, data, at)}"
+
+
+def _words(code: str, state: EntryState, data: EventData, at: int | None) -> str:
+    status = state.status
+    if code == NOT_SETTABLE:
+        assert isinstance(data, QueueStatusSet)
+        return f"status set to {data.status!r}, which is not a status an operator sets"
+    if code == WRONG_STATUS:
+        return _WRONG_STATUS[data.type].format(status=status)
+    if code == PREVIOUS:
+        assert isinstance(data, QueueCancelled | QueueStatusSet)
+        return f"previous is {data.previous}, but the entry was {status}"
+    if code == ATTEMPT:
+        assert isinstance(data, QueueLeased)
+        return f"attempt {data.attempt} after {state.attempts} failed attempts"
+    if code == ATTEMPTS:
+        assert isinstance(data, QueueReleased | QueueReclaimed)
+        return f"{data.attempts} attempts recorded where {counted(state, data)} were counted"
+    assert isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed)
+    if code == NOT_THE_LEASE:
+        return f"lease {data.lease_id} is not the live lease {state.lease}"
+    assert state.expires is not None
+    assert at is not None
+    if code == NOT_EXPIRED:
+        return (f"lease {data.lease_id} reclaimed at {format_ts(at)}, before it expired at "
+                f"{format_ts(state.expires)}")
+    return (f"lease {data.lease_id} had expired at {format_ts(state.expires)}, before this "
+            f"event ({format_ts(at)})")
+
+
+def leads_to(status: str, data: EventData) -> str:
+    """The status after `data`: the table's target when the event may follow `status`,
+    else what the event says (a forged lease is a lease), so the view shows what the log
+    holds and `log verify` names each problem once. A renew moves no status."""
+    kind = kind_of(data)
+    if kind is None:
+        return status
+    target = follows(status).get(kind)
+    if target is not None:
+        return target
+    if isinstance(data, QueueRenewed):
+        return status
+    if isinstance(data, QueueStatusSet):
+        return data.status
+    return _AS_IT_SAYS[kind]
+
+
+# Every kind leads to one status wherever the table allows it (tests/test_queue_rules.py).
+_AS_IT_SAYS = {kind: target for row in TRANSITIONS.values() for kind, target in row.items()}
+
+
+def next_state(state: EntryState, data: EventData) -> EntryState:
+    """The entry after `data`, as the event says (an entry added twice is followed as
+    it was)."""
+    if isinstance(data, QueueAdded) or kind_of(data) is None:
+        return state
+    status = leads_to(state.status, data)
+    if isinstance(data, QueueLeased):
+        return EntryState(status, data.lease_id, state.attempts, data.expires_at_ms)
+    if isinstance(data, QueueRenewed):
+        return state._replace(expires=data.expires_at_ms) if data.lease_id == state.lease \
+            else state
+    if isinstance(data, QueueReleased | QueueReclaimed):
+        return EntryState(status, None, data.attempts)
+    return EntryState(status, None, 0 if isinstance(data, QueueReset) else state.attempts)
+
+
+# -- the policy the lease rules are judged under ----------------------------------------
+
+class Policy(msgspec.Struct, frozen=True, rename="camel"):
+    """The scheduling policy; the defaults are SPEC §8's (conservative: one at a time).
+
+    Ceilings are per pool: the entries of one session label are a pool, and the
+    entries without a session are the default pool. A pool's ceiling is its own
+    (`sessions`), else `max_concurrent`; a lease in one pool never blocks another's.
+    `max_total`, when set, bounds the active leases of all pools together.
+    """
+
+    max_concurrent: int = 1
+    max_attempts: int = 3
+    lease_ttl_ms: int = 300_000
+    backoff_base_ms: int = 1000
+    backoff_factor: float = 2
+    backoff_cap_ms: int = 60_000
+    sessions: dict[str, int] = {}  # msgspec copies mutable defaults
+    max_total: int | None = None
+
+    def ceiling(self, pool: str | None) -> int:
+        """The most leases active at once in `pool` (a session label; None: the default
+        pool, of entries without a session)."""
+        return self.max_concurrent if pool is None else self.sessions.get(
+            pool, self.max_concurrent)
+
+
+def policy_of(data: SchedPolicySet) -> Policy:
+    """The policy a `sched.policy_set` event records."""
+    return Policy(data.max_concurrent, data.max_attempts, data.lease_ttl_ms,
+                  data.backoff_base_ms, data.backoff_factor, data.backoff_cap_ms,
+                  dict(data.sessions), data.max_total)
+
+
+def backoff_ms(policy: Policy, attempts: int) -> int:
+    """`min(round(base * factor^(attempts-1)), cap)`, rounding halves up, no jitter."""
+    delay = float(policy.backoff_base_ms)
+    for _ in range(max(0, attempts - 1)):
+        delay *= policy.backoff_factor
+        if delay >= policy.backoff_cap_ms:
+            return policy.backoff_cap_ms
+    return min(math.floor(delay + 0.5), policy.backoff_cap_ms)
+
+
+def failure(policy: Policy, attempts: int, now: int) -> tuple[int, int | None, bool]:
+    """One more failed attempt after `attempts`: (attempts, nextEligibleAt or None,
+    parked). Ready after a backoff, or parked at maxAttempts."""
+    attempts += 1
+    if attempts >= policy.max_attempts:
+        return attempts, None, True
+    return attempts, now + backoff_ms(policy, attempts), False
+
+
+def out_of_backoff(next_eligible_at_ms: int | None, now: int) -> bool:
+    """Whether a ready entry may be leased at `now`: no backoff, or it has run out."""
+    return (next_eligible_at_ms or 0) <= now
+
+
+def pool_room(policy: Policy, pool: str | None, active: int) -> int:
+    """How many more leases `pool` may have while `active` of its leases are live."""
+    return policy.ceiling(pool) - active
+
+
+def total_room(policy: Policy, total: int) -> int | None:
+    """How many more leases every pool together may have while `total` are live (None:
+    no overall cap)."""
+    return None if policy.max_total is None else policy.max_total - total
+
+
+def over_ceiling(policy: Policy, pool: str | None, active: int, total: int, ts: str
+                 ) -> str | None:
+    """What `log verify` says of a lease at `ts` while `active` leases of its pool and
+    `total` of every pool were live (SPEC §8: never over a pool's ceiling, nor the
+    overall cap), or None."""
+    if pool_room(policy, pool, active) <= 0:
+        whose = "the default pool" if pool is None else f"session {pool}"
+        return (f"leased at {ts} while {active} leases of {whose} were active: over its "
+                f"ceiling (maxConcurrent {policy.ceiling(pool)})")
+    room = total_room(policy, total)
+    if room is not None and room <= 0:
+        return (f"leased at {ts} while {total} leases were active: over the overall cap "
+                f"(maxTotal {policy.max_total})")
+    return None
