@@ -1,4 +1,5 @@
-"""Shared fixtures: a temporary store, and the real console scripts run on it."""
+"""Shared fixtures: a temporary store, and the console scripts run on it (in this
+process by default, as real processes where the process is the point)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+from tests.inprocess import IN_PROCESS, run_main, text
 
 if TYPE_CHECKING:
     from uwf.store import Store
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
 BIN = Path(sys.executable).parent
+# `pytest --cli-processes`: every Cli call a real process, as all were before in-process
+# runs (a check that nothing differs; set once, when the run is configured).
+EVERY_CALL_A_PROCESS: list[bool] = [False]
 
 
 @dataclass
@@ -31,19 +37,33 @@ class Result:
 
 @dataclass
 class Cli:
-    """Runs `uwf` / `json-cas` as real processes against one store."""
+    """Runs `uwf` / `json-cas` against one store, with `env` as the whole environment:
+    `main(argv)` in this process by default (tests/inprocess.py: same stdout, stderr and
+    exit code, a fraction of the cost), a real process per call when `process` is set
+    (the `proc_cli` fixture: crashes, signals, concurrency, what runs until stopped, the
+    console scripts themselves). Any other console script (an agent) is always a process.
+    No stdin given is an empty one, never a wait."""
 
     home: Path
     env: dict[str, str]
+    process: bool = False
 
     def run(self, *args: str, stdin: str | None = None, prog: str = "uwf",
             timeout: float = 60) -> Result:
-        exe = shutil.which(prog, path=str(BIN)) or prog
-        proc = subprocess.run(
-            [exe, *args], input=stdin, capture_output=True, text=True, env=self.env,
-            timeout=timeout, check=False,
-        )
-        return Result(proc.returncode, proc.stdout, proc.stderr)
+        if self.process or EVERY_CALL_A_PROCESS[0] or prog not in IN_PROCESS:
+            exe = shutil.which(prog, path=str(BIN)) or prog
+            proc = subprocess.run(
+                [exe, *args], input=stdin or "", capture_output=True, text=True,
+                env=self.env, timeout=timeout, check=False,
+            )
+            return Result(proc.returncode, proc.stdout, proc.stderr)
+        code, out, err = run_main(prog, args, self.env, (stdin or "").encode("utf-8"),
+                                  timeout)
+        return Result(code, text(out), text(err))
+
+    def processes(self) -> Cli:
+        """This store and environment (the same dict), with a real process per call."""
+        return replace(self, process=True)
 
     def cas(self, *args: str, stdin: str | None = None) -> Result:
         return self.run(*args, stdin=stdin, prog="json-cas")
@@ -98,12 +118,23 @@ def store_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli(store_dir: Path, tmp_path: Path) -> Cli:
+def cli(store_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
+    """`uwf` and `json-cas` on a new store: in-process, or real processes for a test
+    (or a module, `pytestmark`) marked `cli_processes`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
     env["UWF_HOME"] = str(store_dir)
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["UWF_DURABILITY"] = "fsync"
-    return Cli(store_dir, env)
+    marked = request.node.get_closest_marker("cli_processes") is not None
+    return Cli(store_dir, env, process=marked)
+
+
+@pytest.fixture
+def proc_cli(cli: Cli) -> Cli:
+    """The `cli` fixture's store and environment (the same dict), each call a real
+    process: for tests of what only a process has (crash, signals, concurrency, commands
+    that run until stopped, the console scripts' own wiring)."""
+    return cli.processes()
 
 
 # -- the fuzz targets (tests/test_fuzz_*.py): budgets and the inputs each tried ----------
@@ -116,6 +147,19 @@ def cli(store_dir: Path, tmp_path: Path) -> Cli:
 settings.register_profile("ci", deadline=None, derandomize=True)
 settings.register_profile("long", max_examples=1000, deadline=None)
 settings.load_profile("ci")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cli-processes", action="store_true",
+                     help="run every uwf / json-cas call of the Cli fixtures as a real "
+                     "process (by default they run in-process)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    EVERY_CALL_A_PROCESS[0] = bool(config.getoption("--cli-processes"))
+    config.addinivalue_line(
+        "markers", "cli_processes: the `cli` fixture runs each call as a real process "
+        "(crash, signals, concurrency across processes, the console scripts' own wiring)")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -560,6 +560,7 @@ def test_subflow_fails_when_the_child_fails(cli: Cli, tmp_path: Path) -> None:
         [("developer", "exit"), ("delegate", "exit")]
 
 
+@pytest.mark.cli_processes  # nested uwf-subflow agents under a time limit
 def test_a_subflow_of_itself_stops_at_the_nesting_limit(cli: Cli, tmp_path: Path) -> None:
     """A workflow whose role is played by a subflow of itself recursed without bound;
     now the subflow nested --max-depth deep fails its step at once, naming the depth,

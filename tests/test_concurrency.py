@@ -19,7 +19,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import BIN, EXAMPLE, Cli
+
+# Concurrency across processes: every uwf call here is a real process too.
+pytestmark = pytest.mark.cli_processes
 
 EXAMPLE_TEXT = EXAMPLE.read_text("utf-8")
 PYTHON = sys.executable

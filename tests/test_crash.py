@@ -28,6 +28,9 @@ import pytest
 
 from tests.conftest import EXAMPLE, Cli, Result
 
+# Crash safety is about processes: every uwf call here is a real one.
+pytestmark = pytest.mark.cli_processes
+
 EXAMPLE_TEXT = EXAMPLE.read_text("utf-8")
 PYTHON = sys.executable
 
@@ -326,7 +329,7 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
     rng = random.Random(0x5EED_CAFE)
     segment_bytes = 96 * 1024  # small segments, so crashes also meet rotation
     env = dict(cli.env, UWF_SEGMENT_BYTES=str(segment_bytes), UWF_DURABILITY="fsync")
-    cli = Cli(cli.home, env)
+    cli = Cli(cli.home, env, process=True)
     write_script(tmp_path)
     base = put(cli, tmp_path, "base")["workflow"]
 
@@ -597,7 +600,7 @@ def test_kill_at_a_precise_point(
     and the store reads, verifies and takes the next write."""
     die_file, die_func, die_when, durable, rotate = point
     if rotate:  # every segment is full: each write starts a new one
-        cli = Cli(cli.home, dict(cli.env, UWF_SEGMENT_BYTES="1"))
+        cli = Cli(cli.home, dict(cli.env, UWF_SEGMENT_BYTES="1"), process=True)
     write_script(tmp_path)
     put(cli, tmp_path, "solve-issue")
     before = listed(cli).out
@@ -647,7 +650,7 @@ def test_kill_during_repair_records_it_exactly_once(
     """
     die_func, die_when, new_segment = point
     env = dict(cli.env, UWF_SEGMENT_BYTES="1") if new_segment else cli.env
-    cli = Cli(cli.home, env)
+    cli = Cli(cli.home, env, process=True)
     write_script(tmp_path)
     base = put(cli, tmp_path, "solve-issue")["workflow"]
     put(cli, tmp_path, "wf-1")
@@ -696,7 +699,8 @@ def test_lock_is_released_when_its_holder_is_killed(cli: Cli, tmp_path: Path) ->
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     # With UWF_LOCK_TIMEOUT=2, a lock still held would make this put fail as busy.
-    result = Cli(cli.home, env).run("workflow", "put", str(workflow_file(tmp_path, "next")))
+    result = Cli(cli.home, env, process=True).run("workflow", "put",
+                                                  str(workflow_file(tmp_path, "next")))
     assert result.code == 0, result.err
     assert os.path.exists(cli.home / "lock")
     assert_verify_ok(cli)

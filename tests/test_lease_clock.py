@@ -200,6 +200,7 @@ RENEWER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.cli_processes  # across processes
 def test_a_renew_stalled_at_the_lock_across_processes(cli: Cli, tmp_path: Path) -> None:
     def ok(*args: str) -> Any:
         result = cli.run(*args, "--json")

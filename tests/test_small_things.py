@@ -24,6 +24,7 @@ def test_a_store_root_that_is_a_file_is_one_line(cli: Cli, tmp_path: Path, prog:
 
 
 @pytest.mark.parametrize("prog", ["uwf", "json-cas"])
+@pytest.mark.cli_processes  # the console scripts' own argv
 def test_no_command_prints_the_usage(cli: Cli, prog: str) -> None:
     result = cli.run(prog=prog)
     assert result.code == 2

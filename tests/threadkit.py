@@ -1,8 +1,9 @@
 """Shared helpers for the thread, moderator and agent tests.
 
 A `Kit` is one temporary store with its config file and a folder for agent
-scripts. Everything runs as real processes: `uwf`, `json-cas` and the agents
-(`uwf-mock`, scripts written here) against that store.
+scripts. `uwf` and `json-cas` run as its `Cli` runs them (in-process, or real
+processes for the `cli_processes` marker); the agents (`uwf-mock`, scripts written
+here) and `popen_uwf` are always real processes, against that store.
 """
 
 from __future__ import annotations
