@@ -3,9 +3,9 @@ console script would have (its environment, stdin, stdout and stderr) and the ex
 would give, for a fraction of a process's cost (most of which is imports).
 
 A call that would hang fails the test, loudly, when its time limit passes; a call that
-leaves something behind in this process (a signal handler, the working folder, a file
-descriptor, a thread) fails it too: `main(argv)` is promised to be callable many times
-in one process.
+leaves something behind in this process (a change to os.environ, a signal handler, the
+working folder, the recursion limit, a file descriptor, a thread) fails it too:
+`main(argv)` is promised to be callable many times in one process.
 """
 
 from __future__ import annotations
@@ -111,10 +111,11 @@ def _fds() -> set[str]:
 
 @contextmanager
 def _left_as_found(what: str, watchdog: _Watchdog) -> Iterator[None]:
-    """Fail if the call leaves a signal handler, the working folder, a file descriptor or
-    a thread behind (unless it hung: that is said first)."""
+    """Fail if the call leaves a signal handler, the working folder, the recursion limit,
+    a file descriptor or a thread behind (unless it hung: that is said first)."""
     handlers = {signum: signal.getsignal(signum) for signum in _SIGNALS}
     cwd = os.getcwd()
+    recursion = sys.getrecursionlimit()
     fds = _fds()
     threads = set(threading.enumerate())
     yield
@@ -124,6 +125,8 @@ def _left_as_found(what: str, watchdog: _Watchdog) -> Iterator[None]:
             handlers.items() if signal.getsignal(signum) != handler]
     if os.getcwd() != cwd:
         left.append(f"the working folder {os.getcwd()}")
+    if sys.getrecursionlimit() != recursion:
+        left.append(f"the recursion limit {sys.getrecursionlimit()}")
     # A descriptor open now that was not before (one closed and reused is not seen).
     left += [f"fd {fd} -> {target}" for fd in sorted(_fds() - fds, key=int)
              if (target := _target(fd)) is not None]
@@ -171,6 +174,7 @@ def run_main(prog: str, argv: Sequence[str], env: Mapping[str, str], stdin: byte
     out, err = _stream(b"", errors), _stream(b"", "backslashreplace")
     watchdog = _Watchdog(limit)
     code = -1
+    environ_changed: list[tuple[str, str]] = []
     try:
         with (_left_as_found(what, watchdog),
               mock.patch.dict(os.environ, env, clear=True),
@@ -178,12 +182,15 @@ def run_main(prog: str, argv: Sequence[str], env: Mapping[str, str], stdin: byte
               _stdio(_stream(stdin, errors), out, err),
               watchdog):
             code = _exit_code(main, argv)
+            environ_changed = sorted(set(os.environ.items()) ^ set(env.items()))
     except KeyboardInterrupt:
         if not watchdog.fired:
             raise
     if watchdog.fired:
         pytest.fail(f"{what} still ran after {limit:g}s (in-process; a command that "
                     "runs until stopped needs the proc_cli fixture)")
+    if environ_changed:  # restored here; in a process of many commands it would stay
+        pytest.fail(f"{what} changed os.environ: {sorted({k for k, _ in environ_changed})}")
     out.flush()
     err.flush()
     return code, _bytes(out), _bytes(err)
