@@ -21,6 +21,7 @@ from uwf.cas.store import Cas, builtin_hash
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
+from uwf.engine.viewspec import STREAMS
 from uwf.engine.viewstore import (
     MemoryViewStore,
     Query,
@@ -237,6 +238,61 @@ def test_reset_empties_in_place_and_drop_forgets(views: ViewStore) -> None:
     views.drop()
     assert views.checkpoints() == {}
     assert views.load("w", "a") is None
+
+
+def test_the_stream_index_moves_with_the_views(views: ViewStore) -> None:
+    assert views.stream("thread/a") == []
+    assert views.version("thread/a") == 0
+    assert views.commit({"w": {"a": row("ready")}}, {"w": None, "s": None, STREAMS: None},
+                        cp(3), streams=[("store", 1), ("thread/a", 2), ("thread/b", 3)])
+    assert views.checkpoints() == {"w": cp(3), "s": cp(3), STREAMS: cp(3)}
+    assert views.commit({}, {"w": cp(3), "s": cp(3), STREAMS: cp(3)}, cp(6),
+                        streams=[("thread/a", 4), ("thread/a", 5), ("thread/b", 6)])
+    assert views.stream("thread/a") == [2, 4, 5]
+    assert views.stream("thread/a", 2) == [4, 5]
+    assert views.stream("thread/a", 5) == []
+    assert views.stream("thread/a", reverse=True) == [5, 4, 2]
+    assert views.stream("thread/a", 3, reverse=True) == [5, 4]
+    assert views.stream("thread/none") == []
+    assert (views.version("thread/a"), views.version("thread/b")) == (5, 6)
+    assert views.version("thread/none") == 0
+    # A commit that does not name the index leaves it, and its checkpoint, alone.
+    assert views.commit({"w": {"b": row("done")}}, {"w": cp(6)}, cp(7),
+                        streams=[("thread/c", 7)])
+    assert views.checkpoints()[STREAMS] == cp(6)
+    assert views.stream("thread/c") == []
+    # A stale index checkpoint refuses the whole commit.
+    assert not views.commit({}, {"s": cp(6), STREAMS: cp(5)}, cp(8), streams=[("x", 8)])
+    assert views.stream("x") == []
+
+
+def test_the_stream_index_is_rebuilt_with_the_views_and_dropped_with_them(
+        views: ViewStore) -> None:
+    views.commit({}, {"w": None, "s": None, STREAMS: None}, cp(2),
+                 streams=[("thread/a", 1), ("thread/b", 2)])
+    expected = {"w": cp(2), "s": cp(2), STREAMS: cp(2)}
+    # A rebuild in place: the index holds what the rebuild gives it, nothing before.
+    assert views.commit({}, dict(expected), cp(3), reset=True,
+                        streams=[("thread/b", 3), ("thread/a", 1)])  # any order
+    assert views.stream("thread/a") == [1]
+    assert views.stream("thread/b") == [3]
+    assert views.checkpoints()[STREAMS] == cp(3)
+    # Expected absent while present: refused, nothing changed.
+    assert not views.commit({}, {STREAMS: None}, cp(4), streams=[("thread/c", 4)])
+    assert views.stream("thread/c") == []
+    views.drop()
+    assert views.checkpoints() == {}
+    assert views.stream("thread/b") == []
+    assert views.version("thread/b") == 0
+    # Absent (dropped, or views of an older uwf): the first commit creates it empty.
+    assert views.commit({}, {STREAMS: None}, cp(4), streams=[("thread/c", 4)])
+    assert views.stream("thread/c") == [4]
+    assert views.checkpoints() == {STREAMS: cp(4)}
+
+
+def test_no_view_may_take_the_stream_index_name() -> None:
+    with pytest.raises(ValueError, match="stream index"):
+        ViewSpec(STREAMS, 1)
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

@@ -59,6 +59,52 @@ def test_segments_rotate_by_size_and_never_split_a_batch(tmp_path: Path) -> None
     assert all(number >= 1 for _, number in numbers)
 
 
+def test_a_line_far_from_the_end_is_found_by_bisecting_the_segment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One 64 MiB segment of lines of every length, some longer than a read window: every
+    seq is found, reading a few KiB, not the segment from its end."""
+    log = make(tmp_path)
+    for index in range(1500):
+        append(log, registered("x" * (index * 37 % 900) if index % 97 else "y" * 70_000))
+    size = segment_files(tmp_path)[0].stat().st_size
+    assert size > 4 * (256 << 10)
+    lines = {line.seq: line.raw for line in log.read()}
+    read: list[int] = []
+    original = log.segments.read
+
+    def counting(name: str, start: int, end: int) -> bytes:
+        data = original(name, start, end)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(log.segments, "read", counting)
+    for seq in [1, 2, 96, 97, 98, 700, 1499, 1500, *range(3, 1500, 41)]:
+        read.clear()
+        log._hint = None  # as another process would look it up
+        assert log.line(seq) == lines[seq], seq
+        assert sum(read) < size / 3, (seq, sum(read))
+        assert [line.seq for line in log.read(seq)][:2] == [s for s in (seq + 1, seq + 2)
+                                                            if s <= 1500]
+    assert log.line(1501) is None
+    assert log.line(0) is None
+
+
+def test_a_segment_whose_lines_claim_no_seq_is_walked(tmp_path: Path) -> None:
+    """A line without the `{"seq":N,` prefix (an edited log) cannot be bisected over:
+    the walk from the end still finds what it finds for a well-formed line."""
+    log = make(tmp_path)
+    for index in range(1200):
+        append(log, registered(f"w{index:04d}" + "x" * 500))
+    path = segment_files(tmp_path)[0]
+    data = path.read_bytes().split(b"\n")
+    for number in range(0, 1200, 3):
+        data[number] = b" " + data[number][1:]  # same length, no seq claimed
+    path.write_bytes(b"\n".join(data))
+    for seq in (2, 500, 1100):
+        assert log.line(seq) == data[seq - 1]
+    assert log.line(1) is None
+
+
 def test_a_line_longer_than_any_read_window_is_found(tmp_path: Path) -> None:
     log = make(tmp_path)
     append(log, registered("a" * 200_000))

@@ -63,3 +63,9 @@ class StoreUnavailable(UwfError):
 class OldFormat(UwfError):
     """The store was written in a format this uwf no longer reads: fail closed, never
     reinterpret it."""
+
+
+class Conflict(UwfError):
+    """A write stated the version of a subject it decided on (optimistic concurrency),
+    and the subject has moved since: nothing was written. Read it again, decide again,
+    retry (exit 1: the command is invalid against the current state)."""

@@ -3,18 +3,7 @@
 The archive is an outside consumer of the log, not a view: it reads the log from
 its own checkpoint and appends what is new (docs/archive.md).
 
-```
-DIR/
-  .uwf-archive.json          checkpoint: {format, seq, digest} of the last line folded,
-                             and of each open run's transitions.jsonl its inode and
-                             what the sync left in it (bytes, lines, digest)
-  .uwf-archive.lock          writers' lock (a sync), shared by `archive verify`
-  index.json                 every summary.json, one row each (rebuildable cache)
-  runs/<run id>/
-    transitions.jsonl        append-only: run_start, transition, node_attempt, run_end
-    graph.json               the workflow snapshot, written once at run_start
-    summary.json             written once, at run_end
-```
+The folder's files are described in `uwf.archive.layout`.
 
 What a sync knows of a run it re-reads from that run's own transitions.jsonl (a
 fold over its lines, `uwf.archive.lines`), so the checkpoint is three values
@@ -44,13 +33,30 @@ from typing import Any
 import msgspec
 
 from uwf.archive.folder import Folder, check_root
+from uwf.archive.layout import (
+    CHECKPOINT,
+    FORMAT,
+    GRAPH,
+    INDEX,
+    LOCK,
+    RUNS,
+    SUMMARY,
+    TRANSITIONS,
+    ArchiveCheckpoint,
+    document,
+    file_digest,
+    fold_lines,
+    graph_document,
+    index_document,
+    read_checkpoint,
+    read_lines,
+)
 from uwf.archive.lines import (
     MAPPED_TYPES,
     Line,
     RunFold,
     RunStart,
     check_run_id,
-    decode,
     encode,
     fold,
     lines_for,
@@ -63,112 +69,23 @@ from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
 from uwf.threads.service import get_thread
 
-FORMAT = 1
-CHECKPOINT = ".uwf-archive.json"
-LOCK = ".uwf-archive.lock"
-RUNS = "runs"
-INDEX = "index.json"
-TRANSITIONS = "transitions.jsonl"
-GRAPH = "graph.json"
-SUMMARY = "summary.json"
+# What `uwf.archive.verify` and the CLI read from here, defined in `uwf.archive.layout`.
+__all__ = ["CHECKPOINT", "GRAPH", "INDEX", "LOCK", "RUNS", "SUMMARY", "TRANSITIONS",
+           "Archive", "document", "follow", "graph_document", "read_checkpoint",
+           "start_of_run", "sync"]
+
 # A first sync of a long log appends in rounds of about this many lines, so memory
 # stays bounded; the checkpoint moves only at the end.
 FLUSH_LINES = 10_000
 DEFAULT_POLL = 0.2  # seconds between syncs of --follow, as `log tail --follow`
 
 
-class ArchiveCheckpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
-                        omit_defaults=True):
-    """The last log line a full sync folded: its seq and chain digest; and, for each run
-    that has not ended, the (device, inode) of the transitions.jsonl it appended to, so
-    a file replaced between two syncs is refused (absent in a checkpoint written before
-    it was kept, or when every run has ended)."""
-
-    format: int
-    seq: int
-    digest: str
-    inodes: dict[str, tuple[int, int]] = {}
-    # Per open run: (bytes, lines, digest) of transitions.jsonl as the sync left it
-    # (absent in a checkpoint written before it was kept: nothing to check).
-    files: dict[str, tuple[int, int, str]] = {}
-
-
-def read_checkpoint(raw: bytes) -> ArchiveCheckpoint:
-    """The checkpoint file's content; Corrupt naming what is wrong with it."""
-    try:
-        checkpoint = msgspec.json.decode(raw, type=ArchiveCheckpoint)
-    except msgspec.DecodeError as exc:
-        raise Corrupt(f"{CHECKPOINT} is not an archive checkpoint: {exc}",
-                      "restore it, or sync into a new folder") from None
-    if checkpoint.format != FORMAT:
-        raise Corrupt(f"{CHECKPOINT} has format {checkpoint.format}; this uwf writes "
-                      f"{FORMAT}", "use the uwf that wrote it, or sync into a new folder")
-    return checkpoint
-
-
-def read_lines(raw: bytes, where: str) -> list[Line]:
-    """A transitions.jsonl's lines; Corrupt for a partial last line or a line that is
-    not an archive line (`uwf archive verify` names every problem)."""
-    if raw and not raw.endswith(b"\n"):
-        raise Corrupt(f"{where} ends in a partial line", "run `uwf archive verify DIR`")
-    lines = []
-    for number, text in enumerate(raw.split(b"\n")[:-1], 1):
-        try:
-            lines.append(decode(text))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise Corrupt(f"{where} line {number} is not an archive line: {exc}",
-                          "run `uwf archive verify DIR`") from None
-    return lines
-
-
-def fold_lines(lines: list[Line], run_id: str, where: str) -> RunFold | None:
-    """The run's state from its own lines; Corrupt when they cannot be folded."""
-    state = None
-    for number, line in enumerate(lines, 1):
-        if line.run_id != run_id:
-            raise Corrupt(f"{where} line {number} belongs to run {line.run_id}",
-                          "run `uwf archive verify DIR`")
-        try:
-            state = fold(state, line)
-        except ValueError as exc:
-            raise Corrupt(f"{where} line {number}: {exc}",
-                          "run `uwf archive verify DIR`") from None
-    return state
-
-
-def graph_document(store: Store, start: RunStart) -> dict[str, Any]:
-    """graph.json: the Workflow node the run started on, as `workflow show` prints it."""
-    try:
-        payload = store.cas.get(start.workflow).payload
-    except NotFound:
-        raise Corrupt(f"run {start.run_id}'s workflow node {start.workflow} is missing "
-                      "from the CAS", "run `uwf log verify`") from None
-    return {"workflow": start.workflow, "name": start.name, "definition": payload}
-
-
-def document(value: Any) -> bytes:
-    """A JSON file as the archive writes graph.json and summary.json."""
-    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-
-
-def index_document(rows: list[dict[str, Any]]) -> bytes:
-    """index.json: a JSON array of summaries, one per line, by `started` then run id."""
-    rows = sorted(rows, key=lambda row: (str(row.get("started")), str(row.get("run_id"))))
-    body = ",\n".join(json.dumps(row, ensure_ascii=False, separators=(",", ":"))
-                      for row in rows)
-    return f"[\n{body}\n]\n".encode() if rows else b"[]\n"
-
-
 def start_of_run(store: Store, run_id: str) -> int:
-    """The seq of the run's `thread.started`, read back from the log's end (so it costs
-    what happened since the run started)."""
-    subject = f'"subject":"thread/{run_id}"'.encode()
-    decode_event = store.journal.catalog.decode
-    for line in store.log.read_reverse():
-        if b'"type":"thread.started"' in line.raw and subject in line.raw:
-            envelope = decode_event(line.raw)
-            if envelope.type == "thread.started" and envelope.subject == f"thread/{run_id}":
-                return envelope.seq
+    """The seq of the run's `thread.started`: its stream read newest first through the
+    stream index (so it costs the run's events, not the log since it started)."""
+    for envelope in store.journal.read_subject(f"thread/{run_id}", reverse=True):
+        if envelope.type == "thread.started":
+            return envelope.seq
     raise NotFound(f"no run {run_id} in the log", "list runs with `uwf run list`")
 
 
@@ -389,7 +306,7 @@ class Archive:
             return
         size, count, want = recorded
         kept = raw[:size]
-        if len(raw) < size or kept.count(b"\n") != count or _digest(kept) != want:
+        if len(raw) < size or kept.count(b"\n") != count or file_digest(kept) != want:
             what = ("was cut short" if len(raw) < size else "was edited")
             has = raw.count(b"\n")
             raise Corrupt(f"{where} {what} since the last sync (it left {count} lines, "
@@ -479,11 +396,6 @@ class Archive:
             if event.batch[0] == event.batch[1]:
                 yield pending, Checkpoint(seq, prev)
                 pending = []
-
-
-def _digest(data: bytes) -> str:
-    """The first 32 hex characters of SHA-256, as the log's chain digests."""
-    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def sync(store: Store, directory: str | Path, run: str | None = None) -> dict[str, Any]:

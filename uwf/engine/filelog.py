@@ -8,8 +8,9 @@ truncation is saved before the bytes go, so a writer killed between truncating
 and recording leaves the record to the next writer.
 
 Segments are named by the seq of their first line; a line is found by its seq
-by picking the segment from the names and walking back from its end (catch-up
-reads are near the end), with the last position this process saw as a hint.
+by picking the segment from the names, then walking back from its end (catch-up
+reads are near the end) or bisecting its bytes when the line is far from it
+(`uwf.engine.spans`), with the last position this process saw as a hint.
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ import hashlib
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import msgspec
 
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
 from uwf.engine.segments import PENDING_NOTE, FileSegments, segment_name
+from uwf.engine.spans import (
+    WINDOW,
+    Span,
+    backward,
+    complete_end,
+    count_lines,
+    find,
+    seq_of,
+)
 from uwf.errors import Corrupt, StoreBusy
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_WINDOW = 64 * 1024  # bytes read at a time when reading many lines backward
-_TAIL = 4096  # the first window at the end: a few lines, for the head and the tail check
 
 
 class _TailInfo(msgspec.Struct):
@@ -50,19 +57,9 @@ _last_repair_decoder = msgspec.json.Decoder(_LastRepair)
 _notes_decoder = msgspec.json.Decoder(list[LogRepaired])
 
 
-def _take(spans: Iterator[_Span], count: int) -> Iterator[_Span]:
+def _take(spans: Iterator[Span], count: int) -> Iterator[Span]:
     for _, span in zip(range(count), spans, strict=False):
         yield span
-
-
-def _seq_of(raw: bytes) -> int | None:
-    """The `seq` a line claims, read from its fixed prefix `{"seq":N,` (None if absent)."""
-    if raw.startswith(b'{"seq":'):
-        comma = raw.find(b",", 7)
-        digits = raw[7:comma]
-        if comma > 7 and digits.isdigit():
-            return int(digits)
-    return None
 
 
 def _tail_info(raw: bytes, where: str) -> _TailInfo:
@@ -72,16 +69,6 @@ def _tail_info(raw: bytes, where: str) -> _TailInfo:
         raise Corrupt(
             f"the last line of {where} is not a valid event", "run `uwf log verify` to inspect it"
         ) from None
-
-
-class _Span(NamedTuple):
-    """A complete line in a segment: [start, end) including its newline (a tuple:
-    the rebuild reads one per event)."""
-
-    segment: str
-    start: int
-    end: int
-    raw: bytes
 
 
 class FileLog:
@@ -101,12 +88,12 @@ class FileLog:
         self.durable = durable
         self.lock_timeout = lock_timeout
         self._thread_lock = threading.Lock()  # flock is per open file: threads queue here
-        self._hint: _Span | None = None  # the last line this process saw at the end
+        self._hint: Span | None = None  # the last line this process saw at the end
         # The log's last line as this process last wrote or scanned it, ending its
         # segment: while that segment keeps its size and no next segment exists, it is
         # still the last line (lines are only ever appended, and a cut removes only
         # bytes after complete batches), so a writer skips the scan.
-        self._tail_hint: _Span | None = None
+        self._tail_hint: Span | None = None
 
     # -- reading ---------------------------------------------------------
 
@@ -150,9 +137,9 @@ class FileLog:
 
     def read_reverse(self) -> Iterator[LogLine]:
         for name in reversed(self.segments.names()):
-            end = self._complete_end(name)
-            for span in self._backward(name, end, _WINDOW):
-                yield LogLine(_seq_of(span.raw) or 0, span.raw, name, 0)
+            end = complete_end(self.segments, name)
+            for span in backward(self.segments, name, end, WINDOW):
+                yield LogLine(seq_of(span.raw) or 0, span.raw, name, 0)
 
     def line(self, seq: int) -> bytes | None:
         if seq <= 0:
@@ -164,8 +151,8 @@ class FileLog:
         found: list[LogProblem] = []
         expected = 1
         for name in self.segments.names():
-            end = self._complete_end(name)
-            lines = self._count_lines(name, end)
+            end = complete_end(self.segments, name)
+            lines = count_lines(self.segments, name, end)
             if lines and name != segment_name(expected):
                 found.append(LogProblem(expected, name, 1,
                                         f"segment name does not match its first seq {expected}"))
@@ -197,18 +184,17 @@ class FileLog:
 
     # -- finding lines -----------------------------------------------------
 
-    def _last_span(self) -> _Span | None:
+    def _last_span(self) -> Span | None:
         for name in reversed(self.segments.names()):
-            for span in self._backward(name, self._complete_end(name)):
+            for span in backward(self.segments, name, complete_end(self.segments, name)):
                 self._hint = span
                 return span
         return None
 
-    def _locate(self, seq: int, names: list[str]) -> _Span | None:
-        """The line whose seq is `seq`: from the hint, else the segment its name says,
-        walked back from the end."""
+    def _locate(self, seq: int, names: list[str]) -> Span | None:
+        """The line whose seq is `seq`: from the hint, else in the segment its name says."""
         hint = self._hint
-        if hint is not None and _seq_of(hint.raw) == seq:
+        if hint is not None and seq_of(hint.raw) == seq:
             data = self.segments.read(hint.segment, hint.start, hint.end)
             if data == hint.raw + b"\n":
                 return hint
@@ -216,57 +202,7 @@ class FileLog:
         index = bisect.bisect_right(firsts, seq) - 1
         if index < 0:
             return None
-        name = names[index]
-        for span in self._backward(name, self._complete_end(name)):
-            claimed = _seq_of(span.raw)
-            if claimed == seq:
-                return span
-            if claimed is not None and claimed < seq:
-                return None
-        return None
-
-    def _complete_end(self, name: str) -> int:
-        """Offset just after the last `\\n` of a segment (0 if it has none)."""
-        size = self.segments.size(name)
-        window = _TAIL
-        while True:
-            start = max(0, size - window)
-            chunk = self.segments.read(name, start, size)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                return start + newline + 1
-            if start == 0:
-                return 0
-            window *= 4
-
-    def _backward(self, name: str, end: int, window: int = _TAIL) -> Iterator[_Span]:
-        """Complete lines of a segment ending at `end`, newest first; the window grows
-        from `window` to `_WINDOW`, so finding the last line reads a few KiB."""
-        # `carry` is the part of the file from `position` up to the line last
-        # yielded (a line whose start is not read yet), newline included.
-        carry = b""
-        position = end
-        while position > 0:
-            start = max(0, position - window)
-            window = min(window * 4, _WINDOW)
-            chunk = self.segments.read(name, start, position) + carry
-            parts = chunk.split(b"\n")[:-1]  # the chunk ends with a newline
-            whole = parts if start == 0 else parts[1:]
-            line_end = start + len(chunk)
-            for raw in reversed(whole):
-                line_start = line_end - len(raw) - 1
-                yield _Span(name, line_start, line_end, raw)
-                line_end = line_start
-            carry = b"" if start == 0 else parts[0] + b"\n"
-            position = start
-
-    def _count_lines(self, name: str, end: int) -> int:
-        count, position = 0, 0
-        while position < end:
-            chunk = self.segments.read(name, position, min(end, position + (1 << 20)))
-            count += chunk.count(b"\n")
-            position += len(chunk)
-        return count
+        return find(self.segments, names[index], seq)
 
     def close(self) -> None:
         self.segments.close()
@@ -278,12 +214,12 @@ class _FileSession:
     def __init__(self, log: FileLog) -> None:
         self.log = log
         self.segments = log.segments
-        self._scan: tuple[str, int, int, tuple[str, ...], _Span | None] | None = None
-        self._head_span: _Span | None = None
+        self._scan: tuple[str, int, int, tuple[str, ...], Span | None] | None = None
+        self._head_span: Span | None = None
         self._head: Checkpoint | None = None
         self._unrecorded = 0
 
-    def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], _Span | None]:
+    def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], Span | None]:
         """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
         were never acknowledged; the kept line is None when it lies before the cut's
         segment start or is unknown."""
@@ -291,7 +227,7 @@ class _FileSession:
             return self._scan
         hint = self.log._tail_hint
         if hint is not None and self.segments.size(hint.segment) == hint.end:
-            seq = _seq_of(hint.raw)
+            seq = seq_of(hint.raw)
             if seq is not None and not self.segments.exists(segment_name(seq + 1)):
                 self._scan = (hint.segment, hint.end, hint.end, (), hint)
                 return self._scan
@@ -306,15 +242,15 @@ class _FileSession:
             return self._scan
         name = names[-1]
         size = self.segments.size(name)
-        cut = self.log._complete_end(name)
+        cut = complete_end(self.segments, name)
         reasons: tuple[str, ...] = ("torn last line",) if cut < size else ()
-        last = next(self.log._backward(name, cut), None)
+        last = next(backward(self.segments, name, cut), None)
         kept = last
         if last is not None:
             k, n = _tail_info(last.raw, name).batch
             if k < n:
                 # Walk back over the k lines of the incomplete batch: they all go.
-                spans = self.log._backward(name, cut)
+                spans = backward(self.segments, name, cut)
                 first = last
                 for _ in range(k):
                     first = next(spans)
@@ -332,8 +268,8 @@ class _FileSession:
         """A cut that empties the last segment leaves the one before it as the log's
         end: it must end with a whole line closing a whole batch, as a writer left it
         before rotating. Otherwise the log was altered; nothing is cut."""
-        end = self.log._complete_end(previous)
-        last = next(self.log._backward(previous, end), None)
+        end = complete_end(self.segments, previous)
+        last = next(backward(self.segments, previous, end), None)
         k, n = (1, 1) if last is None else _tail_info(last.raw, previous).batch
         if end < self.segments.size(previous) or k < n:
             raise Corrupt(f"segment {previous} ends mid-line or mid-batch, and {name} "
@@ -402,9 +338,9 @@ class _FileSession:
                 found.append(last_event.data)
         return found
 
-    def _last_spans(self) -> Iterator[_Span]:
+    def _last_spans(self) -> Iterator[Span]:
         for name in reversed(self.segments.names()):
-            yield from self.log._backward(name, self.log._complete_end(name))
+            yield from backward(self.segments, name, complete_end(self.segments, name))
 
     def _cut(self, name: str, size: int, cut: int, reasons: tuple[str, ...],
              unrecorded: list[LogRepaired]) -> LogRepaired:
@@ -446,7 +382,7 @@ class _FileSession:
                 self.segments.set_pending(None)
         last = lines[-1]
         end = position + len(data)
-        self._head_span = _Span(name, end - len(last) - 1, end, last)
+        self._head_span = Span(name, end - len(last) - 1, end, last)
         self.log._hint = self.log._tail_hint = self._head_span
         self._head = Checkpoint(self._head.seq + len(lines), digest(last))
         return self._head

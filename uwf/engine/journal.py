@@ -2,14 +2,16 @@
 
 Order of a write (SPEC §3), each step before the next:
 1. enter the log's exclusive section; 2. cut an unacknowledged tail
-(`log.repaired`); 3. catch the views up; 4. let the command decide its events
+(`log.repaired`); 3. catch the views up; 4. refuse (`Conflict`) if a subject the
+command stated a version for has moved, else let the command decide its events
 against a read-only view of the state (rejected: nothing is written); 5. one
-append, durable; 6. fold the new events into the views and move their
-checkpoints in one transaction; 7. leave the section. `write` returns the
-command's result only after its events are durable.
+append, durable; 6. fold the new events into the views and the stream index and
+move their checkpoints in one transaction; 7. leave the section. `write` returns
+the command's result only after its events are durable.
 
-Every view has its own checkpoint: catch-up folds each event only into the
-views that have not seen it, so a new or changed view is built alone. Every
+Every view, and the stream index (each event's subject and seq: `read_subject`,
+uwf/engine/streams.py), has its own checkpoint: catch-up folds each event only
+into those that have not seen it, so a new or changed view is built alone. Every
 move of a checkpoint is a compare-and-set, so no fold (a reader's catch-up, a
 reader's rebuild of absent views) can move a view backwards, and a writer,
 which catches up inside the exclusive section, decides on views at the head.
@@ -18,9 +20,10 @@ which catches up inside the exclusive section, decides on views at the head.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
@@ -36,10 +39,22 @@ from uwf.engine.events import (
     digest,
     encode_line,
 )
+from uwf.engine.freshness import Freshness, ViewFreshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
-from uwf.engine.viewstore import ColumnValue, Query, Row, ViewSpec, ViewStore
+from uwf.engine.streams import Streams
+from uwf.engine.viewspec import (
+    STREAMS,
+    ColumnValue,
+    Query,
+    Row,
+    ViewSpec,
+    ViewStore,
+)
 from uwf.errors import Corrupt, UwfError
 from uwf.redact import Redact, redact_value
+
+__all__ = ["Freshness", "Journal", "Outcome", "Progress", "Projection", "ViewFreshness",
+           "Views"]
 
 T = TypeVar("T")
 Key = tuple[str, str]
@@ -110,29 +125,6 @@ class Views:
             yield key, decode(raw)
 
 
-@dataclass(frozen=True)
-class ViewFreshness:
-    """How one persisted view stands against the log."""
-
-    status: str  # valid | stale | absent | mismatch | unreadable
-    checkpoint: int
-    behind: int
-
-
-_SEVERITY = ("valid", "stale", "absent", "mismatch", "unreadable")
-
-
-@dataclass(frozen=True)
-class Freshness:
-    """How the views stand against the log: the worst view decides `status`."""
-
-    status: str
-    checkpoint: int
-    log_seq: int
-    behind: int
-    views: dict[str, ViewFreshness] = field(default_factory=dict)
-
-
 class Journal:
     """The log plus the views folded from it, behind one write protocol."""
 
@@ -152,17 +144,40 @@ class Journal:
         self.catalog = catalog
         self.clock = clock
         self.redact = redact
+        # What has a checkpoint: every view, and the stream index beside them.
+        self._folded = (*self.projections, STREAMS)
         self._routes: dict[str, list[Projection]] = {}
         for projection in projections:
             for event_type in projection.event_types:
                 self._routes.setdefault(event_type, []).append(projection)
         self._local = threading.local()  # `decide` running in this thread
+        self._streams = Streams(log, views, catalog.decode)
 
     # -- reads -----------------------------------------------------------
 
     def reader(self, head: Checkpoint = GENESIS) -> Views:
         """The persisted views as they are (call `refresh` first to catch them up)."""
         return Views(self.views, self.projections, head)
+
+    def read_subject(self, subject: str, after: int = 0, *, reverse: bool = False
+                     ) -> Iterator[Envelope]:
+        """`subject`'s events with seq > `after`, oldest first (newest first with
+        `reverse`), found through the stream index (uwf/engine/streams.py)."""
+        return self._streams.read(self._indexed(), subject, after, reverse=reverse)
+
+    def version(self, subject: str) -> int:
+        """The seq of `subject`'s last event (0: none): what a write may expect of it."""
+        return self._streams.version(self._indexed(), subject)
+
+    def _indexed(self) -> Checkpoint:
+        """The stream index's checkpoint, matched with the log (built first if absent,
+        as any read builds absent views)."""
+        checkpoint = self.views.checkpoints().get(STREAMS)
+        if checkpoint is None:
+            self.refresh()
+            checkpoint = self.views.checkpoints().get(STREAMS, GENESIS)
+        self._check_match(checkpoint)
+        return checkpoint
 
     def refresh(self, progress: Progress | None = None) -> Checkpoint:
         """Catch every view up with the log (building absent ones); fail on mismatch."""
@@ -171,7 +186,7 @@ class Journal:
             for checkpoint in set(checkpoints.values()):
                 self._check_match(checkpoint)
             since = {name: checkpoints[name].seq if name in checkpoints else 0
-                     for name in self.projections}
+                     for name in self._folded}
             low = min(since.values())
             start = GENESIS if low == 0 else next(
                 cp for cp in checkpoints.values() if cp.seq == low)
@@ -179,14 +194,15 @@ class Journal:
             if low == 0 and progress is not None:
                 lines = self._with_progress(lines, progress)
             states: dict[Key, Any] = {}
-            head = self._fold(states, lines, start, since, present=set(checkpoints))
+            streams: list[tuple[str, int]] = []
+            head = self._fold(states, streams, lines, start, since, present=set(checkpoints))
             if head.seq == 0:
                 return GENESIS  # nothing logged: nothing to fold, nothing to create
-            behind = {name: checkpoints.get(name) for name in self.projections
+            behind = {name: checkpoints.get(name) for name in self._folded
                       if checkpoints.get(name) != head}
             if not behind:
                 return head
-            if self.views.commit(self._rows(states, behind), behind, head):
+            if self.views.commit(self._rows(states, behind), behind, head, streams=streams):
                 return head
             # Another process moved a checkpoint first: start again from the new ones.
         raise Corrupt("the views would not take the caught-up state", "run `uwf registry rebuild`")
@@ -200,14 +216,15 @@ class Journal:
             if progress is not None:
                 lines = self._with_progress(lines, progress)
             states: dict[Key, Any] = {}
-            since = dict.fromkeys(self.projections, 0)
-            head = self._fold(states, lines, GENESIS, since, present=set())
+            streams: list[tuple[str, int]] = []
+            since = dict.fromkeys(self._folded, 0)
+            head = self._fold(states, streams, lines, GENESIS, since, present=set())
             for _attempt in range(100):
                 try:
                     checkpoints = self.views.checkpoints()
-                    expected = {name: checkpoints.get(name) for name in self.projections}
+                    expected = {name: checkpoints.get(name) for name in self._folded}
                     if self.views.commit(self._rows(states, expected), expected, head,
-                                         reset=True):
+                                         reset=True, streams=streams):
                         return head
                 except Corrupt:
                     # The file itself is damaged (never merely busy: that is StoreBusy):
@@ -219,54 +236,30 @@ class Journal:
     def replay(self) -> dict[Key, Row]:
         """Every view row as a full replay would write it, without touching the views."""
         states: dict[Key, Any] = {}
-        self._fold(states, self.log.read(), GENESIS, dict.fromkeys(self.projections, 0),
-                   present=set())
+        since = {**dict.fromkeys(self.projections, 0), STREAMS: sys.maxsize}  # rows only
+        self._fold(states, [], self.log.read(), GENESIS, since, present=set())
         return {key: self.projections[key[0]].row(state)
                 for key, state in states.items() if state is not None}
 
     def freshness(self) -> Freshness:
         """Each view valid | stale | absent | mismatch | unreadable, changing nothing."""
-        head = self.log.head()
-        try:
-            checkpoints = self.views.checkpoints()
-        except Corrupt:
-            unreadable = ViewFreshness("unreadable", 0, head.seq)
-            return Freshness("unreadable", 0, head.seq, head.seq,
-                             dict.fromkeys(self.projections, unreadable))
-        views: dict[str, ViewFreshness] = {}
-        for name in self.projections:
-            checkpoint = checkpoints.get(name)
-            if checkpoint is None:
-                # Nothing logged and nothing folded: the (empty) views are exactly current.
-                views[name] = ViewFreshness("valid" if head.seq == 0 else "absent", 0, head.seq)
-                continue
-            behind = head.seq - checkpoint.seq
-            try:
-                self._check_match(checkpoint)
-            except Corrupt:
-                behind = -1
-            if behind < 0:
-                views[name] = ViewFreshness("mismatch", checkpoint.seq, 0)
-            else:
-                views[name] = ViewFreshness("stale" if behind else "valid", checkpoint.seq,
-                                            behind)
-        worst = max(views.values(), key=lambda v: _SEVERITY.index(v.status),
-                    default=ViewFreshness("valid", head.seq, 0))
-        lowest = min((v.checkpoint for v in views.values()), default=head.seq)
-        return Freshness(worst.status, lowest, head.seq,
-                         max((v.behind for v in views.values()), default=0), views)
+        return measure(self.log, self.views, list(self.projections), self._check_match)
 
     # -- writes ----------------------------------------------------------
 
-    def write(self, decide: Callable[[Views], Outcome[T]]) -> T:
+    def write(self, decide: Callable[[Views], Outcome[T]], *,
+              expected: Mapping[str, int] | None = None) -> T:
         """Run one command under the write protocol; its result once its events are durable.
 
         `decide` gets read-only views at the log's head; raising rejects the command
-        and nothing is written.
+        and nothing is written. `expected` gives the version (`version`) of each
+        subject the command decided on: when one has moved, nothing is written and
+        `Conflict` is raised, before `decide` runs.
         """
-        return self.write_at(lambda views, _now: decide(views))
+        return self.write_at(lambda views, _now: decide(views), expected=expected)
 
-    def write_at(self, decide: Callable[[Views, int], Outcome[T]]) -> T:
+    def write_at(self, decide: Callable[[Views, int], Outcome[T]], *,
+                 expected: Mapping[str, int] | None = None) -> T:
         """`write`, with `decide` also given the instant (epoch ms) the command happens
         at: the clock read inside the exclusive section, after every earlier write, and
         the `ts` of the events it appends. A command that judges time (a lease's expiry)
@@ -278,7 +271,7 @@ class Journal:
         with self.log.exclusive() as session:
             checkpoints = self.views.checkpoints()
             tail = session.tail()
-            current = tail is not None and len(checkpoints) == len(self.projections) and all(
+            current = tail is not None and len(checkpoints) == len(self._folded) and all(
                 checkpoint == tail for checkpoint in checkpoints.values())
             if not current:
                 # Views fold only acknowledged lines; if the log lost one of them, the
@@ -291,6 +284,8 @@ class Journal:
             for repair in repairs:  # each recorded once, alone in its batch
                 head, _ = self._append(session, head, [NewEvent("store", repair)],
                                        self.clock())
+            if expected:  # nothing can move now: a version seen here is the log's
+                self._streams.check(self.views.checkpoints().get(STREAMS, GENESIS), expected)
             now = self.clock()
             self._local.deciding = True
             try:
@@ -339,8 +334,10 @@ class Journal:
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
                 self._apply(states, envelope, since, set(self.projections))
-            expected: dict[str, Checkpoint | None] = dict.fromkeys(self.projections, head)
-            if not self.views.commit(self._rows(states, expected), expected, new_head):
+            expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, head)
+            streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
+            if not self.views.commit(self._rows(states, expected), expected, new_head,
+                                     streams=streams):
                 self.refresh()
         except UwfError:
             return new_head, False
@@ -358,13 +355,18 @@ class Journal:
     def _fold(
         self,
         states: dict[Key, Any],
+        streams: list[tuple[str, int]],
         lines: Iterable[LogLine],
         start: Checkpoint,
         since: Mapping[str, int],
+        *,
         present: set[str],
     ) -> Checkpoint:
         """Fold complete batches after `start` into the views that have not seen them,
+        and add their events to `streams` when the stream index has not seen them,
         checking seq and chain; return the new head."""
+        indexed = since[STREAMS]
+        index = streams.append
         prev = start.digest
         seq = start.seq
         pending: list[Envelope] = []
@@ -389,12 +391,16 @@ class Journal:
             k, n = envelope.batch
             if k == n == 1 and not pending:
                 apply(states, envelope, since, present)
+                if seq > indexed:
+                    index((envelope.subject, seq))
             else:
                 pending.append(envelope)
                 if k != n:
                     continue
                 for member in pending:
                     apply(states, member, since, present)
+                    if member.seq > indexed:
+                        index((member.subject, member.seq))
                 pending.clear()
             last = Checkpoint(seq, prev)
         return last
@@ -434,7 +440,8 @@ class Journal:
 
     def _rows(self, states: Mapping[Key, Any], views: Iterable[str]
               ) -> dict[str, dict[str, Row | None]]:
-        rows: dict[str, dict[str, Row | None]] = {name: {} for name in views}
+        rows: dict[str, dict[str, Row | None]] = {name: {} for name in views
+                                                  if name in self.projections}
         for (view, key), state in states.items():
             if view in rows:
                 rows[view][key] = None if state is None else self.projections[view].row(state)

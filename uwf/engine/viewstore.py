@@ -1,273 +1,48 @@
-"""Where view states persist, and how they are queried: SQLite in WAL mode, or its
-in-memory twin (SPEC §5).
+"""Where view states persist: one SQLite file in WAL mode (SPEC §5), and the one place
+the rest of uwf imports the view store from.
 
-Each view is a table of entity states (JSON bytes) keyed by a string, plus the
-columns its projection declares (filtered and ordered by, with indexes) and an
-optional search text (FTS5 trigram in SQLite). Each view has its own
-checkpoint, the (seq, digest) of the last log line folded into it, and its own
-signature (version and declared columns): a new or changed view is built alone
-while the others stay. Rows and checkpoints move in one transaction, guarded by
-compare-and-set on each checkpoint, so concurrent catch-ups (readers take no
-log lock) never fold an event twice and a rebuild never moves a view backwards.
-
-Query semantics, identical in both backends: `where` terms are ANDed (`=`,
-`in`, `<`, `<=`, `>`, `>=`; a NULL column matches none of them, but `= None`
-matches exactly the NULL ones); `text` keeps
-rows whose search text contains every whitespace-separated term, ASCII
-case-insensitively; `order` names columns (`-col` descending; NULL sorts first
-ascending, last descending) and always ends with the key; then offset, limit.
+What a view store holds and answers (views, rows, queries, the stream index, their
+checkpoints) is stated in `uwf.engine.viewspec`; the in-memory twin is
+`uwf.engine.memviews`. Here each view is a table `v_<view>` with one row per entity,
+its declared columns (indexed) and its search text (FTS5 trigram, `f_<view>`);
+`views` holds every checkpoint, `counts` the kept counts, and `streams` the stream
+index, one row per event. Rows, index and checkpoints move in one transaction,
+guarded by compare-and-set on each checkpoint, so concurrent catch-ups (readers take
+no log lock) never fold an event twice and a rebuild never moves a view backwards.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
-from types import EllipsisType
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 from uwf.engine.log import Checkpoint
+from uwf.engine.memviews import MemoryViewStore
+from uwf.engine.sqlquery import chunks, column_sql, count_value, order_sql, where_sql
+from uwf.engine.viewspec import (
+    ASCII_LOWER,
+    STREAMS,
+    STREAMS_SIGNATURE,
+    Changes,
+    ColumnValue,
+    Query,
+    Row,
+    StreamEntries,
+    ViewSpec,
+    ViewStore,
+)
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 
-ColumnValue = int | str | None
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
-_OPS = ("=", "in", "<", "<=", ">", ">=")
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """What a projection declares about its view's storage."""
-
-    name: str
-    version: int
-    columns: tuple[str, ...] = ()
-    indexes: tuple[tuple[str, ...], ...] = ()
-    counted: tuple[str, ...] = ()  # columns whose per-value counts are kept up to date
-    text: bool = False
-
-    def __post_init__(self) -> None:
-        for name in (self.name, *self.columns):
-            if not _NAME.fullmatch(name) or name in ("key", "value", "text"):
-                raise ValueError(f"invalid view or column name {name!r}")
-        for column in (*(c for index in self.indexes for c in index), *self.counted):
-            if column != "key" and column not in self.columns:
-                raise ValueError(f"view {self.name}: {column!r} is not a declared column")
-
-    @functools.cached_property
-    def signature(self) -> str:
-        """Changes whenever the stored shape or the fold changes: such views are rebuilt."""
-        return json.dumps([self.version, self.columns, self.indexes, self.counted, self.text])
-
-
-class Row(NamedTuple):
-    """One entity as stored: its state, its column values (in declared order), its text."""
-
-    value: bytes
-    columns: tuple[ColumnValue, ...] = ()
-    text: str = ""
-
-
-Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
-
-
-@dataclass(frozen=True)
-class Query:
-    """A read of one view: filter, search, order, page."""
-
-    view: str
-    where: tuple[tuple[str, str, Any], ...] = ()
-    text: str | None = None
-    order: tuple[str, ...] = ()
-    limit: int | None = None
-    offset: int = 0
-
-
-def search_terms(text: str | None) -> list[str]:
-    return [] if not text else text.translate(_ASCII_LOWER).split()
-
-
-class ViewStore(Protocol):
-    """Persisted view rows, their checkpoints, and queries over them."""
-
-    def checkpoints(self) -> dict[str, Checkpoint]:
-        """The checkpoint of every view present at its declared signature."""
-        ...
-
-    def load(self, view: str, key: str) -> bytes | None: ...
-
-    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
-        """The states of those of `keys` that have a row (one read, not one per key)."""
-        ...
-
-    def query(self, query: Query) -> list[tuple[str, bytes]]:
-        """(key, state) of the rows the query selects, in its order."""
-        ...
-
-    def count(self, query: Query) -> int:
-        """How many rows the query's filter and text select (order and paging ignored)."""
-        ...
-
-    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
-        """Rows per value of `column` (values with no rows are absent)."""
-        ...
-
-    def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
-        """Every (key, state) of a view, in key order."""
-        ...
-
-    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False) -> bool:
-        """Move each view of `expected` from its expected checkpoint to `new` and apply
-        its changes, all in one transaction. `None` expects the view absent (or of
-        another signature): it is emptied first, as is every view with `reset` (a
-        rebuild, in place, so other processes' connections stay valid). Returns
-        False, changing nothing, when any checkpoint is not as expected."""
-        ...
-
-    def drop(self) -> None:
-        """Forget everything, as if the views had been deleted."""
-        ...
-
-    def close(self) -> None: ...
-
-
-# -- the in-memory twin ------------------------------------------------------------
-
-class MemoryViewStore:
-    """The in-memory twin of the SQLite view store: the same answers, by brute force."""
-
-    def __init__(self, specs: Sequence[ViewSpec]) -> None:
-        self.specs = {spec.name: spec for spec in specs}
-        self._rows: dict[str, dict[str, Row]] = {}
-        self._checkpoints: dict[str, tuple[str, Checkpoint]] = {}
-        self._lock = threading.Lock()
-
-    def checkpoints(self) -> dict[str, Checkpoint]:
-        return {name: checkpoint for name, (signature, checkpoint) in self._checkpoints.items()
-                if name in self.specs and self.specs[name].signature == signature}
-
-    def load(self, view: str, key: str) -> bytes | None:
-        row = self._rows.get(view, {}).get(key)
-        return None if row is None else row.value
-
-    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
-        rows = self._rows.get(view, {})
-        return {key: rows[key].value for key in keys if key in rows}
-
-    def _select(self, query: Query) -> list[tuple[str, Row]]:
-        spec = self.specs[query.view]
-        rows = list(self._rows.get(query.view, {}).items())
-        for column, op, value in query.where:
-            get = _getter(spec, column)
-            rows = [(k, r) for k, r in rows if _compare(get(k, r), op, value)]
-        for term in search_terms(query.text):
-            rows = [(k, r) for k, r in rows if term in r.text]
-        return rows
-
-    def query(self, query: Query) -> list[tuple[str, bytes]]:
-        spec = self.specs[query.view]
-        rows = self._select(query)
-        rows.sort(key=lambda item: item[0])
-        for term in reversed(_order_terms(query.order)):
-            descending = term.startswith("-")
-            get = _getter(spec, term.lstrip("-"))
-            rows.sort(key=lambda item, g=get: _null_first(g(*item)),  # type: ignore[misc]
-                      reverse=descending)
-        end = None if query.limit is None else query.offset + query.limit
-        return [(key, row.value) for key, row in rows[query.offset:end]]
-
-    def count(self, query: Query) -> int:
-        return len(self._select(query))
-
-    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
-        get = _getter(self.specs[view], column)
-        found: dict[ColumnValue, int] = {}
-        for key, row in self._rows.get(view, {}).items():
-            value = get(key, row)
-            found[value] = found.get(value, 0) + 1
-        return found
-
-    def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
-        rows = sorted(self._rows.get(view, {}).items())
-        for key, row in rows:
-            yield key, row.value
-
-    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False) -> bool:
-        with self._lock:
-            current = self.checkpoints()
-            if any(current.get(name) != want for name, want in expected.items()):
-                return False
-            for name, want in expected.items():
-                if want is None or reset:
-                    self._rows[name] = {}
-                rows = self._rows.setdefault(name, {})
-                for key, row in changes.get(name, {}).items():
-                    if row is None:
-                        rows.pop(key, None)
-                    else:
-                        rows[key] = row._replace(text=row.text.translate(_ASCII_LOWER))
-                self._checkpoints[name] = (self.specs[name].signature, new)
-            return True
-
-    def drop(self) -> None:
-        self._rows.clear()
-        self._checkpoints.clear()
-
-    def close(self) -> None:
-        pass
-
-
-def _order_terms(order: Sequence[str]) -> list[str]:
-    terms = list(order)
-    if not any(term.lstrip("-") == "key" for term in terms):
-        terms.append("key")
-    return terms
-
-
-def _getter(spec: ViewSpec, column: str) -> Any:
-    if column == "key":
-        return lambda key, row: key
-    try:
-        index = spec.columns.index(column)
-    except ValueError:
-        raise ValueError(f"view {spec.name} has no column {column!r}") from None
-    return lambda key, row: row.columns[index]
-
-
-def _null_first(value: ColumnValue) -> tuple[bool, Any]:
-    return (value is not None, value if value is not None else 0)
-
-
-def _compare(have: ColumnValue, op: str, want: Any) -> bool:
-    if want is None and op == "=":  # `= None` asks for the rows without a value
-        return have is None
-    if have is None:
-        return False
-    if op == "=":
-        return bool(have == want)
-    if op == "in":
-        return have in want
-    if op == "<":
-        return bool(have < want)
-    if op == "<=":
-        return bool(have <= want)
-    if op == ">":
-        return bool(have > want)
-    if op == ">=":
-        return bool(have >= want)
-    raise ValueError(f"unknown operator {op!r}")
-
-
-# -- SQLite --------------------------------------------------------------------------
+# The view store's names, imported from here by the rest of uwf.
+__all__ = ["Changes", "ColumnValue", "MemoryViewStore", "Query", "Row", "SqliteViewStore",
+           "ViewSpec", "ViewStore"]
 
 _META = """
 CREATE TABLE IF NOT EXISTS views (
@@ -382,10 +157,13 @@ class SqliteViewStore:
 
     def _checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
         found = {}
+        specs = self.specs  # read twice a write: kept to plain lookups
         for name, signature, seq, digest in db.execute(
                 "SELECT name, signature, seq, digest FROM views"):
-            spec = self.specs.get(name)
-            if spec is not None and spec.signature == signature:
+            spec = specs.get(name)
+            want = spec.signature if spec is not None else (
+                STREAMS_SIGNATURE if name == STREAMS else None)
+            if want is not None and signature == want:
                 if type(seq) is not int or not isinstance(digest, str):  # a hand edit
                     raise self._corrupt(ValueError(f"view {name}'s checkpoint is not a seq "
                                                    "and a digest"))
@@ -423,50 +201,19 @@ class SqliteViewStore:
             db = self._reader(view)
             if db is None:
                 return found
-            for chunk in _chunks(sorted(set(keys))):
+            for chunk in chunks(sorted(set(keys))):
                 found.update(db.execute(
                     f'SELECT key, value FROM "v_{view}" WHERE key IN '
                     f"({', '.join('?' * len(chunk))})", chunk).fetchall())
         return {key: self._blob(value) for key, value in found.items()}
 
-    def _filter(self, query: Query) -> tuple[str, list[Any]]:
-        spec = self.specs[query.view]
-        conditions: list[str] = []
-        params: list[Any] = []
-        for column, op, value in query.where:
-            name = _column_sql(spec, column)
-            if op == "in":
-                values = list(value)
-                conditions.append(f"{name} IN ({', '.join('?' * len(values))})"
-                                  if values else "0")
-                params.extend(values)
-            elif op == "=" and value is None:  # the rows without a value (indexed)
-                conditions.append(f"{name} IS NULL")
-            elif op in _OPS:
-                conditions.append(f"{name} {op} ?")
-                params.append(value)
-            else:
-                raise ValueError(f"unknown operator {op!r}")
-        for term in search_terms(query.text):
-            if len(term) >= 3:  # the trigram index answers terms of 3+ characters
-                conditions.append(f'rowid IN (SELECT rowid FROM "f_{spec.name}" '
-                                  f'WHERE "f_{spec.name}" MATCH ?)')
-                params.append('"' + term.replace('"', '""') + '"')
-            else:
-                conditions.append("instr(text, ?) > 0")
-                params.append(term)
-        return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
-
     def query(self, query: Query) -> list[tuple[str, bytes]]:
         spec = self.specs[query.view]
         if query.text is not None and not spec.text:
             raise ValueError(f"view {spec.name} has no search text")
-        where, params = self._filter(query)
-        order = ", ".join(
-            f"{_column_sql(spec, term.lstrip('-'))} {'DESC' if term.startswith('-') else 'ASC'}"
-            for term in _order_terms(query.order))
-        sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY {order} '
-               "LIMIT ? OFFSET ?")
+        where, params = where_sql(spec, query)
+        sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY '
+               f"{order_sql(spec, query.order)} LIMIT ? OFFSET ?")
         with self._guard():
             db = self._reader(spec.name)
             if db is None:
@@ -476,7 +223,7 @@ class SqliteViewStore:
         return [(self._key(key), self._blob(value)) for key, value in rows]
 
     def count(self, query: Query) -> int:
-        where, params = self._filter(query)
+        where, params = where_sql(self.specs[query.view], query)
         counted = self.specs[query.view].counted
         with self._guard():
             db = self._reader(query.view)
@@ -499,7 +246,7 @@ class SqliteViewStore:
                 rows = db.execute("SELECT value, n FROM counts WHERE view = ? AND col = ?",
                                   (view, column)).fetchall()
                 return self._counted(view, rows)
-            name = _column_sql(spec, column)
+            name = column_sql(spec, column)
             rows = db.execute(f'SELECT {name}, count(*) FROM "v_{view}" GROUP BY {name}'
                               ).fetchall()
             return {value: int(n) for value, n in rows}
@@ -508,7 +255,7 @@ class SqliteViewStore:
         """The kept counts as written by commit; anything else is a damaged view."""
         found: dict[ColumnValue, int] = {}
         for value, n in rows:
-            decoded = _count_value(value)
+            decoded = count_value(value)
             if decoded is ... or type(n) is not int:
                 raise self._corrupt(ValueError(f"a kept count of view {view} is {value!r}: "
                                                f"{n!r}"))
@@ -525,10 +272,52 @@ class SqliteViewStore:
         for key, value in rows:
             yield self._key(key), self._blob(value)
 
+    def stream(self, subject: str, after: int = 0, *, reverse: bool = False) -> list[int]:
+        order = "DESC" if reverse else "ASC"
+        with self._guard():
+            db = self._stream_reader()
+            if db is None:
+                return []
+            rows = db.execute(f"SELECT seq FROM streams WHERE subject = ? AND seq > ? "
+                              f"ORDER BY seq {order}", (subject, after)).fetchall()
+        return [self._seq(seq) for seq, in rows]
+
+    def version(self, subject: str) -> int:
+        with self._guard():
+            db = self._stream_reader()
+            if db is None:
+                return 0
+            row = db.execute("SELECT max(seq) FROM streams WHERE subject = ?",
+                             (subject,)).fetchone()
+        return 0 if row[0] is None else self._seq(row[0])
+
+    def _stream_reader(self) -> sqlite3.Connection | None:
+        """A connection when the stream index exists; an index whose table is gone while
+        its checkpoint stays (a hand edit) is a damaged view, never an empty stream."""
+        db = self._connect(create=False)
+        if db is None:
+            return None
+        known: set[str] = self._local.tables
+        if STREAMS in known:
+            return db
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (STREAMS,)).fetchone() is None:
+            if STREAMS in self._checkpoints(db):
+                raise self._corrupt(ValueError("the stream index's table is missing"))
+            return None
+        known.add(STREAMS)
+        return db
+
+    def _seq(self, seq: object) -> int:
+        """A stored seq; anything but an integer (a hand-edited row) is a damaged view."""
+        if type(seq) is not int:
+            raise self._corrupt(ValueError(f"a stream seq stored as {type(seq).__name__}"))
+        return seq
+
     # -- writes ------------------------------------------------------------------
 
     def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False) -> bool:
+               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
@@ -539,15 +328,19 @@ class SqliteViewStore:
                     db.execute("ROLLBACK")
                     return False
                 for name, want in expected.items():
-                    spec = self.specs[name]
                     fresh = want is None or reset
+                    if name == STREAMS:
+                        self._index(db, streams, fresh=fresh)
+                        continue
+                    spec = self.specs[name]
                     if fresh:
                         self._create(db, spec)
                     self._apply(db, spec, changes.get(name, {}), fresh=fresh)
                 created = [name for name, want in expected.items() if want is None or reset]
                 if created:
                     db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
-                                   [(name, self.specs[name].signature, new.seq, new.digest)
+                                   [(name, STREAMS_SIGNATURE if name == STREAMS
+                                     else self.specs[name].signature, new.seq, new.digest)
                                     for name in created])
                 moved = [name for name in expected if name not in created]
                 if moved:  # their rows are there, at this signature: one UPDATE moves all
@@ -561,6 +354,17 @@ class SqliteViewStore:
                 raise
             return True
 
+    def _index(self, db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool) -> None:
+        """Add events to the stream index; `fresh`: start a new, empty one first, and
+        fill it in key order (a rebuild adds every event of the log at once)."""
+        if fresh:
+            db.execute("DROP TABLE IF EXISTS streams")
+            db.execute("CREATE TABLE streams (subject TEXT NOT NULL, seq INTEGER NOT NULL, "
+                       "PRIMARY KEY (subject, seq)) WITHOUT ROWID")
+            entries = sorted(entries, key=itemgetter(0))  # (subject, seq): seqs come in order
+        if entries:
+            db.executemany("INSERT INTO streams VALUES (?, ?)", entries)
+
     def _create(self, db: sqlite3.Connection, spec: ViewSpec) -> None:
         """An empty table for the view at its declared shape (dropping any earlier one)."""
         name = spec.name
@@ -571,7 +375,7 @@ class SqliteViewStore:
         db.execute(f'CREATE TABLE "v_{name}" (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL'
                    f"{columns}, text TEXT NOT NULL DEFAULT '')")
         for number, index in enumerate(spec.indexes):
-            fields = ", ".join(_column_sql(spec, column) for column in index)
+            fields = ", ".join(column_sql(spec, column) for column in index)
             db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})')
         if spec.text:
             db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
@@ -588,14 +392,14 @@ class SqliteViewStore:
         counted = [(column, spec.columns.index(column)) for column in spec.counted]
         if counted and not fresh:
             selected = ", ".join(f'"c_{column}"' for column, _ in counted)
-            for chunk in _chunks(list(rows)):
+            for chunk in chunks(list(rows)):
                 for old in db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key IN '
                                       f"({', '.join('?' * len(chunk))})", chunk):
                     for (column, _), value in zip(counted, old, strict=True):
                         slot = (column, json.dumps(value))
                         delta[slot] = delta.get(slot, 0) - 1
         deletes = [(key,) for key, row in rows.items() if row is None]
-        upserts = [(key, row.value, *row.columns, row.text.translate(_ASCII_LOWER))
+        upserts = [(key, row.value, *row.columns, row.text.translate(ASCII_LOWER))
                    for key, row in rows.items() if row is not None]
         if spec.text and not fresh:
             db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
@@ -633,27 +437,3 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
-
-
-def _count_value(value: object) -> ColumnValue | EllipsisType:
-    """A kept count's column value (JSON of an int, a string or null); ... if it is not."""
-    try:
-        decoded = json.loads(value) if isinstance(value, str) else ...
-    except ValueError:
-        return ...
-    return decoded if decoded is None or type(decoded) in (int, str) else ...
-
-
-def _chunks(keys: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
-    """Keys a few hundred at a time: one statement's parameters stay well under
-    SQLite's limit."""
-    for start in range(0, len(keys), size):
-        yield keys[start:start + size]
-
-
-def _column_sql(spec: ViewSpec, column: str) -> str:
-    if column == "key":
-        return "key"
-    if column not in spec.columns:
-        raise ValueError(f"view {spec.name} has no column {column!r}")
-    return f'"c_{column}"'

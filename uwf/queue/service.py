@@ -406,8 +406,8 @@ _TIMELINE_NAMES = {"queue.added": "registered", "queue.status_set": "status_chan
 
 def logs(store: Store, entry_id: str, tail: int | None = None) -> dict[str, Any]:
     """The entry's timeline from the log (registered, status changes, leases, attempts),
-    oldest first; `tail` keeps the last N. Read backwards from the log's end down to the
-    entry's `queue.added`, so it costs the log written since the entry was added."""
+    oldest first; `tail` keeps the last N. Read through the stream index, so it costs the
+    entry's events, not the log written since the entry was added."""
     entry = get_entry(store.read(), entry_id)
     events = list(_subject_events(store, f"queue/{entry_id}"))
     projection = QueueProjection()
@@ -429,15 +429,10 @@ def logs(store: Store, entry_id: str, tail: int | None = None) -> dict[str, Any]
 
 
 def _subject_events(store: Store, subject: str) -> Iterator[Any]:
-    needle = f'"subject":"{subject}"'.encode()
-    decode = store.journal.catalog.decode
+    """The entry's events from its `queue.added` on, oldest first: read newest first
+    through the stream index (`Journal.read_subject`) down to that `queue.added`."""
     found = []
-    for line in store.log.read_reverse():
-        if needle not in line.raw:
-            continue
-        envelope = decode(line.raw)
-        if envelope.subject != subject:
-            continue
+    for envelope in store.journal.read_subject(subject, reverse=True):
         found.append(envelope)
         if envelope.type == QueueAdded.type:
             break

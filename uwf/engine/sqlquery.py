@@ -1,0 +1,76 @@
+"""The SQL a view query becomes in the SQLite view store: its WHERE (filters and
+search terms), its ORDER BY, and the helpers that keep statements within SQLite's
+limits and read back what the store wrote (semantics: uwf/engine/viewspec.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from types import EllipsisType
+from typing import Any
+
+from uwf.engine.viewspec import ColumnValue, Query, ViewSpec, order_terms, search_terms
+
+_OPS = ("=", "in", "<", "<=", ">", ">=")
+
+
+def column_sql(spec: ViewSpec, column: str) -> str:
+    """A declared column's name in the view's table (`key` is itself)."""
+    if column == "key":
+        return "key"
+    if column not in spec.columns:
+        raise ValueError(f"view {spec.name} has no column {column!r}")
+    return f'"c_{column}"'
+
+
+def where_sql(spec: ViewSpec, query: Query) -> tuple[str, list[Any]]:
+    """` WHERE ...` (or nothing) for the query's filters and search terms, and its
+    parameters."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    for column, op, value in query.where:
+        name = column_sql(spec, column)
+        if op == "in":
+            values = list(value)
+            conditions.append(f"{name} IN ({', '.join('?' * len(values))})"
+                              if values else "0")
+            params.extend(values)
+        elif op == "=" and value is None:  # the rows without a value (indexed)
+            conditions.append(f"{name} IS NULL")
+        elif op in _OPS:
+            conditions.append(f"{name} {op} ?")
+            params.append(value)
+        else:
+            raise ValueError(f"unknown operator {op!r}")
+    for term in search_terms(query.text):
+        if len(term) >= 3:  # the trigram index answers terms of 3+ characters
+            conditions.append(f'rowid IN (SELECT rowid FROM "f_{spec.name}" '
+                              f'WHERE "f_{spec.name}" MATCH ?)')
+            params.append('"' + term.replace('"', '""') + '"')
+        else:
+            conditions.append("instr(text, ?) > 0")
+            params.append(term)
+    return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
+
+
+def order_sql(spec: ViewSpec, order: Sequence[str]) -> str:
+    """The ORDER BY terms, ending with the key."""
+    return ", ".join(
+        f"{column_sql(spec, term.lstrip('-'))} {'DESC' if term.startswith('-') else 'ASC'}"
+        for term in order_terms(order))
+
+
+def count_value(value: object) -> ColumnValue | EllipsisType:
+    """A kept count's column value (JSON of an int, a string or null); ... if it is not."""
+    try:
+        decoded = json.loads(value) if isinstance(value, str) else ...
+    except ValueError:
+        return ...
+    return decoded if decoded is None or type(decoded) in (int, str) else ...
+
+
+def chunks(keys: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    """Keys a few hundred at a time: one statement's parameters stay well under
+    SQLite's limit."""
+    for start in range(0, len(keys), size):
+        yield keys[start:start + size]

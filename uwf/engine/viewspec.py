@@ -1,0 +1,163 @@
+"""What a view store holds and answers, whatever the backend (SPEC §5): the view
+declarations, rows, queries, the stream index, and the `ViewStore` interface.
+
+Each view is a table of entity states (JSON bytes) keyed by a string, plus the
+columns its projection declares (filtered and ordered by) and an optional
+search text. Each view has its own checkpoint, the (seq, digest) of the last log
+line folded into it, and its own signature (version and declared columns): a
+new or changed view is built alone while the others stay. Rows and checkpoints
+move in one transaction, guarded by compare-and-set on each checkpoint.
+
+Beside the views, the store keeps the **stream index** (`STREAMS`): each event's
+(subject, seq), so a subject's events are found without reading the log. It is
+not a projection: a projection keeps one row per entity, which here would be a
+list rewritten whole on every event of the subject; the index adds one row per
+event instead. It has a checkpoint of its own and moves in the same transaction
+as the views, so it is rebuilt with them and is never ahead of or behind what
+they folded.
+
+Query semantics, identical in every backend: `where` terms are ANDed (`=`,
+`in`, `<`, `<=`, `>`, `>=`; a NULL column matches none of them, but `= None`
+matches exactly the NULL ones); `text` keeps rows whose search text contains
+every whitespace-separated term, ASCII case-insensitively; `order` names columns
+(`-col` descending; NULL sorts first ascending, last descending) and always ends
+with the key; then offset, limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from uwf.engine.log import Checkpoint
+
+ColumnValue = int | str | None
+# The stream index's name among the checkpoints (no view may take it), and its
+# signature: a change to how it is kept rebuilds it alone, as a view's does.
+STREAMS = "streams"
+STREAMS_SIGNATURE = json.dumps([STREAMS, 1])
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """What a projection declares about its view's storage."""
+
+    name: str
+    version: int
+    columns: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    counted: tuple[str, ...] = ()  # columns whose per-value counts are kept up to date
+    text: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (self.name, *self.columns):
+            if not _NAME.fullmatch(name) or name in ("key", "value", "text"):
+                raise ValueError(f"invalid view or column name {name!r}")
+        if self.name == STREAMS:
+            raise ValueError(f"{STREAMS!r} is the stream index's name, not a view's")
+        for column in (*(c for index in self.indexes for c in index), *self.counted):
+            if column != "key" and column not in self.columns:
+                raise ValueError(f"view {self.name}: {column!r} is not a declared column")
+
+    @functools.cached_property
+    def signature(self) -> str:
+        """Changes whenever the stored shape or the fold changes: such views are rebuilt."""
+        return json.dumps([self.version, self.columns, self.indexes, self.counted, self.text])
+
+
+class Row(NamedTuple):
+    """One entity as stored: its state, its column values (in declared order), its text."""
+
+    value: bytes
+    columns: tuple[ColumnValue, ...] = ()
+    text: str = ""
+
+
+Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
+StreamEntries = Sequence[tuple[str, int]]  # (subject, seq) of events, in seq order
+
+
+@dataclass(frozen=True)
+class Query:
+    """A read of one view: filter, search, order, page."""
+
+    view: str
+    where: tuple[tuple[str, str, Any], ...] = ()
+    text: str | None = None
+    order: tuple[str, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+
+def search_terms(text: str | None) -> list[str]:
+    return [] if not text else text.translate(ASCII_LOWER).split()
+
+
+def order_terms(order: Sequence[str]) -> list[str]:
+    """The query's order, ending with the key (so every order is total)."""
+    terms = list(order)
+    if not any(term.lstrip("-") == "key" for term in terms):
+        terms.append("key")
+    return terms
+
+
+class ViewStore(Protocol):
+    """Persisted view rows, the stream index, their checkpoints, and queries over them."""
+
+    def checkpoints(self) -> dict[str, Checkpoint]:
+        """The checkpoint of every view present at its declared signature, and of the
+        stream index (`STREAMS`) when it is present."""
+        ...
+
+    def load(self, view: str, key: str) -> bytes | None: ...
+
+    def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The states of those of `keys` that have a row (one read, not one per key)."""
+        ...
+
+    def query(self, query: Query) -> list[tuple[str, bytes]]:
+        """(key, state) of the rows the query selects, in its order."""
+        ...
+
+    def count(self, query: Query) -> int:
+        """How many rows the query's filter and text select (order and paging ignored)."""
+        ...
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        """Rows per value of `column` (values with no rows are absent)."""
+        ...
+
+    def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
+        """Every (key, state) of a view, in key order."""
+        ...
+
+    def stream(self, subject: str, after: int = 0, *, reverse: bool = False) -> list[int]:
+        """The seqs the stream index has for `subject`, those above `after`, ascending
+        (descending with `reverse`); empty when the index is absent."""
+        ...
+
+    def version(self, subject: str) -> int:
+        """The last seq the stream index has for `subject` (0: none)."""
+        ...
+
+    def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
+               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
+        """Move each view of `expected` from its expected checkpoint to `new` and apply
+        its changes, all in one transaction; when `expected` names `STREAMS`, move the
+        stream index too and add `streams` to it. `None` expects a view (or the index)
+        absent or of another signature: it is emptied first, as is everything with
+        `reset` (a rebuild, in place, so other processes' connections stay valid).
+        Returns False, changing nothing, when any checkpoint is not as expected."""
+        ...
+
+    def drop(self) -> None:
+        """Forget everything, as if the views had been deleted."""
+        ...
+
+    def close(self) -> None: ...
