@@ -34,7 +34,7 @@ FEATURES = {
     "queue": {"threads", "workflows"},
     "worker": {"queue", "threads", "archive", "audit"},
     "archive": {"threads"},
-    "audit": {"queue", "threads", "workflows"},
+    "audit": {"queue", "runs", "threads", "workflows"},
     "jsoncas": set(),
 }
 # A feature's pure model: these modules may import no service, no store, no config.

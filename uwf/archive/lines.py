@@ -35,6 +35,7 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
+from uwf.threads.rules import kind_of, outside_life
 
 # The seed's partition key: what a run id must be before it becomes a folder name.
 RUN_ID_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
@@ -211,22 +212,24 @@ class _Where(TypedDict):
 
 def lines_for(state: RunFold | None, event: Envelope) -> list[Line]:
     """The lines one thread event adds to its run, given the run's lines so far. An
-    event the log itself has out of order (before the start, after the end; `uwf log
-    verify` names it) adds none."""
+    event outside the thread's life in the transition table (uwf/threads/rules.py:
+    before the start, a second start, after the end; `uwf log verify` names it) adds
+    none."""
     data = event.data
+    kind = kind_of(data)
+    if kind is None or outside_life(kind, started=state is not None,
+                                    done=state is not None and state.ended):
+        return []
     run_id = event.subject.removeprefix("thread/")
     where = _Where(ts=event.ts, seq=event.seq, event_id=event.id, run_id=run_id)
     if isinstance(data, ThreadStarted):
-        if state is not None:
-            return []
         return [RunStart(**where, workflow=data.workflow, name=data.name, repo=data.repo,
                          fork_of=data.fork_of, head=data.head)]
-    if state is None or state.ended:
-        return []
+    assert state is not None  # outside_life lets nothing else in before the start
     if isinstance(data, ThreadStepStarted):
         return [_running(state, where, data.role, data.step_id, data.agent)]
     if isinstance(data, ThreadStepped):
-        if data.reused is not None:
+        if kind == "reused":
             # An incremental rerun took the step over: an attempt that started and
             # finished at once, with no agent.
             started = _running(state, where, data.role, data.step_id, None)

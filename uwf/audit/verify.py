@@ -22,14 +22,9 @@ from uwf.engine.log import LogLine
 from uwf.errors import Corrupt, UsageError
 from uwf.queue import rules as queue_rules
 from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
+from uwf.runs import rules as run_rules
 from uwf.store import Store
-from uwf.threads.events import (
-    ThreadEnded,
-    ThreadStarted,
-    ThreadStepFailed,
-    ThreadStepped,
-    ThreadStepStarted,
-)
+from uwf.threads import rules as thread_rules
 from uwf.workflows.events import WorkflowRegistered
 
 if TYPE_CHECKING:
@@ -128,10 +123,11 @@ class _Verifier:
     prev_line: tuple[str, int] | None = None
     open_batch: tuple[int, int] | None = None
     digests: dict[int, tuple[str, str, int]] = field(default_factory=dict)
-    # Per-subject order: the registered hash per workflow, and per thread whether it
-    # has ended and which step is in flight.
+    # Per-subject order: the registered hash per workflow, each thread's state and
+    # step in flight, and what is filed on each run.
     workflows: dict[str, str] = field(default_factory=dict)
-    threads: dict[str, tuple[bool, str | None]] = field(default_factory=dict)
+    threads: dict[str, thread_rules.Phase] = field(default_factory=dict)
+    runs: dict[str, run_rules.RunPhase] = field(default_factory=dict)
     queue: dict[str, queue_rules.EntryState] = field(default_factory=dict)
     # The lease ceilings as the log has them: the policy, each entry's pool (its
     # session), and the live leases per pool and over all pools.
@@ -248,34 +244,22 @@ class _Verifier:
         return problem
 
     def _thread_order(self, envelope: Envelope) -> str | None:
-        """No step before its thread starts, none after it ends, one step in flight; a
-        step an incremental rerun took over (`reused`) was never in flight."""
+        """The thread's transition table (uwf/threads/rules.py): no step before its
+        thread starts, none after it ends, one step in flight, a result only for it, a
+        step an incremental rerun took over (`reused`) never while one is in flight;
+        and the run's (uwf/runs/rules.py) for what is filed on it."""
         data, subject = envelope.data, envelope.subject
-        if isinstance(data, ThreadStarted):
-            if subject in self.threads:
-                return f"{subject} started twice"
-            self.threads[subject] = (False, None)
-            return None
-        if subject not in self.threads:
-            return f"{envelope.type} before {subject} started"
-        ended, flight = self.threads[subject]
-        if ended:
-            return f"{envelope.type} after {subject} ended"
-        if isinstance(data, ThreadStepStarted):
-            self.threads[subject] = (False, data.step_id)
-            if flight is not None:
-                return f"step {data.step_id} started while step {flight} was in flight"
-        elif isinstance(data, ThreadStepped) and data.reused is not None:
-            # An incremental rerun took the step over: no agent ran, nothing was in flight.
-            if flight is not None:
-                return f"step {data.step_id} was taken over while step {flight} was in flight"
-        elif isinstance(data, ThreadStepped | ThreadStepFailed):
-            self.threads[subject] = (False, None)
-            if data.step_id != flight:
-                return f"step {data.step_id} finished but was not in flight"
-        elif isinstance(data, ThreadEnded):
-            self.threads[subject] = (True, None)
-        return None
+        phase = self.threads.get(subject, thread_rules.NOT_STARTED)
+        if run_rules.kind_of(data) is not None:
+            run = self.runs.get(subject, run_rules.RunPhase())
+            thread = phase[0]
+            if thread is not None:  # as the runs view: nothing folds before the start
+                self.runs[subject] = run_rules.next_run(run, data)
+            return run_rules.problem(run, thread, data, subject)
+        problem, after = thread_rules.check(phase, data, subject)
+        if after != phase:
+            self.threads[subject] = after
+        return problem
 
 
 def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from uwf.engine.events import GENESIS_PREV, Envelope, as_envelope, digest, encod
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewstore import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
+from uwf.runs.rules import RunPhase, next_run
 from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
@@ -61,6 +62,12 @@ class RunState(msgspec.Struct, frozen=True, rename="camel"):
     # A running digest of every event folded into this record, in log order (see
     # `fingerprint`): the record's sourceFingerprint.
     source_fingerprint: str = GENESIS_PREV
+
+    @property
+    def phase(self) -> RunPhase:
+        """The run as its transition table (uwf/runs/rules.py) sees it."""
+        return RunPhase("archived" if self.archived else "unarchived",
+                        self.provenance is not None)
 
 
 def derive(thread: ThreadState) -> str:
@@ -179,14 +186,14 @@ class RunsProjection(StructProjection):
         if isinstance(data, RunArchived | RunUnarchived | RunRerunLinked):
             if state is None:  # before its thread began: `log verify` reports it
                 return None
-            if isinstance(data, RunArchived):
+            if isinstance(data, RunRerunLinked):
+                provenance = Provenance(data.rerun_of, data.rerun_of_repo, data.origin_run_id,
+                                        data.generation, data.reason, data.incremental)
+                return _replace(state, provenance=provenance)
+            if next_run(state.phase, data).overlay == "archived":  # the table's target
                 return _replace(state, archived=True, archived_at=event.ts,
                                 archive_reason=data.reason)
-            if isinstance(data, RunUnarchived):
-                return _replace(state, archived=False, archived_at=None, archive_reason=None)
-            provenance = Provenance(data.rerun_of, data.rerun_of_repo, data.origin_run_id,
-                                    data.generation, data.reason, data.incremental)
-            return _replace(state, provenance=provenance)
+            return _replace(state, archived=False, archived_at=None, archive_reason=None)
         thread = self._threads.apply(None if state is None else state.thread, event)
         if thread is None:
             return None

@@ -25,8 +25,8 @@ from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import Rejected, UwfError
-from uwf.runs.events import RunRerunLinked
-from uwf.runs.projection import RunState, derived_at
+from uwf.runs.decide import link, rerunnable
+from uwf.runs.projection import RunState
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
 from uwf.store import Store
 from uwf.threads.events import (
@@ -141,12 +141,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash,
                                                       "prompt": prompt})
     new_id = str(ULID.from_timestamp(store.clock()))
-    link = original.provenance
-    linked = RunRerunLinked(
-        rerun_of=run_id, rerun_of_repo=original.thread.repo,
-        origin_run_id=link.origin_run_id if link else run_id,
-        generation=(link.generation if link else 0) + 1, reason=reason,
-        incremental=incremental)
+    linked = link(original, reason, incremental=incremental)
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, original.thread.repo,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     fresh = ThreadState(new_id, workflow_hash, str(payload["name"]), start,
@@ -171,10 +166,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
 
 
 def _check_rerunnable(store: Store, run: RunState, now: int) -> None:
-    run_id = run.thread.thread
-    if derived_at(run, now) == "running":
-        raise Rejected(f"run {run_id} is running",
-                       f"wait for it to end, or end it with `uwf thread kill {run_id}`")
+    rerunnable(run, now)
     _refuse_missing(store, run)
 
 

@@ -19,7 +19,7 @@ from uwf.cas.hashing import is_hash
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.runs.projection import DERIVED, LIFECYCLES, RunState, derived_at, lifecycle
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
@@ -289,16 +289,10 @@ def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
 def archive(store: Store, run_id: str, reason: str = "", *, unarchive: bool = False
             ) -> dict[str, Any]:
     from uwf.engine.events import NewEvent
-    from uwf.runs.events import RunArchived, RunUnarchived
+    from uwf.runs import decide as runs
 
     def decide(views: Views) -> Outcome[None]:
-        run = get_run(views, run_id)
-        if unarchive and not run.archived:
-            raise Rejected(f"run {run_id} is not archived", "nothing to do")
-        if not unarchive and run.archived:
-            raise Rejected(f"run {run_id} is already archived (at {run.archived_at})",
-                           f"unarchive it with `uwf run archive {run_id} --unarchive`")
-        data = RunUnarchived(reason) if unarchive else RunArchived(reason)
+        data = runs.archive(get_run(views, run_id), reason, unarchive=unarchive)
         return Outcome([NewEvent(f"thread/{run_id}", data)], None)
 
     store.journal.write(decide)
@@ -310,7 +304,7 @@ def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> di
     window, and whose derived lifecycle is among `states` when any are given. A window
     of 0 days archives nothing: retention is opt-in."""
     from uwf.engine.events import NewEvent
-    from uwf.runs.events import RunArchived
+    from uwf.runs import decide as runs
 
     wanted = tuple(dict.fromkeys(states))
     if unknown := [state for state in wanted if state not in DERIVED]:
@@ -330,9 +324,10 @@ def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> di
         where: list[tuple[str, str, Any]] = [("archived", "=", 0), ("updated_at", "<", cutoff)]
         if wanted:
             where.append(("derived", "in", wanted))
-        chosen = [run.thread.thread for run in views.query(Query("runs", tuple(where)))]
-        events = [NewEvent(f"thread/{run_id}", RunArchived(reason)) for run_id in chosen]
-        return Outcome(events, chosen)
+        found = views.query(Query("runs", tuple(where)))  # none archived: none refused
+        events = [NewEvent(f"thread/{run.thread.thread}", runs.archive(run, reason))
+                  for run in found]
+        return Outcome(events, [run.thread.thread for run in found])
 
     chosen = store.journal.write(decide)
     return {**result, "archived": chosen, "count": len(chosen)}

@@ -17,6 +17,7 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
+from uwf.threads.rules import DONE_STATES, Phase, next_phase
 
 
 class InFlight(msgspec.Struct, frozen=True, rename="camel"):
@@ -57,19 +58,15 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
 
     @property
     def done(self) -> bool:
-        return self.state in ("ended", "killed")
+        return self.state in DONE_STATES
+
+    @property
+    def phase(self) -> Phase:
+        """The thread as the transition table (uwf/threads/rules.py) sees it."""
+        return self.state, None if self.in_flight is None else self.in_flight.step_id
 
 
-OPEN_STATES = ("idle", "running")  # what `thread list --status active` means
 _replace = msgspec.structs.replace
-
-
-def _settled(state: ThreadState) -> ThreadState:
-    """An idle or running thread is `running` exactly while a step is in flight."""
-    if state.state not in OPEN_STATES:
-        return state
-    moving = "running" if state.in_flight is not None else "idle"
-    return state if state.state == moving else _replace(state, state=moving)
 
 
 class ThreadsProjection(StructProjection):
@@ -107,27 +104,26 @@ class ThreadsProjection(StructProjection):
             )
         if state is None:  # an event before its thread began: `log verify` reports it
             return None
-        state = _replace(state, updated_at=event.ts)
+        # The state and the step in flight come from the table; the rest from the event.
+        moved, still = next_phase(state.phase, data)
+        moved = moved or state.state
+        flight = None if still is None else state.in_flight
         if isinstance(data, ThreadStepStarted):
             flight = InFlight(data.step_id, data.role, data.edge_prompt, data.agent,
                               data.deadline_ms, event.ts)
-            return _replace(state, in_flight=flight, state="running", blocked=None,
-                            blocked_role=None)
+            return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
+                            blocked=None, blocked_role=None)
         if isinstance(data, ThreadStepped):
             visits = {**state.visits, data.role: state.visits.get(data.role, 0) + 1}
-            return _settled(_replace(
-                state, head=data.head, steps=state.steps + 1, last_role=data.role,
-                last_status=data.status, in_flight=None, last_failure=None, visits=visits,
-            ))
+            return _replace(
+                state, updated_at=event.ts, state=moved, head=data.head, steps=state.steps + 1,
+                last_role=data.role, last_status=data.status, in_flight=flight,
+                last_failure=None, visits=visits,
+            )
         if isinstance(data, ThreadStepFailed):
-            current = state.in_flight
-            still = None if current is not None and current.step_id == data.step_id else current
-            return _settled(_replace(state, in_flight=still, last_failure=data.reason,
-                                     failures=state.failures + 1))
+            return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
+                            last_failure=data.reason, failures=state.failures + 1)
         if isinstance(data, ThreadBlocked):
-            return _replace(state, state="blocked", blocked=data.message,
-                            blocked_role=data.role)
-        if isinstance(data, ThreadEnded):
-            ended = "ended" if data.reason == "end" else "killed"
-            return _replace(state, state=ended, in_flight=None)
-        return state
+            return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
+                            blocked=data.message, blocked_role=data.role)
+        return _replace(state, updated_at=event.ts, state=moved, in_flight=flight)

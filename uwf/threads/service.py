@@ -15,18 +15,20 @@ from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
-from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
+from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.store import Store
-from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadEnded, ThreadStarted
-from uwf.threads.projection import OPEN_STATES, ThreadState
+from uwf.threads.decide import kill
+from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
+from uwf.threads.projection import ThreadState
 from uwf.threads.routing import next_decision
+from uwf.threads.rules import OPEN_STATES, STATES
 from uwf.workflow.moderator import status_of
 from uwf.workflows.discovery import use_workflow
 
 # A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.
 THREAD_ID_PATTERN = ULID_PATTERN
-STATUSES = ("idle", "running", "blocked", "ended", "killed")
+STATUSES = STATES
 # `thread list --status` also takes `active`, the word for idle and running together
 # (what a thread's state was called before a step in flight got one of its own).
 STATUS_ALIASES = {"active": OPEN_STATES}
@@ -255,10 +257,9 @@ def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
 
     def decide(views: Views) -> Outcome[dict[str, Any]]:
         state = get_thread(views, thread)
-        if state.done:
-            raise Rejected(f"thread {thread} has already ended", "nothing to kill")
+        event = kill(state, reason)
         ended = {**summary(state), "done": True, "status": "killed", "currentRole": None}
-        return Outcome([NewEvent(f"thread/{thread}", ThreadEnded("killed", reason))], ended)
+        return Outcome([NewEvent(f"thread/{thread}", event)], ended)
 
     return store.journal.write(decide)
 

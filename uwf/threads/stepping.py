@@ -27,13 +27,13 @@ from uwf.config.configfile import AgentChoice, Config, config_path, load_config,
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import MIN_LENGTH, secret_values
-from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.errors import NotFound, Rejected, UsageError, UwfError
 from uwf.redact import redactor
 from uwf.store import Store
 from uwf.threads.agentproc import collect
+from uwf.threads.decide import deadline, finish, take_over
 from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
@@ -48,8 +48,6 @@ from uwf.threads.usage import step_usage
 from uwf.workflow.moderator import END, Decision, NoTransition, status_of
 
 DEFAULT_TIMEOUT = 3600.0
-# A step in flight is stranded once its agent's timeout and this grace have passed.
-DEADLINE_GRACE_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -141,28 +139,10 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
 
     def decide(views: Views, now: int) -> Outcome[Plan | UwfError | None]:
         state = get_thread(views, thread)
-        if state.done:
-            raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
         subject = f"thread/{thread}"
-        events: list[NewEvent] = []
-        taken_over = None
-        if state.in_flight is not None:
-            flight = state.in_flight
-            # A deadline beyond any timeout uwf accepts (written before timeouts were
-            # bounded) can never be met: such a step is taken over at once.
-            possible = now + MAX_TIMEOUT_S * 1000 + DEADLINE_GRACE_MS
-            if now < flight.deadline_ms <= possible:
-                raise Rejected(
-                    f"thread {thread} has a step in flight (role {flight.role}, since "
-                    f"{flight.started_at})",
-                    "wait for it; if its process died, retry after "
-                    + format_ts(flight.deadline_ms),
-                )
-            taken_over = flight.step_id
-            events.append(NewEvent(subject, ThreadStepFailed(
-                flight.step_id, flight.role, "abandoned",
-                f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over",
-            )))
+        abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
+        events = [] if abandoned is None else [NewEvent(subject, abandoned)]
+        taken_over = None if abandoned is None else abandoned.step_id
         workflow, decision, blocked = _decide(store, state, events)
         if decision is None:
             return Outcome(events, blocked)
@@ -179,10 +159,9 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
             return Outcome(events, Rejected(
                 message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
         step_id = str(ULID.from_timestamp(now))
-        deadline = now + int(timeout * 1000) + DEADLINE_GRACE_MS
         events.append(NewEvent(subject, ThreadStepStarted(
-            step_id, decision.role, decision.prompt, choice.name, deadline, taken_over
-        )))
+            step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
+            taken_over)))
         plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
         return Outcome(events, plan)
 
@@ -339,10 +318,7 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
 
     def decide(views: Views) -> Outcome[StepFailed | None]:
         state = get_thread(views, plan.thread)
-        flight = state.in_flight
-        if flight is None or flight.step_id != plan.step_id:
-            raise Rejected(f"step {plan.step_id} of thread {plan.thread} was taken over",
-                           "see `uwf log tail --subject thread/" + plan.thread + "`")
+        finish(state, plan.step_id)  # refused once the step was taken over
         subject = f"thread/{plan.thread}"
         failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
         if failure is not None:

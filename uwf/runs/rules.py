@@ -1,0 +1,98 @@
+"""The run's transition table: what may be filed on a run (archive, unarchive, a
+rerun's link) in which state.
+
+A run is a thread; its own events share the thread's subject. What the thread
+does is the thread's table (`uwf/threads/rules.py`); this one is the overlay an
+operator files on top, `unarchived` or `archived`, and the link a rerun is born
+with. Archiving ignores the run's lifecycle (retention archives running runs
+too, with `--state running`); a rerun's link is written with its thread's start,
+so it follows only a thread that is still idle, and only once. Read by `run
+archive` (`uwf/runs/decide.py`), the `runs` view and `log verify`.
+
+Pure: no store, no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from uwf.engine.events import EventData
+from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
+from uwf.threads.rules import BEFORE_START
+
+OVERLAYS = ("unarchived", "archived")
+KINDS = ("archived", "unarchived", "rerun_linked")
+
+# The table: an overlay -> the run events that may follow it -> the overlay after.
+# A pair not here is refused by the commands and named by `log verify`.
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "unarchived": {"archived": "archived", "rerun_linked": "unarchived"},
+    "archived": {"unarchived": "unarchived"},
+}
+LINK_STATES = ("idle",)  # the thread states a rerun's link may follow
+
+# Why a pair is not in the table (besides the thread's BEFORE_START).
+ALREADY_ARCHIVED = "already-archived"
+NOT_ARCHIVED = "not-archived"
+LINKED_TWICE = "linked-twice"
+LINK_LATE = "link-late"  # not with the thread's start: it moved on, or was archived
+
+
+class RunPhase(NamedTuple):
+    """A run as the table sees it: its overlay and whether a rerun's link names it."""
+
+    overlay: str = "unarchived"
+    linked: bool = False
+
+
+_KIND: dict[type[EventData], str] = {
+    RunArchived: "archived", RunUnarchived: "unarchived", RunRerunLinked: "rerun_linked",
+}
+
+
+def kind_of(data: EventData) -> str | None:
+    """The table's name for a run event (None: not a run event)."""
+    return _KIND.get(type(data))
+
+
+def refusal(run: RunPhase, thread: str | None, kind: str) -> str | None:
+    """Why `kind` may not follow `run` whose thread is in state `thread` (None: not
+    started), or None when it may."""
+    if thread is None:
+        return BEFORE_START
+    if kind == "rerun_linked":
+        if run.linked:
+            return LINKED_TWICE
+        if thread not in LINK_STATES:
+            return LINK_LATE
+    if kind in TRANSITIONS[run.overlay]:
+        return None
+    return {"archived": ALREADY_ARCHIVED, "unarchived": NOT_ARCHIVED}.get(kind, LINK_LATE)
+
+
+def problem(run: RunPhase, thread: str | None, data: EventData, subject: str) -> str | None:
+    """What `log verify` says of the run event `data` on `subject` (None: allowed)."""
+    kind = kind_of(data)
+    why = None if kind is None else refusal(run, thread, kind)
+    if why is None:
+        return None
+    if why == BEFORE_START:
+        return f"{data.type} before {subject} started"
+    if why == ALREADY_ARCHIVED:
+        return f"{subject} archived while already archived"
+    if why == NOT_ARCHIVED:
+        return f"{subject} unarchived while not archived"
+    if why == LINKED_TWICE:
+        return f"{subject} linked as a rerun twice"
+    return f"{subject} linked as a rerun while {run.overlay if thread in LINK_STATES else thread}"
+
+
+def next_run(run: RunPhase, data: EventData) -> RunPhase:
+    """The run after `data`: the table's target, or, for an event it refuses, what the
+    event says all the same (so each problem is named once)."""
+    kind = kind_of(data)
+    if kind == "rerun_linked":
+        return run._replace(linked=True)
+    if kind is None:
+        return run
+    return run._replace(overlay=TRANSITIONS[run.overlay].get(kind, kind))
