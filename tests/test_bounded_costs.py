@@ -10,6 +10,7 @@ which is fast; the agents under test then run as real processes on the same stor
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,7 @@ def test_default_context_reads_only_the_last_20_step_nodes(
         agent_context(store, thread, "worker", "all")
 
 
-def test_history_default_from_env_and_config(store: Store, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_history_default_from_env_and_config(store: Store, tmp_path: Path) -> None:
     thread = loop_thread(store, tmp_path, 30)
     seven = Config(WorkflowConfig(history_limit=7), None, None)
     assert len(agent_context(store, thread, "worker", config=seven)["history"]) == 7
@@ -154,21 +154,20 @@ def test_history_default_from_env_and_config(store: Store, tmp_path: Path,
     config_file.write_text("historyLimit: 4\n")
     assert rounds(agent_context(store, thread, "worker")) == [27, 28, 29, 30]
 
-    # UWF_HISTORY wins over the config; the caller wins over both.
-    monkeypatch.setenv("UWF_HISTORY", "3")
-    assert len(agent_context(store, thread, "worker")["history"]) == 3
-    assert len(agent_context(store, thread, "worker", config=seven)["history"]) == 3
-    assert len(agent_context(store, thread, "worker", 1)["history"]) == 1
-    monkeypatch.setenv("UWF_HISTORY", "all")
-    assert len(agent_context(store, thread, "worker")["history"]) == 30
-    monkeypatch.setenv("UWF_HISTORY", "0")
-    assert agent_context(store, thread, "worker")["history"] == []
+    # UWF_HISTORY wins over the config; the caller wins over both. It comes from the
+    # environment the entry point resolved (the store's settings), not this process's.
+    def history(value: str) -> Store:
+        return replace(store, settings=store.settings.with_environ(UWF_HISTORY=value))
+
+    assert len(agent_context(history("3"), thread, "worker")["history"]) == 3
+    assert len(agent_context(history("3"), thread, "worker", config=seven)["history"]) == 3
+    assert len(agent_context(history("3"), thread, "worker", 1)["history"]) == 1
+    assert len(agent_context(history("all"), thread, "worker")["history"]) == 30
+    assert agent_context(history("0"), thread, "worker")["history"] == []
 
     for bad in ("many", "-1", "2.5"):
-        monkeypatch.setenv("UWF_HISTORY", bad)
         with pytest.raises(UsageError, match="UWF_HISTORY"):
-            agent_context(store, thread, "worker")
-    monkeypatch.delenv("UWF_HISTORY")
+            agent_context(history(bad), thread, "worker")
     for wrong in (-1, "some"):
         with pytest.raises(UsageError, match="history limit"):
             agent_context(store, thread, "worker", wrong)  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ BELOW_FEATURES = {
     "engine": {"engine"},
     "cas": {"cas"},
     "workflow": {"engine", "cas", "workflow"},
-    "config": {"cas", "config"},
+    "config": {"engine", "cas", "config"},
 }
 # The features and the features each may use: runs read threads and restart them,
 # the queue names threads and workflows, the worker drives the queue, threads and
@@ -113,3 +113,63 @@ def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
     assert not allowed("uwf.engine.journal", "uwf.cas.store")
     assert not allowed("uwf.store", "uwf.queue.service")
     assert allowed("uwf.worker.service", "uwf.queue.sched")
+
+
+# -- settings at the edge ---------------------------------------------------------------
+
+# What reads the process's environment or working folder. Below the entry points
+# (`cli`, `agents`) only ENTRY_HELPER may: `Store.open(root)` given no settings.
+PROCESS_READS = {("os", "environ"), ("os", "environb"), ("os", "getenv"), ("os", "getenvb"),
+                 ("os", "putenv"), ("os", "unsetenv"), ("os", "getcwd"), ("os", "getcwdb"),
+                 ("os", "chdir"), ("Path", "cwd"), ("Path", "home")}
+ENTRY_HELPER = ("uwf.config.settings", "process_settings")
+
+
+def process_reads(module: str, source: str) -> list[str]:
+    """Each read of the process's environment or working folder in `source`, as
+    `line: os.environ`, outside the one function allowed to make them."""
+    tree = ast.parse(source)
+    allowed_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.FunctionDef) and (module, node.name) == ENTRY_HELPER
+                and node.end_lineno is not None):
+            allowed_lines |= set(range(node.lineno, node.end_lineno + 1))
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        reads: list[tuple[str, str]] = []
+        if isinstance(node, ast.Attribute):
+            owner = node.value  # os.environ, Path.cwd, pathlib.Path.home
+            name = (owner.attr if isinstance(owner, ast.Attribute)
+                    else owner.id if isinstance(owner, ast.Name) else "")
+            reads = [(name, node.attr)]
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            reads = [("os", alias.name) for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, node.col_offset, f"{node.lineno}: {owner_name}.{attr}")
+                  for owner_name, attr in reads
+                  if (owner_name, attr) in PROCESS_READS and node.lineno not in allowed_lines]
+    return [text for _, _, text in sorted(found)]
+
+
+def test_nothing_below_the_entry_points_reads_the_environment_or_working_folder() -> None:
+    """Settings are resolved once at the edge (`uwf.config.settings`) and passed down,
+    so `main(argv)` can run in several threads at once, each with its own answers."""
+    wrong = [f"{module} {read}" for module, path in modules()
+             if module.split(".")[1:2] not in (["cli"], ["agents"])
+             for read in process_reads(module, path.read_text("utf-8"))]
+    assert wrong == []
+
+
+def test_the_settings_rule_can_fail() -> None:
+    reading = ("import os\nfrom pathlib import Path\nfrom os import getenv\n"
+               "def process_settings():\n    return os.environ, Path.cwd()\n"
+               "def other():\n    return os.environ.get('X'), Path.home(), os.getcwd()\n")
+    assert process_reads("uwf.threads.service", reading) == [
+        "3: os.getenv", "5: os.environ", "5: Path.cwd", "7: os.environ", "7: Path.home",
+        "7: os.getcwd"]
+    # Only the entry helper itself may read them.
+    assert process_reads("uwf.config.settings", reading) == [
+        "3: os.getenv", "7: os.environ", "7: Path.home", "7: os.getcwd"]
+    assert process_reads("uwf.config.settings", "import pathlib\npathlib.Path.home()\n") == [
+        "2: Path.home"]

@@ -53,24 +53,21 @@ def test_the_environment_wins_over_dotenv_for_a_provider_key(tmp_path: Path) -> 
     assert secret_values({}, config) == ["from-dotenv-file"]
 
 
-def test_only_values_of_eight_characters_or_more_are_masked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("UWF_CONFIG", raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+def test_only_values_of_eight_characters_or_more_are_masked(tmp_path: Path) -> None:
+    no_config = tmp_path / "config" / "uwf" / "config.yaml"
     redact = load_redactor({"MY_SERVICE_TOKEN": TOKEN, "SHORT_TOKEN": SHORT,
-                            "EIGHT_KEY": "8chars!!"})
+                            "EIGHT_KEY": "8chars!!"}, no_config)
     assert redact is not None
     assert redact(f"a {TOKEN} b {SHORT} c 8chars!!") == f"a *** b {SHORT} c ***"
-    assert load_redactor({"SHORT_TOKEN": SHORT}) is None  # nothing to mask: no work at all
+    # Nothing to mask: no work at all.
+    assert load_redactor({"SHORT_TOKEN": SHORT}, no_config) is None
 
 
-def test_a_broken_config_still_masks_its_dotenv(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_config_still_masks_its_dotenv(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("agents: [not, a, mapping]\n", "utf-8")
     (tmp_path / ".env").write_text("ANYTHING=dotenv-value-99\n", "utf-8")
-    monkeypatch.setenv("UWF_CONFIG", str(config))
-    redact = load_redactor({})
+    redact = load_redactor({}, config)
     assert redact is not None
     assert redact("x dotenv-value-99 y") == "x *** y"
 
@@ -83,10 +80,12 @@ def test_building_the_redactor_imports_no_yaml(tmp_path: Path, config: str | Non
         (tmp_path / "uwf").mkdir()
         (tmp_path / "uwf" / "config.yaml").write_text(config, "utf-8")
         (tmp_path / "uwf" / ".env").write_text("ANY=dotenv-value-99\n", "utf-8")
-    code = ("import sys\n"
+    code = ("import os, sys\n"
             "from uwf.cli import main\n"
             "from uwf.config.secrets import load_redactor\n"
-            "r = load_redactor({'MY_SERVICE_TOKEN': 'supersecretvalue123'})\n"
+            "from uwf.config.settings import config_path\n"
+            "r = load_redactor({'MY_SERVICE_TOKEN': 'supersecretvalue123'},\n"
+            "                  config_path(os.environ))\n"
             "assert r is not None and r('supersecretvalue123') == '***'\n"
             "print(r('dotenv-value-99'), 'yaml' in sys.modules, 'uwf.engine.log' in sys.modules)\n")
     env = {"PATH": "", "XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)}

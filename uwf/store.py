@@ -1,23 +1,26 @@
-"""Open a store: resolve its root, and wire the log, views and CAS together.
+"""Open a store: wire the log, views and CAS together, with the settings it runs under.
 
 The composition root of the features' pure parts: every feature's event types and
 projection are registered here, and every feature's service takes the `Store`.
+The store carries the `Settings` its entry point resolved (`store.settings`: the
+environment agents get, the working folder, the config path, the lock timeout),
+so a service reaches them without reading the process's own.
 
-Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state/uwf`.
+Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state/uwf`
+(resolved in `uwf.config.settings`).
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
-from uwf.config.env import env_number
-from uwf.engine.clock import Clock, clock_from, system_clock
+from uwf.config.settings import Settings, process_settings, store_root
+from uwf.engine.clock import Clock, system_clock
 from uwf.engine.events import EventCatalog
-from uwf.engine.filelog import DEFAULT_SEGMENT_BYTES, FileLog
+from uwf.engine.filelog import FileLog
 from uwf.engine.journal import Journal, Progress, Views
 from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.projection import StructProjection
@@ -47,25 +50,6 @@ def event_catalog() -> EventCatalog:
     return EventCatalog(WORKFLOW_EVENTS, THREAD_EVENTS, RUN_EVENTS, QUEUE_EVENTS)
 
 
-def resolve_root(explicit: str | None = None) -> Path:
-    """Where the store lives, by the precedence above."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if home := os.environ.get("UWF_HOME"):
-        return Path(home).expanduser()
-    if state := os.environ.get("XDG_STATE_HOME"):
-        return Path(state).expanduser() / "uwf"
-    return Path.home() / ".local" / "state" / "uwf"
-
-
-def durability_from_env() -> bool:
-    """`UWF_DURABILITY=none` skips fsync (bulk loads, tests); default is fsync."""
-    mode = os.environ.get("UWF_DURABILITY", "fsync")
-    if mode not in ("fsync", "none"):
-        raise UsageError(f"UWF_DURABILITY must be fsync or none, not {mode!r}", "fix or unset it")
-    return mode == "fsync"
-
-
 @dataclass
 class Store:
     """A store's parts: the event log, its views (via the journal) and the CAS."""
@@ -78,6 +62,8 @@ class Store:
     # The fixed time (`--now` / `UWF_NOW`) agents are given, so they agree with uwf.
     now: str | None = None
     redact: Redact | None = None
+    # What the entry point resolved from its environment, working folder and argv.
+    settings: Settings = field(default_factory=process_settings)
 
     @property
     def log(self) -> EventLog:
@@ -96,43 +82,51 @@ class Store:
         return self.journal.clock
 
     @classmethod
-    def open(cls, root: str | Path | None = None, *, now: str | None = None,
-             clock: Clock | None = None, redact: Redact | None = None) -> Store:
+    def open(cls, root: str | Path | None = None, *, settings: Settings | None = None,
+             now: str | None = None, clock: Clock | None = None,
+             redact: Redact | None = None) -> Store:
         """The embedded default: file log, SQLite views, file CAS, in one folder.
 
-        `now` (`--now`) fixes the clock, else `UWF_NOW`, else the wall clock (`clock`
-        overrides all three). `redact` hides secrets from the log and the CAS.
+        `settings` are what an entry point resolved (root, `--now`, UWF_*); without
+        them, this process's are used (`process_settings(root, now)`): a convenience
+        for tests, benchmarks and embedding. With `settings`, a `root` overrides
+        their store root and `now` must be in them. The clock is `settings.clock`
+        (`--now`, else `UWF_NOW`, else the wall clock) unless `clock` is given.
+        `redact` hides secrets from the log and the CAS.
         """
-        clock = clock or clock_from(now, os.environ)
-        now = now or os.environ.get("UWF_NOW") or None
-        path = resolve_root(str(root) if root is not None else None)
+        if settings is None:
+            settings = process_settings(root, now)
+        elif now is not None:
+            raise ValueError("give --now in the settings (Settings.from_env(now=...))")
+        elif root is not None:
+            settings = replace(settings, store_root=store_root(str(root), settings.environ))
+        clock = clock or settings.clock
+        path = settings.store_root
         if path.exists() and not path.is_dir():
             raise UsageError(f"the store root {path} is not a folder",
                              "give a folder with --store or UWF_HOME")
-        durable = durability_from_env()
-        log = FileLog(
-            path / "events", path / "lock",
-            segment_bytes=int(env_number("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES,
-                                         integer=True, positive=True)),
-            durable=durable,
-            lock_timeout=env_number("UWF_LOCK_TIMEOUT", 10.0),
-        )
+        log = FileLog(path / "events", path / "lock", segment_bytes=settings.segment_bytes,
+                      durable=settings.durable, lock_timeout=settings.lock_timeout)
         projections = all_projections()
         views = SqliteViewStore(path / "views" / "views.sqlite3",
                                 [projection.spec() for projection in projections])
         journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact)
-        cas = Cas(FileBlobs(path / "cas", durable), clock=clock, redact=redact)
+        cas = Cas(FileBlobs(path / "cas", settings.durable), clock=clock, redact=redact)
         cas.refuse_old_bootstrap(path)
-        return cls(path, journal, cas, now=now, redact=redact)
+        return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings)
 
     @classmethod
-    def memory(cls, *, clock: Clock = system_clock, redact: Redact | None = None) -> Store:
-        """The in-memory twin of every part, for tests and embedding."""
+    def memory(cls, *, clock: Clock = system_clock, redact: Redact | None = None,
+               settings: Settings | None = None) -> Store:
+        """The in-memory twin of every part, for tests and embedding. `settings` (default:
+        this process's) give its services their environment, working folder and config;
+        the clock is `clock`, never theirs."""
         projections = all_projections()
         views = MemoryViewStore([projection.spec() for projection in projections])
         journal = Journal(MemoryLog(), views, projections, event_catalog(), clock=clock,
                           redact=redact)
-        return cls(None, journal, Cas(MemoryBlobs(), clock=clock, redact=redact), redact=redact)
+        return cls(None, journal, Cas(MemoryBlobs(), clock=clock, redact=redact), redact=redact,
+                   settings=settings if settings is not None else process_settings())
 
     def read(self, progress: Progress | None = None) -> Views:
         """The views, caught up with the log (absent ones built first)."""

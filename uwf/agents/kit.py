@@ -33,8 +33,9 @@ def environment() -> dict[str, str]:
     """This process's environment over the `.env` beside the config file (a variable
     already set wins): the environment `uwf thread step` gives its agents."""
     from uwf.config.env import with_dotenv
+    from uwf.config.settings import config_path
 
-    return with_dotenv(os.environ)
+    return with_dotenv(os.environ, config_path(os.environ).parent / ".env")
 
 
 def load_dotenv() -> None:
@@ -49,12 +50,15 @@ def load_dotenv() -> None:
 
 
 def _store(env: Mapping[str, str]) -> Any:
-    """The store uwf ran this agent on (`UWF_HOME`); secrets in what the agent submits
-    are masked before they reach the CAS, as the CLI masks them."""
+    """The store uwf ran this agent on (`UWF_HOME`), with this process's settings;
+    secrets in what the agent submits are masked before they reach the CAS, as the
+    CLI masks them."""
     from uwf.config.secrets import load_redactor
+    from uwf.config.settings import process_settings
     from uwf.store import Store
 
-    return Store.open(env.get("UWF_HOME"), redact=load_redactor(env))
+    settings = process_settings(env.get("UWF_HOME"))
+    return Store.open(settings=settings, redact=load_redactor(env, settings.config_path))
 
 
 def context(thread: str, role: str,

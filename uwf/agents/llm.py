@@ -16,6 +16,7 @@ the environment over the config's `.env`, which holds the keys.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -120,6 +121,7 @@ def chat(target: Endpoint, messages: list[dict[str, str]],
     headers = {"Authorization": f"Bearer {target.key}"}
     from uwf.config.env import env_number
 
+    env = os.environ if env is None else env
     timeout = env_number("UWF_LLM_TIMEOUT", 600.0, positive=True, environ=env)
     retries = int(env_number("UWF_LLM_RETRIES", RETRIES, integer=True, environ=env))
     base = env_number("UWF_LLM_BACKOFF_S", BACKOFF_BASE_S, environ=env)
@@ -187,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         if rest and flag is None:
             raise UsageError(f"unexpected arguments {rest}", "uwf-llm [--model NAME] THREAD ROLE")
         from uwf.config.configfile import load_config
+        from uwf.config.settings import config_path
 
         env = environment()
-        config = load_config()
+        config = load_config(config_path(os.environ))
         target = endpoint(choose_model(role, flag, config, env), config, env)
         extractor_name = extract_model(config, env)
         # Resolved before the first call, so a bad extract setting costs no tokens.

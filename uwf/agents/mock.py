@@ -16,6 +16,7 @@ For tests, demos and CI: it exercises the whole protocol with no model.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,12 @@ from uwf.errors import NotFound, UsageError
 
 def find_script(path: str) -> Path:
     """SCRIPT as given, else (when relative) the same path beside the config file."""
-    from uwf.config.configfile import config_path
+    from uwf.config.settings import config_path
 
     given = Path(path).expanduser()
     if given.is_absolute() or given.exists():
         return given
-    config_dir = config_path().parent
+    config_dir = config_path(os.environ).parent
     if (config_dir / given).exists():
         return config_dir / given
     raise NotFound(f"no mock script {path} in {Path.cwd()} or {config_dir}",

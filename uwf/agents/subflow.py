@@ -62,27 +62,22 @@ def main(argv: list[str] | None = None) -> int:
             raise Rejected(f"subflow nesting depth {max_depth} reached ({workflow})",
                            "raise --max-depth in the agent's args, or end the recursion")
         from uwf.config.secrets import load_redactor
+        from uwf.config.settings import process_settings
         from uwf.store import Store
         from uwf.threads.service import find_repo, get_thread, start_thread
         from uwf.threads.stepping import run_thread
 
         ctx = context(thread, role, history_limit=0)
-        store = Store.open(redact=load_redactor(os.environ))
+        # The child's agents inherit the depth through the environment they are given;
+        # this process's own is left alone, so `main` can run again (or in threads).
+        settings = process_settings().with_environ(**{DEPTH_VAR: str(depth + 1)})
+        store = Store.open(settings=settings,
+                           redact=load_redactor(os.environ, settings.config_path))
         parent = get_thread(store.read(), thread)
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],
-                             parent.repo or find_repo())
+                             parent.repo or find_repo(None, settings))
         child_id = child["thread"]
-        # The child's agents inherit the depth; put back after, so `main` called again
-        # in this process starts from where it was.
-        previous = os.environ.get(DEPTH_VAR)
-        os.environ[DEPTH_VAR] = str(depth + 1)
-        try:
-            result = run_thread(store, child_id, max_steps=max_steps)
-        finally:
-            if previous is None:
-                os.environ.pop(DEPTH_VAR, None)
-            else:
-                os.environ[DEPTH_VAR] = previous
+        result = run_thread(store, child_id, max_steps=max_steps)
         final = get_thread(store.read(), child_id)
         if not result["done"] and result["steps"] >= max_steps:
             raise Rejected(

@@ -62,7 +62,6 @@ from uwf.archive.lines import (
     lines_for,
     summary,
 )
-from uwf.config.env import env_number
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
@@ -146,7 +145,7 @@ class Archive:
         if run is not None:
             check_run_id(run)
             get_thread(self.store.read(), run)  # a bad id or an unknown run: nothing written
-        timeout = env_number("UWF_LOCK_TIMEOUT", 10.0)
+        timeout = self.store.settings.lock_timeout
         with self.root.lock(LOCK, timeout):
             runs = self.root.folder(RUNS, create=True)
             assert runs is not None

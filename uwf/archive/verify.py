@@ -62,7 +62,6 @@ from uwf.archive.service import (
     read_checkpoint,
 )
 from uwf.archive.service import document as archive_document
-from uwf.config.env import env_number
 from uwf.engine.events import Envelope, digest
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
@@ -630,7 +629,7 @@ def verify(store: Store, directory: str | Path) -> dict[str, Any]:
     path = check_root(directory, create=False)
     root = Folder.root(path, durable=False, create=False)
     try:
-        with root.lock(LOCK, env_number("UWF_LOCK_TIMEOUT", 10.0), shared=True):
+        with root.lock(LOCK, store.settings.lock_timeout, shared=True):
             return _Verifier(store, path, root).run()
     finally:
         root.close()

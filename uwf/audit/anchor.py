@@ -65,12 +65,15 @@ _decoder = msgspec.json.Decoder(Anchor)
 
 
 def default_key_path(env: Mapping[str, str]) -> Path:
-    """`UWF_ANCHOR_KEY`, else `anchor-key.pem` beside the config (never in the store)."""
+    """`UWF_ANCHOR_KEY`, else `anchor-key.pem` beside the config (never in the store);
+    `~` is `env`'s HOME."""
+    from uwf.config.settings import expand_user, home_folder
+
     if explicit := env.get("UWF_ANCHOR_KEY"):
-        return Path(explicit).expanduser()
+        return expand_user(explicit, env)
     if xdg := env.get("XDG_CONFIG_HOME"):
-        return Path(xdg).expanduser() / "uwf" / "anchor-key.pem"
-    return Path.home() / ".config" / "uwf" / "anchor-key.pem"
+        return expand_user(xdg, env) / "uwf" / "anchor-key.pem"
+    return home_folder(env) / ".config" / "uwf" / "anchor-key.pem"
 
 
 # -- keys ----------------------------------------------------------------------------

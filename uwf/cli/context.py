@@ -1,20 +1,25 @@
 """What a handler gets besides its arguments: the global options and what they open.
 
-A `Context` holds `--store`, `--json` and `--now` for one command. It opens the
-store on first use (`Store.open(root, now=..., redact=...)`) and closes it in
-`close()`, and builds the secret redactor once; nothing is written to the
-process environment, so many commands can run in one process independently.
+A `Context` holds `--store`, `--json` and `--now` for one command, with the
+environment and working folder it runs in (by default this process's, copied when
+the context is made). From them it resolves the command's `Settings` once, on
+first use, opens the store with them (`Store.open(settings=..., redact=...)`) and
+closes it in `close()`, and builds the secret redactor once. Nothing below reads
+the process environment or writes it, so many commands can run in one process
+independently, in threads at once, each with its own environment.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from uwf.config.settings import Settings
     from uwf.redact import Redact
     from uwf.store import Store
 
@@ -22,34 +27,64 @@ if TYPE_CHECKING:
 GLOBAL_OPTIONS = ("store", "json", "format", "now")
 
 
-def process_redactor() -> Redact | None:
-    """The redactor for this process's secrets (its environment, the config's `.env`
-    and providers), or None when there is nothing to hide."""
+def redactor_for(environ: Mapping[str, str]) -> Redact | None:
+    """The redactor for the secrets of `environ` (its values, the config's `.env` and
+    providers), or None when there is nothing to hide."""
     from uwf.config.secrets import load_redactor
+    from uwf.config.settings import config_path
 
-    return load_redactor(os.environ)
+    return load_redactor(environ, config_path(environ))
+
+
+def process_redactor() -> Redact | None:
+    """The redactor for this process's secrets (before a command has a context)."""
+    return redactor_for(os.environ)
+
+
+def process_environ() -> dict[str, str]:
+    """A copy of this process's environment: a command's, unless it is given one."""
+    return dict(os.environ)
+
+
+def working_folder() -> Path | None:
+    """This process's working folder, or None when it has none (it was removed)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
 
 
 @dataclass
 class Context:
-    """The global options of one command; the store they name, opened lazily."""
+    """The global options of one command; the settings and store they name, lazily."""
 
     store_root: str | None = None  # --store; else UWF_HOME and the defaults
     json: bool = False  # --json
     now: str | None = None  # --now; else UWF_NOW
     # Shown while a read rebuilds absent views (the CLI passes a terminal progress bar).
     progress: Callable[[int, int], None] | None = None
+    # The environment and working folder the command runs in (None: it has none).
+    environ: Mapping[str, str] = field(default_factory=process_environ)
+    cwd: Path | None = field(default_factory=working_folder)
     _store: Store | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from uwf.engine.clock import clock_from
 
-        clock_from(self.now, os.environ)  # a malformed --now / UWF_NOW: a usage error now
+        clock_from(self.now, self.environ)  # a malformed --now / UWF_NOW: a usage error now
+
+    @functools.cached_property
+    def settings(self) -> Settings:
+        """What the environment, working folder and global options decide, resolved on
+        first use (a bad UWF_* value is a usage error then, as opening the store was)."""
+        from uwf.config.settings import Settings
+
+        return Settings.from_env(self.environ, self.cwd, store=self.store_root, now=self.now)
 
     @functools.cached_property
     def redact(self) -> Redact | None:
         """Masks secrets in the store (via `Store.open`) and in what the CLI prints."""
-        return process_redactor()
+        return redactor_for(self.environ)
 
     @property
     def store(self) -> Store:
@@ -57,7 +92,8 @@ class Context:
         if self._store is None:
             from uwf.store import Store
 
-            store = Store.open(self.store_root, now=self.now, redact=self.redact)
+            redact = self.redact
+            store = Store.open(settings=self.settings, redact=redact)
             store.progress = self.progress
             self._store = store
         return self._store

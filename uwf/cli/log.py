@@ -3,7 +3,6 @@ docs/audit.md)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -85,7 +84,7 @@ def _log_verify(args: LogVerify, ctx: Context) -> Any:
 
     from uwf.audit import anchor
 
-    key = anchor.load_public_key(anchor.usage_key(args.key, os.environ))
+    key = anchor.load_public_key(anchor.usage_key(args.key, ctx.environ))
     # Every anchor is checked before the log is read: a forged one is refused outright.
     loaded = [(path, anchor.load(Path(path).expanduser(), key)) for path in args.anchor]
     return audit.verify(ctx.store, anchors=loaded)
@@ -112,7 +111,7 @@ def _log_anchor(args: LogAnchor, ctx: Context) -> Any:
 
     from uwf.audit import anchor
 
-    key = anchor.usage_key(args.key, os.environ)
+    key = anchor.usage_key(args.key, ctx.environ)
     if args.new_key:
         if args.out is not None:
             from uwf.errors import UsageError

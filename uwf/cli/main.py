@@ -7,7 +7,7 @@ command pay only for what they use (the CLI runs once per agent step).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from uwf.cli.archive import ARCHIVE_COMMANDS
@@ -53,7 +53,7 @@ def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
     from uwf.threads.service import find_repo
     from uwf.workflows.service import show_workflow
 
-    return show_workflow(ctx.store, args.ref, find_repo())
+    return show_workflow(ctx.store, args.ref, find_repo(None, ctx.store.settings))
 
 
 def _workflow_list(args: NoArgs, ctx: Context) -> Any:
@@ -184,9 +184,12 @@ COMMANDS = Group(
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `uwf` console script; `main(argv)` runs in-process."""
-    return console(COMMANDS, argv)
+def main(argv: Sequence[str] | None = None, *,
+         environ: Mapping[str, str] | None = None) -> int:
+    """Entry point of the `uwf` console script; `main(argv)` runs in-process, in
+    `environ` if given (else this process's environment), so calls in several threads
+    at once each have their own store, clock and settings."""
+    return console(COMMANDS, argv, environ)
 
 
 __all__ = ["COMMANDS", "main", "panel"]

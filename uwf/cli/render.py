@@ -17,7 +17,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -410,11 +410,13 @@ def _render(command: Command[Any], result: Any, as_json: bool, redact: Redact | 
 
 # -- running ---------------------------------------------------------------------------
 
-def run(group: Group, argv: Sequence[str] | None = None) -> int:
+def run(group: Group, argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None) -> int:
     """Parse, dispatch, print; return the exit code.
 
     Touches no process-wide state (environment, signal handlers), so it can run
     many commands in one process; `console` is the console scripts' entry point.
+    `environ` is the command's environment (default: a copy of this process's).
     """
     command: Command[Any] | None = None
     args: Args | None = None
@@ -429,19 +431,21 @@ def run(group: Group, argv: Sequence[str] | None = None) -> int:
             return 128 + signum if signum else code
         if signum := _TERMINATION.release():  # it came before the command was known
             raise Terminated(128 + signum)
-        return _run(command, args, options, group.prog)
+        return _run(command, args, options, group.prog, environ)
     except Terminated as exc:
         return exc.exit_code(command, args)
 
 
-def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str) -> int:
+def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str,
+         environ: Mapping[str, str] | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,
-                          now=_option(options, "now"), progress=progress_bar)
+                          now=_option(options, "now"), progress=progress_bar,
+                          environ=dict(os.environ) if environ is None else environ)
         try:
             result = command.handler(args, context)
             if command.streams:
@@ -475,16 +479,18 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         return EXIT_REJECTED
 
 
-def console(group: Group, argv: Sequence[str] | None = None) -> int:
+def console(group: Group, argv: Sequence[str] | None = None,
+            environ: Mapping[str, str] | None = None) -> int:
     """A console script's `main`: with `argv` None (the `uwf` / `json-cas` executable)
-    install the SIGTERM handler and exit; with `argv`, run in-process and return."""
+    install the SIGTERM handler and exit; with `argv`, run in-process (in `environ`,
+    default this process's environment) and return."""
     if argv is not None:
-        return run(group, argv)
+        return run(group, argv, environ)
     # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so; one
     # that comes while the command line is read waits until the command is known.
     _TERMINATION.deferred = True
     signal.signal(signal.SIGTERM, _TERMINATION)
-    sys.exit(run(group))
+    sys.exit(run(group, None, environ))
 
 
 def _option(options: argparse.Namespace, name: str) -> str | None:

@@ -91,7 +91,7 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
                             anchor_key=Path(args.anchor_key).expanduser()
                             if args.anchor_key else None,
                             allow_entry_commands=args.allow_entry_commands)
-    worker = Worker(ctx.store, load_config(), options)
+    worker = Worker(ctx.store, load_config(ctx.settings.config_path), options)
     human = not ctx.json and sys.stdout.isatty()
     with _stopped_by_signals(worker):
         for result in worker.results():

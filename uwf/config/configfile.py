@@ -1,14 +1,13 @@
 """The seed's WorkflowConfig: agents, providers and models, from `config.yaml`.
 
-Config: `UWF_CONFIG` > `$XDG_CONFIG_HOME/uwf/config.yaml` > `~/.config/uwf/config.yaml`,
-with an optional `.env` beside it. The `.env` values go into agent environments
-only: never into events, CAS nodes or output.
+Config: `UWF_CONFIG` > `$XDG_CONFIG_HOME/uwf/config.yaml` > `~/.config/uwf/config.yaml`
+(resolved in `uwf.config.settings`), with an optional `.env` beside it. The `.env`
+values go into agent environments only: never into events, CAS nodes or output.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,17 +83,9 @@ def _quiet_dotenv() -> None:
         logger.addHandler(logging.NullHandler())
 
 
-def config_path() -> Path:
-    if explicit := os.environ.get("UWF_CONFIG"):
-        return Path(explicit).expanduser()
-    if xdg := os.environ.get("XDG_CONFIG_HOME"):
-        return Path(xdg).expanduser() / "uwf" / "config.yaml"
-    return Path.home() / ".config" / "uwf" / "config.yaml"
-
-
-def load_config(path: Path | None = None) -> Config:
-    """Read and check the config; a missing file is an empty config."""
-    path = path or config_path()
+def load_config(path: Path) -> Config:
+    """Read and check the config at `path` (an entry point's `settings.config_path`);
+    a missing file is an empty config."""
     if not path.exists():
         return Config(WorkflowConfig(), None, path.parent / ".env")
     from uwf.config.inputfile import LIMITS_DOC

@@ -5,13 +5,13 @@ Every value must be finite and at least 0 (more than 0 if asked); a variable in
 cannot make a writer wait forever. The ranges are listed in docs/cli.md#limits.
 
 Also the environment an agent sees (`with_dotenv`): the config's `.env` under the
-process environment, as `uwf thread step` builds it.
+entry point's environment, as `uwf thread step` builds it. Nothing here reads this
+process's environment: the caller passes the one its `Settings` hold.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,13 +26,13 @@ MAXIMUM: dict[str, float] = {
 }
 
 
-def env_number(name: str, default: float, *, integer: bool = False,
-               positive: bool = False, maximum: float | None = None,
-               environ: Mapping[str, str] | None = None) -> float:
-    """The value of `name` in `environ` (default: this process's environment), or
+def env_number(name: str, default: float, *, environ: Mapping[str, str],
+               integer: bool = False, positive: bool = False,
+               maximum: float | None = None) -> float:
+    """The value of `name` in `environ` (an entry point's, via its `Settings`), or
     `default` when unset: finite, never negative, positive if asked, and at most
     `maximum` (default `MAXIMUM[name]`, else unbounded)."""
-    raw = (os.environ if environ is None else environ).get(name)
+    raw = environ.get(name)
     if not raw:
         return default
     if maximum is None:
@@ -68,19 +68,18 @@ def _shown(raw: str) -> str:
     return raw if len(raw) <= 40 else raw[:40] + "..."
 
 
-def with_dotenv(environ: Mapping[str, str], env_file: Path | None = None) -> dict[str, str]:
-    """`environ` over the `.env` beside the config file (or `env_file`): what an agent
-    sees. A variable set in `environ` wins over `.env`, as with dotenv and as `uwf
-    thread step` builds its agents' environment, so an agent started by hand reads
-    the same keys and settings as one started by a step. An unreadable `.env`, or one
+def with_dotenv(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:
+    """`environ` over `env_file` (the `.env` beside the config file; None: no `.env`):
+    what an agent sees. A variable set in `environ` wins over `.env`, as with dotenv
+    and as `uwf thread step` builds its agents' environment, so an agent started by
+    hand reads the same keys and settings as one started by a step. An unreadable `.env`, or one
     that is not a regular file of at most 1 MiB (a FIFO, a device, a folder), is an
     error naming it (Rejected); a missing one adds nothing."""
-    from uwf.config.configfile import Config, WorkflowConfig, config_path
+    from uwf.config.configfile import Config, WorkflowConfig
 
-    path = env_file if env_file is not None else config_path().parent / ".env"
     try:
-        dotenv = Config(WorkflowConfig(), None, path).secrets()
+        dotenv = Config(WorkflowConfig(), None, env_file).secrets()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise Rejected(f"cannot read {path}: {reason}", "fix or remove that file") from None
+        raise Rejected(f"cannot read {env_file}: {reason}", "fix or remove that file") from None
     return {**dotenv, **environ}

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from uwf.config.configfile import Config
     from uwf.redact import Redact
 
@@ -41,9 +43,9 @@ def secret_values(env: Mapping[str, str], config: Config | None) -> list[str]:
     return list(dict.fromkeys(value for value in values if value))
 
 
-def load_redactor(env: Mapping[str, str]) -> Redact | None:
-    """The redactor for `env` and the config `config_path()` names, or None when
-    there is nothing to mask.
+def load_redactor(env: Mapping[str, str], config_path: Path) -> Redact | None:
+    """The redactor for `env` and the config at `config_path` (an entry point's
+    `settings.config_path`), or None when there is nothing to mask.
 
     The CLI calls this once per command, so it stays cheap: the YAML is parsed (and
     PyYAML imported, ~15 ms) only when the config file names an `apiKeyEnv`, the
@@ -51,17 +53,16 @@ def load_redactor(env: Mapping[str, str]) -> Redact | None:
     load still has its `.env` masked: the commands that use the config report the
     problem, and masking must not depend on it being valid.
     """
-    from uwf.config.configfile import Config, WorkflowConfig, config_path, load_config
+    from uwf.config.configfile import Config, WorkflowConfig, load_config
     from uwf.config.inputfile import read_input
     from uwf.config.yamlfile import MAX_FILE_BYTES
     from uwf.errors import Rejected, UwfError
     from uwf.redact import redactor
 
-    path = config_path()
-    config = Config(WorkflowConfig(), None, path.parent / ".env")
+    config = Config(WorkflowConfig(), None, config_path.parent / ".env")
     try:
-        if b"apiKeyEnv" in read_input(path, MAX_FILE_BYTES, error=Rejected):
-            config = load_config(path)
+        if b"apiKeyEnv" in read_input(config_path, MAX_FILE_BYTES, error=Rejected):
+            config = load_config(config_path)
     except (OSError, UwfError):
         pass  # no config, or one its commands will reject: `.env` and the environment
     try:

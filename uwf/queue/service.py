@@ -24,6 +24,7 @@ from uwf.config.inputfile import (
     shown,
 )
 from uwf.config.limits import MAX_TIMEOUT_S
+from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
@@ -198,7 +199,7 @@ class _Resolver:
         found = self.repos.get(path)
         if found is None and path:
             try:
-                exists = Path(path).expanduser().is_dir()
+                exists = self.store.settings.path(path).is_dir()
             except (OSError, ValueError):
                 exists = True  # find_repo names what is wrong with such a path
             if not exists:
@@ -206,7 +207,7 @@ class _Resolver:
                 raise UsageError(f"repo folder {shown!r} does not exist",
                                  "give the folder of an existing repo with --repo")
         if found is None:
-            found = self.repos[path] = find_repo(path)
+            found = self.repos[path] = find_repo(path, self.store.settings)
         return found
 
     def _workflow(self, ref: str) -> tuple[str, str]:
@@ -295,13 +296,13 @@ def _live_with_key(views: Views, key: str) -> str | None:
 
 # -- reads -------------------------------------------------------------------------
 
-def where_terms(status: str | None = None, repo: str | None = None,
+def where_terms(settings: Settings, status: str | None = None, repo: str | None = None,
                 session: str | None = None) -> list[tuple[str, str, Any]]:
     where: list[tuple[str, str, Any]] = []
     if status is not None:
         where.append(("status", "=", canonical_status(status)))
     if repo is not None:
-        where.append(("repo", "=", find_repo(repo)))
+        where.append(("repo", "=", find_repo(repo, settings)))
     if session is not None:
         where.append(("session", "=", session))
     return where
@@ -312,8 +313,8 @@ def list_entries(store: Store, status: str | None = None, repo: str | None = Non
                  ) -> dict[str, Any]:
     """Entries in queue order, filtered; `total` is how many the filters select."""
     views = store.read()
-    query = Query("queue", tuple(where_terms(status, repo, session)), None, QUEUE_ORDER,
-                  limit, offset)
+    query = Query("queue", tuple(where_terms(store.settings, status, repo, session)), None,
+                  QUEUE_ORDER, limit, offset)
     entries = [record(entry) for entry in views.query(query)]
     return {"total": views.count(query), "limit": limit, "offset": offset,
             "entries": entries}
@@ -328,7 +329,7 @@ def show(store: Store, entry_id: str) -> dict[str, Any]:
 def drain(store: Store, limit: int | None = None, repo: str | None = None) -> dict[str, Any]:
     """Mark the next ready entries drained and return them: no policy (the host runs
     them); entries waiting out a backoff are ready too."""
-    where = tuple(where_terms("ready", repo))
+    where = tuple(where_terms(store.settings, "ready", repo))
 
     def decide(views: Views) -> Outcome[list[QueueEntry]]:
         chosen = decider.drain(views.query(Query("queue", where, None, QUEUE_ORDER, limit)))

@@ -83,7 +83,7 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
     from uwf.runs.service import runs_after
     from uwf.threads.service import find_repo
 
-    repo = find_repo(None) if scope == "repo" else None
+    repo = find_repo(None, store.settings) if scope == "repo" else None
     if repo is None:
         lifecycles = store.views.counts("runs", "derived")
         archived = store.views.counts("runs", "archived").get(1, 0)

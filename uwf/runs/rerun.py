@@ -79,7 +79,8 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
         result["next"] = {"role": END, "prompt": "", "agent": None}
         result["nextActions"] = [f"uwf run resume {run_id} --once"]
         return result
-    choice = resolve_agent(config or load_config(), workflow["name"], decision.role, None)
+    config = config or load_config(store.settings.config_path)
+    choice = resolve_agent(config, workflow["name"], decision.role, None)
     result["next"] = {"role": decision.role, "prompt": decision.prompt,
                       "agent": None if choice is None else
                       {"name": choice.name, "argv": choice.argv, "source": choice.source}}
@@ -98,7 +99,7 @@ def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None
     run = get_run(store.read(), run_id)
     if run.thread.done:
         raise Rejected(f"run {run_id} has ended", f"rerun it with `uwf run rerun {run_id}`")
-    config = config or load_config()
+    config = config or load_config(store.settings.config_path)
     if once:
         step_thread(store, run_id, agent, timeout, config)
     else:
@@ -146,7 +147,8 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     fresh = ThreadState(new_id, workflow_hash, str(payload["name"]), start,
                         original.thread.repo, "", "")
-    reused, ended = (_reusable(store, views, original, fresh, config or load_config())
+    reused, ended = (_reusable(store, views, original, fresh,
+                               config or load_config(store.settings.config_path))
                      if incremental else ([], False))
     subject = f"thread/{new_id}"
 

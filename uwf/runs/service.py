@@ -16,6 +16,7 @@ import msgspec
 
 from uwf import __version__
 from uwf.cas.hashing import is_hash
+from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
@@ -199,7 +200,7 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     """Runs the filters select, by (createdAt, runId) (newest first for history)."""
     views = store.read()
     now = store.clock()
-    where = _where(views, filters, now)
+    where = _where(views, filters, now, store.settings)
     order = ("-created_at", "-key") if newest_first else ("created_at", "key")
     query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
     found = views.query(query)
@@ -209,7 +210,8 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
             "offset": offset, "runs": runs}
 
 
-def _where(views: Views, filters: RunFilter, now: int) -> list[tuple[str, str, Any]]:
+def _where(views: Views, filters: RunFilter, now: int, settings: Settings
+           ) -> list[tuple[str, str, Any]]:
     where: list[tuple[str, str, Any]] = []
     if filters.scope not in SCOPES:
         raise UsageError(f"unknown scope {filters.scope!r}", "give repo or home")
@@ -220,9 +222,9 @@ def _where(views: Views, filters: RunFilter, now: int) -> list[tuple[str, str, A
     if filters.workflow is not None:
         where.append(_workflow_term(views, filters.workflow))
     if filters.repo is not None:
-        where.append(("repo", "=", find_repo(filters.repo)))
+        where.append(("repo", "=", find_repo(filters.repo, settings)))
     if filters.scope == "repo":
-        where.append(("repo", "=", find_repo(None)))
+        where.append(("repo", "=", find_repo(None, settings)))
     if filters.since is not None:
         where.append(("created_at", ">=", format_ts(parse_instant(filters.since, "--since"))))
     if filters.until is not None:
@@ -265,7 +267,7 @@ def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
     if scope == "repo":
         from uwf.threads.service import find_repo
 
-        here = find_repo(None)
+        here = find_repo(None, store.settings)
         if run.thread.repo != here:
             raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
                            f"({here})", "drop --scope repo, or run it from that repo")

@@ -8,7 +8,6 @@ StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -16,6 +15,7 @@ from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
+from uwf.config.settings import Settings
 from uwf.errors import NotFound, Rejected, UsageError
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
@@ -37,21 +37,22 @@ def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
     return definition
 
 
-def _history_limit(requested: HistoryLimit = None, config: Config | None = None,
-                   env: Mapping[str, str] | None = None) -> int | None:
+def _history_limit(settings: Settings, requested: HistoryLimit = None,
+                   config: Config | None = None, env: Mapping[str, str] | None = None
+                   ) -> int | None:
     """How many steps of history to give (None: all of them).
 
     `requested` wins when given; else `UWF_HISTORY` (a number, or `all`) from `env`
-    (default: this process's environment over the config's `.env`, as an agent sees
-    it); else the config's `historyLimit` (`config`, or the config file when None);
-    else DEFAULT_HISTORY. A bad value is a usage error.
+    (default: the environment of `settings` over the config's `.env`, as an agent
+    sees it); else the config's `historyLimit` (`config`, or the config file when
+    None); else DEFAULT_HISTORY. A bad value is a usage error.
     """
     value: int | str | None = requested
     if value is None:
         if env is None:
             from uwf.config.env import with_dotenv
 
-            env = with_dotenv(os.environ)
+            env = with_dotenv(settings.environ, settings.env_file)
         raw = env.get("UWF_HISTORY", "").strip()
         if raw.lower() == "all":
             return None
@@ -62,7 +63,7 @@ def _history_limit(requested: HistoryLimit = None, config: Config | None = None,
         if config is None:
             from uwf.config.configfile import load_config
 
-            config = load_config()
+            config = load_config(settings.config_path)
         value = config.settings.history_limit
         if value is None:
             return DEFAULT_HISTORY
@@ -81,15 +82,15 @@ def agent_context(
     """Everything an agent needs for one step of `thread` as `role`.
 
     `history` lists the last steps, oldest first: `history_limit` of them (0: none;
-    "all": every one), by default `UWF_HISTORY` (from `env`, else this process's
-    environment over the config's `.env`, as an agent sees it), else the config's
+    "all": every one), by default `UWF_HISTORY` (from `env`, else the environment of
+    `store.settings` over the config's `.env`, as an agent sees it), else the config's
     `historyLimit` (from `config`, or the config file), else DEFAULT_HISTORY (20).
     Only those StepNodes are read, so the cost of a context does not grow with the
     thread. `steps` counts every step; `historyTruncated` says that `history` has
     fewer. Each step gives its `detail` as a hash, never the node: a detail is a
     transcript or a child thread, often large.
     """
-    limit = _history_limit(history_limit, config, env)
+    limit = _history_limit(store.settings, history_limit, config, env)
     state = get_thread(store.read(), thread)
     definition = _role(store, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]

@@ -6,12 +6,15 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas, Node, builtin_hash
+from uwf.config.settings import Settings
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
@@ -37,11 +40,12 @@ STATUS_ALIASES = {"active": OPEN_STATES}
 HEAD_DAMAGE = ("missing", "corrupt")
 
 
-def find_repo(explicit: str | None = None) -> str:
-    """The git top level of `--repo PATH` (else of the working directory): the nearest
-    folder up from it holding `.git`; the folder itself when there is none."""
+def find_repo(explicit: str | None, settings: Settings) -> str:
+    """The git top level of `--repo PATH` (else of the working directory, both the
+    entry point's: `settings`): the nearest folder up from it holding `.git`; the
+    folder itself when there is none."""
     try:
-        here = Path(explicit).expanduser().resolve() if explicit else Path.cwd().resolve()
+        here = _repo_folder(explicit, settings)
         for folder in (here, *here.parents):
             if (folder / ".git").exists():
                 return str(folder)
@@ -52,6 +56,14 @@ def find_repo(explicit: str | None = None) -> str:
         raise UsageError(f"cannot use {shown} as a repo: {reason}",
                          "give an existing folder with --repo") from None
     return str(here)
+
+
+def _repo_folder(explicit: str | None, settings: Settings) -> Path:
+    if explicit:
+        return settings.path(explicit).resolve()
+    if settings.cwd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    return settings.cwd.resolve()
 
 
 def check_thread_id(thread: str) -> None:
@@ -140,7 +152,8 @@ def start_thread(
 
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
-    repo_path = find_repo(repo)  # a path it cannot use is refused before any node is put
+    # A path it cannot use is refused before any node is put.
+    repo_path = find_repo(repo, store.settings)
     workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})

@@ -23,7 +23,7 @@ from typing import Any
 
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
-from uwf.config.configfile import AgentChoice, Config, config_path, load_config, resolve_agent
+from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import MIN_LENGTH, secret_values
@@ -89,7 +89,7 @@ def step_thread(
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
-    config = config or load_config()
+    config = config or load_config(store.settings.config_path)
     # The `.env` is read again to run the agent and to mask its output: one that cannot
     # be read is refused here, before a step is recorded that nothing would finish.
     with_dotenv({}, config.env_file)
@@ -122,7 +122,7 @@ def run_thread(
     in_process: InProcessAgent | None = None,
 ) -> dict[str, Any]:
     """Step until the thread is done (or `max_steps` steps were taken)."""
-    config = config or load_config()
+    config = config or load_config(store.settings.config_path)
     result = summary(get_thread(store.read(), thread))
     taken = 0
     while not result["done"] and (max_steps is None or taken < max_steps):
@@ -152,7 +152,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
         choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
                   else resolve_agent(config, workflow["name"], decision.role, agent_flag))
         if choice is None:
-            where = config.path or config_path()
+            where = config.path or store.settings.config_path
             message = (f'no agent configured for workflow "{workflow["name"]}" '
                        f'role "{decision.role}"')
             events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
@@ -200,8 +200,8 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
                on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
                ) -> str | Failure:
     secrets = config.secrets()
-    # As with dotenv: the process environment wins over `.env`.
-    env = {**secrets, **os.environ}
+    # As with dotenv: the environment (the entry point's) wins over `.env`.
+    env = {**secrets, **store.settings.environ}
     env.update({
         "UWF_HOME": str(store.root),
         "UWF_THREAD": plan.thread,
@@ -216,7 +216,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
     # An agent runs in a process group of its own, killed as one on timeout. A step
     # run by an agent (uwf-subflow) stays in its parent's group instead, so the
     # parent's timeout reaches the whole tree.
-    nested = "UWF_STEP_ID" in os.environ
+    nested = "UWF_STEP_ID" in store.settings.environ
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -239,7 +239,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
         return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
     out, err = collected
     process.wait()
-    hidden = secret_values(os.environ, config)
+    hidden = secret_values(store.settings.environ, config)
     if process.returncode != 0:
         # Redact before cutting: a cut secret would no longer match.
         text = _redact(err.decode("utf-8", "replace"), hidden).strip()
@@ -314,7 +314,7 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
 
 
 def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
-    secrets = secret_values(os.environ, config)
+    secrets = secret_values(store.settings.environ, config)
 
     def decide(views: Views) -> Outcome[StepFailed | None]:
         state = get_thread(views, plan.thread)

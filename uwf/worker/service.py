@@ -451,7 +451,8 @@ class _Anchors:
         self.store = store
         self.folder = folder
         self.every = every
-        self.key = anchor.load_private_key(key_path or anchor.default_key_path(os.environ))
+        self.key = anchor.load_private_key(
+            key_path or anchor.default_key_path(store.settings.environ))
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

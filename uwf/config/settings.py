@@ -1,0 +1,159 @@
+"""What the process environment and the working folder decide, resolved once at the edge.
+
+An entry point (the CLI's `Context`, the agent kit, `uwf-subflow`) builds one
+`Settings` from its environment, its working folder and its argv, and hands it
+down: the `Store` carries it (`store.settings`), and nothing below the entry
+points reads `os.environ` or the working folder (tests/test_layers.py checks it).
+So `main(argv)` can run in many threads at once, each with its own answers.
+
+`process_settings()` is the one place below the entry points that reads this
+process's environment and working folder: `Store.open(root)` and `Store.memory()`
+use it when given no settings, a convenience for tests, benchmarks and embedding.
+
+Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state/uwf`.
+Config: `UWF_CONFIG` > `$XDG_CONFIG_HOME/uwf/config.yaml` > `~/.config/uwf/config.yaml`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+
+from uwf.config.env import env_number
+from uwf.engine.clock import Clock, fixed_clock, parse_instant, system_clock
+from uwf.errors import UsageError
+
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One command's outside world: its environment and working folder, and what uwf
+    reads from them, checked."""
+
+    # A read-only copy of the environment; agents' environments are built from it.
+    environ: Mapping[str, str]
+    # The working folder (the default repo), or None when the process has none (it
+    # was removed): `find_repo` then says so, as it did when it asked for one.
+    cwd: Path | None
+    store_root: Path
+    durable: bool  # UWF_DURABILITY: fsync (True) or none
+    # The fixed time (`--now`, else UWF_NOW) as given, for agents' UWF_NOW, and in ms.
+    now: str | None
+    now_ms: int | None
+    segment_bytes: int  # UWF_SEGMENT_BYTES
+    lock_timeout: float  # UWF_LOCK_TIMEOUT, in seconds
+    config_path: Path
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], cwd: Path | None, *,
+                 store: str | Path | None = None, now: str | None = None) -> Settings:
+        """Resolve and check every setting from `environ`, `cwd` and the global
+        options (`--store`, `--now`); a bad value is a usage error naming it. They are
+        checked in the order opening a store always checked them."""
+        from uwf.engine.filelog import DEFAULT_SEGMENT_BYTES  # not for `config_path` alone
+
+        environ = MappingProxyType(dict(environ))
+        now_ms = None
+        if now:
+            now_ms = parse_instant(now, "--now")
+        elif fixed := environ.get("UWF_NOW"):
+            now, now_ms = fixed, parse_instant(fixed, "UWF_NOW")
+        return cls(
+            environ=environ,
+            cwd=cwd,
+            store_root=store_root(str(store) if store is not None else None, environ),
+            durable=durability(environ),
+            now=now or None,
+            now_ms=now_ms,
+            segment_bytes=int(env_number("UWF_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES,
+                                         integer=True, positive=True, environ=environ)),
+            lock_timeout=env_number("UWF_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S,
+                                    environ=environ),
+            config_path=config_path(environ),
+        )
+
+    @property
+    def clock(self) -> Clock:
+        """The fixed clock of `now`, else the wall clock."""
+        return fixed_clock(self.now_ms) if self.now_ms is not None else system_clock
+
+    @property
+    def env_file(self) -> Path:
+        """The `.env` beside the config file (it may not exist)."""
+        return self.config_path.parent / ".env"
+
+    def path(self, given: str) -> Path:
+        """A path the user gave (`--repo`), as this command's: `~` expanded with its
+        HOME, a relative one taken from its working folder (if it has one)."""
+        path = expand_user(given, self.environ)
+        return self.cwd / path if self.cwd is not None else path
+
+    def with_environ(self, **changes: str) -> Settings:
+        """These settings with `changes` added to the environment its agents get."""
+        return replace(self, environ=MappingProxyType({**self.environ, **changes}))
+
+
+def process_settings(store: str | Path | None = None, now: str | None = None) -> Settings:
+    """This process's settings: the one reader of `os.environ` and the working folder
+    below the entry points (for `Store.open` and `Store.memory` given none)."""
+    try:
+        cwd: Path | None = Path.cwd()
+    except OSError:
+        cwd = None
+    return Settings.from_env(os.environ, cwd, store=store, now=now)
+
+
+def store_root(explicit: str | None, environ: Mapping[str, str]) -> Path:
+    """Where the store lives, by the precedence above."""
+    if explicit:
+        return expand_user(explicit, environ)
+    if home := environ.get("UWF_HOME"):
+        return expand_user(home, environ)
+    if state := environ.get("XDG_STATE_HOME"):
+        return expand_user(state, environ) / "uwf"
+    return home_folder(environ) / ".local" / "state" / "uwf"
+
+
+def durability(environ: Mapping[str, str]) -> bool:
+    """`UWF_DURABILITY=none` skips fsync (bulk loads, tests); default is fsync."""
+    mode = environ.get("UWF_DURABILITY", "fsync")
+    if mode not in ("fsync", "none"):
+        raise UsageError(f"UWF_DURABILITY must be fsync or none, not {mode!r}", "fix or unset it")
+    return mode == "fsync"
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    """The config file, by the precedence above (it may not exist)."""
+    if explicit := environ.get("UWF_CONFIG"):
+        return expand_user(explicit, environ)
+    if xdg := environ.get("XDG_CONFIG_HOME"):
+        return expand_user(xdg, environ) / "uwf" / "config.yaml"
+    return home_folder(environ) / ".config" / "uwf" / "config.yaml"
+
+
+def home_folder(environ: Mapping[str, str]) -> Path:
+    """`environ`'s HOME, else the user's home in the password database: `Path.home()`
+    for that environment."""
+    return expand_user("~", environ)
+
+
+def expand_user(path: str, environ: Mapping[str, str]) -> Path:
+    """`Path(path).expanduser()` with `~` standing for `environ`'s HOME rather than
+    this process's (`~user` is looked up in the password database, as there)."""
+    if path != "~" and not path.startswith("~/"):
+        return Path(path).expanduser()  # `~user/...`, or no `~`: no HOME is read
+    if "HOME" in environ:
+        home = environ["HOME"]
+    else:
+        import pwd
+
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            raise RuntimeError("Could not determine home directory.") from None
+    # As posixpath.expanduser: a trailing slash of HOME dropped, "/" for an empty one.
+    return Path((home.rstrip("/") + path[1:]) or "/")
