@@ -105,9 +105,9 @@ def test_verify_reads_interleaved_runs_with_one_file_open_at_a_time(
     """The runs' files are read again in the log's order, at most OPEN_FILES open: one
     closed is opened again where it was left, and a line edited mid-file is still
     named by its number."""
-    from uwf.archive import verify as archive_verify
+    from uwf.archive import runfiles
 
-    monkeypatch.setattr(archive_verify, "OPEN_FILES", 1)
+    monkeypatch.setattr(runfiles, "OPEN_FILES", 1)
     long_runs(store, tmp_path, 20)
     folder = tmp_path / "archive"
     archive.sync(store, folder)

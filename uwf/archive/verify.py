@@ -26,10 +26,7 @@ halfway under it.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,16 +36,23 @@ from uwf.archive.folder import Folder, check_root
 from uwf.archive.lines import (
     MAPPED_TYPES,
     Line,
-    NodeAttempt,
-    RunEnd,
-    RunFold,
     RunStart,
-    Transition,
     decode,
     fold,
     is_run_id,
     lines_for,
     summary,
+)
+from uwf.archive.runfiles import (
+    RUN_FILES,
+    AloneChecks,
+    Archived,
+    RunFiles,
+    canonical_digest,
+    json_object,
+    kind_of,
+    row_digest,
+    short_digest,
 )
 from uwf.archive.service import (
     CHECKPOINT,
@@ -66,121 +70,6 @@ from uwf.engine.events import Envelope, digest
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
 from uwf.threads.events import ThreadStarted
-
-_FILES = (TRANSITIONS, GRAPH, SUMMARY)
-# Run files held open at once while the log is read (the runs it interleaves); one
-# evicted is opened again where it was left.
-OPEN_FILES = 128
-
-Problem = tuple[str, str]  # (file, what is wrong)
-
-
-def _digest(raw: bytes) -> bytes:
-    """A short digest of a file's bytes: what is kept of graph.json and summary.json.
-    Equal bytes are equal files at once; other bytes are read again and compared as
-    JSON values (a file written with other spacing is not a problem)."""
-    return hashlib.blake2b(raw, digest_size=16).digest()
-
-
-def _canonical(value: Any) -> bytes:
-    """A digest of a JSON value, the same whatever its key order or spacing."""
-    return _digest(json.dumps(value, sort_keys=True, ensure_ascii=False,
-                              separators=(",", ":")).encode("utf-8"))
-
-
-def _row(value: Any) -> bytes:
-    """A digest of a summary as index.json holds it (index_document's encoding)."""
-    return _digest(json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-                   .encode("utf-8"))
-
-
-def _decoded(raw: bytes) -> Line | None:
-    try:
-        return decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
-@dataclass(slots=True)
-class _Archived:
-    """One run folder: what a first read of it found (small), then what the log's
-    pass needs while the run is in the log (its folds, its place in the file)."""
-
-    run_id: str
-    transitions: bool = False  # transitions.jsonl was there and readable
-    count: int = 0  # its complete lines, archive lines or not
-    last_seq: int = 0  # the greatest seq of its archive lines
-    graph: bytes | None = None  # digest of graph.json's bytes; None: absent, unreadable
-    summary: bytes | None = None  # digest of summary.json's bytes; likewise
-    problems: list[Problem] | None = None  # on the file alone, then against the log
-    # The log's pass:
-    started: bool = False  # its thread.started was read
-    done: bool = False  # compared and checked: nothing more to do
-    state: RunFold | None = None  # fold of every line the log gives the run
-    due_state: RunFold | None = None  # fold of the lines the archive must hold
-    due: int = 0  # how many of those so far
-    start: RunStart | None = None  # the first of them
-    missing: int = 0  # due lines beyond the file's end
-    missing_seq: int = 0  # the seq of the last of them
-    offset: int = 0  # where the next line of the file starts
-
-    def problem(self, file: str, text: str) -> None:
-        if self.problems is None:
-            self.problems = []
-        self.problems.append((file, text))
-
-    def through(self, covered: int) -> int:
-        """What the archive must hold of the run: everything up to its checkpoint, or
-        up to its own last line when a `--run` sync took the run further."""
-        return max(covered, self.last_seq)
-
-
-class _Files:
-    """The runs' transitions.jsonl files read again, line by line, during the log's
-    pass: at most OPEN_FILES open at once (least recently read closed first)."""
-
-    def __init__(self, runs: Folder) -> None:
-        self.runs = runs
-        self.open: OrderedDict[str, BinaryIO] = OrderedDict()
-
-    def next_line(self, found: _Archived) -> Line | None:
-        """The file's next complete line (None when it is not an archive line): the
-        caller knows from `found.count` that there is one."""
-        handle = self.open.get(found.run_id)
-        if handle is None:
-            handle = self._reopen(found)
-        else:
-            self.open.move_to_end(found.run_id)
-        raw = handle.readline()
-        found.offset += len(raw)
-        return _decoded(raw[:-1])
-
-    def close(self, run_id: str) -> None:
-        handle = self.open.pop(run_id, None)
-        if handle is not None:
-            handle.close()
-
-    def close_all(self) -> None:
-        for run_id in list(self.open):
-            self.close(run_id)
-
-    def _reopen(self, found: _Archived) -> BinaryIO:
-        while len(self.open) >= OPEN_FILES:
-            self.close(next(iter(self.open)))
-        folder = self.runs.folder(found.run_id, create=False)
-        if folder is None:
-            raise Corrupt(f"{RUNS}/{found.run_id} went away while it was verified",
-                          "run `uwf archive verify DIR` again")
-        try:
-            handle = folder.open_file(TRANSITIONS)
-        finally:
-            folder.close()
-        if handle is None:
-            raise Corrupt(f"{RUNS}/{found.run_id}/{TRANSITIONS} went away while it was "
-                          "verified", "run `uwf archive verify DIR` again")
-        handle.seek(found.offset)
-        self.open[found.run_id] = handle
-        return handle
 
 
 class _Verifier:
@@ -206,12 +95,12 @@ class _Verifier:
         head = self.store.log.head()
         covered = self._checkpoint(head.seq)
         runs = self._runs_folder()
-        archived: dict[str, _Archived] = {}
+        archived: dict[str, Archived] = {}
         missing: dict[str, int] = {}
         try:
             if runs is not None:
                 archived = self._read_runs(runs)
-                files = _Files(runs)
+                files = RunFiles(runs)
                 try:
                     missing = self._against_log(archived, covered, files)
                 finally:
@@ -263,8 +152,8 @@ class _Verifier:
             self.problem(None, RUNS, exc.what)
             return None
 
-    def _read_runs(self, runs: Folder) -> dict[str, _Archived]:
-        found: dict[str, _Archived] = {}
+    def _read_runs(self, runs: Folder) -> dict[str, Archived]:
+        found: dict[str, Archived] = {}
         for name in runs.names():
             where = f"{RUNS}/{name}"
             if not is_run_id(name):
@@ -284,13 +173,13 @@ class _Verifier:
                 folder.close()
         return found
 
-    def _read_run(self, folder: Folder, run_id: str) -> _Archived:
+    def _read_run(self, folder: Folder, run_id: str) -> Archived:
         where = f"{RUNS}/{run_id}"
-        found = _Archived(run_id)
+        found = Archived(run_id)
         for child in folder.names():
-            if child not in _FILES:
+            if child not in RUN_FILES:
                 self.problem(run_id, f"{where}/{child}", "unexpected: the seed's files are "
-                             + ", ".join(_FILES))
+                             + ", ".join(RUN_FILES))
         try:
             handle = folder.open_file(TRANSITIONS)
         except Corrupt as exc:  # a link, not a file: what it is, and that the file is not
@@ -313,14 +202,14 @@ class _Verifier:
         if (kept := self._json(folder, run_id, SUMMARY)) is not None:
             found.summary = kept[1]
             self._rows.append((str(kept[0].get("started")), str(kept[0].get("run_id")),
-                               _row(kept[0]), run_id))
+                               row_digest(kept[0]), run_id))
         return found
 
-    def _read_lines(self, found: _Archived, handle: BinaryIO) -> None:
+    def _read_lines(self, found: Archived, handle: BinaryIO) -> None:
         """One pass over transitions.jsonl: count its lines, and check the seed's
         sequencing invariants on the file alone, keeping only what they need."""
         run_id, where = found.run_id, f"{RUNS}/{found.run_id}/{TRANSITIONS}"
-        alone = _Alone(found, where)
+        alone = AloneChecks(found, where)
         undecoded: list[str] = []  # said after a partial last line, as a whole file read
         partial = b""
         for raw in handle:
@@ -354,11 +243,11 @@ class _Verifier:
             return None
         if raw is None:
             return None
-        value = _object(raw)
+        value = json_object(raw)
         if value is None:
             self.problem(run_id, f"{RUNS}/{run_id}/{child}", "not a JSON object")
             return None
-        return value, _digest(raw)
+        return value, short_digest(raw)
 
     def _reread(self, run_id: str, child: str) -> dict[str, Any]:
         """A run's graph.json or summary.json once more, to compare it field by field
@@ -372,12 +261,12 @@ class _Verifier:
                 folder.close()
             if runs is not None:
                 runs.close()
-        return (_object(raw) if raw is not None else None) or {}
+        return (json_object(raw) if raw is not None else None) or {}
 
     # -- against the log ---------------------------------------------------------------
 
-    def _against_log(self, archived: dict[str, _Archived], covered: int,
-                     files: _Files | None) -> dict[str, int]:
+    def _against_log(self, archived: dict[str, Archived], covered: int,
+                     files: RunFiles | None) -> dict[str, int]:
         """Read the log's complete batches once, comparing each archived run's lines
         with what its events map to as they come; the runs the checkpoint covers that
         have no folder (run id -> the seq it started at)."""
@@ -410,8 +299,8 @@ class _Verifier:
                 self._finish(found, covered, files)
         return missing
 
-    def _map(self, found: _Archived, event: Envelope, covered: int,
-             files: _Files | None) -> None:
+    def _map(self, found: Archived, event: Envelope, covered: int,
+             files: RunFiles | None) -> None:
         """The lines one event gives the run; each one due is compared with the file's
         line in its place."""
         through = found.through(covered)
@@ -430,7 +319,7 @@ class _Verifier:
         if state is not None and state.ended:
             self._finish(found, covered, files)
 
-    def _compare(self, found: _Archived, want: Line, files: _Files | None) -> None:
+    def _compare(self, found: Archived, want: Line, files: RunFiles | None) -> None:
         number = found.due
         if number > found.count:
             found.missing += 1
@@ -445,10 +334,10 @@ class _Verifier:
                         if got_fields.get(key) != want_fields.get(key))
         found.problem(f"{RUNS}/{found.run_id}/{TRANSITIONS}",
                       f"line {number} differs from the log in {', '.join(differ)}: the "
-                      f"log's line {number} is {_kind(want)} from seq {want.seq} (event "
+                      f"log's line {number} is {kind_of(want)} from seq {want.seq} (event "
                       f"{want.event_id})")
 
-    def _finish(self, found: _Archived, covered: int, files: _Files | None) -> None:
+    def _finish(self, found: Archived, covered: int, files: RunFiles | None) -> None:
         """The run has no more lines due: the file's lines past them, a truncation, its
         graph.json and its summary.json; then only the small record is kept."""
         run_id, where = found.run_id, f"{RUNS}/{found.run_id}"
@@ -474,7 +363,7 @@ class _Verifier:
         self._check_summary(found, found.through(covered))
         found.state = found.due_state = found.start = None
 
-    def _check_graph(self, found: _Archived) -> None:
+    def _check_graph(self, found: Archived) -> None:
         start, where = found.start, f"{RUNS}/{found.run_id}/{GRAPH}"
         if start is None:
             return
@@ -487,7 +376,7 @@ class _Verifier:
         if wanted is None:
             try:
                 document = graph_document(self.store, start)
-                wanted = (_digest(archive_document(document)), document)
+                wanted = (short_digest(archive_document(document)), document)
             except Corrupt as exc:
                 wanted = exc.what
             self._wanted_graphs[key] = wanted
@@ -497,7 +386,7 @@ class _Verifier:
             found.problem(where, f"differs from the workflow the run started on "
                           f"({start.workflow})")
 
-    def _check_summary(self, found: _Archived, through: int) -> None:
+    def _check_summary(self, found: Archived, through: int) -> None:
         where = f"{RUNS}/{found.run_id}/{SUMMARY}"
         state = found.due_state
         end = state.end if state is not None else None
@@ -511,7 +400,7 @@ class _Verifier:
                           "so it may not have a summary yet")
             return
         wanted = summary(state)
-        if _digest(archive_document(wanted)) == found.summary:
+        if short_digest(archive_document(wanted)) == found.summary:
             return
         got = self._reread(found.run_id, SUMMARY)
         differ = [f"{key} is {json.dumps(got.get(key))} (the log says "
@@ -539,7 +428,7 @@ class _Verifier:
             entries = None
         # Each row as index_document writes it, at once; else compared as JSON values.
         if entries is None or (
-                [_digest(bytes(entry)) for entry in entries] != [self._rows[i][2]
+                [short_digest(bytes(entry)) for entry in entries] != [self._rows[i][2]
                                                                  for i in order]
                 and self._index_values(entries) != self._summary_values(order)):
             self.problem(None, INDEX, "does not match runs/*/summary.json: delete it and run "
@@ -547,80 +436,13 @@ class _Verifier:
 
     def _index_values(self, entries: list[msgspec.Raw]) -> list[bytes] | None:
         try:
-            return [_canonical(json.loads(bytes(entry))) for entry in entries]
+            return [canonical_digest(json.loads(bytes(entry))) for entry in entries]
         except ValueError:
             return None
 
     def _summary_values(self, order: list[int]) -> list[bytes]:
         """Every summary.json read again as a JSON value, in index order."""
-        return [_canonical(self._reread(self._rows[i][3], SUMMARY)) for i in order]
-
-
-class _Alone:
-    """The seed's sequencing invariants over one file's lines, fed one at a time (None
-    for a line that is not an archive line). What it keeps is the attempts in flight
-    (a `to: running` whose node_attempt has not come yet), so a run of any length costs
-    the same; a node_attempt whose attempt is not in flight (never started, or
-    finished already) has no `to: running` before it."""
-
-    def __init__(self, found: _Archived, where: str) -> None:
-        self.found = found
-        self.where = where
-        self.previous_seq = 0
-        self.ended_at: int | None = None
-        self.last_not_end = 0  # the last line that is not run_end (a bad line counts)
-        self.running: dict[tuple[str, str | None, int], int] = {}  # in flight: its line
-
-    def add(self, number: int, line: Line | None) -> None:
-        if not isinstance(line, RunEnd):
-            self.last_not_end = number
-        if line is None:
-            return
-        found, where = self.found, self.where
-        if line.run_id != found.run_id:
-            found.problem(where, f"line {number} belongs to run {line.run_id}")
-        if number == 1 and not isinstance(line, RunStart):
-            found.problem(where, f"line 1 is {_kind(line)}: run_start must be first")
-        elif number > 1 and isinstance(line, RunStart):
-            found.problem(where, f"line {number} is a second run_start")
-        if self.ended_at is not None:
-            found.problem(where, f"line {number} follows run_end (line {self.ended_at}), "
-                          "which must be last")
-        if isinstance(line, RunEnd) and self.ended_at is None:
-            self.ended_at = number
-        if line.seq < self.previous_seq:
-            found.problem(where, f"line {number} (seq {line.seq}) comes after seq "
-                          f"{self.previous_seq}: lines must keep the log's order")
-        self.previous_seq = max(self.previous_seq, line.seq)
-        if isinstance(line, Transition) and line.to == "running":
-            self.running[(line.node, line.step, line.attempt)] = number
-        elif (isinstance(line, NodeAttempt)
-              and self.running.pop((line.node, line.step, line.attempt), None) is None):
-            found.problem(where, f"line {number}: node_attempt {line.node} "
-                          f"#{line.attempt} has no `to: running` before it")
-
-    def end(self) -> None:
-        for attempt_key, number in self.running.items():
-            # Allowed without its node_attempt only when nothing but run_end follows: the
-            # attempt is still running, or the run was killed (the process died) during it.
-            if self.last_not_end > number:
-                node, _, attempt = attempt_key
-                self.found.problem(self.where, f"line {number}: {node} attempt {attempt} "
-                                   "went to running but has no node_attempt")
-
-
-def _object(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _kind(line: Line) -> str:
-    if isinstance(line, Transition):
-        return f"transition {line.node} {line.from_} -> {line.to}"
-    return {RunStart: "run_start", NodeAttempt: "node_attempt", RunEnd: "run_end"}[type(line)]
+        return [canonical_digest(self._reread(self._rows[i][3], SUMMARY)) for i in order]
 
 
 def verify(store: Store, directory: str | Path) -> dict[str, Any]:
