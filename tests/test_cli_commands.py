@@ -19,7 +19,7 @@ from tests.conftest import EXAMPLE
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.cli.context import Context
-from uwf.cli.render import command_parsers
+from uwf.cli.parsing import command_parsers
 from uwf.cli.spec import Command, Group, command_schemas
 from uwf.errors import UsageError
 

@@ -29,7 +29,7 @@ from tests.conftest import BIN, EXAMPLE
 from tests.fuzzkit import Sandbox, fresh
 from uwf.cli.jsoncas import COMMANDS as CAS_COMMANDS
 from uwf.cli.main import COMMANDS as UWF_COMMANDS
-from uwf.cli.render import Param, params
+from uwf.cli.parsing import Param, params
 from uwf.cli.spec import Group
 
 MOCK = EXAMPLE.parent / "mock-solve-issue.yaml"
@@ -158,7 +158,7 @@ def runnable(argv: Sequence[str]) -> list[str]:
 
 def command_of(group: Group, argv: Sequence[str]) -> tuple[str, ...] | None:
     """The command `argv` names, as the real parser reads it (None if it does not parse)."""
-    from uwf.cli.render import build_parser
+    from uwf.cli.parsing import build_parser
 
     try:  # argparse prints a usage error (or --help) and exits: keep it quiet
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(
