@@ -38,7 +38,7 @@ FEATURES = {
     "jsoncas": set(),
 }
 # A feature's pure model: these modules may import no service, no store, no config.
-MODEL = {"events", "projection", "steps", "rules", "decide", "routing"}
+MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms"}
 TOP = {"cli", "agents"}
 
 

@@ -288,10 +288,34 @@ def test_views_rebuilt_print_the_same(q: Queue, cli: Cli) -> None:
     assert [q.text(*command, now=at(4)) for command in commands] == before
 
 
-def test_the_cli_declares_the_api_bounds() -> None:
-    """uwf/cli/queue.py copies these (importing the API would slow `--help`)."""
+def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None:
+    """The choices and bounds are declared once, in each feature's cheap `terms` module;
+    the CLI's arguments and the services use the same objects, and importing the CLI
+    loads no engine (`uwf --help` stays cheap)."""
+    import subprocess
+    import sys
+    from typing import get_args
+
     from uwf.cli import queue as cli
+    from uwf.cli import runs as cli_runs
+    from uwf.cli import threads as cli_threads
     from uwf.queue import service as api
+    from uwf.queue import terms
+    from uwf.runs import terms as run_terms
+    from uwf.threads import terms as thread_terms
 
     assert cli._ULID == api.ENTRY_ID_PATTERN
-    assert (cli.MIN_PRIORITY, cli.MAX_PRIORITY) == (api.MIN_PRIORITY, api.MAX_PRIORITY)
+    assert vars(cli)["Priority"] is vars(api)["Priority"] is terms.Priority
+    assert vars(cli)["Status"] is terms.StatusWord
+    assert get_args(terms.StatusWord) == (*terms.STATUSES, *(
+        word for word in terms.ALIASES if word not in terms.STATUSES))
+    assert set(terms.ALIASES.values()) == set(terms.STATUSES)
+    assert vars(cli_runs)["Lifecycle"] is run_terms.Lifecycle
+    assert run_terms.LIFECYCLES[:len(run_terms.DERIVED)] == run_terms.DERIVED
+    assert vars(cli_threads)["Status"] is thread_terms.StatusFilter
+    assert set(get_args(thread_terms.StatusFilter)) == {*thread_terms.STATES, "active"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, uwf.cli.main; "
+         "print(sorted(m for m in sys.modules if m.startswith('uwf.engine')))"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

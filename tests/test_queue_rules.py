@@ -36,7 +36,6 @@ from uwf.queue.rules import (
     ADDED,
     KINDS,
     SETTABLE,
-    STATUSES,
     TRANSITIONS,
     EntryState,
     Policy,
@@ -45,6 +44,7 @@ from uwf.queue.rules import (
     problem,
     refusal,
 )
+from uwf.queue.terms import STATUSES
 from uwf.store import Store
 
 T0 = parse_instant("2026-12-01T10:00:00Z")

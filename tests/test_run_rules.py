@@ -21,7 +21,7 @@ from uwf.runs.rules import KINDS, LINK_STATES, OVERLAYS, TRANSITIONS, RunPhase, 
 from uwf.runs.service import archive, get_run
 from uwf.store import Store
 from uwf.threads.events import ThreadBlocked, ThreadEnded, ThreadStarted, ThreadStepStarted
-from uwf.threads.rules import STATES
+from uwf.threads.terms import STATES
 
 RUN = "01JD0000000000000000000000"
 T = f"thread/{RUN}"

@@ -30,7 +30,6 @@ from uwf.threads.projection import ThreadState
 from uwf.threads.rules import (
     KINDS,
     NOT_STARTED,
-    STATES,
     TRANSITIONS,
     Phase,
     kind_of,
@@ -38,6 +37,7 @@ from uwf.threads.rules import (
     outside_life,
 )
 from uwf.threads.service import get_thread, kill_thread
+from uwf.threads.terms import STATES
 
 THREAD = "01JD0000000000000000000000"
 T = f"thread/{THREAD}"

@@ -11,21 +11,16 @@ from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Plain, arg
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.ids import ULID_PATTERN
+from uwf.queue.terms import Priority
+from uwf.queue.terms import StatusWord as Status
 
-# The bounds are uwf.queue.service's (MIN_PRIORITY, MAX_PRIORITY), not imported: the API
-# pulls in the engine, and `--help` should not pay for it; tests check the two agree.
 _ULID = ULID_PATTERN
-MIN_PRIORITY = -1_000_000_000
-MAX_PRIORITY = 1_000_000_000
-Status = Literal["ready", "leased", "drained", "parked", "cancelled",
-                 "pending", "running", "completed", "error"]
 EntryId = Annotated[str, msgspec.Meta(pattern=_ULID),
                     arg("queue entry id (a ULID)", positional=True, metavar="ID",
                         expect="a queue entry id (a ULID, as `uwf queue list` prints it)")]
 LeaseId = Annotated[str, msgspec.Meta(pattern=_ULID),
                     arg("the lease id `uwf sched lease` gave", metavar="LEASE",
                         expect="a lease id (a ULID, as `uwf sched lease` prints it)")]
-Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
 Page = NonNegative  # at most SQLite's INTEGER
 STATUS_HELP = ("ready, leased, drained, parked or cancelled; or the job registry's pending, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
@@ -13,13 +13,13 @@ from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.ids import ULID_PATTERN
+from uwf.threads.terms import StatusFilter as Status
 
 HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
 ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
                      arg("thread id (a ULID)", positional=True, metavar="THREAD",
                          expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
                                 "characters, as `uwf thread list --all` prints them)")]
-Status = Literal["idle", "running", "active", "blocked", "ended", "killed"]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
 Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "

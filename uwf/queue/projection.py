@@ -31,11 +31,6 @@ from uwf.queue.events import (
 from uwf.queue.rules import TERMINAL, EntryState, leads_to, policy_of
 from uwf.queue.rules import Policy as Policy  # noqa: PLC0414  (the sched view's state holds it)
 
-# The job registry's words for the same states.
-ALIASES = {"pending": "ready", "running": "leased", "completed": "drained", "error": "parked",
-           "cancelled": "cancelled"}
-JOB_WORDS = {"ready": "pending", "leased": "running", "drained": "completed",
-             "parked": "error", "cancelled": "cancelled"}
 DEFAULT_PRIORITY = 100
 DEFAULT_TIMEOUT_SEC = 3600
 DEFAULT_IDLE_TIMEOUT_SEC = 120

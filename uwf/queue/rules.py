@@ -31,8 +31,8 @@ from uwf.queue.events import (
     QueueStatusSet,
     SchedPolicySet,
 )
+from uwf.queue.terms import STATUSES
 
-STATUSES = ("ready", "leased", "drained", "parked", "cancelled")
 READY, LEASED, DRAINED, PARKED, CANCELLED = STATUSES
 TERMINAL = (DRAINED, CANCELLED)
 SETTABLE = (READY, DRAINED, PARKED, CANCELLED)  # `queue status --set`: a lease is granted

@@ -34,28 +34,20 @@ from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.queue import decide as decider
 from uwf.queue.events import QueueAdded
 from uwf.queue.projection import (
-    ALIASES,
     DEFAULT_IDLE_TIMEOUT_SEC,
     DEFAULT_PRIORITY,
     DEFAULT_TIMEOUT_SEC,
-    JOB_WORDS,
     QUEUE_ORDER,
     QueueEntry,
     QueueProjection,
 )
-from uwf.queue.rules import STATUSES
+from uwf.queue.terms import ALIASES, JOB_WORDS, STATUSES, Priority
 from uwf.store import Store
 from uwf.threads.service import check_thread_id, find_repo
 from uwf.workflows.service import resolve_workflow
 
 # An entry id is a ULID, as a thread id is; the CLI declares the same pattern.
 ENTRY_ID_PATTERN = ULID_PATTERN
-# Priorities are integers in this range (lower runs first): they are SQLite integers,
-# and a range this wide leaves room for any scheme an operator has in mind.
-MIN_PRIORITY = -1_000_000_000
-MAX_PRIORITY = 1_000_000_000
-
-Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as editors write it

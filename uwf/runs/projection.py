@@ -21,9 +21,6 @@ from uwf.runs.rules import RunPhase, next_run
 from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
-# The words of the table, and the two the clock and the overlay add.
-DERIVED = ("running", "blocked", "failed", "completed", "cancelled", "queued")
-LIFECYCLES = (*DERIVED, "stalled", "archived")
 TITLE_CHARS = 80
 # The `deadline` column of a run with no step in flight: after any clock reading, so
 # `running` is `deadline >= now` and `stalled` is `deadline < now`, one index range.

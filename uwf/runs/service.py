@@ -21,7 +21,8 @@ from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt, NotFound, UsageError
-from uwf.runs.projection import DERIVED, LIFECYCLES, RunState, derived_at, lifecycle
+from uwf.runs.projection import RunState, derived_at, lifecycle
+from uwf.runs.terms import DERIVED, LIFECYCLES
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
 from uwf.threads.service import check_thread_id, find_repo, head_of, in_flight

@@ -17,7 +17,8 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.threads.rules import DONE_STATES, Phase, next_phase
+from uwf.threads.rules import Phase, next_phase
+from uwf.threads.terms import DONE_STATES
 
 
 class InFlight(msgspec.Struct, frozen=True, rename="camel"):

@@ -20,10 +20,7 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-
-STATES = ("idle", "running", "blocked", "ended", "killed")
-OPEN_STATES = ("idle", "running")  # what `thread list --status active` means
-DONE_STATES = ("ended", "killed")
+from uwf.threads.terms import DONE_STATES, OPEN_STATES
 
 # What an event does to a thread: its type, told apart further for two types by what
 # the event says (`thread.stepped` with `reused`: an incremental rerun took the step

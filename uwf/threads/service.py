@@ -25,7 +25,7 @@ from uwf.threads.decide import kill
 from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
 from uwf.threads.projection import ThreadState
 from uwf.threads.routing import next_decision
-from uwf.threads.rules import OPEN_STATES, STATES
+from uwf.threads.terms import OPEN_STATES, STATES
 from uwf.workflow.moderator import status_of
 from uwf.workflows.discovery import use_workflow
 

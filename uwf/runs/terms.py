@@ -1,0 +1,13 @@
+"""The run registry's words, declared once: the lifecycles a run is derived to, and the
+two the clock and the archive overlay add. It imports nothing of uwf's, so the CLI
+declares its choices from it without loading the engine."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Derived = Literal["running", "blocked", "failed", "completed", "cancelled", "queued"]
+DERIVED: tuple[str, ...] = get_args(Derived)
+Lifecycle = Literal["running", "blocked", "failed", "completed", "cancelled", "queued",
+                    "stalled", "archived"]
+LIFECYCLES: tuple[str, ...] = get_args(Lifecycle)
