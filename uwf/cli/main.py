@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.context import Context
@@ -20,6 +20,7 @@ from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Args, Command, Group, NoArgs, arg
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
+from uwf.runs.terms import Scope
 
 # -- arguments ---------------------------------------------------------------
 
@@ -34,7 +35,7 @@ class WorkflowShow(Args, frozen=True, kw_only=True):
 
 
 class Scoped(Args, frozen=True, kw_only=True):
-    scope: Annotated[Literal["home", "repo"],
+    scope: Annotated[Scope,
                      arg("home (all repos, default) or repo (the current repo)")] = "home"
 
 

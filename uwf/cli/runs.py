@@ -6,9 +6,8 @@ from typing import Annotated, Any, Literal
 
 from uwf.cli.context import Context
 from uwf.cli.spec import Args, Command, NonNegative, Seconds, arg
-from uwf.runs.terms import Derived, Lifecycle
+from uwf.runs.terms import Derived, Lifecycle, Scope
 
-Scope = Literal["home", "repo"]
 RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]
 DEFAULT_LIMIT = 50
 

@@ -22,12 +22,11 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewstore import Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.runs.projection import RunState, derived_at, lifecycle
-from uwf.runs.terms import DERIVED, LIFECYCLES
+from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
 from uwf.threads.service import check_thread_id, find_repo, head_of, in_flight
 
-SCOPES = ("home", "repo")
 # The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
 RECORD_SCHEMA_VERSION = 1
 DEFAULT_LIMIT = 50

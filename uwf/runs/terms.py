@@ -11,3 +11,6 @@ DERIVED: tuple[str, ...] = get_args(Derived)
 Lifecycle = Literal["running", "blocked", "failed", "completed", "cancelled", "queued",
                     "stalled", "archived"]
 LIFECYCLES: tuple[str, ...] = get_args(Lifecycle)
+# Which repos a read covers: every repo (home, the default) or the current one.
+Scope = Literal["home", "repo"]
+SCOPES: tuple[str, ...] = get_args(Scope)
