@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import test_views
 from tests.conftest import BIN, ROOT, Cli
 from tests.logkit import append, envelopes
 from uwf.engine.events import Envelope, LogRepaired, NewEvent, encode_line
@@ -28,18 +29,11 @@ from uwf.store import Store, event_catalog
 from uwf.threads.events import ThreadEnded, ThreadStarted
 from uwf.workflows.events import WorkflowRegistered
 
-HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
+HASHES = test_views.HASHES
 T = "thread/01JD0000000000000000000001"
 CATALOG = event_catalog()
-
-
-@pytest.fixture(params=["memory", "file"])
-def store(request: pytest.FixtureRequest, tmp_path: Path,
-          monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    opened = Store.memory() if request.param == "memory" else Store.open(tmp_path / "s")
-    yield opened
-    opened.close()
+# The memory and the file store alike, as the views' tests take them.
+store = test_views.store
 
 
 def registered(name: str, hash_: str = HASHES[0], previous: str | None = None) -> NewEvent:
