@@ -32,7 +32,8 @@ from uwf.queue.events import (
     QUEUE_EVENTS,
     SchedPolicySet,
 )
-from uwf.queue.projection import POLICY_KEY, Policy, PolicyState
+from uwf.queue.projection import POLICY_KEY, PolicyState
+from uwf.queue.rules import Policy
 from uwf.runs.events import RUN_EVENTS
 from uwf.store import Store, event_catalog
 from uwf.threads.events import THREAD_EVENTS

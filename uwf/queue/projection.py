@@ -28,8 +28,7 @@ from uwf.queue.events import (
     QueueStatusSet,
     SchedPolicySet,
 )
-from uwf.queue.rules import TERMINAL, EntryState, leads_to, policy_of
-from uwf.queue.rules import Policy as Policy  # noqa: PLC0414  (the sched view's state holds it)
+from uwf.queue.rules import TERMINAL, EntryState, Policy, leads_to, policy_of
 
 DEFAULT_PRIORITY = 100
 DEFAULT_TIMEOUT_SEC = 3600

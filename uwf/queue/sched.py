@@ -34,11 +34,10 @@ from uwf.queue.projection import (
     DEFAULT_POOL,
     POLICY_KEY,
     QUEUE_ORDER,
-    Policy,
     PolicyState,
     QueueEntry,
 )
-from uwf.queue.rules import TERMINAL, out_of_backoff, pool_room, total_room
+from uwf.queue.rules import TERMINAL, Policy, out_of_backoff, pool_room, total_room
 from uwf.queue.service import get_entry, ms_ts, record
 from uwf.store import Store
 
