@@ -21,15 +21,9 @@ from uwf.cas.store import Cas, builtin_hash
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
-from uwf.engine.viewspec import STREAMS
-from uwf.engine.viewstore import (
-    MemoryViewStore,
-    Query,
-    Row,
-    SqliteViewStore,
-    ViewSpec,
-    ViewStore,
-)
+from uwf.engine.memviews import MemoryViewStore
+from uwf.engine.viewspec import STREAMS, Query, Row, ViewSpec, ViewStore
+from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
 from uwf.store import event_catalog
 from uwf.workflows.events import WorkflowRegistered

@@ -23,9 +23,11 @@ from uwf.engine.events import EventCatalog
 from uwf.engine.filelog import FileLog
 from uwf.engine.journal import Journal, Progress, Views
 from uwf.engine.log import EventLog, MemoryLog
+from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.projection import StructProjection
 from uwf.engine.storeview import StoreProjection
-from uwf.engine.viewstore import MemoryViewStore, SqliteViewStore, ViewStore
+from uwf.engine.viewspec import ViewStore
+from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import UsageError
 from uwf.queue.events import QUEUE_EVENTS
 from uwf.queue.projection import QueueProjection, SchedProjection

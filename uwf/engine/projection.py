@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from uwf.engine.events import Envelope
-from uwf.engine.viewstore import ColumnValue, Row, ViewSpec
+from uwf.engine.viewspec import ColumnValue, Row, ViewSpec
 from uwf.errors import Corrupt
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from uwf.engine.log import Checkpoint
-from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.sqlquery import chunks, column_sql, count_value, order_sql, where_sql
 from uwf.engine.viewspec import (
     ASCII_LOWER,
@@ -36,13 +35,8 @@ from uwf.engine.viewspec import (
     Row,
     StreamEntries,
     ViewSpec,
-    ViewStore,
 )
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
-
-# The view store's names, imported from here by the rest of uwf.
-__all__ = ["Changes", "ColumnValue", "MemoryViewStore", "Query", "Row", "SqliteViewStore",
-           "ViewSpec", "ViewStore"]
 
 _META = """
 CREATE TABLE IF NOT EXISTS views (

@@ -15,7 +15,7 @@ import msgspec
 
 from uwf.engine.events import Envelope, EventData
 from uwf.engine.projection import StructProjection
-from uwf.engine.viewstore import ColumnValue
+from uwf.engine.viewspec import ColumnValue
 from uwf.queue.events import (
     QUEUE_EVENTS,
     QueueAdded,

@@ -26,7 +26,7 @@ from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import UsageError, UwfError
 from uwf.queue import decide as decider
 from uwf.queue.events import POLICY_SUBJECT, SchedPolicySet

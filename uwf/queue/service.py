@@ -28,7 +28,7 @@ from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.queue import decide as decider

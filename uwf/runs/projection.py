@@ -15,7 +15,7 @@ import msgspec
 
 from uwf.engine.events import GENESIS_PREV, Envelope, as_envelope, digest, encode_line
 from uwf.engine.projection import StructProjection
-from uwf.engine.viewstore import ColumnValue
+from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
 from uwf.runs.rules import RunPhase, next_run
 from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage

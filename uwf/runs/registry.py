@@ -6,7 +6,7 @@ from typing import Any
 
 from uwf.engine.journal import Progress, ViewFreshness
 from uwf.engine.log import GENESIS
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt
 from uwf.store import Store
 

@@ -23,7 +23,7 @@ from uwf.cas.store import builtin_hash
 from uwf.config.configfile import Config, load_config, resolve_agent
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
 from uwf.runs.decide import link, rerunnable
 from uwf.runs.projection import RunState

@@ -19,7 +19,7 @@ from uwf.cas.hashing import is_hash
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES

@@ -8,7 +8,7 @@ import msgspec
 
 from uwf.engine.events import Envelope
 from uwf.engine.projection import StructProjection
-from uwf.engine.viewstore import ColumnValue
+from uwf.engine.viewspec import ColumnValue
 from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,

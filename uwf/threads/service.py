@@ -17,7 +17,7 @@ from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.config.settings import Settings
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewstore import Query
+from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.store import Store
