@@ -68,11 +68,6 @@ from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
 from uwf.threads.service import get_thread
 
-# What `uwf.archive.verify` and the CLI read from here, defined in `uwf.archive.layout`.
-__all__ = ["CHECKPOINT", "GRAPH", "INDEX", "LOCK", "RUNS", "SUMMARY", "TRANSITIONS",
-           "Archive", "document", "follow", "graph_document", "read_checkpoint",
-           "start_of_run", "sync"]
-
 # A first sync of a long log appends in rounds of about this many lines, so memory
 # stays bounded; the checkpoint moves only at the end.
 FLUSH_LINES = 10_000

@@ -33,6 +33,18 @@ from typing import Any, BinaryIO
 import msgspec
 
 from uwf.archive.folder import Folder, check_root
+from uwf.archive.layout import (
+    CHECKPOINT,
+    GRAPH,
+    INDEX,
+    LOCK,
+    RUNS,
+    SUMMARY,
+    TRANSITIONS,
+    graph_document,
+    read_checkpoint,
+)
+from uwf.archive.layout import document as archive_document
 from uwf.archive.lines import (
     MAPPED_TYPES,
     Line,
@@ -54,18 +66,6 @@ from uwf.archive.runfiles import (
     row_digest,
     short_digest,
 )
-from uwf.archive.service import (
-    CHECKPOINT,
-    GRAPH,
-    INDEX,
-    LOCK,
-    RUNS,
-    SUMMARY,
-    TRANSITIONS,
-    graph_document,
-    read_checkpoint,
-)
-from uwf.archive.service import document as archive_document
 from uwf.engine.events import Envelope, digest
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
