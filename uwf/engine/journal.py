@@ -39,7 +39,7 @@ from uwf.engine.events import (
     digest,
     encode_line,
 )
-from uwf.engine.freshness import Freshness, ViewFreshness, measure
+from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.streams import Streams
 from uwf.engine.viewspec import (
@@ -52,9 +52,6 @@ from uwf.engine.viewspec import (
 )
 from uwf.errors import Corrupt, UwfError
 from uwf.redact import Redact, redact_value
-
-__all__ = ["Freshness", "Journal", "Outcome", "Progress", "Projection", "ViewFreshness",
-           "Views"]
 
 T = TypeVar("T")
 Key = tuple[str, str]
