@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "uwf"
-LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf"}  # imported by every layer, import no layer
+LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf"}  # imported by every layer, import no layer
 BELOW_FEATURES = {
     "engine": {"engine"},
     "cas": {"cas"},
@@ -38,7 +38,7 @@ FEATURES = {
     "jsoncas": set(),
 }
 # A feature's pure model: these modules may import no service, no store, no config.
-MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms"}
+MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results"}
 TOP = {"cli", "agents"}
 
 
@@ -96,14 +96,14 @@ def test_a_layer_imports_only_what_the_map_allows(layer: str) -> None:
 
 
 def test_the_leaves_import_no_layer() -> None:
-    for leaf in ("errors.py", "redact.py", "ids.py"):
+    for leaf in ("errors.py", "redact.py", "ids.py", "payload.py"):
         assert [n for n in imports(PACKAGE / leaf) if n not in LEAVES] == []
 
 
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
            if not p.name.startswith((".", "_")) and p.name != "py.typed"}
-    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "errors", "redact", "ids"}
+    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "errors", "redact", "ids", "payload"}
 
 
 def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, arg
 
 # A folder name that is not empty: `archive sync "$UNSET"` would otherwise archive into
 # the working folder. What an empty one is told (`argument DIR: '' is not ...`).

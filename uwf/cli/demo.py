@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, arg
 
 
 class DemoArgs(Args, frozen=True, kw_only=True):

@@ -14,7 +14,8 @@ import msgspec
 from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
 from uwf.cli.render import console
-from uwf.cli.spec import Age, Args, Command, Group, NoArgs, arg
+from uwf.cli.spec import Command, Group
+from uwf.config.args import Age, Args, NoArgs, arg
 from uwf.errors import UsageError
 
 Hash = Annotated[str, arg("node hash", positional=True)]

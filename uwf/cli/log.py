@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 from uwf.cli.context import Context
 from uwf.cli.render import table
-from uwf.cli.spec import Args, Command, NonNegative, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, NonNegative, arg
 
 
 class LogTail(Args, frozen=True, kw_only=True):

@@ -17,9 +17,10 @@ from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
 from uwf.cli.runs import RUN_COMMANDS
-from uwf.cli.spec import Args, Command, Group, NoArgs, arg
+from uwf.cli.spec import Command, Group
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
+from uwf.config.args import Args, NoArgs, arg
 from uwf.runs.terms import Scope
 
 # -- arguments ---------------------------------------------------------------

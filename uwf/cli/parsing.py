@@ -18,7 +18,8 @@ import msgspec
 import msgspec.inspect as mi
 
 from uwf.cli.context import GLOBAL_OPTIONS, process_redactor
-from uwf.cli.spec import Args, Command, Group
+from uwf.cli.spec import Command, Group
+from uwf.config.args import Args
 from uwf.errors import EXIT_USAGE
 
 if TYPE_CHECKING:

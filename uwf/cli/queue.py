@@ -8,9 +8,11 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, Count, NonNegative, Plain, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, Count, NonNegative, arg
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.ids import ULID_PATTERN
+from uwf.payload import Plain
 from uwf.queue.terms import Priority
 from uwf.queue.terms import StatusWord as Status
 

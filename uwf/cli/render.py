@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.cli.common import progress_bar
 from uwf.cli.context import Context, process_redactor
-from uwf.cli.spec import Args, Command, Group, Plain
+from uwf.cli.spec import Command, Group
+from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
+from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
     from uwf.redact import Redact
@@ -72,6 +74,7 @@ def _cell(value: Any) -> str:
 
 
 def _render(command: Command[Any], result: Any, as_json: bool, redact: Redact | None) -> str:
+    """The text of `result`, a payload (`to_payload`'s): plain, JSON or a panel."""
     plain = command.plain or isinstance(result, Plain)
     if redact is not None:
         from uwf.redact import redact_value
@@ -130,6 +133,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
             if command.streams:
                 _stream(result, context.redact)
                 return 0
+            result = to_payload(result)  # what --json prints: a typed result's dict
             text = _render(command, result, as_json, context.redact)
         finally:
             context.close()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, NonNegative, Seconds, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, NonNegative, Seconds, arg
 from uwf.runs.terms import Derived, Lifecycle, Scope
 
 RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]

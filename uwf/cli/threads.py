@@ -10,7 +10,8 @@ import msgspec
 
 from uwf.cli.common import parse_json, read_input
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, Count, NonNegative, Seconds, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, Count, NonNegative, Seconds, arg
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.ids import ULID_PATTERN
 from uwf.threads.terms import StatusFilter as Status

@@ -14,7 +14,8 @@ import msgspec
 
 from uwf.cli.archive import FOLDER_EXPECT, FolderName
 from uwf.cli.context import Context
-from uwf.cli.spec import Args, Command, Count, arg
+from uwf.cli.spec import Command
+from uwf.config.args import Args, Count, arg
 
 if TYPE_CHECKING:
     from uwf.worker.service import Worker
