@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "uwf"
-LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf"}  # imported by every layer, import no layer
+# Imported by every layer, import no layer.
+LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf"}
 BELOW_FEATURES = {
     "engine": {"engine"},
     "cas": {"cas"},

@@ -24,10 +24,10 @@ import pytest
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
 from uwf.cli.context import Context
+from uwf.config.repo import find_repo
 from uwf.config.settings import Settings, config_path, expand_user, store_root
 from uwf.errors import UsageError
 from uwf.store import Store
-from uwf.threads.service import find_repo
 
 HOME = {"HOME": "/home/someone"}
 

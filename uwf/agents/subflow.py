@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         if depth >= max_depth:
             raise Rejected(f"subflow nesting depth {max_depth} reached ({workflow})",
                            "raise --max-depth in the agent's args, or end the recursion")
+        from uwf.config.repo import find_repo
         from uwf.config.secrets import load_redactor
         from uwf.config.settings import process_settings
         from uwf.store import Store
-        from uwf.threads.service import find_repo, get_thread, start_thread
+        from uwf.threads.service import get_thread, start_thread
         from uwf.threads.stepping import run_thread
 
         ctx = context(thread, role, history_limit=0)

@@ -52,7 +52,7 @@ def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
 
 
 def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
-    from uwf.threads.service import find_repo
+    from uwf.config.repo import find_repo
     from uwf.workflows.service import show_workflow
 
     return show_workflow(ctx.store, args.ref, find_repo(None, ctx.store.settings))

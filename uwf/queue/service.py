@@ -24,6 +24,7 @@ from uwf.config.inputfile import (
     shown,
 )
 from uwf.config.limits import MAX_TIMEOUT_S
+from uwf.config.repo import find_repo
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
@@ -43,7 +44,7 @@ from uwf.queue.projection import (
 )
 from uwf.queue.terms import ALIASES, JOB_WORDS, STATUSES, Priority
 from uwf.store import Store
-from uwf.threads.service import check_thread_id, find_repo
+from uwf.threads.service import check_thread_id
 from uwf.workflows.service import resolve_workflow
 
 # An entry id is a ULID, as a thread id is; the CLI declares the same pattern.

@@ -81,8 +81,8 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
     per repo (kept counts, not a scan), the runs whose events the view has not folded yet
     (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
     `missingRuns` and `corruptRuns` (open runs whose head is gone or damaged)."""
+    from uwf.config.repo import find_repo
     from uwf.runs.service import runs_after
-    from uwf.threads.service import find_repo
 
     repo = find_repo(None, store.settings) if scope == "repo" else None
     if repo is None:

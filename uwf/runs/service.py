@@ -16,6 +16,7 @@ import msgspec
 
 from uwf import __version__
 from uwf.cas.hashing import is_hash
+from uwf.config.repo import find_repo
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
@@ -25,7 +26,7 @@ from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
-from uwf.threads.service import check_thread_id, find_repo, head_of, in_flight
+from uwf.threads.service import check_thread_id, head_of, in_flight
 
 # The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
 RECORD_SCHEMA_VERSION = 1
@@ -265,7 +266,7 @@ def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
     views = store.read()
     run = get_run(views, run_id)
     if scope == "repo":
-        from uwf.threads.service import find_repo
+        from uwf.config.repo import find_repo
 
         here = find_repo(None, store.settings)
         if run.thread.repo != here:

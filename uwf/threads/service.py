@@ -6,15 +6,13 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 
 from __future__ import annotations
 
-import errno
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas, Node, builtin_hash
-from uwf.config.settings import Settings
+from uwf.config.repo import find_repo
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
@@ -38,32 +36,6 @@ STATUS_ALIASES = {"active": OPEN_STATES}
 # The `status` `thread list` shows for a thread whose head node is not in the CAS, or
 # is there but damaged (it does not hash to its name): `thread show` fails closed on it.
 HEAD_DAMAGE = ("missing", "corrupt")
-
-
-def find_repo(explicit: str | None, settings: Settings) -> str:
-    """The git top level of `--repo PATH` (else of the working directory, both the
-    entry point's: `settings`): the nearest folder up from it holding `.git`; the
-    folder itself when there is none."""
-    try:
-        here = _repo_folder(explicit, settings)
-        for folder in (here, *here.parents):
-            if (folder / ".git").exists():
-                return str(folder)
-    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, no working folder
-        shown = "the working folder" if not explicit else repr(
-            explicit if len(explicit) <= 60 else explicit[:57] + "...")
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot use {shown} as a repo: {reason}",
-                         "give an existing folder with --repo") from None
-    return str(here)
-
-
-def _repo_folder(explicit: str | None, settings: Settings) -> Path:
-    if explicit:
-        return settings.path(explicit).resolve()
-    if settings.cwd is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-    return settings.cwd.resolve()
 
 
 def check_thread_id(thread: str) -> None:
