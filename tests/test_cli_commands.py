@@ -218,7 +218,7 @@ def test_a_handler_is_callable_without_the_command_line(tmp_path: Path) -> None:
         rows = listed.handler(msgspec.convert({}, listed.args), context)
     finally:
         context.close()
-    assert [row["workflow"] for row in rows] == [registered["workflow"]]
+    assert [row.workflow for row in rows] == [registered.workflow]
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"thread": "T", "max_steps": 0}, commands["thread run"].args)
     with pytest.raises(UsageError, match="invalid time"):

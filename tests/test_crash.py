@@ -95,7 +95,7 @@ def register(name):
     result = put_workflow(store, path)
     sys.stdout.write(name + "\n")
     sys.stdout.flush()
-    return result["workflow"]
+    return result.workflow
 
 
 if mode == "once":

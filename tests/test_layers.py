@@ -174,3 +174,20 @@ def test_the_settings_rule_can_fail() -> None:
         "3: os.getenv", "7: os.environ", "7: Path.home", "7: os.getcwd"]
     assert process_reads("uwf.config.settings", "import pathlib\npathlib.Path.home()\n") == [
         "2: Path.home"]
+
+
+def test_a_features_commands_and_results_are_cheap_to_import() -> None:
+    """A surface (the CLI, an MCP server) loads every feature's argument declarations and
+    result types up front: they must not load the store, the engine or SQLite."""
+    import subprocess
+    import sys
+
+    cheap = sorted(f"uwf.{path.parent.name}.{path.stem}" for path in PACKAGE.glob("*/*.py")
+                   if path.stem in ("commands", "results") and path.parent.name in FEATURES)
+    assert "uwf.workflows.commands" in cheap
+    probe = (f"import sys\nimport {', '.join(cheap)}\n"
+             "print(sorted(m for m in sys.modules if m == 'sqlite3' or m == 'uwf.store' "
+             "or m.startswith(('uwf.engine', 'uwf.cas')) or m.endswith('.service')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == "[]"

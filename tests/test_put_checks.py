@@ -267,7 +267,7 @@ def test_warnings_from_python(cli: Cli, tmp_path: Path) -> None:
         result = put_workflow(store, path)
     finally:
         store.close()
-    assert result["warnings"] == ["conditions.spare: not used by any graph entry"]
+    assert result.warnings == ["conditions.spare: not used by any graph entry"]
 
 
 # -- docs/workflows.md shows real output -----------------------------------------------

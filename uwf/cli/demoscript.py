@@ -71,9 +71,9 @@ class Demo:
         files = self._files()
         with closing(Store.open(self.store_root)) as store:
             put = put_workflow(store, files / "solve-issue.yaml")
-            yield self.step("register", True, f"registered workflow {put['name']}",
-                      workflow=put["workflow"])
-            thread = start_thread(store, put["name"], PROMPT, repo=str(self.root))["thread"]
+            yield self.step("register", True, f"registered workflow {put.name}",
+                      workflow=put.workflow)
+            thread = start_thread(store, put.name, PROMPT, repo=str(self.root))["thread"]
             yield self.step("start", True, f"started thread {thread}: {PROMPT!r}", thread=thread)
             agent = " ".join(shlex.quote(part) for part in (
                 sys.executable, "-m", "uwf.agents.mock", str(files / "mock-solve-issue.yaml")))

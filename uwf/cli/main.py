@@ -17,23 +17,15 @@ from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
 from uwf.cli.runs import RUN_COMMANDS
-from uwf.cli.spec import Command, Group
+from uwf.cli.spec import Command, Group, on_store
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
 from uwf.config.args import Args, NoArgs, arg
 from uwf.runs.terms import Scope
+from uwf.workflows import commands as workflows
+from uwf.workflows.commands import WorkflowPut, WorkflowShow
 
 # -- arguments ---------------------------------------------------------------
-
-class WorkflowPut(Args, frozen=True, kw_only=True):
-    file: Annotated[str, arg("workflow YAML file", positional=True)]
-
-
-class WorkflowShow(Args, frozen=True, kw_only=True):
-    ref: Annotated[str, arg("workflow name or hash, or a workflow file (registered on first "
-                            "use); a name is also looked for in the repo's .workflow/ and "
-                            ".workflows/ folders", positional=True, metavar="NAME|HASH|FILE")]
-
 
 class Scoped(Args, frozen=True, kw_only=True):
     scope: Annotated[Scope,
@@ -43,25 +35,10 @@ class Scoped(Args, frozen=True, kw_only=True):
 # -- workflow ----------------------------------------------------------------
 
 def _workflow_put(args: WorkflowPut, ctx: Context) -> Any:
-    from uwf.workflows.service import put_workflow
-
-    result = put_workflow(ctx.store, args.file)
-    for warning in result.get("warnings", []):  # accepted, but worth a look
+    result = workflows.put(args, ctx.store)
+    for warning in result.warnings or ():  # accepted, but worth a look
         sys.stderr.write(f"warning: {warning}\n")
     return result
-
-
-def _workflow_show(args: WorkflowShow, ctx: Context) -> Any:
-    from uwf.config.repo import find_repo
-    from uwf.workflows.service import show_workflow
-
-    return show_workflow(ctx.store, args.ref, find_repo(None, ctx.store.settings))
-
-
-def _workflow_list(args: NoArgs, ctx: Context) -> Any:
-    from uwf.workflows.service import list_workflows
-
-    return list_workflows(ctx.store)
 
 
 def _workflow_panel(payload: dict[str, Any]) -> str:
@@ -161,10 +138,10 @@ COMMANDS = Group(
                 "uwf workflow put examples/solve-issue.yaml", WorkflowPut, _workflow_put),
         Command(("workflow", "show"), "Show a workflow by name (its registered version), "
                 "hash or file.",
-                "uwf workflow show solve-issue", WorkflowShow, _workflow_show,
+                "uwf workflow show solve-issue", WorkflowShow, on_store(workflows.show),
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",
-                "uwf workflow list", NoArgs, _workflow_list),
+                "uwf workflow list", NoArgs, on_store(workflows.list_all)),
         *THREAD_COMMANDS,
         *RUN_COMMANDS,
         *QUEUE_COMMANDS,

@@ -132,7 +132,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     if workflow is not None and is_workflow_file(workflow):
         # A file is registered first, as `thread start FILE` does (after the checks, so a
         # refused rerun registers nothing).
-        workflow = put_workflow(store, Path(workflow).expanduser())["workflow"]
+        workflow = put_workflow(store, Path(workflow).expanduser()).workflow
         views = store.read()
     prompt = str(store.cas.get(original.thread.start).payload["prompt"])
     workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow

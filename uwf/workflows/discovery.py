@@ -63,7 +63,7 @@ def use_workflow(store: Store, ref: str, repo: Path | None) -> tuple[str, dict[s
     `.workflow/NAME.yaml` (None: nowhere)."""
     if is_workflow_file(ref):
         registered = put_workflow(store, Path(ref).expanduser())
-        return resolve_workflow(store, store.read(), registered["workflow"])
+        return resolve_workflow(store, store.read(), registered.workflow)
     if repo is not None and (found := repo_workflow_file(repo, ref)) is not None:
         return _use_repo_file(store, ref, found)
     try:

@@ -13,10 +13,12 @@ from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.errors import NotFound, Rejected, UwfError
+from uwf.payload import UNSET
 from uwf.redact import redact_value
 from uwf.store import Store
 from uwf.workflow.compile import compile_workflow, workflow_warnings
 from uwf.workflows.events import WorkflowRegistered
+from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,9 @@ class CheckedWorkflow:
         return str(self.payload["name"])
 
 
-def put_workflow(store: Store, path: str | Path) -> dict[str, Any]:
-    """Register a workflow file; returns {"workflow": HASH, "name": NAME}, and
-    "warnings" (each `<YAML path>: <text>`) when there are any.
+def put_workflow(store: Store, path: str | Path) -> Registered:
+    """Register a workflow file; returns its hash and name, and its warnings (each
+    `<YAML path>: <text>`) when there are any.
 
     Everything is checked before the first write, with the checks the CAS puts make,
     so a refused file leaves the CAS and the log as they were.
@@ -59,7 +61,7 @@ def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
 
 
 def register_workflow(store: Store, checked: CheckedWorkflow, *,
-                      conflict: Callable[[str], UwfError] | None = None) -> dict[str, Any]:
+                      conflict: Callable[[str], UwfError] | None = None) -> Registered:
     """Store a checked workflow's nodes, then point its name at it (`workflow.registered`)
     unless the name already points there. With `conflict`, a name already pointing at
     another hash is refused instead, with `conflict(that hash)`."""
@@ -70,11 +72,10 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
     workflow_hash = store.cas.put(builtin_hash("Workflow"), checked.payload)
     name = checked.name
 
-    result: dict[str, Any] = {"workflow": workflow_hash, "name": name}
-    if checked.warnings:
-        result["warnings"] = checked.warnings
+    result = Registered(workflow=workflow_hash, name=name,
+                        warnings=checked.warnings if checked.warnings else UNSET)
 
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
+    def decide(views: Views) -> Outcome[Registered]:
         current = views.get("workflows", name)
         if current is not None and current.hash == workflow_hash:
             return Outcome((), result)  # already registered: idempotent, nothing to append
@@ -115,25 +116,19 @@ def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[st
     return workflow_hash, payload
 
 
-def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> dict[str, Any]:
+def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> WorkflowShown:
     """A workflow by name (the registered version), by hash, or from a file: a path, or
     with `repo`, `NAME.yaml` in its `.workflow/` folder (uwf.workflows.discovery), registered
     on first use."""
     from uwf.workflows.discovery import use_workflow
 
     workflow_hash, payload = use_workflow(store, ref, None if repo is None else Path(repo))
-    return {"workflow": workflow_hash, "name": payload["name"], "definition": payload}
+    return WorkflowShown(workflow=workflow_hash, name=payload["name"], definition=payload)
 
 
-def list_workflows(store: Store) -> list[dict[str, Any]]:
+def list_workflows(store: Store) -> list[WorkflowListed]:
     """Every registered name with the hash it points at, by name."""
     views = store.read()
-    return [
-        {
-            "name": state.name,
-            "workflow": state.hash,
-            "registeredAt": state.registered_at,
-            "versions": state.versions,
-        }
-        for _, state in views.scan("workflows")
-    ]
+    return [WorkflowListed(name=state.name, workflow=state.hash,
+                           registered_at=state.registered_at, versions=state.versions)
+            for _, state in views.scan("workflows")]

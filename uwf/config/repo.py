@@ -1,0 +1,37 @@
+"""The repo a command works in: the git top level of a folder it names, else of
+the working directory it was started in (both from the entry point's `Settings`)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from uwf.config.settings import Settings
+from uwf.errors import UsageError
+
+
+def find_repo(explicit: str | None, settings: Settings) -> str:
+    """The git top level of `--repo PATH` (else of the working directory, both the
+    entry point's: `settings`): the nearest folder up from it holding `.git`; the
+    folder itself when there is none."""
+    try:
+        here = _repo_folder(explicit, settings)
+        for folder in (here, *here.parents):
+            if (folder / ".git").exists():
+                return str(folder)
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, no working folder
+        shown = "the working folder" if not explicit else repr(
+            explicit if len(explicit) <= 60 else explicit[:57] + "...")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot use {shown} as a repo: {reason}",
+                         "give an existing folder with --repo") from None
+    return str(here)
+
+
+def _repo_folder(explicit: str | None, settings: Settings) -> Path:
+    if explicit:
+        return settings.path(explicit).resolve()
+    if settings.cwd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    return settings.cwd.resolve()

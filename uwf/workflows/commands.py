@@ -1,0 +1,47 @@
+"""The arguments of `uwf workflow ...` and the operations every surface calls.
+
+Cheap to import (msgspec and the argument base only): the services load when an
+operation runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from uwf.config.args import Args, NoArgs, arg
+
+if TYPE_CHECKING:
+    from uwf.store import Store
+    from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
+
+
+class WorkflowPut(Args, frozen=True, kw_only=True):
+    file: Annotated[str, arg("workflow YAML file", positional=True)]
+
+
+class WorkflowShow(Args, frozen=True, kw_only=True):
+    ref: Annotated[str, arg("workflow name or hash, or a workflow file (registered on first "
+                            "use); a name is also looked for in the repo's .workflow/ and "
+                            ".workflows/ folders", positional=True, metavar="NAME|HASH|FILE")]
+
+
+def put(args: WorkflowPut, store: Store) -> Registered:
+    """Validate a workflow file and register it."""
+    from uwf.workflows.service import put_workflow
+
+    return put_workflow(store, args.file)
+
+
+def show(args: WorkflowShow, store: Store) -> WorkflowShown:
+    """A workflow by name, hash or file, looked for in the working directory's repo."""
+    from uwf.config.repo import find_repo
+    from uwf.workflows.service import show_workflow
+
+    return show_workflow(store, args.ref, find_repo(None, store.settings))
+
+
+def list_all(args: NoArgs, store: Store) -> list[WorkflowListed]:
+    """Every registered workflow by name."""
+    from uwf.workflows.service import list_workflows
+
+    return list_workflows(store)
