@@ -14,6 +14,7 @@ from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.context import Context
 from uwf.cli.demo import DEMO_COMMANDS
 from uwf.cli.log import LOG_COMMANDS
+from uwf.cli.mcp import MCP_COMMANDS
 from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
 from uwf.cli.runs import RUN_COMMANDS
@@ -159,6 +160,7 @@ COMMANDS = Group(
                 "uwf registry verify", NoArgs, _registry_verify, ok_exit=True),
         *LOG_COMMANDS,
         *DEMO_COMMANDS,
+        *MCP_COMMANDS,
     ],
 )
 

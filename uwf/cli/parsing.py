@@ -279,7 +279,7 @@ def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
     try:
         args = msgspec.convert(values, command.args)
     except msgspec.ValidationError as exc:
-        leaf.error(_invalid(exc, declared, values))
+        leaf.error(invalid(exc, declared, values))
     return command, args, namespace
 
 
@@ -293,7 +293,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
+def invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
              values: dict[str, Any]) -> str:
     """argparse's wording for a value the Struct refused: `argument -n: must be 0 or
     more, not -1`."""

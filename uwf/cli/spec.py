@@ -63,6 +63,10 @@ class Command(Generic[A]):
     # True for the arguments with which SIGTERM (or Ctrl-C) ends the command cleanly,
     # exit 0, whenever it comes (`archive sync --follow`); else SIGTERM exits 143.
     stops_on_signal: Callable[[Any], bool] | None = None
+    # Changes nothing whatever its arguments (an MCP client may call it freely).
+    read_only: bool = False
+    # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
+    mcp: bool = True
 
     @property
     def name(self) -> str:

@@ -1,0 +1,291 @@
+"""`uwf mcp`: every declared command as an MCP tool, over stdio or streamable HTTP.
+
+The tools are generated from the same declarations the command line is rendered
+from (`uwf.cli.spec`): `uwf workflow put` is the tool `uwf_workflow_put`, its
+input schema the JSON Schema of the command's `Args`, its description the
+command's help. A call runs the command's handler with the server's one open
+store and returns exactly the payload `uwf workflow put --json` prints, as
+structured content and as text. A refused call (a bad argument, a missing
+thread, a rejected step) is a tool error carrying the CLI's one-line message and
+exit code. Calls run one at a time, in a worker thread, so a long one (`thread
+run`, `worker --once`) reports progress while the event loop stays responsive.
+
+The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+
+from uwf.cli.context import Context
+from uwf.cli.parsing import invalid, masked, one_line, params
+from uwf.cli.spec import Command, Group, command_schemas
+from uwf.config.args import Args, arg
+from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UsageError, UwfError
+from uwf.payload import Plain, to_payload
+
+if TYPE_CHECKING:
+    import mcp_types
+
+# Sent with each progress notification: how far a long call is (done, total, what).
+Progress = Callable[[float, float | None, str | None], None]
+
+# The binaries whose commands are tools, and the prefix of their tools' names.
+PREFIXES = {"uwf": "uwf", "json-cas": "jsoncas"}
+
+
+def tool_name(group: Group, command: Command[Any]) -> str:
+    """`uwf_workflow_put` for `uwf workflow put`, `jsoncas_get` for `json-cas get`."""
+    return "_".join((PREFIXES[group.prog], *command.path)).replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call gave: the payload `--json` prints (or the error), the text the CLI
+    prints, and its exit code."""
+
+    payload: Any
+    text: str
+    exit_code: int = 0
+
+    @property
+    def is_error(self) -> bool:
+        return self.exit_code != 0
+
+
+@dataclass
+class Tools:
+    """The tools of some command groups, called against one context's store."""
+
+    groups: Sequence[Group]
+    context: Context
+    _commands: dict[str, tuple[Group, Command[Any]]] = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self._commands = {tool_name(group, command): (group, command)
+                          for group in self.groups for command in group
+                          if command.mcp}
+
+    def names(self) -> list[str]:
+        return list(self._commands)
+
+    def declarations(self) -> list[dict[str, Any]]:
+        """Each tool as MCP lists it: name, description, input schema, annotations."""
+        found = []
+        for group in self.groups:
+            schemas = command_schemas(group)
+            for command in group:
+                if not command.mcp:
+                    continue
+                found.append({
+                    "name": tool_name(group, command),
+                    "title": f"{group.prog} {command.name}",
+                    "description": f"{command.help}\nExample: {command.example}",
+                    "inputSchema": schemas[command.name],
+                    "readOnly": command.read_only,
+                })
+        return found
+
+    def call(self, name: str, arguments: dict[str, Any] | None,
+             progress: Progress | None = None) -> Outcome:
+        """Run the tool `name`; one call at a time (the store is shared)."""
+        if name not in self._commands:
+            raise KeyError(name)
+        group, command = self._commands[name]
+        with self._lock:
+            return self._call(group, command, arguments or {}, progress)
+
+    def _call(self, group: Group, command: Command[Any], arguments: dict[str, Any],
+              progress: Progress | None) -> Outcome:
+        prog = group.prog
+        try:
+            args = _convert(command, arguments)
+            if getattr(args, "follow", False):
+                raise UsageError("--follow never ends, and a tool call must",
+                                 "call again with the last seq you saw instead")
+            store = self.context.store
+            store.progress = None if progress is None else (
+                lambda done, total: progress(done, total or None, None))
+            try:
+                result = command.handler(args, self.context)
+                if command.streams:
+                    result = _collect(result, progress)
+            finally:
+                store.progress = None
+            return _outcome(command, result, self.context)
+        except UwfError as exc:
+            return _failed(prog, exc.line(), exc.exit_code, self.context)
+        except Exception as exc:  # a bug: said, and the server serves the next call
+            return _failed(prog, f"internal error ({type(exc).__name__}: {exc}); report it",
+                           EXIT_REJECTED, self.context)
+
+
+def _convert(command: Command[Any], arguments: dict[str, Any]) -> Any:
+    try:
+        return msgspec.convert(arguments, command.args)
+    except msgspec.ValidationError as exc:
+        raise UsageError(invalid(exc, params(command.args), arguments),
+                         f"see the tool's input schema (`uwf {command.name} -h`)") from None
+
+
+def _collect(lines: Iterable[str], progress: Progress | None) -> list[Any]:
+    """A streaming command's lines, each JSON line parsed, as one list."""
+    collected: list[Any] = []
+    for line in lines:
+        try:
+            collected.append(json.loads(line))
+        except ValueError:
+            collected.append(line)
+        if progress is not None:
+            progress(len(collected), None, line[:200])
+    return collected
+
+
+def _outcome(command: Command[Any], result: Any, context: Context) -> Outcome:
+    plain = command.plain or isinstance(result, Plain)
+    payload = to_payload(result)
+    redact = context.redact
+    if redact is not None:
+        from uwf.redact import redact_value
+
+        payload = redact_value(payload, redact)
+    if plain:
+        text = masked(str(payload), redact)
+        payload = text
+    else:
+        text = masked(json.dumps(payload, ensure_ascii=False, indent=2), redact)
+    failed = (command.ok_exit and isinstance(payload, dict) and payload.get("ok") is False) or (
+        command.fails is not None and command.fails(payload))
+    return Outcome(payload, text, EXIT_REJECTED if failed else 0)
+
+
+def _failed(prog: str, line: str, exit_code: int, context: Context) -> Outcome:
+    text = one_line(masked(f"{prog}: error: {line}", context.redact))
+    return Outcome({"error": text, "exitCode": exit_code}, text, exit_code)
+
+
+# -- the server ----------------------------------------------------------------------------
+
+def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
+    """Serve `tools` over stdio (default) or streamable HTTP at `http` until the
+    client goes away (stdio) or the process is stopped."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    # One thread runs every call: the store's SQLite connection belongs to the thread
+    # that opened it, and calls are one at a time anyway.
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uwf-mcp")
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=tool["name"], title=tool["title"], description=tool["description"],
+                       input_schema=tool["inputSchema"],
+                       annotations=types.ToolAnnotations(
+                           read_only_hint=tool["readOnly"],
+                           destructive_hint=False if tool["readOnly"] else None))
+            for tool in tools.declarations()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        loop = asyncio.get_running_loop()
+
+        def progress(done: float, total: float | None, message: str | None) -> None:
+            report = ctx.session.report_progress(done, total, message)
+            asyncio.run_coroutine_threadsafe(report, loop).result()
+
+        try:
+            outcome = await loop.run_in_executor(
+                worker, tools.call, params.name, params.arguments, progress)
+        except KeyError:
+            outcome = Outcome({"error": f"no tool {params.name!r}", "exitCode": EXIT_USAGE},
+                              f"uwf: error: no tool {params.name!r}; list the tools",
+                              EXIT_USAGE)
+        return _tool_result(types, outcome)
+
+    server: Server[Any] = Server("uwf", version=_version(), on_list_tools=list_tools,
+                                 on_call_tool=call_tool)
+    if http is None:
+        from mcp.server.stdio import stdio_server
+
+        async def run_stdio() -> None:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+        try:
+            anyio.run(run_stdio)
+        finally:
+            worker.submit(tools.context.close).result()
+            worker.shutdown()
+        return
+    import uvicorn
+
+    host, port = http
+    app = server.streamable_http_app(host=host)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        worker.submit(tools.context.close).result()
+        worker.shutdown()
+
+
+def _tool_result(types: Any, outcome: Outcome) -> mcp_types.CallToolResult:
+    result: mcp_types.CallToolResult = types.CallToolResult(
+        content=[types.TextContent(text=outcome.text)], structured_content=outcome.payload,
+        is_error=outcome.is_error)
+    return result
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("uwf")
+    except PackageNotFoundError:
+        return "0"
+
+
+# -- the command -----------------------------------------------------------------------------
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class McpArgs(Args, frozen=True, kw_only=True):
+    http: Annotated[str | None, arg("serve streamable HTTP at HOST:PORT on loopback "
+                                    "(path /mcp) instead of stdio",
+                                    metavar="HOST:PORT")] = None
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    if host not in _LOOPBACK or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--http {text!r} is not a loopback HOST:PORT",
+                         "give 127.0.0.1:PORT (the server has no authentication)")
+    return host, int(port)
+
+
+def _mcp(args: McpArgs, ctx: Context) -> Iterator[str]:
+    from uwf.cli.jsoncas import COMMANDS as JSONCAS
+    from uwf.cli.main import COMMANDS as UWF
+
+    http = None if args.http is None else _address(args.http)
+    ctx.json = True  # streaming commands print JSON lines, as with --json
+    serve(Tools([UWF, JSONCAS], ctx), http)
+    yield from ()
+
+
+MCP_COMMANDS: list[Command[Any]] = [
+    Command(("mcp",), "Serve every command as an MCP tool (stdio; --http for streamable "
+            "HTTP on loopback).", "uwf mcp", McpArgs, _mcp, streams=True,
+            stops_on_signal=lambda args: True, mcp=False),
+]
