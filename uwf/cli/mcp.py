@@ -106,7 +106,7 @@ class Tools:
               progress: Progress | None) -> Outcome:
         prog = group.prog
         try:
-            args = _convert(command, arguments)
+            args = _convert(prog, command, arguments)
             if getattr(args, "follow", False):
                 raise UsageError("--follow never ends, and a tool call must",
                                  "call again with the last seq you saw instead")
@@ -127,12 +127,13 @@ class Tools:
                            EXIT_REJECTED, self.context)
 
 
-def _convert(command: Command[Any], arguments: dict[str, Any]) -> Any:
+def _convert(prog: str, command: Command[Any], arguments: dict[str, Any]) -> Any:
+    """The command's Args; what they refuse is said as the command line says it."""
     try:
         return msgspec.convert(arguments, command.args)
     except msgspec.ValidationError as exc:
         raise UsageError(invalid(exc, params(command.args), arguments),
-                         f"see the tool's input schema (`uwf {command.name} -h`)") from None
+                         f"see `{prog} {command.name} --help`") from None
 
 
 def _collect(lines: Iterable[str], progress: Progress | None) -> list[Any]:
