@@ -171,7 +171,7 @@ def scenario(call: Call, root: Path) -> Iterator[tuple[str, int, Any]]:
     run("sched reclaim")
     run("queue add", workflow="solve-issue", prompt="For the worker", session="w",
         agent=mock)
-    run("worker", session="w", once=True)
+    run("worker", session="w", once=True, allow_entry_commands=True)
     drained = run("queue add", workflow="solve-issue", prompt="Drain me", session="d")
     run("queue drain", limit=1)
     run("queue status", id=drained["entry"]["id"], set="completed")

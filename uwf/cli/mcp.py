@@ -145,7 +145,7 @@ def _collect(lines: Iterable[str], progress: Progress | None) -> list[Any]:
         except ValueError:
             collected.append(line)
         if progress is not None:
-            progress(len(collected), None, line[:200])
+            progress(len(collected), None, line)
     return collected
 
 
