@@ -219,12 +219,37 @@ def _pasted(match: re.Match[str], page: Path) -> str:
     return f"<!-- help: {line} -->\n```\n{output}```"
 
 
+TOOLS_BLOCK = re.compile(r"<!-- tools -->\n.*?<!-- /tools -->", re.DOTALL)
+MCP_PAGE = DOCS / "mcp.md"
+
+
+def tool_table() -> str:
+    """docs/mcp.md's list of tools, from the declarations."""
+    from uwf.cli.mcp import tool_name
+
+    rows = ["| tool | command | read-only | what it does |", "|---|---|---|---|"]
+    for prog, group in (("uwf", uwf_cli.COMMANDS), ("json-cas", jsoncas.COMMANDS)):
+        rows += [f"| `{tool_name(group, command)}` | `{command_line(prog, command)}` | "
+                 f"{'yes' if command.read_only else ''} | {command.help} |"
+                 for command in group if command.mcp]
+    return "<!-- tools -->\n" + "\n".join(rows) + "\n<!-- /tools -->"
+
+
+def test_the_mcp_page_lists_every_tool() -> None:
+    found = TOOLS_BLOCK.search(MCP_PAGE.read_text("utf-8"))
+    assert found is not None and found[0] == tool_table(), (
+        "docs/mcp.md's tool list drifted: run `python tests/test_docs.py`")
+
+
 def refresh_help_blocks() -> list[Path]:
-    """Rewrite every pasted help block with the current `--help`; the pages changed."""
+    """Rewrite every pasted help block with the current `--help`, and docs/mcp.md's
+    tool list; the pages changed."""
     changed = []
     for page in doc_pages():
         text = page.read_text("utf-8")
         updated = HELP_BLOCK.sub(functools.partial(_pasted, page=page), text)
+        if page == MCP_PAGE:
+            updated = TOOLS_BLOCK.sub(lambda _: tool_table(), updated)
         if updated != text:
             page.write_text(updated, "utf-8")
             changed.append(page)

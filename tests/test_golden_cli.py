@@ -133,6 +133,8 @@ class Session:
             patch.setenv("UWF_NOW", now)
             for name, value in (env or {}).items():
                 patch.setenv(name, value)
+            # stdin is empty: a command that reads it reads nothing (`uwf mcp` ends at once).
+            patch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8"))
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
                     code = main(list(argv))
@@ -285,6 +287,7 @@ def script(s: Session) -> None:
     _registry(s)
     _log(s)
     _demo(s)
+    _mcp(s)
     _global(s)
     _json_cas_end(s)
     _retention(s, runs)
@@ -499,6 +502,14 @@ def _demo(s: Session) -> None:
     s.ok("uwf", "demo", masks=varies)
     s.json("uwf", "demo", masks=varies)
     s.fails("uwf", "demo", "--bogus", code=2)
+
+
+def _mcp(s: Session) -> None:
+    # Over stdio the server ends when its client does: here stdin is empty at once. Its
+    # sessions are in tests/test_mcp*.py.
+    s.ok("uwf", "mcp")
+    s.json("uwf", "mcp")
+    s.fails("uwf", "mcp", "--http", "0.0.0.0:8765", code=2)
 
 
 def _global(s: Session) -> None:

@@ -219,7 +219,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
         from mcp.server.stdio import stdio_server
 
         async def run_stdio() -> None:
-            async with stdio_server() as (read, write):
+            async with stdio_server(*_std_streams(anyio)) as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 
         try:
@@ -237,6 +237,20 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
     finally:
         worker.submit(tools.context.close).result()
         worker.shutdown()
+
+
+def _std_streams(anyio: Any) -> tuple[Any, Any]:
+    """None, None for a process's own stdin and stdout (the SDK takes their descriptors,
+    so a child's stray output misses the wire); the text streams themselves when they
+    have no descriptor (`main(argv)` called with other streams)."""
+    import sys
+
+    try:
+        sys.stdin.fileno()
+        sys.stdout.fileno()
+    except (OSError, ValueError):
+        return anyio.wrap_file(sys.stdin), anyio.wrap_file(sys.stdout)
+    return None, None
 
 
 def _tool_result(types: Any, outcome: Outcome) -> mcp_types.CallToolResult:
@@ -286,7 +300,7 @@ def _mcp(args: McpArgs, ctx: Context) -> Iterator[str]:
 
 
 MCP_COMMANDS: list[Command[Any]] = [
-    Command(("mcp",), "Serve every command as an MCP tool (stdio; --http for streamable "
-            "HTTP on loopback).", "uwf mcp", McpArgs, _mcp, streams=True,
+    Command(("mcp",), "serve every command as an MCP tool: over stdio, or streamable HTTP "
+            "on loopback with --http", "uwf mcp", McpArgs, _mcp, streams=True,
             stops_on_signal=lambda args: True, mcp=False),
 ]
