@@ -562,7 +562,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
             archive.sync(store, step_by_step)
     archive.sync(store, at_once)
     assert files(step_by_step) == files(at_once)
-    assert verify(store, at_once)["ok"] is True
+    assert verify(store, at_once).ok is True
     summaries = [json.loads((at_once / "runs" / run / "summary.json").read_text())
                  for run in runs]
     assert [(s["outcome"], s["flake_retries"]) for s in summaries] == [
@@ -572,7 +572,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
     (at_once / ".uwf-archive.json").unlink()
     (at_once / "runs" / runs[1] / "summary.json").unlink()
     again = archive.sync(store, at_once)
-    assert (again["fromSeq"], again["appended"], again["ended"]) == (0, 0, 1)
+    assert (again.from_seq, again.appended, again.ended) == (0, 0, 1)
     assert files(at_once) == files(step_by_step)
 
 
