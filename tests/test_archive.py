@@ -605,3 +605,24 @@ def test_an_incremental_rerun_archives_its_reused_steps(fleet: Fleet, tmp_path: 
     assert len({line["seq"] for line in found[1:]}) == 4  # three steps and the end, one batch
     assert_invariants(folder)
     assert verified(cli, folder)[0] == 0
+
+
+# -- typed results -----------------------------------------------------------------------
+
+def test_sync_and_verify_return_typed_results_printed_as_the_cli_prints_them(
+        fleet: Fleet, tmp_path: Path) -> None:
+    from uwf.archive.results import ArchiveVerified, Synced
+    from uwf.config.settings import Settings
+    from uwf.payload import to_payload
+
+    folder = tmp_path / "archive"
+    finished_run(fleet, folder)
+    with contextlib.closing(Store.open(settings=Settings.from_env(fleet.cli.env, None))
+                            ) as store:
+        synced = archive.sync(store, tmp_path / "typed")
+        checked = verify(store, folder)
+    assert isinstance(synced, Synced)
+    assert isinstance(checked, ArchiveVerified)
+    printed = sync(fleet.cli, tmp_path / "printed")
+    assert to_payload(synced) == {**printed, "archive": str(tmp_path / "typed")}
+    assert to_payload(checked) == verified(fleet.cli, folder)[1]
