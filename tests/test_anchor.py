@@ -217,3 +217,23 @@ def test_anchor_refusals_change_nothing(cli: Cli, tmp_path: Path) -> None:
     assert_one_line_error(usage, "--key is only used with --anchor")
     assert usage.code == 2
     assert snapshot(cli.home) == before
+
+
+# -- typed results ---------------------------------------------------------------------
+
+def test_log_verify_returns_a_typed_result_printed_as_the_cli_prints_it(
+        anchored: tuple[Cli, Path, Path]) -> None:
+    from contextlib import closing
+
+    from uwf.audit import commands as log
+    from uwf.audit.commands import LogVerify
+    from uwf.audit.results import LogVerified
+    from uwf.config.settings import Settings
+    from uwf.payload import to_payload
+    from uwf.store import Store
+
+    cli, key, anchor = anchored
+    with closing(Store.open(settings=Settings.from_env(cli.env, None))) as store:
+        result = log.verify(LogVerify(anchor=[str(anchor)], key=str(key)), store)
+    assert isinstance(result, LogVerified)
+    assert to_payload(result) == verify(cli, key, anchor)[1]

@@ -562,7 +562,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
             archive.sync(store, step_by_step)
     archive.sync(store, at_once)
     assert files(step_by_step) == files(at_once)
-    assert verify(store, at_once)["ok"] is True
+    assert verify(store, at_once).ok is True
     summaries = [json.loads((at_once / "runs" / run / "summary.json").read_text())
                  for run in runs]
     assert [(s["outcome"], s["flake_retries"]) for s in summaries] == [
@@ -572,7 +572,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
     (at_once / ".uwf-archive.json").unlink()
     (at_once / "runs" / runs[1] / "summary.json").unlink()
     again = archive.sync(store, at_once)
-    assert (again["fromSeq"], again["appended"], again["ended"]) == (0, 0, 1)
+    assert (again.from_seq, again.appended, again.ended) == (0, 0, 1)
     assert files(at_once) == files(step_by_step)
 
 
@@ -605,3 +605,24 @@ def test_an_incremental_rerun_archives_its_reused_steps(fleet: Fleet, tmp_path: 
     assert len({line["seq"] for line in found[1:]}) == 4  # three steps and the end, one batch
     assert_invariants(folder)
     assert verified(cli, folder)[0] == 0
+
+
+# -- typed results -----------------------------------------------------------------------
+
+def test_sync_and_verify_return_typed_results_printed_as_the_cli_prints_them(
+        fleet: Fleet, tmp_path: Path) -> None:
+    from uwf.archive.results import ArchiveVerified, Synced
+    from uwf.config.settings import Settings
+    from uwf.payload import to_payload
+
+    folder = tmp_path / "archive"
+    finished_run(fleet, folder)
+    with contextlib.closing(Store.open(settings=Settings.from_env(fleet.cli.env, None))
+                            ) as store:
+        synced = archive.sync(store, tmp_path / "typed")
+        checked = verify(store, folder)
+    assert isinstance(synced, Synced)
+    assert isinstance(checked, ArchiveVerified)
+    printed = sync(fleet.cli, tmp_path / "printed")
+    assert to_payload(synced) == {**printed, "archive": str(tmp_path / "typed")}
+    assert to_payload(checked) == verified(fleet.cli, folder)[1]

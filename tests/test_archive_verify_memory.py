@@ -14,6 +14,7 @@ import yaml
 from ulid import ULID
 
 from uwf.archive import service as archive
+from uwf.archive.results import ArchiveVerified
 from uwf.archive.verify import verify
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
@@ -60,7 +61,7 @@ def appending(events: list[NewEvent]) -> Callable[[Views], Outcome[None]]:
     return lambda _views: Outcome(events)
 
 
-def peak_of_verify(store: Store, folder: Path) -> tuple[int, dict[str, object]]:
+def peak_of_verify(store: Store, folder: Path) -> tuple[int, ArchiveVerified]:
     verify(store, folder)  # once untimed: imports, caches, the CAS's node cache
     tracemalloc.start()
     try:
@@ -87,8 +88,8 @@ def test_verify_memory_does_not_grow_with_the_lines_of_a_run(tmp_path: Path,
             peak, report = peak_of_verify(store, here / "archive")
         finally:
             store.close()
-        assert report["ok"] is True, report["problems"]
-        assert report["runs"] == RUNS
+        assert report.ok is True, report.problems
+        assert report.runs == RUNS
         lines = sum(len((here / "archive" / "runs" / run / "transitions.jsonl")
                         .read_bytes().splitlines())
                     for run in (p.name for p in (here / "archive" / "runs").iterdir()))
@@ -111,7 +112,7 @@ def test_verify_reads_interleaved_runs_with_one_file_open_at_a_time(
     long_runs(store, tmp_path, 20)
     folder = tmp_path / "archive"
     archive.sync(store, folder)
-    assert verify(store, folder)["ok"] is True
+    assert verify(store, folder).ok is True
     run = sorted(p.name for p in (folder / "runs").iterdir())[1]
     path = folder / "runs" / run / "transitions.jsonl"
     kept = path.read_bytes().splitlines(keepends=True)
@@ -119,7 +120,7 @@ def test_verify_reads_interleaved_runs_with_one_file_open_at_a_time(
     kept[9] = kept[9].replace(b'"status":"again"', b'"status":"ok"')
     path.write_bytes(b"".join(kept))
     report = verify(store, folder)
-    assert [(p["run"], p["problem"].split(":")[0]) for p in report["problems"]] == [
+    assert [(p.run, p.problem.split(":")[0]) for p in report.problems] == [
         (run, "line 10 differs from the log in status")]
 
 
@@ -140,11 +141,11 @@ def test_files_written_with_other_spacing_are_compared_as_json(store: Store,
         path.write_text(json.dumps(dict(reversed(value.items())), indent=7))
     index = json.loads((folder / "index.json").read_text())
     (folder / "index.json").write_text(json.dumps(index, indent=3, sort_keys=True))
-    assert verify(store, folder)["problems"] == []
+    assert verify(store, folder).problems == []
 
     summary = folder / "runs" / run / "summary.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "done": 9}))
-    problems = verify(store, folder)["problems"]
-    assert [p["file"] for p in problems] == [f"runs/{run}/summary.json", "index.json"]
-    assert problems[0]["problem"].startswith("differs from the log: done is 9 (the log says")
-    assert problems[1]["problem"].startswith("does not match runs/*/summary.json")
+    problems = verify(store, folder).problems
+    assert [p.file for p in problems] == [f"runs/{run}/summary.json", "index.json"]
+    assert problems[0].problem.startswith("differs from the log: done is 9 (the log says")
+    assert problems[1].problem.startswith("does not match runs/*/summary.json")

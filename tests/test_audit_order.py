@@ -29,8 +29,8 @@ def write(store: Store, *events: tuple[str, EventData]) -> None:
 
 
 def problems(store: Store) -> list[str]:
-    return [p["problem"] for p in audit.verify(store)["problems"]
-            if "missing" not in p["problem"]]  # these logs refer to no real CAS nodes
+    return [p.problem for p in audit.verify(store).problems
+            if "missing" not in p.problem]  # these logs refer to no real CAS nodes
 
 
 @pytest.fixture

@@ -277,3 +277,24 @@ def test_validation_still_tells_different_doubles_apart() -> None:
     enum = cas.put_schema({"enum": [1.5, 2]})
     assert cas.problems(enum, 2.0) == []
     assert cas.problems(enum, 1.25) != []
+
+
+# -- typed results -----------------------------------------------------------------------
+
+def test_the_service_returns_typed_results_printed_as_the_command_prints_them(cli: Cli
+                                                                             ) -> None:
+    from contextlib import closing
+
+    from uwf.config.settings import Settings
+    from uwf.jsoncas import service
+    from uwf.jsoncas.results import NodeShown, Walked
+    from uwf.payload import to_payload
+
+    stored = cli.cas("put", "--type", "Text", stdin='"hello"').out.strip()
+    with closing(Store.open(settings=Settings.from_env(cli.env, None))) as store:
+        node = service.get(store, stored)
+        walked = service.walk(store, stored)
+    assert isinstance(node, NodeShown)
+    assert [type(entry) for entry in walked] == [Walked]
+    assert to_payload(node) == json.loads(cli.cas("get", stored, "--json").out)
+    assert to_payload(walked) == json.loads(cli.cas("walk", stored, "--json").out)

@@ -257,7 +257,7 @@ def forge(opened: Store, clock: SteppedClock, at: int, entry: str, data: EventDa
 def problems(opened: Store) -> list[str]:
     from uwf.audit.verify import verify
 
-    return [item["problem"] for item in verify(opened)["problems"]]
+    return [item.problem for item in verify(opened).problems]
 
 
 def test_verify_passes_what_the_commands_wrote(store: tuple[Store, SteppedClock]) -> None:
@@ -287,7 +287,7 @@ def test_verify_names_a_renew_after_expiry(store: tuple[Store, SteppedClock]) ->
     assert f"lease {lease} had expired at" in problem
     from uwf.audit.verify import verify
 
-    assert verify(opened)["problems"][0]["seq"] == seq
+    assert verify(opened).problems[0].seq == seq
 
 
 def test_verify_names_a_complete_after_expiry(store: tuple[Store, SteppedClock]) -> None:

@@ -269,14 +269,14 @@ def test_the_command_refuses_and_verify_names_a_forbidden_pair(status: str, kind
     store.journal.write(lambda views: Outcome([NewEvent(SUBJECT, data)]))
     words = (f"{SUBJECT} added twice" if kind == "added" else
              f"{data.type} of {SUBJECT}: {WRONG_STATUS[data.type].format(status)}")
-    found = verify(store)["problems"]
-    assert [(item["seq"], item["problem"]) for item in found] == [(head.seq + 1, words)]
+    found = verify(store).problems
+    assert [(item.seq, item.problem) for item in found] == [(head.seq + 1, words)]
 
 
 def test_verify_names_an_event_before_its_entry_was_added() -> None:
     store = Store.memory(clock=lambda: T0)
     store.journal.write(lambda views: Outcome([NewEvent(SUBJECT, QueueDrained())]))
-    assert [item["problem"] for item in verify(store)["problems"]] == [
+    assert [item.problem for item in verify(store).problems] == [
         f"queue.drained before {SUBJECT} was added"]
 
 

@@ -114,10 +114,10 @@ def test_a_run_event_before_its_thread_started_is_named_by_log_verify(tmp_path: 
     try:
         orphan = "thread/01M8AC27W7AJDTCXCNJFP9S2QM"
         store.journal.write(lambda _views: Outcome([NewEvent(orphan, RunArchived("x"))], None))
-        problems = verify(store)["problems"]
+        problems = verify(store).problems
     finally:
         store.close()
-    assert [p["problem"] for p in problems] == [f"run.archived before {orphan} started"]
+    assert [p.problem for p in problems] == [f"run.archived before {orphan} started"]
 
 
 def test_a_page_beyond_sqlite_integers_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:

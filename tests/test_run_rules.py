@@ -61,8 +61,7 @@ def forged(*events: EventData) -> Store:
 
 
 def problems(store: Store) -> list[str]:
-    return [p["problem"] for p in verify(store)["problems"]
-            if "which is missing" not in p["problem"]]
+    return [p.problem for p in verify(store).problems if "which is missing" not in p.problem]
 
 
 # Every forbidden pair: (thread state, run state, kind) -> what `log verify` says.

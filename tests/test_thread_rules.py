@@ -114,8 +114,7 @@ def forged(*events: EventData) -> Store:
 
 def problems(store: Store) -> list[str]:
     """`log verify`'s problems but the missing CAS nodes these logs refer to."""
-    return [p["problem"] for p in verify(store)["problems"]
-            if "which is missing" not in p["problem"]]
+    return [p.problem for p in verify(store).problems if "which is missing" not in p.problem]
 
 
 def thread_in(state: str | None) -> ThreadState:

@@ -130,8 +130,8 @@ def test_without_upcasters_the_old_shape_does_not_load(store: Store) -> None:
     with pytest.raises(Corrupt, match=r"invalid data for sched\.policy_set: .*unknown field"):
         store.read()
     report = verify(store)
-    assert not report["ok"]
-    assert [p["seq"] for p in report["problems"]] == [2]
+    assert not report.ok
+    assert [p.seq for p in report.problems] == [2]
 
 
 def test_the_views_fold_an_old_line_in_the_current_shape(store: Store) -> None:
@@ -152,8 +152,8 @@ def test_log_verify_accepts_the_old_line_and_the_chain_goes_on(store: Store) -> 
     assert raw_lines(store)[:2] == before
     assert policy(store).max_concurrent == 3
     report = verify(store)
-    assert report["problems"] == []
-    assert report["events"] == 3
+    assert report.problems == []
+    assert report.events == 3
     # A rebuild from the log folds the same views as the incremental folds did.
     rows = {view: dict(store.views.scan(view)) for view in store.journal.projections}
     store.journal.rebuild()
@@ -200,7 +200,7 @@ def test_unknown_fields_no_upcaster_applies_to_are_refused(store: Store) -> None
     assert "unknown field `surprise`" in upcasting.value.what
     write_raw(store.log, (POLICY, "policy/sched", {**CURRENT, "surprise": 1}))
     report = verify(store)
-    assert [(p["seq"], "surprise" in p["problem"]) for p in report["problems"]] == [(3, True)]
+    assert [(p.seq, "surprise" in p.problem) for p in report.problems] == [(3, True)]
 
 
 def raises(data: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +228,7 @@ def test_a_failing_upcaster_is_a_corrupt_line_naming_its_seq(store: Store, upcas
         store.read()
     assert failed.value.what.startswith(says)
     report = verify(store)  # reported as a problem, never raised
-    assert [(p["seq"], p["problem"].startswith(says)) for p in report["problems"]] == [(2, True)]
+    assert [(p.seq, p.problem.startswith(says)) for p in report.problems] == [(2, True)]
 
 
 def test_a_predicate_that_raises_is_a_corrupt_line_too() -> None:

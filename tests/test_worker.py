@@ -417,3 +417,30 @@ def test_the_worker_anchors_the_log_every_n_events(cli: Cli, tmp_path: Path) -> 
     assert report["ok"] is True
     assert [entry["seq"] for entry in report["anchors"]] == [int(p.stem) for p in written]
     verified(q)
+
+
+# -- typed results -----------------------------------------------------------------------
+
+def test_an_entry_s_end_is_a_typed_result_printed_as_the_worker_prints_it(
+        cli: Cli, tmp_path: Path) -> None:
+    from contextlib import closing
+
+    from uwf.config.settings import Settings
+    from uwf.payload import to_payload
+    from uwf.store import Store
+    from uwf.worker import commands as workers
+    from uwf.worker.commands import WorkerArgs
+    from uwf.worker.results import EntryDone
+
+    _, q = setup(cli, tmp_path)
+    printed = add(q, tmp_path, "Fix the login bug")
+    (line,) = lines(cli.run("worker", "--once", "--json").out)
+    typed = add(q, tmp_path, "Fix the logout bug")
+    with closing(Store.open(settings=Settings.from_env(cli.env, tmp_path))) as store:
+        worker = workers.worker(WorkerArgs(once=True), store)
+        (done,) = [result.record() for result in worker.results()]
+    assert isinstance(done, EntryDone)
+    payload = to_payload(done)
+    assert (line["id"], payload["id"]) == (printed, typed)
+    assert list(payload) == list(line)  # id, run, outcome, attempt: no reason
+    assert {**payload, "id": printed, "run": line["run"]} == line

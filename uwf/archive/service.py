@@ -62,6 +62,7 @@ from uwf.archive.lines import (
     lines_for,
     summary,
 )
+from uwf.archive.results import Synced
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
@@ -133,7 +134,7 @@ class Archive:
             self._root = Folder.root(self.path, self.store.log.durable, create=True)
         return self._root
 
-    def sync(self, run: str | None = None) -> dict[str, Any]:
+    def sync(self, run: str | None = None) -> Synced:
         """Append what the log has beyond the archive. Without `run`, every run from the
         checkpoint on, and the checkpoint moves; with `run`, that run only, from its own
         last line (the checkpoint stays)."""
@@ -149,7 +150,7 @@ class Archive:
             finally:
                 runs.close()
 
-    def _sync(self, runs: Folder, only: str | None) -> dict[str, Any]:
+    def _sync(self, runs: Folder, only: str | None) -> Synced:
         checkpoint = self._checkpoint()
         self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
         self._files = dict(checkpoint.files) if checkpoint is not None else {}
@@ -189,9 +190,9 @@ class Archive:
                              or inodes != checkpoint.inodes or files != checkpoint.files):
             saved = ArchiveCheckpoint(FORMAT, head.seq, head.digest, inodes, files)
             self.root.replace(CHECKPOINT, msgspec.json.encode(saved) + b"\n")
-        return {"archive": str(self.path), "run": only, "fromSeq": start.seq,
-                "seq": head.seq, "appended": tally.appended, "runs": len(tally.touched),
-                "started": tally.graphs, "ended": tally.summaries}
+        return Synced(archive=str(self.path), run=only, from_seq=start.seq, seq=head.seq,
+                      appended=tally.appended, runs=len(tally.touched), started=tally.graphs,
+                      ended=tally.summaries)
 
     def _fold_event(self, runs: Folder, touched: dict[str, _Run], event: Envelope,
                     run_id: str) -> None:
@@ -392,7 +393,7 @@ class Archive:
                 pending = []
 
 
-def sync(store: Store, directory: str | Path, run: str | None = None) -> dict[str, Any]:
+def sync(store: Store, directory: str | Path, run: str | None = None) -> Synced:
     """Bring the archive at `directory` up to date with the log (one run with `run`)."""
     if run is not None:
         check_run_id(run)
@@ -404,7 +405,7 @@ def sync(store: Store, directory: str | Path, run: str | None = None) -> dict[st
 
 
 def follow(store: Store, directory: str | Path, run: str | None,
-           stopped: Callable[[], bool], poll: float = DEFAULT_POLL) -> Iterator[dict[str, Any]]:
+           stopped: Callable[[], bool], poll: float = DEFAULT_POLL) -> Iterator[Synced]:
     """Sync, then sync again every `poll` seconds until `stopped()`: the first result,
     then each one that appended something."""
     archive = Archive(store, directory)
@@ -417,7 +418,7 @@ def follow(store: Store, directory: str | Path, run: str | None,
             if stopped():
                 return
             result = archive.sync(run)
-            if result["appended"] or result["ended"]:
+            if result.appended or result.ended:
                 yield result
     finally:
         archive.close()

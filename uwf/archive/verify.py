@@ -55,6 +55,7 @@ from uwf.archive.lines import (
     lines_for,
     summary,
 )
+from uwf.archive.results import ArchiveProblem, ArchiveVerified
 from uwf.archive.runfiles import (
     RUN_FILES,
     AloneChecks,
@@ -77,7 +78,7 @@ class _Verifier:
         self.store = store
         self.path = path
         self.root = root
-        self.problems: list[dict[str, Any]] = []
+        self.problems: list[ArchiveProblem] = []
         # index.json's rows as the summaries give them: (started, run id, digest of the
         # row, the run folder), in the folders' order.
         self._rows: list[tuple[str, str, bytes, str]] = []
@@ -86,9 +87,9 @@ class _Verifier:
         self._wanted_graphs: dict[tuple[str, str], tuple[bytes, dict[str, Any]] | str] = {}
 
     def problem(self, run: str | None, file: str, text: str) -> None:
-        self.problems.append({"run": run, "file": file, "problem": text})
+        self.problems.append(ArchiveProblem(run=run, file=file, problem=text))
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ArchiveVerified:
         if self.root.kind(RUNS) is None and self.root.kind(CHECKPOINT) is None:
             raise NotFound(f"{self.path} is not an archive (it has neither {RUNS}/ nor "
                            f"{CHECKPOINT})", "create one with `uwf archive sync DIR`")
@@ -118,8 +119,8 @@ class _Verifier:
             self.problem(run_id, f"{RUNS}/{run_id}", f"missing: the run started at seq "
                          f"{seq}, which the checkpoint ({covered}) covers")
         self._check_index(bool(archived), covered)
-        return {"ok": not self.problems, "archive": str(self.path), "seq": covered,
-                "logSeq": head.seq, "runs": len(archived), "problems": self.problems}
+        return ArchiveVerified(ok=not self.problems, archive=str(self.path), seq=covered,
+                               log_seq=head.seq, runs=len(archived), problems=self.problems)
 
     # -- the archive alone ----------------------------------------------------------
 
@@ -445,9 +446,8 @@ class _Verifier:
         return [canonical_digest(self._reread(self._rows[i][3], SUMMARY)) for i in order]
 
 
-def verify(store: Store, directory: str | Path) -> dict[str, Any]:
-    """Check the archive at `directory`: {ok, archive, seq, logSeq, runs, problems:
-    [{run, file, problem}]}."""
+def verify(store: Store, directory: str | Path) -> ArchiveVerified:
+    """Check the archive at `directory`, naming every problem."""
     path = check_root(directory, create=False)
     root = Folder.root(path, durable=False, create=False)
     try:

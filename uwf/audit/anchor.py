@@ -14,7 +14,6 @@ public half is written beside it (`<key>.pub`), for verifiers who must not sign.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from uwf.audit.results import Anchor, KeyMade
 from uwf.config.inputfile import MAX_ANCHOR_BYTES, MAX_KEY_BYTES, read_input
 from uwf.engine.clock import format_ts
 from uwf.engine.events import digest
@@ -40,25 +40,6 @@ ANCHOR_FORMAT = 1
 _HEX32 = r"^[0-9a-f]{32}$"
 _NEW_KEY = "make one with `uwf log anchor --new-key --key FILE`"
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark: an editor that saved a copy adds one
-
-
-class Anchor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
-    """The signed statement: line `seq` of the log whose first line has digest
-    `first` has digest `digest`; made at `ts` by the holder of `public_key`."""
-
-    anchor: int
-    seq: int
-    digest: str
-    first: str
-    ts: str
-    public_key: str
-    signature: str = ""
-
-    def signed_bytes(self) -> bytes:
-        """What the signature covers: every field but the signature, canonical JSON."""
-        body = msgspec.to_builtins(msgspec.structs.replace(self, signature=""))
-        del body["signature"]
-        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
 _decoder = msgspec.json.Decoder(Anchor)
@@ -78,7 +59,7 @@ def default_key_path(env: Mapping[str, str]) -> Path:
 
 # -- keys ----------------------------------------------------------------------------
 
-def new_key(path: Path) -> dict[str, Any]:
+def new_key(path: Path) -> KeyMade:
     """A new Ed25519 key at `path` (mode 0600; never over an existing file) and its
     public half at `<path>.pub`."""
     from cryptography.hazmat.primitives import serialization
@@ -102,8 +83,8 @@ def new_key(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise Rejected(f"cannot write the key {path}: {exc.strerror}",
                        "pass a --key FILE in a folder you can write") from None
-    return {"key": str(path), "publicKey": str(public_path),
-            "fingerprint": _raw_public(key.public_key())}
+    return KeyMade(key=str(path), public_key=str(public_path),
+                   fingerprint=_raw_public(key.public_key()))
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:

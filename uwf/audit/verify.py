@@ -7,8 +7,9 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from uwf.audit.results import AnchorHeld, LineProblem, LogVerified
 from uwf.cas.hashing import is_hash
 from uwf.engine.clock import parse_instant
 from uwf.engine.events import (
@@ -20,6 +21,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.log import LogLine
 from uwf.errors import Corrupt, UsageError
+from uwf.payload import UNSET, UnsetType
 from uwf.queue import rules as queue_rules
 from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
 from uwf.runs import rules as run_rules
@@ -28,7 +30,7 @@ from uwf.threads import rules as thread_rules
 from uwf.workflows.events import WorkflowRegistered
 
 if TYPE_CHECKING:
-    from uwf.audit.anchor import Anchor
+    from uwf.audit.results import Anchor
 
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -116,7 +118,7 @@ def _instant(ts: str) -> int | None:
 @dataclass
 class _Verifier:
     store: Store
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[LineProblem] = field(default_factory=list)
     events: int = 0
     seq: int = 0
     prev_digest: str = GENESIS_PREV
@@ -137,7 +139,7 @@ class _Verifier:
     live_total: _LiveLeases = field(default_factory=_LiveLeases)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
-        self.problems.append({"seq": seq, "segment": segment, "line": line, "problem": text})
+        self.problems.append(LineProblem(seq=seq, segment=segment, line=line, problem=text))
 
     def check_line(self, line: LogLine) -> None:
         segment, number = line.where, line.number
@@ -262,7 +264,7 @@ class _Verifier:
         return problem
 
 
-def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str, Any]:
+def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> LogVerified:
     """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
     what the backend finds wrong with the stored form (torn tail, misnamed segment);
     and that the log still holds each anchored line (anchors whose signatures the
@@ -278,7 +280,8 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str
         k, n = checker.open_batch
         checker.problem(checker.seq, last_where, 0, f"the last batch has {k} of {n} lines")
     _check_anchor(store, checker)
-    result: dict[str, Any] = {}
+    held: list[AnchorHeld] | UnsetType = UNSET
+    contradicts: str | UnsetType | None = UNSET
     if anchors:
         from uwf.audit.anchor import check_all
 
@@ -288,17 +291,12 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> dict[str
         for item in checks:
             if item.problem is not None:
                 checker.problem(item.anchor.seq, "", 0, f"anchor {item.path}: {item.problem}")
-        result["anchors"] = [{"file": item.path, "seq": item.anchor.seq, "ts": item.anchor.ts,
-                              "ok": item.problem is None, "problem": item.problem}
-                             for item in checks]
-        result["contradicts"] = next((item.path for item in checks if item.problem), None)
-    return {
-        "ok": not checker.problems,
-        "events": checker.events,
-        "segments": store.log.describe()["segments"],
-        "problems": checker.problems,
-        **result,
-    }
+        held = [AnchorHeld(file=item.path, seq=item.anchor.seq, ts=item.anchor.ts,
+                           ok=item.problem is None, problem=item.problem) for item in checks]
+        contradicts = next((item.path for item in checks if item.problem), None)
+    return LogVerified(ok=not checker.problems, events=checker.events,
+                       segments=store.log.describe()["segments"], problems=checker.problems,
+                       anchors=held, contradicts=contradicts)
 
 
 def _check_anchor(store: Store, checker: _Verifier) -> None:

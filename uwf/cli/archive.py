@@ -8,34 +8,16 @@ import signal
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
+from uwf.archive import commands as archive
+from uwf.archive.commands import ArchiveSync, ArchiveVerify
 from uwf.cli.context import Context
-from uwf.cli.spec import Command
-from uwf.config.args import Args, arg
+from uwf.cli.spec import Command, on_store
+from uwf.payload import to_payload
 
-# A folder name that is not empty: `archive sync "$UNSET"` would otherwise archive into
-# the working folder. What an empty one is told (`argument DIR: '' is not ...`).
-FOLDER_EXPECT = ("a folder name (an empty one, as an unset shell variable gives, would mean "
-                 "the working folder)")
-FolderName = Annotated[str, msgspec.Meta(pattern=r"[\s\S]")]
-ArchiveDir = Annotated[FolderName, arg("the archive's folder (created if its parent exists)",
-                                       positional=True, metavar="DIR",
-                                       expect=FOLDER_EXPECT)]
-
-
-class ArchiveSync(Args, frozen=True, kw_only=True):
-    dir: ArchiveDir
-    run: Annotated[str | None, arg("only this run (a thread's ULID); the checkpoint stays",
-                                   metavar="ID")] = None
-    follow: Annotated[bool, arg("keep syncing (every 0.2 s) until Ctrl-C or SIGTERM")] = False
-
-
-class ArchiveVerify(Args, frozen=True, kw_only=True):
-    dir: Annotated[FolderName, arg("the archive's folder", positional=True, metavar="DIR",
-                                   expect=FOLDER_EXPECT)]
+if TYPE_CHECKING:
+    from uwf.archive.results import Synced
 
 
 @contextlib.contextmanager
@@ -64,41 +46,36 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
     import json
     import sys
 
-    from uwf.archive import service as archive
     from uwf.cli.render import dump_json
 
     human = not ctx.json and sys.stdout.isatty()
     if not args.follow:  # one result, printed as every command prints one
-        result = archive.sync(ctx.store, args.dir, args.run)
-        yield _sync_line(result) if human else dump_json(result)
+        result = archive.sync(args, ctx.store)
+        yield _sync_line(result) if human else dump_json(to_payload(result))
         return
 
-    def shown(result: dict[str, Any]) -> str:  # --follow: one JSON line per sync
-        return _sync_line(result) if human else json.dumps(result, ensure_ascii=False)
+    def shown(result: Synced) -> str:  # --follow: one JSON line per sync
+        return _sync_line(result) if human else json.dumps(to_payload(result),
+                                                           ensure_ascii=False)
+
+    from uwf.archive import service
+    from uwf.archive.lines import check_run_id
 
     if args.run is not None:
-        from uwf.archive.lines import check_run_id
-
         check_run_id(args.run)
     with _until_signalled() as stop:
-        for result in archive.follow(ctx.store, args.dir, args.run, stop.is_set):
+        for result in service.follow(ctx.store, args.dir, args.run, stop.is_set):
             yield shown(result)
 
 
-def _sync_line(result: dict[str, Any]) -> str:
-    runs = result["runs"]
-    text = (f"{result['archive']}: seq {result['fromSeq']} -> {result['seq']}, "
-            f"{result['appended']} line{'' if result['appended'] == 1 else 's'} in "
+def _sync_line(result: Synced) -> str:
+    runs = result.runs
+    text = (f"{result.archive}: seq {result.from_seq} -> {result.seq}, "
+            f"{result.appended} line{'' if result.appended == 1 else 's'} in "
             f"{runs} run{'' if runs == 1 else 's'}")
-    if result["started"] or result["ended"]:
-        text += f" ({result['started']} started, {result['ended']} ended)"
+    if result.started or result.ended:
+        text += f" ({result.started} started, {result.ended} ended)"
     return text
-
-
-def _verify(args: ArchiveVerify, ctx: Context) -> Any:
-    from uwf.archive import verify as archive_verify
-
-    return archive_verify.verify(ctx.store, args.dir)
 
 
 def _verify_panel(payload: dict[str, Any]) -> str:
@@ -119,6 +96,6 @@ ARCHIVE_COMMANDS: list[Command[Any]] = [
             stops_on_signal=lambda args: bool(args.follow)),
     Command(("archive", "verify"), "Check an archive against the seed's invariants and the "
             "live log (exit 1 naming every problem).",
-            "uwf archive verify ./archive", ArchiveVerify, _verify, human=_verify_panel,
-            ok_exit=True),
+            "uwf archive verify ./archive", ArchiveVerify, on_store(archive.verify),
+            human=_verify_panel, ok_exit=True),
 ]

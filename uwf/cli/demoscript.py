@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from uwf.config.configfile import Config, WorkflowConfig
+from uwf.payload import to_payload
 from uwf.store import Store
 
 PROMPT = "Fix the login bug in #42"
@@ -104,10 +105,10 @@ class Demo:
             checked = archive_verify.verify(store, self.root / "archive")
         summary = json.loads((self.root / "archive" / "runs" / thread / "summary.json")
                              .read_text("utf-8"))
-        yield self.step("archive", bool(checked["ok"]),
-                  f"archive: runs/{thread}/ with {synced['appended']} transition lines, "
+        yield self.step("archive", checked.ok,
+                  f"archive: runs/{thread}/ with {synced.appended} transition lines, "
                   f"graph.json, summary.json (outcome {summary['outcome']}); archive verify "
-                  + ("ok" if checked["ok"] else "FAILED"), outcome=summary["outcome"])
+                  + ("ok" if checked.ok else "FAILED"), outcome=summary["outcome"])
         yield from self._forge()
 
     def _files(self) -> Path:
@@ -142,12 +143,12 @@ class Demo:
         _write_log(copy, change(_log_lines(copy)))
         with closing(Store.open(copy)) as store:
             result = audit.verify(store)
-        problems = result["problems"]
+        problems = result.problems
         first = problems[0] if problems else None
-        return self.forged(name, not result["ok"],
+        return self.forged(name, not result.ok,
                     f"{what}: log verify names it" + (
-                        f" (seq {first['seq']}: {first['problem']})" if first else ""),
-                    problems=len(problems), first=first)
+                        f" (seq {first.seq}: {first.problem})" if first else ""),
+                    problems=len(problems), first=to_payload(first))
 
     def _anchored_cut(self) -> dict[str, Any]:
         """Cut the last batch and delete the views: the chain cannot see it, an anchor
@@ -170,13 +171,13 @@ class Demo:
             plain = audit.verify(store)
             loaded = anchor.load(path, anchor.load_public_key(key.with_name("anchor.pem.pub")))
             anchored = audit.verify(store, [(str(path), loaded)])
-        problem = anchored["problems"][0]["problem"] if anchored["problems"] else None
-        return self.forged("cut the end", not anchored["ok"],
+        problem = anchored.problems[0].problem if anchored.problems else None
+        return self.forged("cut the end", not anchored.ok,
                     f"cut seq {cut + 1}..{len(raws)} and deleted the views: log verify alone "
-                    + ("passes (no later line covers the end)" if plain["ok"] else "fails")
+                    + ("passes (no later line covers the end)" if plain.ok else "fails")
                     + "; with an anchor of the head it names it"
                     + (f" ({problem})" if problem else ""),
-                    plainOk=plain["ok"], problem=problem)
+                    plainOk=plain.ok, problem=problem)
 
     def _copy(self, name: str) -> Path:
         copy = self.root / "forged" / name.replace(" ", "-")

@@ -1,7 +1,7 @@
 """`json-cas`: put, get, hash, verify, walk and gc a store's content-addressed nodes.
 
-One function per command, each taking an open `Store`; the CLI
-(`uwf.cli.jsoncas`) only reads files and prints what these return.
+One function per command, each taking an open `Store`; the operations
+(`uwf.jsoncas.commands`) call them with a command's arguments.
 
 A payload given to `put` or `hash` is hashed and stored exactly as given: secrets
 are masked where uwf composes text from the environment (errors, agents' context,
@@ -13,6 +13,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uwf.errors import NotFound
+from uwf.jsoncas.results import (
+    CasVerified,
+    Collected,
+    NodeProblem,
+    NodeShown,
+    Present,
+    SchemaListed,
+    Walked,
+)
 
 if TYPE_CHECKING:
     from uwf.store import Store
@@ -27,17 +36,17 @@ def put(store: Store, value: Any, type_name: str | None = None) -> str:
     return cas.put(cas.resolve_type(type_name), value, redact=False)
 
 
-def get(store: Store, hash_: str) -> dict[str, Any]:
+def get(store: Store, hash_: str) -> NodeShown:
     """A node: its type, payload and first-stored timestamp."""
     node = store.cas.get(hash_)
-    return {"type": node.type, "payload": node.payload, "timestamp": node.timestamp}
+    return NodeShown(type=node.type, payload=node.payload, timestamp=node.timestamp)
 
 
-def has(store: Store, hash_: str) -> dict[str, Any]:
-    """`{"hash", "present": true}`; NotFound (exit 1) when the node is absent."""
+def has(store: Store, hash_: str) -> Present:
+    """The node is present; NotFound (exit 1) when it is absent."""
     if not store.cas.has(hash_):
         raise NotFound(f"node {hash_} not found", "put it first")
-    return {"hash": hash_, "present": True}
+    return Present(hash=hash_, present=True)
 
 
 def hash_typed(store: Store, type_name: str, value: Any) -> str:
@@ -65,30 +74,27 @@ def hash_self(value: Any) -> str:
     return self_hash(value)
 
 
-def verify(store: Store, hashes: list[str] | None = None) -> dict[str, Any]:
+def verify(store: Store, hashes: list[str] | None = None) -> CasVerified:
     """Recompute and re-validate `hashes` (every node when None); `ok` is false on any
     problem, each named."""
     cas = store.cas
     checked = list(cas.blobs.hashes()) if hashes is None else hashes
-    problems = [{"hash": h, "problem": p} for h in checked for p in cas.verify(h)]
-    return {"ok": not problems, "checked": len(checked), "problems": problems}
+    problems = [NodeProblem(hash=h, problem=p) for h in checked for p in cas.verify(h)]
+    return CasVerified(ok=not problems, checked=len(checked), problems=problems)
 
 
-def walk(store: Store, hash_: str, depth: int | None = None) -> list[dict[str, Any]]:
+def walk(store: Store, hash_: str, depth: int | None = None) -> list[Walked]:
     """A node and every node it references (to `depth`), depth first."""
-    return [
-        {"hash": entry.hash, "type": entry.type, "depth": entry.depth, "path": entry.path,
-         "missing": entry.missing}
-        for entry in store.cas.walk(hash_, depth)
-    ]
+    return [Walked(hash=entry.hash, type=entry.type, depth=entry.depth, path=entry.path,
+                   missing=entry.missing) for entry in store.cas.walk(hash_, depth)]
 
 
-def schemas(store: Store) -> list[dict[str, Any]]:
+def schemas(store: Store) -> list[SchemaListed]:
     """Every schema node: hash and title."""
-    return store.cas.schemas()
+    return [SchemaListed(hash=row["hash"], title=row["title"]) for row in store.cas.schemas()]
 
 
-def gc(store: Store, grace_seconds: float, *, delete: bool) -> dict[str, Any]:
+def gc(store: Store, grace_seconds: float, *, delete: bool) -> Collected:
     """Nodes unreachable from the log and older than `grace_seconds`: listed, or
     removed when `delete`. A younger node is spared: a command may be about to
     record an event referring to it."""
@@ -98,7 +104,9 @@ def gc(store: Store, grace_seconds: float, *, delete: bool) -> dict[str, Any]:
         if delete:
             for hash_ in garbage:
                 store.cas.remove(hash_)
-    return {"removed" if delete else "unreachable": garbage, "count": len(garbage)}
+    if delete:
+        return Collected(removed=garbage, count=len(garbage))
+    return Collected(unreachable=garbage, count=len(garbage))
 
 
 def log_refs(store: Store) -> list[str]:

@@ -42,12 +42,14 @@ from uwf.archive.service import Archive
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_MAX_STEPS
 from uwf.errors import NotFound, NothingToDo, Rejected, StoreBusy, StoreUnavailable, UwfError
+from uwf.payload import UNSET
 from uwf.queue import sched
 from uwf.queue.projection import QueueEntry
 from uwf.queue.service import artifact_failure, get_entry
 from uwf.store import Store
 from uwf.threads.service import get_thread, start_thread
 from uwf.threads.stepping import step_thread
+from uwf.worker.results import EntryDone, Outcome
 
 STOPPED_REASON = "worker stopped"
 # How often the loop looks at the stop flag while it waits (seconds).
@@ -75,13 +77,11 @@ class WorkerOptions:
 
 @dataclass(frozen=True)
 class EntryResult:
-    """What became of one leased entry. `outcome`: completed (drained), failed (ready
-    again after its backoff), parked (failed at maxAttempts), released (the worker
-    stopped; ready again, no attempt counted) or lost (the lease was taken away)."""
+    """What became of one leased entry, and in how many seconds."""
 
     id: str
     run: str | None
-    outcome: str
+    outcome: Outcome
     attempt: int
     seconds: float
     reason: str | None = None
@@ -89,19 +89,12 @@ class EntryResult:
     anchor: str | None = None  # the anchor file written after it, if one was due
     anchor_error: str | None = None  # why that anchor could not be written
 
-    def record(self) -> dict[str, Any]:
-        """The JSON line: {id, run, outcome, attempt, reason?, archiveError?}."""
-        line: dict[str, Any] = {"id": self.id, "run": self.run, "outcome": self.outcome,
-                                "attempt": self.attempt}
-        if self.reason:
-            line["reason"] = self.reason
-        if self.archive_error:
-            line["archiveError"] = self.archive_error
-        if self.anchor:
-            line["anchor"] = self.anchor
-        if self.anchor_error:
-            line["anchorError"] = self.anchor_error
-        return line
+    def record(self) -> EntryDone:
+        """The JSON line."""
+        return EntryDone(id=self.id, run=self.run, outcome=self.outcome,
+                         attempt=self.attempt, reason=self.reason or UNSET,
+                         archive_error=self.archive_error or UNSET,
+                         anchor=self.anchor or UNSET, anchor_error=self.anchor_error or UNSET)
 
     def line(self) -> str:
         """The progress line on a terminal."""
@@ -416,7 +409,7 @@ class Worker:
     def _settle(self, held: _Held, started: float, failure: str | None) -> EntryResult:
         """Complete, or release (failed unless the worker stopped); a refusal means the
         lease is no longer ours."""
-        def result(outcome: str, reason: str | None = None) -> EntryResult:
+        def result(outcome: Outcome, reason: str | None = None) -> EntryResult:
             return EntryResult(held.entry_id, held.run, outcome, held.attempt,
                                round(self.monotonic() - started, 3), reason)
 

@@ -1,0 +1,43 @@
+"""The arguments of `uwf archive ...` and the operations every surface calls.
+
+Cheap to import (msgspec and the argument base only): the services load when an
+operation runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from uwf.archive.terms import FOLDER_EXPECT, FolderName
+from uwf.config.args import Args, arg
+
+if TYPE_CHECKING:
+    from uwf.archive.results import ArchiveVerified, Synced
+    from uwf.store import Store
+
+
+class ArchiveSync(Args, frozen=True, kw_only=True):
+    dir: Annotated[FolderName, arg("the archive's folder (created if its parent exists)",
+                                   positional=True, metavar="DIR", expect=FOLDER_EXPECT)]
+    run: Annotated[str | None, arg("only this run (a thread's ULID); the checkpoint stays",
+                                   metavar="ID")] = None
+    follow: Annotated[bool, arg("keep syncing (every 0.2 s) until Ctrl-C or SIGTERM")] = False
+
+
+class ArchiveVerify(Args, frozen=True, kw_only=True):
+    dir: Annotated[FolderName, arg("the archive's folder", positional=True, metavar="DIR",
+                                   expect=FOLDER_EXPECT)]
+
+
+def sync(args: ArchiveSync, store: Store) -> Synced:
+    """One sync of the archive (`follow`, syncing on until stopped, is the caller's)."""
+    from uwf.archive import service
+
+    return service.sync(store, args.dir, args.run)
+
+
+def verify(args: ArchiveVerify, store: Store) -> ArchiveVerified:
+    """Check the archive against the seed's invariants and the live log."""
+    from uwf.archive import verify as checks
+
+    return checks.verify(store, args.dir)
