@@ -237,7 +237,8 @@ def tool_table() -> str:
 
 def test_the_mcp_page_lists_every_tool() -> None:
     found = TOOLS_BLOCK.search(MCP_PAGE.read_text("utf-8"))
-    assert found is not None and found[0] == tool_table(), (
+    assert found is not None, "docs/mcp.md has no <!-- tools --> block"
+    assert found[0] == tool_table(), (
         "docs/mcp.md's tool list drifted: run `python tests/test_docs.py`")
 
 

@@ -63,17 +63,21 @@ def test_tools_are_annotated_and_refusals_are_tool_errors(env: dict[str, str]) -
         assert wrong_type.structured_content["exitCode"] == 2
         assert wrong_type.structured_content["error"].startswith("uwf: error: argument --limit")
         unknown = portal.call(client.call_tool, "uwf_queue_list", {"colour": "red"})
-        assert unknown.is_error and unknown.structured_content["exitCode"] == 2
+        assert unknown.is_error
+        assert unknown.structured_content["exitCode"] == 2
         missing = portal.call(client.call_tool, "uwf_thread_show",
                               {"thread": "01J7K9M2XNPQR5VWBCDF8G3H4T"})
-        assert missing.is_error and missing.structured_content["exitCode"] == 1
+        assert missing.is_error
+        assert missing.structured_content["exitCode"] == 1
         no_tool = portal.call(client.call_tool, "uwf_nothing", {})
         assert no_tool.is_error
         follow = portal.call(client.call_tool, "uwf_log_tail", {"follow": True})
-        assert follow.is_error and "--follow" in follow.structured_content["error"]
+        assert follow.is_error
+        assert "--follow" in follow.structured_content["error"]
         # The server is still serving after every refusal.
         listed = portal.call(client.call_tool, "uwf_workflow_list", {})
-        assert not listed.is_error and listed.structured_content == []
+        assert not listed.is_error
+        assert listed.structured_content == []
 
 
 def test_a_long_call_reports_progress(env: dict[str, str], tmp_path: Path) -> None:
@@ -91,7 +95,8 @@ def test_a_long_call_reports_progress(env: dict[str, str], tmp_path: Path) -> No
             "uwf_worker", {"session": "w", "once": True, "allow_entry_commands": True},
             progress_callback=progress))
     assert not result.is_error, result.content
-    assert seen and seen[-1][0] == len(result.structured_content)
+    assert seen
+    assert seen[-1][0] == len(result.structured_content)
     assert json.loads(seen[0][2] or "{}")  # each message is the line the CLI prints
 
 
@@ -148,7 +153,8 @@ def test_a_server_killed_mid_call_leaves_the_store_consistent(
                                       {"thread": thread, "agent": slow})
         deadline = time.monotonic() + 30
         while not marker.exists() or not marker.read_text():
-            assert time.monotonic() < deadline and not call.done()
+            assert time.monotonic() < deadline
+            assert not call.done()
             time.sleep(0.05)
         os.kill(int(marker.read_text()), signal.SIGKILL)
         with contextlib.suppress(Exception):
