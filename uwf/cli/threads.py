@@ -1,4 +1,6 @@
-"""Declarations of `uwf thread ...` and `uwf agent ...`."""
+"""`uwf thread ...` and `uwf agent ...`: help, examples, and the handlers only a
+command line has (`thread list`'s line on stderr, `thread log`'s JSON lines, `agent
+submit`'s files or stdin); the arguments and operations are uwf.threads.commands'."""
 
 from __future__ import annotations
 
