@@ -130,6 +130,7 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
     from uwf.config.configfile import Config, WorkflowConfig
     from uwf.store import Store
     from uwf.threads import stepping
+    from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
     from uwf.threads.service import start_thread
     from uwf.workflows.service import put_workflow
 
@@ -139,28 +140,28 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
     if store.durability != durability:
         sys.exit(f"bench: store opened with durability {store.durability}, wanted {durability}")
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", PROMPT, repo=str(root))["thread"]
+    thread = start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
     store.close()
     folders = ("events", "cas", "views")
     before = {name: usage(root / name) for name in folders}
     total_before = usage(root)
     store = Store.open(root)
 
-    def agent(ctx: dict[str, Any]) -> tuple[Any, str]:
-        role = ctx["role"]["name"]
-        return agent_output(role, int(ctx["visits"].get(role, 0)), reviews)
+    def agent(ctx: StepContext) -> tuple[Any, str]:
+        role = ctx.role["name"]
+        return agent_output(role, ctx.visits.get(role, 0), reviews)
 
     run = Run(label)
     original = stepping.step_thread
 
-    def timed(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def timed(*args: Any, **kwargs: Any) -> ThreadSummary:
         start = time.perf_counter()
         try:
             return original(*args, **kwargs)
         finally:
             run.costs.append(time.perf_counter() - start)
 
-    results: list[dict[str, Any]] = []
+    results: list[ThreadRan] = []
 
     def execute() -> None:
         results.append(stepping.run_thread(store, thread, in_process=agent,
@@ -179,9 +180,9 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
         stepping.step_thread = original
     result = results[0]
     store.close()
-    if not result["done"]:
+    if not result.done:
         sys.exit(f"bench: the uwf thread did not end: {result}")
-    run.steps = int(result["steps"])
+    run.steps = result.steps
     run.stored = usage(root) - total_before
     run.parts = {name: usage(root / name) - before[name] for name in folders}
     return run
@@ -197,6 +198,7 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
     """
     from uwf.config.configfile import Config, WorkflowConfig
     from uwf.store import Store
+    from uwf.threads.results import StepContext
     from uwf.threads.service import show_thread, start_thread
     from uwf.threads.stepping import step_thread
     from uwf.workflows.service import put_workflow
@@ -204,15 +206,15 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
     os.environ["UWF_DURABILITY"] = "fsync"
     config = Config(WorkflowConfig(), None, None)
 
-    def agent(ctx: dict[str, Any]) -> tuple[Any, str]:
-        role = ctx["role"]["name"]
-        return agent_output(role, int(ctx["visits"].get(role, 0)), reviews)
+    def agent(ctx: StepContext) -> tuple[Any, str]:
+        role = ctx.role["name"]
+        return agent_output(role, ctx.visits.get(role, 0), reviews)
 
     def opened(root: Path) -> tuple[Any, str]:
         shutil.rmtree(root, ignore_errors=True)
         store = Store.open(root)
         put_workflow(store, EXAMPLE)
-        return store, start_thread(store, "solve-issue", PROMPT, repo=str(root))["thread"]
+        return store, start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
 
     def steps(store: Any, thread: str, count: int, costs: list[float]) -> None:
         for _ in range(count):
@@ -232,7 +234,7 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
         pair = [(new, new_thread, first), (old, old_thread, last)]
         for store, thread, costs in pair if index // block % 2 == 0 else pair[::-1]:
             steps(store, thread, count, costs)
-    if not show_thread(old, old_thread)["done"]:
+    if not show_thread(old, old_thread).done:
         sys.exit("bench: the long thread did not end where expected")
     old.close()
     new.close()

@@ -32,6 +32,7 @@ from uwf.archive.verify import verify
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.errors import Rejected, UsageError
 from uwf.store import Store
+from uwf.threads.results import StepContext
 from uwf.threads.service import start_thread
 from uwf.threads.stepping import run_thread
 from uwf.workflows.service import put_workflow
@@ -542,15 +543,15 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
     put_workflow(store, workflow)
     failures = {"b": 1}
 
-    def agent(context: dict[str, Any]) -> tuple[Any, str]:
-        role = context["role"]["name"]
+    def agent(context: StepContext) -> tuple[Any, str]:
+        role = context.role["name"]
         if failures.get(role):
             failures[role] -= 1
             raise UsageError("a flaky agent")
         return {"status": "ok"}, ""
 
     step_by_step, at_once = tmp_path / "step-by-step", tmp_path / "at-once"
-    runs = [start_thread(store, "relay", f"run {n}", str(tmp_path))["thread"] for n in range(2)]
+    runs = [start_thread(store, "relay", f"run {n}", str(tmp_path)).thread for n in range(2)]
     archive.sync(store, step_by_step)
     for run in runs:
         done = False
@@ -558,7 +559,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
             # The flaky attempt raises (recorded as thread.step_failed).
             with contextlib.suppress(Rejected):
                 done = run_thread(store, run, max_steps=1, config=NO_CONFIG,
-                                  in_process=agent)["done"]
+                                  in_process=agent).done
             archive.sync(store, step_by_step)
     archive.sync(store, at_once)
     assert files(step_by_step) == files(at_once)

@@ -23,8 +23,10 @@ from tests.threadkit import Kit, make_kit, mock_config, one_line_error
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
 from uwf.errors import NotFound, Rejected, UsageError
+from uwf.payload import to_payload
 from uwf.store import Store
 from uwf.threads.agent import agent_context
+from uwf.threads.results import StepContext, ThreadRan
 from uwf.threads.service import chain, get_thread, list_threads, start_thread
 from uwf.threads.stepping import run_thread
 from uwf.workflows.service import put_workflow
@@ -67,9 +69,9 @@ PARENT = {
 NO_CONFIG = Config(WorkflowConfig(), None, None)
 
 
-def worker(ctx: dict[str, Any]) -> tuple[Any, str]:
+def worker(ctx: StepContext) -> tuple[Any, str]:
     """The in-process agent: round n for the n-th step."""
-    return {"status": "again", "round": ctx["steps"] + 1}, ""
+    return {"status": "again", "round": ctx.steps + 1}, ""
 
 
 def write_yaml(path: Path, document: Any) -> Path:
@@ -80,15 +82,16 @@ def write_yaml(path: Path, document: Any) -> Path:
 def loop_thread(store: Store, tmp_path: Path, steps: int) -> str:
     """A thread of `loop` with `steps` steps taken (in-process)."""
     put_workflow(store, write_yaml(tmp_path / "loop.yaml", LOOP))
-    thread = start_thread(store, "loop", "Count the rounds", str(tmp_path))["thread"]
+    thread = start_thread(store, "loop", "Count the rounds", str(tmp_path)).thread
     result = run_thread(store, thread, max_steps=steps, config=NO_CONFIG, in_process=worker)
-    assert (result["steps"], result["done"]) == (steps, False)
+    assert (result.steps, result.done) == (steps, False)
     return thread
 
 
 
-def rounds(ctx: dict[str, Any]) -> list[int]:
-    return [entry["output"]["round"] for entry in ctx["history"]]
+def rounds(ctx: StepContext | dict[str, Any]) -> list[int]:
+    """The rounds in a context's history: from `agent_context`, or `agent context --json`."""
+    return [entry["output"]["round"] for entry in to_payload(ctx)["history"]]
 
 
 # -- agent_context --------------------------------------------------------------------
@@ -98,20 +101,20 @@ def test_default_context_of_100_steps_holds_the_last_20(store: Store, tmp_path: 
     head = get_thread(store.read(), thread).head
     ctx = agent_context(store, thread, "worker")
     assert DEFAULT_HISTORY == 20
-    assert len(ctx["history"]) == 20
+    assert len(ctx.history) == 20
     assert rounds(ctx) == list(range(81, 101))  # the last 20, oldest first
-    assert ctx["history"][-1]["step"] == head
-    assert (ctx["steps"], ctx["historyTruncated"]) == (100, True)
-    assert ctx["visits"] == {"worker": 100}
-    assert ctx["edgePrompt"] == "Round 100 done; go on"
+    assert ctx.history[-1].step == head
+    assert (ctx.steps, ctx.history_truncated) == (100, True)
+    assert ctx.visits == {"worker": 100}
+    assert ctx.edge_prompt == "Round 100 done; go on"
 
     everything = agent_context(store, thread, "worker", "all")
     assert rounds(everything) == list(range(1, 101))
-    assert everything["historyTruncated"] is False
+    assert everything.history_truncated is False
     assert rounds(agent_context(store, thread, "worker", 5)) == [96, 97, 98, 99, 100]
     none = agent_context(store, thread, "worker", 0)
-    assert (none["history"], none["steps"], none["historyTruncated"]) == ([], 100, True)
-    assert agent_context(store, thread, "worker", 500)["historyTruncated"] is False
+    assert (none.history, none.steps, none.history_truncated) == ([], 100, True)
+    assert agent_context(store, thread, "worker", 500).history_truncated is False
 
 
 def test_default_context_reads_only_the_last_20_step_nodes(
@@ -143,10 +146,10 @@ def test_default_context_reads_only_the_last_20_step_nodes(
 def test_history_default_from_env_and_config(store: Store, tmp_path: Path) -> None:
     thread = loop_thread(store, tmp_path, 30)
     seven = Config(WorkflowConfig(history_limit=7), None, None)
-    assert len(agent_context(store, thread, "worker", config=seven)["history"]) == 7
-    assert len(agent_context(store, thread, "worker", 2, config=seven)["history"]) == 2
+    assert len(agent_context(store, thread, "worker", config=seven).history) == 7
+    assert len(agent_context(store, thread, "worker", 2, config=seven).history) == 2
     every = Config(WorkflowConfig(history_limit="all"), None, None)
-    assert len(agent_context(store, thread, "worker", config=every)["history"]) == 30
+    assert len(agent_context(store, thread, "worker", config=every).history) == 30
 
     # The config file, read when no config is given.
     config_file = tmp_path / "config" / "uwf" / "config.yaml"
@@ -159,11 +162,11 @@ def test_history_default_from_env_and_config(store: Store, tmp_path: Path) -> No
     def history(value: str) -> Store:
         return replace(store, settings=store.settings.with_environ(UWF_HISTORY=value))
 
-    assert len(agent_context(history("3"), thread, "worker")["history"]) == 3
-    assert len(agent_context(history("3"), thread, "worker", config=seven)["history"]) == 3
-    assert len(agent_context(history("3"), thread, "worker", 1)["history"]) == 1
-    assert len(agent_context(history("all"), thread, "worker")["history"]) == 30
-    assert agent_context(history("0"), thread, "worker")["history"] == []
+    assert len(agent_context(history("3"), thread, "worker").history) == 3
+    assert len(agent_context(history("3"), thread, "worker", config=seven).history) == 3
+    assert len(agent_context(history("3"), thread, "worker", 1).history) == 1
+    assert len(agent_context(history("all"), thread, "worker").history) == 30
+    assert agent_context(history("0"), thread, "worker").history == []
 
     for bad in ("many", "-1", "2.5"):
         with pytest.raises(UsageError, match="UWF_HISTORY"):
@@ -289,12 +292,12 @@ def test_subflow_default_limit_is_thread_runs_default(
 
     put_workflow(store, write_yaml(tmp_path / "loop.yaml", LOOP))
     put_workflow(store, write_yaml(tmp_path / "parent.yaml", PARENT))
-    parent = start_thread(store, "delegate-loop", "Count forever", str(tmp_path))["thread"]
+    parent = start_thread(store, "delegate-loop", "Count forever", str(tmp_path)).thread
     limits: list[int | None] = []
     original = stepping.run_thread
 
     def in_process(store: Store, thread: str, *, max_steps: int | None = None,
-                   **_: Any) -> dict[str, Any]:
+                   **_: Any) -> ThreadRan:
         limits.append(max_steps)
         return original(store, thread, max_steps=max_steps, config=NO_CONFIG,
                         in_process=worker)
@@ -306,7 +309,7 @@ def test_subflow_default_limit_is_thread_runs_default(
     error = capsys.readouterr().err
     assert error.startswith("uwf-subflow: error: child thread ")
     assert f"did not reach $END within {DEFAULT_MAX_STEPS} steps" in error
-    [child] = [t["thread"] for t in list_threads(store) if t["thread"] != parent]
+    [child] = [t.thread for t in list_threads(store) if t.thread != parent]
     assert child in error
     state = get_thread(store.read(), child)
     assert (state.steps, state.done) == (DEFAULT_MAX_STEPS, False)

@@ -72,7 +72,7 @@ def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tm
     store = Store.open(cli.home)
     try:
         listed = list_threads(store)
-        assert [row["status"] for row in listed] == ["missing", "idle", "corrupt"]
+        assert [row.status for row in listed] == ["missing", "idle", "corrupt"]
         assert damage_line(listed) == line.removeprefix("uwf: error: ")
         assert damage_line(listed[1:2]) is None
     finally:

@@ -232,7 +232,7 @@ def test_list_reads_nodes_for_the_page_only(tmp_path: Path,
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "store")
     put_workflow(store, EXAMPLE)
-    threads = sorted(start_thread(store, "solve-issue", f"task {n}", str(tmp_path))["thread"]
+    threads = sorted(start_thread(store, "solve-issue", f"task {n}", str(tmp_path)).thread
                      for n in range(6))  # listed in id order
     calls: list[str] = []
     real = next_decision
@@ -243,8 +243,8 @@ def test_list_reads_nodes_for_the_page_only(tmp_path: Path,
 
     monkeypatch.setattr(api_threads, "next_decision", counted)
     page = list_threads(store, limit=2, offset=3)
-    assert [item["thread"] for item in page] == threads[3:5]
-    assert [item["currentRole"] for item in page] == ["planner", "planner"]
+    assert [item.thread for item in page] == threads[3:5]
+    assert [item.current_role for item in page] == ["planner", "planner"]
     assert calls == threads[3:5]
 
 

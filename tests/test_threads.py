@@ -11,6 +11,11 @@ import yaml
 
 from tests.conftest import EXAMPLE, Cli
 from tests.threadkit import MOCK_SCRIPT, Kit, make_kit, one_line_error
+from uwf.payload import to_payload
+from uwf.store import Store
+from uwf.threads.agent import agent_context
+from uwf.threads.results import HistoryStep, StepContext, ThreadShown
+from uwf.threads.service import show_thread
 
 PROMPT = "Fix the login bug: empty passwords are accepted"
 STEP_FIELDS = {"step", "hash", "role", "status", "output", "detail", "agent", "edgePrompt",
@@ -322,3 +327,21 @@ def test_reregistering_keeps_running_threads_on_their_hash(cli: Cli, tmp_path: P
     assert kit.show(running)["workflow"] == old
     assert kit.log(running)[1]["edgePrompt"] == "Implement: Reject empty passwords in login()"
     assert kit.log(fresh)[1]["edgePrompt"] == "Build: Reject empty passwords in login()"
+
+
+def test_services_return_the_typed_results_the_cli_prints(cli: Cli, tmp_path: Path) -> None:
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start(prompt=PROMPT)
+    kit.ok("thread", "step", thread)
+    store = Store.open(cli.home)
+    try:
+        shown = show_thread(store, thread)
+        context = agent_context(store, thread, "developer")
+    finally:
+        store.close()
+    assert isinstance(shown, ThreadShown)
+    assert to_payload(shown) == kit.ok("thread", "show", thread)
+    assert isinstance(context, StepContext)
+    assert isinstance(context.history[0], HistoryStep)
+    assert to_payload(context) == kit.ok("agent", "context", thread, "developer")

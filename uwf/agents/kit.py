@@ -70,10 +70,13 @@ def context(thread: str, role: str,
     None gives the default: UWF_HISTORY, else the config's historyLimit, else 20.
     Settings come from `env`, by default `environment()`.
     """
+    from uwf.payload import to_payload
     from uwf.threads.agent import agent_context
 
     env = environment() if env is None else env
-    return agent_context(_store(env), thread, role, history_limit, env=env)
+    context: dict[str, Any] = to_payload(agent_context(_store(env), thread, role,
+                                                       history_limit, env=env))
+    return context
 
 
 def submit(thread: str, role: str, output: Any, detail: str = "", *,

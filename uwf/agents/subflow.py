@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         parent = get_thread(store.read(), thread)
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],
                              parent.repo or find_repo(None, settings))
-        child_id = child["thread"]
+        child_id = child.thread
         result = run_thread(store, child_id, max_steps=max_steps)
         final = get_thread(store.read(), child_id)
-        if not result["done"] and result["steps"] >= max_steps:
+        if not result.done and result.steps >= max_steps:
             raise Rejected(
                 f"child thread {child_id} did not reach $END within {max_steps} steps",
                 f"continue it with `uwf thread run {child_id}`, or raise --max-steps")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                            f"inspect it with `uwf thread log {child_id}`")
         step = store.cas.get(final.head).payload
         output = store.cas.get(step["output"]).payload
-        return submit(thread, role, output, detail_ref=str(result["head"]),
+        return submit(thread, role, output, detail_ref=result.head,
                       agent=f"uwf-subflow {workflow}")
 
     return agent_cli("uwf-subflow", body, argv, usage=__doc__ or "")

@@ -29,6 +29,7 @@ from typing import Any
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.payload import to_payload
 from uwf.store import Store
+from uwf.threads.results import LogRecord
 
 PROMPT = "Fix the login bug in #42"
 STEPS = ("register", "start", "run", "registry", "rebuild", "archive")
@@ -74,15 +75,15 @@ class Demo:
             put = put_workflow(store, files / "solve-issue.yaml")
             yield self.step("register", True, f"registered workflow {put.name}",
                       workflow=put.workflow)
-            thread = start_thread(store, put.name, PROMPT, repo=str(self.root))["thread"]
+            thread = start_thread(store, put.name, PROMPT, repo=str(self.root)).thread
             yield self.step("start", True, f"started thread {thread}: {PROMPT!r}", thread=thread)
             agent = " ".join(shlex.quote(part) for part in (
                 sys.executable, "-m", "uwf.agents.mock", str(files / "mock-solve-issue.yaml")))
             done = run_thread(store, thread, agent=agent, config=_no_config(), timeout=60)
-            roles = [item["role"] for item in _history(store, thread)]
-            yield self.step("run", bool(done["done"]),
-                      f"ran it to $END with uwf-mock in {done['steps']} steps: "
-                      + " -> ".join(roles), steps=done["steps"], roles=roles)
+            roles = [item.role for item in _history(store, thread)]
+            yield self.step("run", done.done,
+                      f"ran it to $END with uwf-mock in {done.steps} steps: "
+                      + " -> ".join(roles), steps=done.steps, roles=roles)
             shown = registry.show(store)
             lifecycles = shown.get("runs", {}).get("lifecycles", {})
             yield self.step("registry", lifecycles.get("completed") == 1,
@@ -221,14 +222,14 @@ def _no_config() -> Config:
     return Config(WorkflowConfig(), None, None)
 
 
-def _history(store: Store, thread: str) -> list[dict[str, Any]]:
+def _history(store: Store, thread: str) -> list[LogRecord]:
     from uwf.threads.service import iter_log
 
     return list(iter_log(store, thread))
 
 
 def _reads(store: Store, thread: str, *reads: Callable[[Store, str], Any]) -> bytes:
-    return b"".join(json.dumps(read(store, thread), sort_keys=True).encode() + b"\n"
+    return b"".join(json.dumps(to_payload(read(store, thread)), sort_keys=True).encode() + b"\n"
                     for read in reads)
 
 

@@ -19,6 +19,7 @@ from uwf.config.settings import Settings
 from uwf.errors import NotFound, Rejected, UsageError
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
+from uwf.threads.results import HistoryStep, StepContext
 from uwf.threads.routing import next_decision
 from uwf.threads.service import chain, get_thread
 from uwf.workflow.moderator import NoTransition, status_of
@@ -78,7 +79,7 @@ def _history_limit(settings: Settings, requested: HistoryLimit = None,
 def agent_context(
     store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
     config: Config | None = None, env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> StepContext:
     """Everything an agent needs for one step of `thread` as `role`.
 
     `history` lists the last steps, oldest first: `history_limit` of them (0: none;
@@ -108,26 +109,16 @@ def agent_context(
     history = []
     for node in chain(store, state.head, limit):
         output = store.cas.get(node.payload["output"]).payload
-        history.append({"role": node.payload["role"],
-                        "status": status_of(node.payload["role"], output),
-                        "output": output, "step": node.hash, "agent": node.payload["agent"],
-                        "detail": node.payload["detail"]})
-    return {
-        "thread": thread,
-        "workflow": state.workflow,
-        "workflowName": state.name,
-        "role": {"name": role, **definition,
-                 "schema": store.cas.get(definition["meta"]).payload},
-        "prompt": prompt,
-        "edgePrompt": edge_prompt,
-        "history": history,
-        "head": state.head,
-        "start": state.start,
-        "stepId": step_id,
-        "steps": state.steps,
-        "historyTruncated": len(history) < state.steps,
-        "visits": state.visits,
-    }
+        history.append(HistoryStep(role=node.payload["role"],
+                                   status=status_of(node.payload["role"], output),
+                                   output=output, step=node.hash, agent=node.payload["agent"],
+                                   detail=node.payload["detail"]))
+    return StepContext(
+        thread=thread, workflow=state.workflow, workflow_name=state.name,
+        role={"name": role, **definition, "schema": store.cas.get(definition["meta"]).payload},
+        prompt=prompt, edge_prompt=edge_prompt, history=history, head=state.head,
+        start=state.start, step_id=step_id, steps=state.steps,
+        history_truncated=len(history) < state.steps, visits=state.visits)
 
 
 def submit_step(

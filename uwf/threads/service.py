@@ -18,10 +18,20 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
+from uwf.payload import UNSET
 from uwf.store import Store
 from uwf.threads.decide import kill
 from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
 from uwf.threads.projection import ThreadState
+from uwf.threads.results import (
+    Forked,
+    LogRecord,
+    Started,
+    StepInFlight,
+    ThreadRow,
+    ThreadShown,
+    ThreadSummary,
+)
 from uwf.threads.routing import next_decision
 from uwf.threads.terms import OPEN_STATES, STATES
 from uwf.workflow.moderator import status_of
@@ -56,10 +66,10 @@ def head_of(state: ThreadState) -> str:
     return state.head or state.start
 
 
-def summary(state: ThreadState) -> dict[str, Any]:
+def summary(state: ThreadState) -> ThreadSummary:
     """The seed's StepOutput: {workflow, thread, head, done}."""
-    return {"workflow": state.workflow, "thread": state.thread, "head": head_of(state),
-            "done": state.done}
+    return ThreadSummary(workflow=state.workflow, thread=state.thread, head=head_of(state),
+                         done=state.done)
 
 
 def current_role(cas: Cas, state: ThreadState) -> str | None:
@@ -80,40 +90,35 @@ def current_role(cas: Cas, state: ThreadState) -> str | None:
     return None if decision.ends else decision.role
 
 
-def in_flight(state: ThreadState) -> dict[str, str] | None:
+def in_flight(state: ThreadState) -> StepInFlight | None:
     """The step in flight, as `thread show` and the run record give it: its role, the
     agent uwf resolved for it and when it started (None when there is none)."""
     flight = state.in_flight
     if flight is None:
         return None
-    return {"role": flight.role, "agent": flight.agent, "startedAt": flight.started_at}
+    return StepInFlight(role=flight.role, agent=flight.agent, started_at=flight.started_at)
 
 
-def describe(cas: Cas, state: ThreadState) -> dict[str, Any]:
+def describe(cas: Cas, state: ThreadState) -> ThreadShown:
     """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
     `inFlight` while a step is in flight (status `running`)."""
-    described = {**summary(state), "status": state.state,
-                 "currentRole": current_role(cas, state)}
-    if (flight := in_flight(state)) is not None:
-        described["inFlight"] = flight
-    return described
+    return ThreadShown(workflow=state.workflow, thread=state.thread, head=head_of(state),
+                       done=state.done, status=state.state,
+                       current_role=current_role(cas, state),
+                       in_flight=in_flight(state) or UNSET)
 
 
-def with_status(store: Store, result: dict[str, Any]) -> dict[str, Any]:
-    """A step's or run's output with the thread's `status` and `currentRole` as the
-    command leaves it: after the seed's fields, before any others (run's `steps`)."""
-    state = get_thread(store.read(), result["thread"])
-    seed = {key: result[key] for key in ("workflow", "thread", "head", "done")}
-    rest = {key: value for key, value in result.items() if key not in seed}
-    described = describe(store.cas, state)
-    now: dict[str, Any] = {key: described[key] for key in ("status", "currentRole",
-                                                           "inFlight") if key in described}
-    return {**seed, **now, **rest}
+def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
+    """A step's output (`result`) with the thread's `status`, `currentRole` and
+    `inFlight` as the command leaves it."""
+    shown = describe(store.cas, get_thread(store.read(), result.thread))
+    shown.head, shown.done = result.head, result.done
+    return shown
 
 
 def start_thread(
     store: Store, workflow: str, prompt: str, repo: str | None = None
-) -> dict[str, str]:
+) -> Started:
     """Create a thread (a StartNode and `thread.started`); no step runs.
 
     `workflow` is a registered name, a Workflow hash, or a workflow file, which is
@@ -133,10 +138,10 @@ def start_thread(
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     return store.journal.write(lambda _views: Outcome(
-        [NewEvent(f"thread/{thread}", started)], {"workflow": workflow_hash, "thread": thread}))
+        [NewEvent(f"thread/{thread}", started)], Started(workflow=workflow_hash, thread=thread)))
 
 
-def show_thread(store: Store, thread: str) -> dict[str, Any]:
+def show_thread(store: Store, thread: str) -> ThreadShown:
     """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
 
     Fails closed when the head node is missing from the CAS (or damaged): a thread
@@ -165,24 +170,24 @@ def head_damage(cas: Cas, head: str) -> str | None:
     return None
 
 
-def damage_line(rows: list[dict[str, Any]]) -> str | None:
+def damage_line(rows: list[ThreadRow]) -> str | None:
     """What `thread list` says on stderr of the damaged rows it shows (None: none)."""
-    damaged = [row for row in rows if row["status"] in HEAD_DAMAGE]
+    damaged = [row for row in rows if row.status in HEAD_DAMAGE]
     if not damaged:
         return None
     first = damaged[0]
-    what = ("is missing from the CAS" if first["status"] == "missing"
+    what = ("is missing from the CAS" if first.status == "missing"
             else "is damaged in the CAS (it does not hash to its name)")
     more = (f" (and {len(damaged) - 1} more thread{'s' if len(damaged) > 2 else ''} shown "
             "as missing or corrupt)" if len(damaged) > 1 else "")
-    return (f"thread {first['thread']}'s head {first['head']} {what}{more}; restore that "
+    return (f"thread {first.thread}'s head {first.head} {what}{more}; restore that "
             "node from a backup (`json-cas verify --all` lists what else is damaged), or "
             "kill the thread")
 
 
 def list_threads(store: Store, include_ended: bool = False, limit: int | None = None,
                  offset: int = 0, *, workflow: str | None = None,
-                 statuses: Iterable[str] = ()) -> list[dict[str, Any]]:
+                 statuses: Iterable[str] = ()) -> list[ThreadRow]:
     """Threads oldest first: the seed's ThreadListItem plus `status` and `currentRole`.
 
     Open threads (idle, running, blocked) by default; every thread with `include_ended`;
@@ -213,16 +218,12 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
     with_done = include_ended or any(status in ("ended", "killed") for status in wanted)
     rows = []
     for state in views.query(Query("threads", tuple(where), limit=limit, offset=offset)):
-        item: dict[str, Any] = {"thread": state.thread, "workflow": state.workflow,
-                                "head": head_of(state)}
-        if with_done:
-            item["done"] = state.done
         damage = head_damage(store.cas, head_of(state))
-        item["status"] = damage or state.state
-        item["currentRole"] = None if damage else current_role(store.cas, state)
-        if not damage and (flight := in_flight(state)) is not None:
-            item["inFlight"] = flight
-        rows.append(item)
+        rows.append(ThreadRow(
+            thread=state.thread, workflow=state.workflow, head=head_of(state),
+            done=state.done if with_done else UNSET, status=damage or state.state,
+            current_role=None if damage else current_role(store.cas, state),
+            in_flight=UNSET if damage else in_flight(state) or UNSET))
     return rows
 
 
@@ -237,13 +238,14 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
                    "list them with `uwf workflow list`, or give a workflow hash")
 
 
-def kill_thread(store: Store, thread: str, reason: str = "") -> dict[str, Any]:
+def kill_thread(store: Store, thread: str, reason: str = "") -> ThreadShown:
     """End a thread now (`thread.ended`, reason killed); its history stays."""
 
-    def decide(views: Views) -> Outcome[dict[str, Any]]:
+    def decide(views: Views) -> Outcome[ThreadShown]:
         state = get_thread(views, thread)
         event = kill(state, reason)
-        ended = {**summary(state), "done": True, "status": "killed", "currentRole": None}
+        ended = ThreadShown(workflow=state.workflow, thread=thread, head=head_of(state),
+                            done=True, status="killed", current_role=None)
         return Outcome([NewEvent(f"thread/{thread}", event)], ended)
 
     return store.journal.write(decide)
@@ -261,28 +263,21 @@ def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node
     return nodes
 
 
-def iter_log(store: Store, thread: str) -> Iterator[dict[str, Any]]:
+def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
     """One record per step, oldest first: role, status, output, detail, agent."""
     state = get_thread(store.read(), thread)
     for number, node in enumerate(chain(store, state.head), 1):
         step = node.payload
         output = store.cas.get(step["output"]).payload
-        record = {
-            "step": number,
-            "hash": node.hash,
-            "role": step["role"],
-            "status": status_of(step["role"], output),
-            "output": output,
-            "detail": step["detail"],
-            "agent": step["agent"],
-        }
-        for extra in ("edgePrompt", "startedAtMs", "completedAtMs"):
-            if extra in step:
-                record[extra] = step[extra]
-        yield record
+        yield LogRecord(step=number, hash=node.hash, role=step["role"],
+                        status=status_of(step["role"], output), output=output,
+                        detail=step["detail"], agent=step["agent"],
+                        edge_prompt=step.get("edgePrompt", UNSET),
+                        started_at_ms=step.get("startedAtMs", UNSET),
+                        completed_at_ms=step.get("completedAtMs", UNSET))
 
 
-def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
+def fork_thread(store: Store, thread: str, at: str) -> Forked:
     """A new thread whose head is an earlier step of `thread` (same StartNode)."""
     from ulid import ULID
 
@@ -301,5 +296,5 @@ def fork_thread(store: Store, thread: str, at: str) -> dict[str, Any]:
     event = ThreadStarted(state.workflow, state.name, state.start, state.repo, head=at,
                           fork_of=thread, steps=len(kept), visits=visits,
                           inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
-    result = {"workflow": state.workflow, "thread": new, "head": at, "forkOf": thread}
+    result = Forked(workflow=state.workflow, thread=new, head=at, fork_of=thread)
     return store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{new}", event)], result))

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from uwf.cas.hashing import is_hash
 from uwf.cas.store import builtin_hash
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
@@ -42,8 +44,9 @@ from uwf.threads.events import (
     ThreadStepStarted,
 )
 from uwf.threads.projection import ThreadState
+from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route
-from uwf.threads.service import get_thread, summary
+from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
 from uwf.workflow.moderator import END, Decision, NoTransition, status_of
 
@@ -69,7 +72,7 @@ class StepFailed(Rejected):
 
 # An agent run in this process: (output, detail) from the step's context. For
 # embedding uwf in Python programs and for benchmarks of the engine itself.
-InProcessAgent = Callable[[dict[str, Any]], tuple[Any, str]]
+InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
 def step_thread(
@@ -81,7 +84,7 @@ def step_thread(
     *,
     in_process: InProcessAgent | None = None,
     on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
-) -> dict[str, Any]:
+) -> ThreadSummary:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}.
 
     `on_agent` is given the agent's process as soon as it runs, so a host running
@@ -120,15 +123,16 @@ def run_thread(
     max_steps: int | None = None,
     config: Config | None = None,
     in_process: InProcessAgent | None = None,
-) -> dict[str, Any]:
-    """Step until the thread is done (or `max_steps` steps were taken)."""
+) -> ThreadRan:
+    """Step until the thread is done (or `max_steps` steps were taken): where it
+    stopped, with its status, and the steps taken."""
     config = config or load_config(store.settings.config_path)
     result = summary(get_thread(store.read(), thread))
     taken = 0
-    while not result["done"] and (max_steps is None or taken < max_steps):
+    while not result.done and (max_steps is None or taken < max_steps):
         result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
         taken += 1
-    return {**result, "steps": taken}
+    return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
 
 # -- phase 1 ---------------------------------------------------------------------
@@ -313,7 +317,7 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
     return None
 
 
-def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> dict[str, Any]:
+def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> ThreadSummary:
     secrets = secret_values(store.settings.environ, config)
 
     def decide(views: Views) -> Outcome[StepFailed | None]:

@@ -337,7 +337,7 @@ class Worker:
             if entry.workflow_hash is None or entry.prompt is None:
                 return "the entry names neither a run nor a workflow and prompt"
             held.run = start_thread(self.store, entry.workflow_hash, entry.prompt,
-                                    entry.repo)["thread"]
+                                    entry.repo).thread
         return self._step_to_end(held, entry, held.run, started)
 
     def agent_refusal(self, agent: str | None) -> str | None:

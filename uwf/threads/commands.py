@@ -1,0 +1,168 @@
+"""The arguments of `uwf thread ...` and `uwf agent ...`, and the operations every
+surface calls.
+
+Cheap to import (msgspec and the argument base only): the services load when an
+operation runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import msgspec
+
+from uwf.config.args import Args, Count, NonNegative, Seconds, arg
+from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
+from uwf.ids import ULID_PATTERN
+from uwf.threads.terms import StatusFilter
+
+if TYPE_CHECKING:
+    from uwf.store import Store
+    from uwf.threads.results import (
+        Forked,
+        Started,
+        StepContext,
+        ThreadRan,
+        ThreadRow,
+        ThreadShown,
+    )
+
+HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
+ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
+                     arg("thread id (a ULID)", positional=True, metavar="THREAD",
+                         expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
+                                "characters, as `uwf thread list --all` prints them)")]
+Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
+                                  "(overrides agentOverrides and defaultAgent)")]
+Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "
+                                 "killed (default 3600, at most 31,536,000: a year)")]
+
+
+class ThreadStart(Args, frozen=True, kw_only=True):
+    workflow: Annotated[str, arg("workflow name or hash, or a workflow file (.yaml, .yml, "
+                                 ".json, or a path with a folder) to register first; a "
+                                 "name is also looked for in the repo's .workflow/ and "
+                                 ".workflows/ folders",
+                                 positional=True, metavar="WORKFLOW")]
+    prompt: Annotated[str, arg("the task: the thread's user prompt", short="-p")]
+    repo: Annotated[str | None, arg("repo the thread belongs to (default: git top level of "
+                                    "the working directory)")] = None
+
+
+class ThreadStep(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    agent: Agent = None
+    timeout: Timeout = 3600.0
+
+
+class ThreadRun(ThreadStep, frozen=True, kw_only=True):
+    max_steps: Annotated[Count, arg(f"stop after this many steps (default {DEFAULT_MAX_STEPS}: "
+                                    "a loop that never approves stops too)")] = DEFAULT_MAX_STEPS
+
+
+class ThreadRef(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+
+
+class ThreadList(Args, frozen=True, kw_only=True):
+    all: Annotated[bool, arg("include ended threads")] = False
+    workflow: Annotated[str | None, arg("only threads of this workflow: a registered name "
+                                        "(any version) or a Workflow hash",
+                                        metavar="NAME|HASH")] = None
+    status: Annotated[list[StatusFilter] | None, arg(
+        "only threads in this state: idle, running (a step in flight), active (idle or "
+        "running), blocked, ended or killed; repeat for several (ended or killed lists "
+        "ended threads without --all)", metavar="STATUS")] = None
+    limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
+                                             metavar="N")] = None
+    offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0
+
+
+class ThreadKill(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    reason: Annotated[str | None, arg("why, recorded in the event")] = None
+
+
+class ThreadFork(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    at: Annotated[str, arg("StepNode hash in the thread's chain", metavar="STEP_HASH")]
+
+
+class AgentContext(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    role: Annotated[str, arg("the role to play", positional=True, metavar="ROLE")]
+    history: Annotated[HistoryArg | None, arg(
+        f"only the last N steps of history (default {DEFAULT_HISTORY}, or UWF_HISTORY, or the "
+        "config's historyLimit; 0: none; all: every step)", metavar="N|all")] = None
+
+
+class AgentSubmit(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    role: Annotated[str, arg("the role played", positional=True, metavar="ROLE")]
+    output: Annotated[str, arg("output JSON file, or - for stdin")]
+    detail: Annotated[str | None, arg("detail text file (transcript, notes), or - for "
+                                      "stdin")] = None
+    agent: Annotated[str | None, arg("agent name recorded in the StepNode (default "
+                                     "manual)")] = None
+
+
+def start(args: ThreadStart, store: Store) -> Started:
+    """Create a thread of a workflow; a workflow file is registered first."""
+    from uwf.threads.service import start_thread
+
+    return start_thread(store, args.workflow, args.prompt, args.repo)
+
+
+def step(args: ThreadStep, store: Store) -> ThreadShown:
+    """Run one step of the thread; where it is after it."""
+    from uwf.threads.service import with_status
+    from uwf.threads.stepping import step_thread
+
+    return with_status(store, step_thread(store, args.thread, args.agent, args.timeout))
+
+
+def run(args: ThreadRun, store: Store) -> ThreadRan:
+    """Step the thread until it is done, or `max_steps` steps were taken."""
+    from uwf.threads.stepping import run_thread
+
+    return run_thread(store, args.thread, agent=args.agent, timeout=args.timeout,
+                      max_steps=args.max_steps)
+
+
+def show(args: ThreadRef, store: Store) -> ThreadShown:
+    """A thread's workflow, head, status and current role."""
+    from uwf.threads.service import show_thread
+
+    return show_thread(store, args.thread)
+
+
+def list_all(args: ThreadList, store: Store) -> list[ThreadRow]:
+    """Threads oldest first, by the arguments' filters and page."""
+    from uwf.threads.service import list_threads
+
+    return list_threads(store, args.all, args.limit, args.offset, workflow=args.workflow,
+                        statuses=args.status or ())
+
+
+def kill(args: ThreadKill, store: Store) -> ThreadShown:
+    """End a thread now; its history stays."""
+    from uwf.threads.service import kill_thread
+
+    return kill_thread(store, args.thread, args.reason or "")
+
+
+def fork(args: ThreadFork, store: Store) -> Forked:
+    """A new thread whose head is an earlier step of this one."""
+    from uwf.threads.service import fork_thread
+
+    return fork_thread(store, args.thread, args.at)
+
+
+def context(args: AgentContext, store: Store) -> StepContext:
+    """What an agent needs for a step of the thread as the role."""
+    from uwf.threads.agent import HistoryLimit, agent_context
+
+    limit: HistoryLimit = None
+    if args.history is not None:
+        limit = "all" if args.history == "all" else int(args.history)
+    return agent_context(store, args.thread, args.role, limit)

@@ -1,0 +1,119 @@
+"""What `uwf thread ...` and `uwf agent context` return: the payloads `--json` prints,
+typed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uwf.payload import UNSET, Result, UnsetType
+
+
+class ThreadSummary(Result):
+    """The seed's StepOutput: a thread's workflow, id, head (its last StepNode, or the
+    StartNode before the first step) and whether it is done."""
+
+    workflow: str
+    thread: str
+    head: str
+    done: bool
+
+
+class Started(Result):
+    """`thread start`: the Workflow hash the thread runs and its id."""
+
+    workflow: str
+    thread: str
+
+
+class StepInFlight(Result):
+    """The step in flight: its role, the agent uwf resolved for it and when it started."""
+
+    role: str
+    agent: str
+    started_at: str
+
+
+class ThreadShown(ThreadSummary):
+    """`thread show`, `step` and `kill`: the summary with the thread's `status` (the
+    view's state) and `currentRole` (None when done, at `$END` or undecidable), and
+    `inFlight` while a step is in flight (status `running`)."""
+
+    status: str
+    current_role: str | None
+    in_flight: StepInFlight | UnsetType = UNSET
+
+
+class ThreadRan(ThreadShown, kw_only=True):
+    """`thread run`: where the thread stopped and how many steps this run took."""
+
+    steps: int
+
+
+class ThreadRow(Result, kw_only=True):
+    """One row of `thread list`: `done` only in lists that may hold ended threads;
+    `status` `missing` or `corrupt` (and `currentRole` null) when the head node cannot
+    be read."""
+
+    thread: str
+    workflow: str
+    head: str
+    done: bool | UnsetType = UNSET
+    status: str
+    current_role: str | None
+    in_flight: StepInFlight | UnsetType = UNSET
+
+
+class LogRecord(Result):
+    """One line of `thread log`: a step, numbered from 1, with its output."""
+
+    step: int
+    hash: str
+    role: str
+    status: str
+    output: Any
+    detail: str
+    agent: str
+    edge_prompt: str | UnsetType = UNSET
+    started_at_ms: int | UnsetType = UNSET
+    completed_at_ms: int | UnsetType = UNSET
+
+
+class Forked(Result):
+    """`thread fork`: the new thread, its head (the step forked at) and its origin."""
+
+    workflow: str
+    thread: str
+    head: str
+    fork_of: str
+
+
+class HistoryStep(Result):
+    """A step in an agent's context: its role, status, output, StepNode hash, agent
+    and detail (a hash, never the node)."""
+
+    role: str
+    status: str
+    output: Any
+    step: str
+    agent: str
+    detail: str
+
+
+class StepContext(Result):
+    """`agent context`: everything an agent needs for one step. `role` is the role's
+    definition with its `name` and `schema`; `history` the last steps, oldest first;
+    `historyTruncated` says it holds fewer than `steps`."""
+
+    thread: str
+    workflow: str
+    workflow_name: str
+    role: dict[str, Any]
+    prompt: str
+    edge_prompt: str
+    history: list[HistoryStep]
+    head: str | None
+    start: str
+    step_id: str | None
+    steps: int
+    history_truncated: bool
+    visits: dict[str, int]
