@@ -377,9 +377,9 @@ def middle_completed(root: Path) -> str:
 
     store = Store.open(root)
     try:
-        total = search(store, RunFilter(status="completed"), limit=0)["total"]
+        total = search(store, RunFilter(status="completed"), limit=0).total
         page = search(store, RunFilter(status="completed"), limit=1, offset=total // 2)
-        return str(page["runs"][0]["runId"])
+        return page.runs[0].run_id
     finally:
         store.close()
 
@@ -408,6 +408,7 @@ def check_outputs(commands: dict[str, Command], env: dict[str, str]) -> dict[str
 def in_process(roots: dict[str, Path], ids: dict[str, str], word: str, calls: int,
                profiled: bool) -> None:
     """The same reads in this process (a new Store each call, imports excluded)."""
+    from uwf.runs.results import RunPage
     from uwf.runs.service import RunFilter, search, show
     from uwf.store import Store
 
@@ -441,8 +442,7 @@ def in_process(roots: dict[str, Path], ids: dict[str, str], word: str, calls: in
         for size in ("small", "big"):
             call = make(size)
             first = call(roots[size])
-            totals.append(first["total"] if isinstance(first, dict) and "total" in first
-                          else 1)
+            totals.append(first.total if isinstance(first, RunPage) else 1)
             times = []
             for _ in range(calls):
                 start = time.perf_counter()

@@ -297,9 +297,9 @@ def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None
     from typing import get_args
 
     from uwf.cli import queue as cli
-    from uwf.cli import runs as cli_runs
     from uwf.queue import service as api
     from uwf.queue import terms
+    from uwf.runs import commands as run_commands
     from uwf.runs import terms as run_terms
     from uwf.threads import commands as thread_commands
     from uwf.threads import terms as thread_terms
@@ -310,7 +310,7 @@ def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None
     assert get_args(terms.StatusWord) == (*terms.STATUSES, *(
         word for word in terms.ALIASES if word not in terms.STATUSES))
     assert set(terms.ALIASES.values()) == set(terms.STATUSES)
-    assert vars(cli_runs)["Lifecycle"] is run_terms.Lifecycle
+    assert vars(run_commands)["Lifecycle"] is run_terms.Lifecycle
     assert run_terms.LIFECYCLES[:len(run_terms.DERIVED)] == run_terms.DERIVED
     assert vars(thread_commands)["StatusFilter"] is thread_terms.StatusFilter
     assert set(get_args(thread_terms.StatusFilter)) == {*thread_terms.STATES, "active"}

@@ -436,3 +436,24 @@ def test_bad_input_is_one_line_with_the_spec_exit_code_and_writes_nothing(
     assert snapshot(fleet.cli.home) == store
     assert fleet.invocations() == [f"{ids['completed']} {role}" for role in "abc"] + [
         f"{ids['running']} a"]
+
+
+# -- the service's typed result is the CLI's payload ---------------------------------------
+
+def test_run_show_returns_a_run_record_that_prints_as_the_cli_json(fleet: Fleet) -> None:
+    from uwf.payload import to_payload
+    from uwf.runs.results import RunRecord, RunShown
+    from uwf.runs.service import show
+    from uwf.store import Store
+
+    thread = fleet.start()
+    assert fleet.step(thread).code == 0
+    store = Store.open(fleet.cli.home)
+    try:
+        shown = show(store, thread)
+    finally:
+        store.close()
+    assert isinstance(shown, RunShown)
+    assert isinstance(shown.run, RunRecord)
+    assert shown.run.last_role == "a"
+    assert to_payload(shown) == fleet.ok("run", "show", thread, "--json")

@@ -85,11 +85,11 @@ class Demo:
                       f"ran it to $END with uwf-mock in {done.steps} steps: "
                       + " -> ".join(roles), steps=done.steps, roles=roles)
             shown = registry.show(store)
-            lifecycles = shown.get("runs", {}).get("lifecycles", {})
+            lifecycles = shown.runs.lifecycles or {}
             yield self.step("registry", lifecycles.get("completed") == 1,
                       "registry: " + ", ".join(f"{n} {state}" for state, n in
                                                lifecycles.items())
-                      + f"; {len(shown['views'])} views {shown['status']}",
+                      + f"; {len(shown.views)} views {shown.status}",
                       lifecycles=lifecycles)
             before = _reads(store, thread, show_thread, runs.show)
         shutil.rmtree(self.store_root / "views")
@@ -229,8 +229,8 @@ def _history(store: Store, thread: str) -> list[LogRecord]:
 
 
 def _reads(store: Store, thread: str, *reads: Callable[[Store, str], Any]) -> bytes:
-    return b"".join(json.dumps(to_payload(read(store, thread)), sort_keys=True).encode() + b"\n"
-                    for read in reads)
+    return b"".join(json.dumps(to_payload(read(store, thread)), sort_keys=True).encode()
+                    + b"\n" for read in reads)
 
 
 def _sha(data: bytes) -> str:

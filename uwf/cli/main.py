@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.context import Context
@@ -21,17 +21,11 @@ from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Command, Group, on_store
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
-from uwf.config.args import Args, NoArgs, arg
-from uwf.runs.terms import Scope
+from uwf.config.args import NoArgs
+from uwf.runs import commands as runs
+from uwf.runs.commands import Scoped
 from uwf.workflows import commands as workflows
 from uwf.workflows.commands import WorkflowPut, WorkflowShow
-
-# -- arguments ---------------------------------------------------------------
-
-class Scoped(Args, frozen=True, kw_only=True):
-    scope: Annotated[Scope,
-                     arg("home (all repos, default) or repo (the current repo)")] = "home"
-
 
 # -- workflow ----------------------------------------------------------------
 
@@ -57,30 +51,6 @@ def _workflow_panel(payload: dict[str, Any]) -> str:
 
 
 # -- registry ----------------------------------------------------------------
-
-def _registry_show(args: Scoped, ctx: Context) -> Any:
-    from uwf.runs import registry
-
-    return registry.show(ctx.store, args.scope)
-
-
-def _registry_refresh(args: Scoped, ctx: Context) -> Any:
-    from uwf.runs import registry
-
-    return registry.refresh(ctx.store, ctx.progress)
-
-
-def _registry_rebuild(args: Scoped, ctx: Context) -> Any:
-    from uwf.runs import registry
-
-    return registry.rebuild(ctx.store, ctx.progress)
-
-
-def _registry_verify(args: NoArgs, ctx: Context) -> Any:
-    from uwf.runs import registry
-
-    return registry.verify(ctx.store)
-
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
@@ -149,15 +119,16 @@ COMMANDS = Group(
         *WORKER_COMMANDS,
         *ARCHIVE_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
-                "next action.", "uwf registry show", Scoped, _registry_show,
+                "next action.", "uwf registry show", Scoped, on_store(runs.registry_show),
                 human=_registry_panel),
         Command(("registry", "refresh"), "Catch the views up with the log.",
-                "uwf registry refresh", Scoped, _registry_refresh),
+                "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
         Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
-                "uwf registry rebuild", Scoped, _registry_rebuild),
+                "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row (exit 1 on any difference).",
-                "uwf registry verify", NoArgs, _registry_verify, ok_exit=True),
+                "uwf registry verify", NoArgs, on_store(runs.registry_verify),
+                ok_exit=True),
         *LOG_COMMANDS,
         *DEMO_COMMANDS,
         *MCP_COMMANDS,

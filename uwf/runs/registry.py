@@ -9,6 +9,19 @@ from uwf.engine.journal import Progress
 from uwf.engine.log import GENESIS
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt
+from uwf.runs.results import (
+    Counts,
+    DamagedHead,
+    Difference,
+    Heads,
+    Rebuilt,
+    Refreshed,
+    RegistryShown,
+    RepoRuns,
+    RunIndex,
+    Verified,
+    ViewStatus,
+)
 from uwf.store import Store
 
 _NEXT = {
@@ -20,7 +33,7 @@ _NEXT = {
 }
 
 
-def show(store: Store, scope: str = "home") -> dict[str, Any]:
+def show(store: Store, scope: str = "home") -> RegistryShown:
     """Freshness of every view, row counts, durability and the next action."""
     freshness = store.journal.freshness()
     status = freshness.status
@@ -28,11 +41,11 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
     for name, view in freshness.views.items():
         label = f"stale ({view.behind} events behind)" if view.status == "stale" else view.status
         readable = view.status in ("valid", "stale")
-        views[name] = {"status": label,
-                       "rows": store.views.count(Query(name)) if readable else 0}
+        views[name] = ViewStatus(status=label,
+                                 rows=store.views.count(Query(name)) if readable else 0)
     readable = status in ("valid", "stale")
     checked = 0
-    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
+    damaged: dict[str, list[DamagedHead]] = {"missing": [], "corrupt": []}
     if readable:
         try:
             checked, damaged = _damaged_heads(store)
@@ -50,33 +63,33 @@ def show(store: Store, scope: str = "home") -> dict[str, Any]:
         more = (f" (and {len(found) - 1} more, in heads.{kind})" if len(found) > 1 else "")
         what = ("is missing from the CAS" if kind == "missing" else
                 "is damaged in the CAS (it does not hash to its name)")
-        next_action = (f"thread {first['thread']}'s head {first['head']} {what}{more}: "
+        next_action = (f"thread {first.thread}'s head {first.head} {what}{more}: "
                        "restore it from a backup (`json-cas verify --all` lists what else "
                        "is damaged), or kill the thread")
-    return {
-        "store": str(store.root) if store.root else ":memory:",
-        "scope": scope,
-        "status": status,
-        "checkpoint": freshness.checkpoint,
-        "logSeq": freshness.log_seq,
-        "behind": freshness.behind,
-        "segments": store.log.describe()["segments"],
-        "durability": store.durability,
-        "views": views,
-        "counts": {"workflows": views["workflows"]["rows"],
-                   "threads": _thread_counts(store) if readable else {}},
-        "heads": {"checked": checked, "missing": missing, "corrupt": corrupt},
-        "runs": (_runs(store, freshness.views.get("runs"), scope, missing, corrupt)
-                 if readable else {}),
-        "nextAction": next_action,
-    }
+    return RegistryShown(
+        store=str(store.root) if store.root else ":memory:",
+        scope=scope,
+        status=status,
+        checkpoint=freshness.checkpoint,
+        log_seq=freshness.log_seq,
+        behind=freshness.behind,
+        segments=store.log.describe()["segments"],
+        durability=store.durability,
+        views=views,
+        counts=Counts(workflows=views["workflows"].rows,
+                      threads=_thread_counts(store) if readable else {}),
+        heads=Heads(checked=checked, missing=missing, corrupt=corrupt),
+        runs=(_runs(store, freshness.views.get("runs"), scope, missing, corrupt)
+              if readable else RunIndex()),
+        next_action=next_action,
+    )
 
 
 STALE_SHOWN = 20
 
 
 def _runs(store: Store, view: ViewFreshness | None, scope: str,
-          missing: list[dict[str, str]], corrupt: list[dict[str, str]]) -> dict[str, Any]:
+          missing: list[DamagedHead], corrupt: list[DamagedHead]) -> RunIndex:
     """The run index as persisted: its sourceFingerprint, runs per derived lifecycle and
     per repo (kept counts, not a scan), the runs whose events the view has not folded yet
     (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
@@ -103,26 +116,26 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
     if behind:
         stale = list(runs_after(store, view.checkpoint if view else 0))
     checkpoint = store.views.checkpoints().get("runs")
-    return {
+    return RunIndex(
         # The index's sourceFingerprint: the chain digest of the last log line the runs
         # view folded (its checkpoint), so it names the exact log prefix the index was
         # built from; the 32 zeros of an empty log before anything is folded.
-        "sourceFingerprint": checkpoint.digest if checkpoint is not None else GENESIS.digest,
-        "lifecycles": {str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
-                       if n},
-        "archived": archived,
-        "repos": [{"repo": str(name), "runs": repos.get(name, 0),
-                   "queueEntries": entries.get(name, 0)}
-                  for name in sorted({*repos, *entries}, key=str)
-                  if name is not None and (repo is None or name == repo)],
-        "staleRuns": stale[:STALE_SHOWN],
-        "staleCount": len(stale),
-        "missingRuns": [entry["thread"] for entry in missing],
-        "corruptRuns": [entry["thread"] for entry in corrupt],
-    }
+        source_fingerprint=checkpoint.digest if checkpoint is not None else GENESIS.digest,
+        lifecycles={str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
+                    if n},
+        archived=archived,
+        repos=[RepoRuns(repo=str(name), runs=repos.get(name, 0),
+                        queue_entries=entries.get(name, 0))
+               for name in sorted({*repos, *entries}, key=str)
+               if name is not None and (repo is None or name == repo)],
+        stale_runs=stale[:STALE_SHOWN],
+        stale_count=len(stale),
+        missing_runs=[entry.thread for entry in missing],
+        corrupt_runs=[entry.thread for entry in corrupt],
+    )
 
 
-def _damaged_heads(store: Store) -> tuple[int, dict[str, list[dict[str, str]]]]:
+def _damaged_heads(store: Store) -> tuple[int, dict[str, list[DamagedHead]]]:
     """Open (active or blocked) threads whose head node is not in the CAS (`missing`),
     or is there but does not hash to its name (`corrupt`).
 
@@ -136,14 +149,14 @@ def _damaged_heads(store: Store) -> tuple[int, dict[str, list[dict[str, str]]]]:
     decode = store.journal.projections["threads"].decode
     checked = 0
     # Of the open threads, in key (creation) order.
-    damaged: dict[str, list[dict[str, str]]] = {"missing": [], "corrupt": []}
+    damaged: dict[str, list[DamagedHead]] = {"missing": [], "corrupt": []}
     for key, raw in store.views.query(Query("threads", (("open", "=", 1),))):
         state = decode(raw)
         head = state.head or state.start
         checked += 1
         damage = head_damage(store.cas, head)
         if damage is not None:
-            damaged[damage].append({"thread": key, "head": head})
+            damaged[damage].append(DamagedHead(thread=key, head=head))
     return checked, damaged
 
 
@@ -153,31 +166,31 @@ def _thread_counts(store: Store) -> dict[str, int]:
     return {str(state): n for state, n in sorted(counts.items(), key=lambda item: str(item[0]))}
 
 
-def refresh(store: Store, progress: Progress | None = None) -> dict[str, Any]:
+def refresh(store: Store, progress: Progress | None = None) -> Refreshed:
     """Catch the views up with the log."""
     before = store.journal.views.checkpoints()
     head = store.journal.refresh(progress)
     start = min((before.get(name, GENESIS).seq for name in store.journal.projections),
                 default=0)
-    return {"checkpoint": head.seq, "applied": head.seq - start, "status": "valid"}
+    return Refreshed(checkpoint=head.seq, applied=head.seq - start, status="valid")
 
 
-def rebuild(store: Store, progress: Progress | None = None) -> dict[str, Any]:
+def rebuild(store: Store, progress: Progress | None = None) -> Rebuilt:
     """Drop the views and replay the whole log."""
     head = store.journal.rebuild(progress)
     rows = sum(store.views.count(Query(name)) for name in store.journal.projections)
-    return {"checkpoint": head.seq, "rows": rows, "status": "valid"}
+    return Rebuilt(checkpoint=head.seq, rows=rows, status="valid")
 
 
-def verify(store: Store) -> dict[str, Any]:
+def verify(store: Store) -> Verified:
     """Replay into a scratch copy and compare with the persisted views row by row."""
-    differences: list[dict[str, str]] = []
+    differences: list[Difference] = []
     try:
         head = store.journal.refresh()
         expected = store.journal.replay()
     except Corrupt as exc:
-        return {"ok": False, "checkpoint": None, "rows": 0,
-                "differences": [{"view": "*", "key": "*", "problem": exc.line()}]}
+        return Verified(ok=False, checkpoint=None, rows=0,
+                        differences=[Difference(view="*", key="*", problem=exc.line())])
     persisted = {
         (name, key): raw
         for name in store.journal.projections
@@ -186,19 +199,21 @@ def verify(store: Store) -> dict[str, Any]:
     for view, key in sorted(expected.keys() | persisted.keys()):
         want, have = expected.get((view, key)), persisted.get((view, key))
         if have is None:
-            differences.append({"view": view, "key": key, "problem": "missing from the views"})
+            differences.append(Difference(view=view, key=key,
+                                          problem="missing from the views"))
         elif want is None:
-            differences.append({"view": view, "key": key, "problem": "not produced by replay"})
+            differences.append(Difference(view=view, key=key,
+                                          problem="not produced by replay"))
         elif want.value != have:
-            differences.append({"view": view, "key": key, "problem": "differs from replay"})
+            differences.append(Difference(view=view, key=key, problem="differs from replay"))
         else:
             columns = store.journal.projections[view].spec().columns
             where = (("key", "=", key), *((column, "=", value) for column, value in
                                           zip(columns, want.columns, strict=True)
                                           if value is not None))
             if store.views.count(Query(view, where)) != 1:
-                differences.append({"view": view, "key": key,
-                                    "problem": "indexed columns differ from replay"})
+                differences.append(Difference(view=view, key=key,
+                                              problem="indexed columns differ from replay"))
     for name in store.journal.projections:
         spec = store.journal.projections[name].spec()
         for column in spec.counted:
@@ -208,7 +223,7 @@ def verify(store: Store) -> dict[str, Any]:
                     value = row.columns[spec.columns.index(column)]
                     want_counts[value] = want_counts.get(value, 0) + 1
             if store.views.counts(name, column) != want_counts:
-                differences.append({"view": name, "key": "*",
-                                    "problem": f"counts by {column} differ from replay"})
-    return {"ok": not differences, "checkpoint": head.seq, "rows": len(persisted),
-            "differences": differences}
+                differences.append(Difference(view=name, key="*",
+                                              problem=f"counts by {column} differ from replay"))
+    return Verified(ok=not differences, checkpoint=head.seq, rows=len(persisted),
+                    differences=differences)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -25,8 +24,18 @@ from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
+from uwf.runs.commands import DEFAULT_RECENT
 from uwf.runs.decide import link, rerunnable
 from uwf.runs.projection import RunState
+from uwf.runs.results import (
+    ChosenAgent,
+    DriveMode,
+    Driven,
+    NextStep,
+    RecentStep,
+    Rerun,
+    Resumed,
+)
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
 from uwf.store import Store
 from uwf.threads.events import (
@@ -42,49 +51,46 @@ from uwf.threads.steps import StepState
 from uwf.workflow.moderator import END, NoTransition, status_of
 from uwf.workflows.discovery import is_workflow_file
 
-DEFAULT_RECENT = 5
-
-
 # -- resume --------------------------------------------------------------------------
 
 def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
-           config: Config | None = None) -> dict[str, Any]:
+           config: Config | None = None) -> Resumed:
     """Where the run stands and what runs next; writes nothing."""
     views = store.read()
     run = get_run(views, run_id)
     now = store.clock()
     _refuse_missing(store, run)
     thread = run.thread
-    result: dict[str, Any] = {"run": record(run, now, source=state_path(store)), "next": None}
-    steps = [{"hash": node.hash, "role": node.payload["role"], "agent": node.payload["agent"]}
+    steps = [RecentStep(hash=node.hash, role=node.payload["role"], agent=node.payload["agent"])
              for node in chain(store, thread.head, recent)] if recent else []
-    result["recentSteps"] = steps
+    result = Resumed(run=record(run, now, source=state_path(store)), next=None,
+                     recent_steps=steps, next_actions=[])
     if thread.done:
-        result["nextActions"] = [f"uwf run rerun {run_id}"]
+        result.next_actions = [f"uwf run rerun {run_id}"]
         return result
     if thread.in_flight is not None:
         flight = thread.in_flight
-        result["next"] = {"role": flight.role, "prompt": flight.edge_prompt,
-                          "agent": flight.agent, "inFlight": True}
-        result["nextActions"] = [f"wait for the step in flight (role {flight.role})"]
+        result.next = NextStep(role=flight.role, prompt=flight.edge_prompt, agent=flight.agent,
+                               in_flight=True)
+        result.next_actions = [f"wait for the step in flight (role {flight.role})"]
         return result
     try:
         workflow, decision = next_decision(store.cas, thread)
     except NoTransition as exc:
-        result["blocked"] = exc.what
-        result["nextActions"] = ["fix the workflow's graph and register it, then "
-                                 f"`uwf run rerun {run_id} --incremental --workflow NAME`"]
+        result.blocked = exc.what
+        result.next_actions = ["fix the workflow's graph and register it, then "
+                               f"`uwf run rerun {run_id} --incremental --workflow NAME`"]
         return result
     if decision.ends:
-        result["next"] = {"role": END, "prompt": "", "agent": None}
-        result["nextActions"] = [f"uwf run resume {run_id} --once"]
+        result.next = NextStep(role=END, prompt="", agent=None)
+        result.next_actions = [f"uwf run resume {run_id} --once"]
         return result
     config = config or load_config(store.settings.config_path)
     choice = resolve_agent(config, workflow["name"], decision.role, None)
-    result["next"] = {"role": decision.role, "prompt": decision.prompt,
-                      "agent": None if choice is None else
-                      {"name": choice.name, "argv": choice.argv, "source": choice.source}}
-    result["nextActions"] = (
+    result.next = NextStep(role=decision.role, prompt=decision.prompt,
+                           agent=None if choice is None else ChosenAgent(
+                               name=choice.name, argv=choice.argv, source=choice.source))
+    result.next_actions = (
         [f"configure an agent for role {decision.role} (defaultAgent or agentOverrides)"]
         if choice is None else [f"uwf run resume {run_id} --once",
                                 f"uwf run resume {run_id} --drive"])
@@ -92,7 +98,7 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
 
 
 def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None,
-          agent: str | None = None, timeout: float = 3600.0) -> dict[str, Any]:
+          agent: str | None = None, timeout: float = 3600.0) -> Driven:
     """Advance the run through the thread engine: one step, or to the end."""
     from uwf.threads.stepping import run_thread, step_thread
 
@@ -104,9 +110,9 @@ def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None
         step_thread(store, run_id, agent, timeout, config)
     else:
         run_thread(store, run_id, agent=agent, timeout=timeout, config=config)
-    return {"run": record(get_run(store.read(), run_id), store.clock(),
-                          source=state_path(store)),
-            "drive": {"mode": "once" if once else "drive"}}
+    return Driven(run=record(get_run(store.read(), run_id), store.clock(),
+                             source=state_path(store)),
+                  drive=DriveMode(mode="once" if once else "drive"))
 
 
 # -- rerun ---------------------------------------------------------------------------
@@ -120,7 +126,7 @@ class _Reuse:
 
 
 def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = False,
-          workflow: str | None = None, config: Config | None = None) -> dict[str, Any]:
+          workflow: str | None = None, config: Config | None = None) -> Rerun:
     """A new run of the same workflow (or `workflow`), prompt and repo, linked."""
     from ulid import ULID
 
@@ -161,10 +167,10 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
 
     store.journal.write(decide)
     new = get_run(store.read(), new_id)
-    return {"runId": new_id, "rerunOf": run_id, "originRunId": linked.origin_run_id,
-            "generation": linked.generation, "workflow": workflow_hash,
-            "reused": [step.event.reused for step in reused],
-            "run": record(new, store.clock(), source=state_path(store))}
+    return Rerun(run_id=new_id, rerun_of=run_id, origin_run_id=linked.origin_run_id,
+                 generation=linked.generation, workflow=workflow_hash,
+                 reused=[step.event.reused for step in reused if step.event.reused],
+                 run=record(new, store.clock(), source=state_path(store)))
 
 
 def _check_rerunnable(store: Store, run: RunState, now: int) -> None:

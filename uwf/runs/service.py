@@ -22,15 +22,26 @@ from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError
+from uwf.runs.commands import DEFAULT_LIMIT
 from uwf.runs.projection import RunState, derived_at, lifecycle
+from uwf.runs.results import (
+    Retained,
+    RunPage,
+    RunProvenance,
+    RunRecord,
+    RunShown,
+    RunWorkflow,
+    StepInFlight,
+    Tasks,
+    UsageTotals,
+)
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
-from uwf.threads.service import check_thread_id, head_of, in_flight
+from uwf.threads.service import check_thread_id, head_of
 
 # The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
 RECORD_SCHEMA_VERSION = 1
-DEFAULT_LIMIT = 50
 _MS_PER_DAY = 86_400_000
 
 
@@ -86,7 +97,7 @@ def state_path(store: Store) -> str:
 
 
 def record(run: RunState, now_ms: int, freshness: str = "valid", *,
-           source: str | None = None, stale: bool = False) -> dict[str, Any]:
+           source: str | None = None, stale: bool = False) -> RunRecord:
     """A RunRecord as SPEC §7 and the run-registry seed list its fields (docs/runs.md).
 
     `source` is the record's statePath (`state_path(store)`); `stale` says that the
@@ -95,45 +106,48 @@ def record(run: RunState, now_ms: int, freshness: str = "valid", *,
     provenance = None
     if run.provenance is not None:
         link = run.provenance
-        provenance = {"rerunOf": link.rerun_of, "rerunOfRepo": link.rerun_of_repo,
-                      "originRunId": link.origin_run_id, "generation": link.generation,
-                      "reason": link.reason, "incremental": link.incremental}
-    running = int(thread.in_flight is not None)
-    return {
-        "schemaVersion": RECORD_SCHEMA_VERSION,
-        "runId": thread.thread,
-        "appVersion": __version__,
-        "workflow": {"name": thread.name, "hash": thread.workflow},
-        "title": run.title,
-        "repo": thread.repo,
-        "runDir": None,
-        "statePath": source,
-        "createdAt": thread.created_at,
-        "updatedAt": thread.updated_at,
-        "loopStage": loop_stage(thread),
-        "lifecycle": lifecycle(run, now_ms),
-        "derivedLifecycle": derived_at(run, now_ms),
-        "archived": run.archived,
-        "archivedAt": run.archived_at,
-        "archiveReason": run.archive_reason,
-        "steps": thread.steps,
-        "reusedSteps": run.reused_steps,
-        "tasks": {"total": thread.steps + thread.failures + running, "pending": 0,
-                  "running": running, "failed": thread.failures, "completed": thread.steps},
-        "commitCount": 0,
-        "verifierGatedCommitCount": 0,
-        "openFeedbackCount": int(thread.state == "blocked"),
-        "lastRole": thread.last_role,
-        "lastStatus": thread.last_status,
-        "head": head_of(thread),
-        "inFlight": in_flight(thread),
-        "usage": usage_record(run),
-        "inputsDigest": run.inputs_digest,
-        "sourceFingerprint": run.source_fingerprint,
-        "provenance": provenance,
-        "freshness": freshness,
-        "stale": stale,
-    }
+        provenance = RunProvenance(rerun_of=link.rerun_of, rerun_of_repo=link.rerun_of_repo,
+                                   origin_run_id=link.origin_run_id,
+                                   generation=link.generation, reason=link.reason,
+                                   incremental=link.incremental)
+    flight = thread.in_flight
+    running = int(flight is not None)
+    return RunRecord(
+        schema_version=RECORD_SCHEMA_VERSION,
+        run_id=thread.thread,
+        app_version=__version__,
+        workflow=RunWorkflow(name=thread.name, hash=thread.workflow),
+        title=run.title,
+        repo=thread.repo,
+        run_dir=None,
+        state_path=source,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        loop_stage=loop_stage(thread),
+        lifecycle=lifecycle(run, now_ms),
+        derived_lifecycle=derived_at(run, now_ms),
+        archived=run.archived,
+        archived_at=run.archived_at,
+        archive_reason=run.archive_reason,
+        steps=thread.steps,
+        reused_steps=run.reused_steps,
+        tasks=Tasks(total=thread.steps + thread.failures + running, pending=0,
+                    running=running, failed=thread.failures, completed=thread.steps),
+        commit_count=0,
+        verifier_gated_commit_count=0,
+        open_feedback_count=int(thread.state == "blocked"),
+        last_role=thread.last_role,
+        last_status=thread.last_status,
+        head=head_of(thread),
+        in_flight=None if flight is None else StepInFlight(
+            role=flight.role, agent=flight.agent, started_at=flight.started_at),
+        usage=usage_record(run),
+        inputs_digest=run.inputs_digest,
+        source_fingerprint=run.source_fingerprint,
+        provenance=provenance,
+        freshness=freshness,
+        stale=stale,
+    )
 
 
 def loop_stage(thread: ThreadState) -> str:
@@ -149,15 +163,15 @@ def loop_stage(thread: ThreadState) -> str:
     return thread.last_role or "$START"
 
 
-def usage_record(run: RunState) -> dict[str, Any] | None:
+def usage_record(run: RunState) -> UsageTotals | None:
     """The usage the run's steps reported, summed (None: no step reported any)."""
     usage = run.usage
     if usage is None:
         return None
     # A sum of binary fractions (0.1 + 0.2) is shown at 10 decimals, not 0.30000000000000004.
     cost = None if usage.cost is None else round(usage.cost, 10)
-    return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-            "cost": cost, "reportedSteps": usage.reported_steps}
+    return UsageTotals(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                       cost=cost, reported_steps=usage.reported_steps)
 
 
 class _Subject(msgspec.Struct):
@@ -189,7 +203,7 @@ def _stale_since(store: Store, views: Views) -> dict[str, None]:
 
 
 def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
-                  ) -> dict[str, Any]:
+                  ) -> RunRecord:
     return record(run, now_ms, freshness_of(damaged_nodes(store, run)),
                   source=state_path(store), stale=run.thread.thread in stale)
 
@@ -197,7 +211,7 @@ def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, Non
 # -- search, list, history -----------------------------------------------------------
 
 def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
-           offset: int = 0, *, newest_first: bool = False) -> dict[str, Any]:
+           offset: int = 0, *, newest_first: bool = False) -> RunPage:
     """Runs the filters select, by (createdAt, runId) (newest first for history)."""
     views = store.read()
     now = store.clock()
@@ -207,8 +221,8 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     found = views.query(query)
     stale = _stale_since(store, views)
     runs = [_fresh_record(store, run, now, stale) for run in found]
-    return {"scope": filters.scope, "total": views.count(query), "limit": limit,
-            "offset": offset, "runs": runs}
+    return RunPage(scope=filters.scope, total=views.count(query), limit=limit, offset=offset,
+                   runs=runs)
 
 
 def _where(views: Views, filters: RunFilter, now: int, settings: Settings
@@ -258,7 +272,7 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
 
 # -- show ----------------------------------------------------------------------------
 
-def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
+def show(store: Store, run_id: str, scope: str = "home") -> RunShown:
     """One run. When a node it refers to is gone or damaged: `found: false`, freshness
     `missing` or `corrupt` (an unreadable run state is treated as missing, never as
     success), and the last-known record under `lastKnown`, never as a live status.
@@ -278,19 +292,19 @@ def show(store: Store, run_id: str, scope: str = "home") -> dict[str, Any]:
     freshness = freshness_of(damage)
     source = state_path(store)
     if freshness != "valid":
-        return {"found": False, "freshness": freshness, "missingNodes": damage["missing"],
-                "corruptNodes": damage["corrupt"],
-                "lastKnown": record(run, now, freshness, source=source, stale=stale),
-                "nextAction": "restore the nodes from a backup, or archive the run; "
-                              "`json-cas verify --all` lists what else is damaged"}
-    return {"found": True, "freshness": "valid",
-            "run": record(run, now, source=source, stale=stale)}
+        return RunShown(found=False, freshness=freshness, missing_nodes=damage["missing"],
+                        corrupt_nodes=damage["corrupt"],
+                        last_known=record(run, now, freshness, source=source, stale=stale),
+                        next_action="restore the nodes from a backup, or archive the run; "
+                                    "`json-cas verify --all` lists what else is damaged")
+    return RunShown(found=True, freshness="valid",
+                    run=record(run, now, source=source, stale=stale))
 
 
 # -- archive -------------------------------------------------------------------------
 
 def archive(store: Store, run_id: str, reason: str = "", *, unarchive: bool = False
-            ) -> dict[str, Any]:
+            ) -> RunShown:
     from uwf.engine.events import NewEvent
     from uwf.runs import decide as runs
 
@@ -302,7 +316,7 @@ def archive(store: Store, run_id: str, reason: str = "", *, unarchive: bool = Fa
     return show(store, run_id)
 
 
-def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> dict[str, Any]:
+def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> Retained:
     """Archive every run not archived whose last activity (updatedAt) is older than the
     window, and whose derived lifecycle is among `states` when any are given. A window
     of 0 days archives nothing: retention is opt-in."""
@@ -316,10 +330,10 @@ def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> di
         raise UsageError("--older-than-days must be 0 or more", "give a number of days")
     now = store.clock()
     cutoff = format_ts(max(0, now - older_than_days * _MS_PER_DAY))  # no earlier than 1970
-    result: dict[str, Any] = {"olderThanDays": older_than_days, "cutoff": cutoff,
-                              "states": list(wanted), "archived": [], "count": 0}
+    result = Retained(older_than_days=older_than_days, cutoff=cutoff, states=list(wanted),
+                      archived=[], count=0)
     if older_than_days == 0:
-        result["note"] = "no window given: nothing archived (give --older-than-days N)"
+        result.note = "no window given: nothing archived (give --older-than-days N)"
         return result
     reason = f"retention: no activity for {older_than_days} days"
 
@@ -332,5 +346,6 @@ def retain(store: Store, older_than_days: int, states: Iterable[str] = ()) -> di
                   for run in found]
         return Outcome(events, [run.thread.thread for run in found])
 
-    chosen = store.journal.write(decide)
-    return {**result, "archived": chosen, "count": len(chosen)}
+    result.archived = store.journal.write(decide)
+    result.count = len(result.archived)
+    return result
