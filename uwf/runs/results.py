@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from uwf.payload import UNSET, Result, UnsetType
+from uwf.threads.results import StepInFlight
 
 
 class RunWorkflow(Result):
@@ -23,14 +24,6 @@ class Tasks(Result):
     running: int
     failed: int
     completed: int
-
-
-class StepInFlight(Result):
-    """The step in flight: its role, the agent uwf resolved for it, when it started."""
-
-    role: str
-    agent: str
-    started_at: str
 
 
 class UsageTotals(Result):

@@ -31,13 +31,13 @@ from uwf.runs.results import (
     RunRecord,
     RunShown,
     RunWorkflow,
-    StepInFlight,
     Tasks,
     UsageTotals,
 )
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
+from uwf.threads.results import StepInFlight
 from uwf.threads.service import check_thread_id, head_of
 
 # The RunRecord's shape (`schemaVersion`): 1 is the first to carry the seed's fields.
