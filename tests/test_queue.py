@@ -296,17 +296,16 @@ def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None
     import sys
     from typing import get_args
 
-    from uwf.cli import queue as cli
     from uwf.cli import runs as cli_runs
     from uwf.cli import threads as cli_threads
+    from uwf.queue import commands, terms
     from uwf.queue import service as api
-    from uwf.queue import terms
     from uwf.runs import terms as run_terms
     from uwf.threads import terms as thread_terms
 
-    assert cli._ULID == api.ENTRY_ID_PATTERN
-    assert vars(cli)["Priority"] is vars(api)["Priority"] is terms.Priority
-    assert vars(cli)["Status"] is terms.StatusWord
+    assert vars(commands)["Priority"] is vars(api)["Priority"] is terms.Priority
+    assert vars(commands)["Status"] is terms.StatusWord
+    assert vars(commands)["TimeoutSec"] is vars(api)["TimeoutSec"]
     assert get_args(terms.StatusWord) == (*terms.STATUSES, *(
         word for word in terms.ALIASES if word not in terms.STATUSES))
     assert set(terms.ALIASES.values()) == set(terms.STATUSES)
