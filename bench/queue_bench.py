@@ -160,9 +160,9 @@ def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:
     start = time.perf_counter()
     ids = []
     for _ in range(count):
-        lease = sched.lease(store, 1)["leases"][0]
-        sched.complete(store, lease["id"], lease["leaseId"])
-        ids.append(lease["id"])
+        lease = sched.lease(store, 1).leases[0]
+        sched.complete(store, lease.id, lease.lease_id)
+        ids.append(lease.id)
     end = time.perf_counter()
     out.put((start, end, ids, probe.held, probe.waited, probe.waits))
 

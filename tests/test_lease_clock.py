@@ -86,12 +86,12 @@ def stall_at_the_lock(store: Store, clock: SteppedClock, meanwhile: Callable[[],
 def add(store: Store, prompt: str) -> str:
     spec = queue.EntrySpec(workflow="solve-issue", prompt=prompt, repo=str(store.root))
     result = queue.add(store, spec)
-    return str(result["entry"]["id"])
+    return result.entry.id
 
 
 def leased(store: Store) -> tuple[str, str]:
-    (lease,) = sched.lease(store, 1)["leases"]
-    return lease["id"], lease["leaseId"]
+    (lease,) = sched.lease(store, 1).leases
+    return lease.id, lease.lease_id
 
 
 def last_event(store: Store) -> Any:
@@ -128,10 +128,10 @@ def test_a_lease_judges_the_ceiling_at_the_instant_it_gets_the_lock(
         sched.lease(opened, 1)
     stall_at_the_lock(opened, clock, lambda: None)
     granted = sched.lease(opened, 1)  # the first lease expired while it waited
-    assert granted["now"] == format_ts(LATE)
-    (lease,) = granted["leases"]
-    assert lease["id"] == second
-    assert lease["leaseExpiresAt"] == format_ts(LATE + TTL_MS)
+    assert granted.now == format_ts(LATE)
+    (lease,) = granted.leases
+    assert lease.id == second
+    assert lease.lease_expires_at == format_ts(LATE + TTL_MS)
     event = last_event(opened)
     assert (event["type"], event["ts"]) == ("queue.leased", format_ts(LATE))
 
@@ -141,11 +141,11 @@ def test_a_reclaim_judges_expiry_at_the_instant_it_gets_the_lock(
     opened, clock = store
     entry = add(opened, "first")
     leased(opened)
-    assert sched.reclaim(opened)["count"] == 0
+    assert sched.reclaim(opened).count == 0
     stall_at_the_lock(opened, clock, lambda: None)
     reclaimed = sched.reclaim(opened)
-    assert reclaimed["now"] == format_ts(LATE)
-    assert [item["id"] for item in reclaimed["reclaimed"]] == [entry]
+    assert reclaimed.now == format_ts(LATE)
+    assert [item.id for item in reclaimed.reclaimed] == [entry]
 
 
 def test_a_stalled_renew_never_makes_two_active_leases(
@@ -169,7 +169,7 @@ def test_a_stalled_renew_never_makes_two_active_leases(
             sched.renew(opened, entry, lease)
     finally:
         other.close()
-    assert sched.plan(opened)["active"] == 1
+    assert sched.plan(opened).active == 1
 
 
 # -- across real processes ---------------------------------------------------------------
@@ -182,6 +182,7 @@ RENEWER = textwrap.dedent('''
     from uwf.store import Store
     from uwf.engine.filelog import FileLog
     from uwf.errors import UwfError
+    from uwf.payload import to_payload
 
     original = FileLog.exclusive
 
@@ -193,7 +194,7 @@ RENEWER = textwrap.dedent('''
     FileLog.exclusive = at_the_door
     store = Store.open(sys.argv[1])
     try:
-        print(json.dumps(sched.renew(store, sys.argv[2], sys.argv[3])), flush=True)
+        print(json.dumps(to_payload(sched.renew(store, sys.argv[2], sys.argv[3]))), flush=True)
     except UwfError as exc:
         print("refused: " + exc.line(), flush=True)
         sys.exit(exc.exit_code)
@@ -332,7 +333,7 @@ def test_verify_counts_only_leases_live_at_the_event(
           QueueLeased("01KAZZZZZZZZZZZZZZZZZZZZZY", T0 + 2 * TTL_MS, 1))
     sched.set_policy(opened, {"maxConcurrent": 3})
     clock.ms = T0 + TTL_MS + 1
-    assert sched.lease(opened)["granted"] == 2
+    assert sched.lease(opened).granted == 2
     assert problems(opened) == []
     forge(opened, clock, T0 + TTL_MS + 2, ids[4],
           QueueLeased("01KAZZZZZZZZZZZZZZZZZZZZZX", T0 + 3 * TTL_MS, 1))

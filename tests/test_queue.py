@@ -296,17 +296,16 @@ def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None
     import sys
     from typing import get_args
 
-    from uwf.cli import queue as cli
+    from uwf.queue import commands, terms
     from uwf.queue import service as api
-    from uwf.queue import terms
     from uwf.runs import commands as run_commands
     from uwf.runs import terms as run_terms
     from uwf.threads import commands as thread_commands
     from uwf.threads import terms as thread_terms
 
-    assert cli._ULID == api.ENTRY_ID_PATTERN
-    assert vars(cli)["Priority"] is vars(api)["Priority"] is terms.Priority
-    assert vars(cli)["Status"] is terms.StatusWord
+    assert vars(commands)["Priority"] is vars(api)["Priority"] is terms.Priority
+    assert vars(commands)["Status"] is terms.StatusWord
+    assert vars(commands)["TimeoutSec"] is vars(api)["TimeoutSec"]
     assert get_args(terms.StatusWord) == (*terms.STATUSES, *(
         word for word in terms.ALIASES if word not in terms.STATUSES))
     assert set(terms.ALIASES.values()) == set(terms.STATUSES)
@@ -319,3 +318,30 @@ def test_the_cli_and_the_api_share_one_declaration_of_words_and_bounds() -> None
          "print(sorted(m for m in sys.modules if m.startswith('uwf.engine')))"],
         capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"
+
+
+# -- typed results ------------------------------------------------------------------------
+
+def test_the_services_return_typed_results_that_print_as_the_cli_does(q: Queue, cli: Cli
+                                                                       ) -> None:
+    from uwf.payload import to_payload
+    from uwf.queue import sched
+    from uwf.queue import service as api
+    from uwf.queue.results import EntryRecord, Planned
+    from uwf.store import Store
+
+    first = q.add("--session", "a", now=at(0))
+    q.add("--session", "a", now=at(1))
+    q.add(now=at(2))
+    q.lease("--session", "a", now=at(3))
+    store = Store.open(cli.home, now=at(4))
+    try:
+        shown, planned = api.show(store, first), sched.plan(store)
+    finally:
+        store.close()
+    assert isinstance(shown, EntryRecord)
+    assert shown.lease is not None
+    assert to_payload(shown) == q.ok("queue", "show", first, now=at(4))
+    assert isinstance(planned, Planned)
+    assert planned.skipped_counts.concurrency_ceiling == 1
+    assert to_payload(planned) == q.ok("sched", "plan", now=at(4))

@@ -32,6 +32,7 @@ from uwf.queue.events import (
     QueueStatusSet,
 )
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
+from uwf.queue.results import Drained, Reclaimed
 from uwf.queue.rules import (
     ADDED,
     KINDS,
@@ -229,7 +230,7 @@ def store_with_entry_in(status: str) -> Store:
         queue.drain(store)
     elif status != "ready":
         queue.set_status(store, ENTRY, status)
-    assert queue.show(store, ENTRY)["status"] == status
+    assert queue.show(store, ENTRY).status == status
     return store
 
 
@@ -259,7 +260,9 @@ def test_the_command_refuses_and_verify_names_a_forbidden_pair(status: str, kind
     if kind != "added":
         expected = REFUSED[kind]
         if expected is None:
-            assert command(kind, store)["count"] == 0  # type: ignore[index]
+            nothing = command(kind, store)
+            assert isinstance(nothing, Drained | Reclaimed)
+            assert nothing.count == 0
         else:
             with pytest.raises(expected[0]):
                 command(kind, store)

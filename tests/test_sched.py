@@ -291,6 +291,7 @@ WORKER = textwrap.dedent('''
     from uwf.queue import sched
     from uwf.store import Store
     from uwf.errors import NothingToDo, UwfError
+    from uwf.payload import to_payload
 
     home, out, start, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), \\
         float(sys.argv[4]), int(sys.argv[5])
@@ -307,24 +308,24 @@ WORKER = textwrap.dedent('''
             except NothingToDo:
                 time.sleep(0.001)  # the ceiling is reached: give the lock to the holders
                 continue
-            for lease in granted["leases"]:
-                acks.write(json.dumps({"op": "lease", **lease}) + "\\n")
+            for lease in granted.leases:
+                acks.write(json.dumps({"op": "lease", **to_payload(lease)}) + "\\n")
             acks.flush()
             time.sleep(rng.random() * 0.02)  # hold the leases a moment, as work would
-            for lease in granted["leases"]:
+            for lease in granted.leases:
                 roll = rng.random()
                 op = "complete" if roll < 0.4 else "release" if roll < 0.8 else "failed"
                 try:
                     if op == "complete":
-                        sched.complete(store, lease["id"], lease["leaseId"])
+                        sched.complete(store, lease.id, lease.lease_id)
                     else:
-                        sched.release(store, lease["id"], lease["leaseId"],
+                        sched.release(store, lease.id, lease.lease_id,
                                       failed=op == "failed")
                 except UwfError as exc:
                     acks.write(json.dumps({"op": "refused", "error": exc.what}) + "\\n")
                     continue
-                acks.write(json.dumps({"op": op, "id": lease["id"],
-                                       "leaseId": lease["leaseId"]}) + "\\n")
+                acks.write(json.dumps({"op": op, "id": lease.id,
+                                       "leaseId": lease.lease_id}) + "\\n")
                 acks.flush()
 ''')
 

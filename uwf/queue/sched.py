@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -36,6 +36,20 @@ from uwf.queue.projection import (
     QUEUE_ORDER,
     PolicyState,
     QueueEntry,
+)
+from uwf.queue.results import (
+    EntryRecord,
+    Granted,
+    Leased,
+    Planned,
+    PlannedLease,
+    PolicyShown,
+    PolicyValues,
+    PoolLoad,
+    Reclaimed,
+    ReclaimedLease,
+    Skipped,
+    SkippedCounts,
 )
 from uwf.queue.rules import TERMINAL, Policy, out_of_backoff, pool_room, total_room
 from uwf.queue.service import get_entry, ms_ts, record
@@ -58,22 +72,26 @@ def current_policy(views: Views) -> Policy:
     return Policy() if state is None else state.policy
 
 
-def policy_dict(policy: Policy) -> dict[str, Any]:
-    plain: dict[str, Any] = msgspec.to_builtins(policy)
+def policy_values(policy: Policy) -> PolicyValues:
+    """The policy as commands print it: a whole backoffFactor as an integer."""
     factor = policy.backoff_factor
-    plain["backoffFactor"] = int(factor) if float(factor).is_integer() else factor
-    return plain
+    return PolicyValues(
+        max_concurrent=policy.max_concurrent, max_attempts=policy.max_attempts,
+        lease_ttl_ms=policy.lease_ttl_ms, backoff_base_ms=policy.backoff_base_ms,
+        backoff_factor=int(factor) if float(factor).is_integer() else factor,
+        backoff_cap_ms=policy.backoff_cap_ms, sessions=policy.sessions,
+        max_total=policy.max_total)
 
 
-def show_policy(store: Store) -> dict[str, Any]:
+def show_policy(store: Store) -> PolicyShown:
     views = store.read()
     state: PolicyState | None = views.get("sched", POLICY_KEY)
-    return {"policy": policy_dict(current_policy(views)), "default": state is None,
-            "updatedAt": None if state is None else state.updated_at}
+    return PolicyShown(policy=policy_values(current_policy(views)), default=state is None,
+                       updated_at=None if state is None else state.updated_at)
 
 
 def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
-               ) -> dict[str, Any]:
+               ) -> PolicyShown:
     """Change some of the policy's values (camelCase names); the whole policy, checked,
     is recorded. With `session`, `maxConcurrent` is that session's own ceiling (the
     only value a session has of its own). `maxTotal` 0 removes the overall cap.
@@ -242,7 +260,7 @@ def _choose(views: Views, now: int, limit: int | None, session: str | None
 
 
 def _grant(views: Views, now: int, limit: int | None, session: str | None
-           ) -> Outcome[dict[str, Any]]:
+           ) -> Outcome[Leased]:
     from ulid import ULID
 
     chosen, reached = _choose(views, now, limit, session)
@@ -250,14 +268,13 @@ def _grant(views: Views, now: int, limit: int | None, session: str | None
     granted = decider.grant(chosen, lease_ids, now, current_policy(views),
                              session=session, reached=reached)
     events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
-    leases = [{"id": entry.id, "leaseId": data.lease_id,
-               "leaseExpiresAt": format_ts(data.expires_at_ms), "attempt": data.attempt}
+    leases = [Granted(id=entry.id, lease_id=data.lease_id,
+                      lease_expires_at=format_ts(data.expires_at_ms), attempt=data.attempt)
               for entry, data in granted]
-    return Outcome(events, {"now": format_ts(now), "granted": len(leases), "leases": leases})
+    return Outcome(events, Leased(now=format_ts(now), granted=len(leases), leases=leases))
 
 
-def lease(store: Store, limit: int | None = None, session: str | None = None
-          ) -> dict[str, Any]:
+def lease(store: Store, limit: int | None = None, session: str | None = None) -> Leased:
     """Lease the first eligible entries (of a session) up to the concurrency ceiling;
     nothing to lease is exit 3."""
     return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
@@ -267,25 +284,25 @@ def pick(store: Store, session: str) -> str:
     """The job registry's pick: lease the first eligible entry of `session` under the
     policy and return its id (exit 3 when there is none)."""
     result = lease(store, 1, session)
-    return str(result["leases"][0]["id"])
+    return result.leases[0].id
 
 
 # -- the lease holder's commands -----------------------------------------------------
 
-def _recorded(entry_id: str, data: EventData) -> Outcome[dict[str, Any]]:
+def _recorded(entry_id: str, data: EventData) -> Outcome[EntryRecord]:
     """`data` recorded on the entry; the entry's record as the write left it."""
     return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
 
 
 def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
-             ) -> dict[str, Any]:
+             ) -> EntryRecord:
     """Terminal success; `run` records the run the holder worked on."""
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.complete(
         get_entry(views, entry_id), lease_id, now, run)))
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
-            reason: str = "", run: str | None = None) -> dict[str, Any]:
+            reason: str = "", run: str | None = None) -> EntryRecord:
     """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
     `run` records the run the holder started, so the next holder continues it."""
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.release(
@@ -293,7 +310,7 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
         reason=reason, run=run)))
 
 
-def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
+def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
     """`queue status --set completed` of an entry whose work is not there (`why`): its
     live lease is released as one failed attempt (backoff, or parked at maxAttempts),
     recorded, then the command is refused naming `why`. An entry not leased (or whose
@@ -309,37 +326,38 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> dict[str, Any]:
     raise store.journal.write_at(decide)
 
 
-def renew(store: Store, entry_id: str, lease_id: str) -> dict[str, Any]:
+def renew(store: Store, entry_id: str, lease_id: str) -> EntryRecord:
     """Extend a live lease to now + leaseTtlMs."""
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.renew(
         get_entry(views, entry_id), lease_id, now, current_policy(views))))
 
 
-def reclaim(store: Store) -> dict[str, Any]:
+def reclaim(store: Store) -> Reclaimed:
     """Take back every expired lease, each one failed attempt (backoff or park)."""
 
-    def decide(views: Views, now: int) -> Outcome[tuple[int, list[dict[str, Any]]]]:
+    def decide(views: Views, now: int) -> Outcome[tuple[int, list[ReclaimedLease]]]:
         expired = views.query(Query("queue", (("status", "=", "leased"),
                                               ("lease_expires", "<=", now)),
                                     None, QUEUE_ORDER))
         taken = decider.reclaim(expired, now, current_policy(views))
-        done = [{"id": entry.id, "leaseId": data.lease_id, "attempts": data.attempts,
-                 "status": "parked" if data.parked else "ready",
-                 "nextEligibleAt": ms_ts(data.next_eligible_at_ms)} for entry, data in taken]
+        done = [ReclaimedLease(id=entry.id, lease_id=data.lease_id, attempts=data.attempts,
+                               status="parked" if data.parked else "ready",
+                               next_eligible_at=ms_ts(data.next_eligible_at_ms))
+                for entry, data in taken]
         return Outcome([NewEvent(f"queue/{entry.id}", data) for entry, data in taken],
                        (now, done))
 
     now, reclaimed = store.journal.write_at(decide)
-    return {"now": format_ts(now), "count": len(reclaimed), "reclaimed": reclaimed}
+    return Reclaimed(now=format_ts(now), count=len(reclaimed), reclaimed=reclaimed)
 
 
-def reset(store: Store, entry_id: str) -> dict[str, Any]:
+def reset(store: Store, entry_id: str) -> EntryRecord:
     """A parked entry is ready again with attempts 0; only a parked one."""
     return store.journal.write(lambda views: _recorded(entry_id, decider.reset(
         get_entry(views, entry_id))))
 
 
-def _shown(entry_id: str) -> Callable[[Views], dict[str, Any]]:
+def _shown(entry_id: str) -> Callable[[Views], EntryRecord]:
     """The entry's record as the write left it."""
     return lambda views: record(get_entry(views, entry_id))
 
@@ -358,7 +376,7 @@ def _skip_reason(entry: QueueEntry, now: int) -> str:
     return "concurrency-ceiling"
 
 
-def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
+def plan(store: Store, show_all: bool = False) -> Planned:
     """What `sched lease` would grant now, and why the rest waits: read-only, and the
     same on repeat. Counted from kept counts and index ranges, and `skipped` lists the
     first 20 in queue order (all with `show_all`), so a huge queue plans as fast."""
@@ -367,11 +385,11 @@ def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
     policy = current_policy(views)
     active = active_leases(views, now)
     planned, _ = _choose(views, now, None, None)
-    pools: list[dict[str, Any]] = []
+    pools: list[PoolLoad] = []
     available = 0
     for pool in ready_pools(views):
         in_pool = pool_active(views, now, pool)
-        pools.append({"session": pool, "ceiling": policy.ceiling(pool), "active": in_pool})
+        pools.append(PoolLoad(session=pool, ceiling=policy.ceiling(pool), active=in_pool))
         available += max(0, policy.ceiling(pool) - in_pool)
     if policy.max_total is not None:
         available = min(available, max(0, policy.max_total - active))
@@ -380,23 +398,23 @@ def plan(store: Store, show_all: bool = False) -> dict[str, Any]:
     backoff = views.count(Query("queue", (("status", "=", "ready"),
                                           ("eligible_at", ">", now))))
     eligible = int(statuses.get("ready", 0)) - backoff
-    counts = {
-        "parked": int(statuses.get("parked", 0)),
-        "terminal": sum(int(statuses.get(status, 0)) for status in TERMINAL),
-        "leased": int(statuses.get("leased", 0)),
-        "backoff": backoff,
-        "concurrency-ceiling": eligible - len(planned),
-    }
+    counts = SkippedCounts(
+        parked=int(statuses.get("parked", 0)),
+        terminal=sum(int(statuses.get(status, 0)) for status in TERMINAL),
+        leased=int(statuses.get("leased", 0)),
+        backoff=backoff,
+        concurrency_ceiling=eligible - len(planned),
+    )
     limit = None if show_all else PLAN_SKIPPED_SHOWN + len(planned)
     skipped = []
     for entry in views.query(Query("queue", order=QUEUE_ORDER, limit=limit)):
         if entry.id in chosen:
             continue
-        skipped.append({"id": entry.id, "reason": _skip_reason(entry, now)})
+        skipped.append(Skipped(id=entry.id, reason=_skip_reason(entry, now)))
     if not show_all:
         skipped = skipped[:PLAN_SKIPPED_SHOWN]
-    leases = [{"id": entry.id, "priority": entry.priority, "attempt": entry.attempts + 1,
-               "session": entry.session} for entry in planned]
-    return {"now": format_ts(now), "policy": policy_dict(policy), "active": active,
-            "available": available, "pools": pools, "leases": leases, "skipped": skipped,
-            "skippedCounts": counts}
+    leases = [PlannedLease(id=entry.id, priority=entry.priority, attempt=entry.attempts + 1,
+                           session=entry.session) for entry in planned]
+    return Planned(now=format_ts(now), policy=policy_values(policy), active=active,
+                   available=available, pools=pools, leases=leases, skipped=skipped,
+                   skipped_counts=counts)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from uwf.config.args import TimeoutSec
 from uwf.config.inputfile import (
     LIMITS_DOC,
     MAX_BATCH_BYTES,
@@ -23,7 +24,6 @@ from uwf.config.inputfile import (
     read_lines,
     shown,
 )
-from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.repo import find_repo
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
@@ -31,7 +31,7 @@ from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, UsageError, UwfError
-from uwf.ids import ULID_PATTERN, check_ulid
+from uwf.ids import check_ulid
 from uwf.queue import decide as decider
 from uwf.queue.events import QueueAdded
 from uwf.queue.projection import (
@@ -42,14 +42,23 @@ from uwf.queue.projection import (
     QueueEntry,
     QueueProjection,
 )
+from uwf.queue.results import (
+    BatchAdded,
+    Drained,
+    EntryAdded,
+    EntryLease,
+    EntryPage,
+    EntryRecord,
+    Timeline,
+    TimelineEvent,
+    TimelineLength,
+    Timelines,
+)
 from uwf.queue.terms import ALIASES, JOB_WORDS, STATUSES, Priority
 from uwf.store import Store
 from uwf.threads.service import check_thread_id
 from uwf.workflows.service import resolve_workflow
 
-# An entry id is a ULID, as a thread id is; the CLI declares the same pattern.
-ENTRY_ID_PATTERN = ULID_PATTERN
-TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as editors write it
 
@@ -108,35 +117,21 @@ def ms_ts(ms: int | None) -> str | None:
     return None if ms is None else format_ts(ms)
 
 
-def record(entry: QueueEntry) -> dict[str, Any]:
+def record(entry: QueueEntry) -> EntryRecord:
     """An entry as SPEC §8 lists its fields (plus the job registry's status word)."""
     lease = entry.lease
-    return {
-        "id": entry.id,
-        "status": entry.status,
-        "jobStatus": JOB_WORDS[entry.status],
-        "priority": entry.priority,
-        "enqueuedAt": entry.enqueued_at,
-        "updatedAt": entry.updated_at,
-        "workflow": entry.workflow,
-        "workflowHash": entry.workflow_hash,
-        "prompt": entry.prompt,
-        "run": entry.run,
-        "repo": entry.repo,
-        "session": entry.session,
-        "agent": entry.agent,
-        "timeoutSec": entry.timeout_sec,
-        "idleTimeoutSec": entry.idle_timeout_sec,
-        "expectedArtifacts": entry.expected_artifacts,
-        "note": entry.note,
-        "key": entry.key,
-        "attempts": entry.attempts,
-        "lease": None if lease is None else {
-            "id": lease.id, "expiresAt": format_ts(lease.expires_at_ms),
-            "attempt": lease.attempt, "session": lease.session},
-        "nextEligibleAt": ms_ts(entry.next_eligible_at_ms),
-        "parkedReason": entry.parked_reason,
-    }
+    return EntryRecord(
+        id=entry.id, status=entry.status, job_status=JOB_WORDS[entry.status],
+        priority=entry.priority, enqueued_at=entry.enqueued_at, updated_at=entry.updated_at,
+        workflow=entry.workflow, workflow_hash=entry.workflow_hash, prompt=entry.prompt,
+        run=entry.run, repo=entry.repo, session=entry.session, agent=entry.agent,
+        timeout_sec=entry.timeout_sec, idle_timeout_sec=entry.idle_timeout_sec,
+        expected_artifacts=entry.expected_artifacts, note=entry.note, key=entry.key,
+        attempts=entry.attempts,
+        lease=None if lease is None else EntryLease(
+            id=lease.id, expires_at=format_ts(lease.expires_at_ms), attempt=lease.attempt,
+            session=lease.session),
+        next_eligible_at=ms_ts(entry.next_eligible_at_ms), parked_reason=entry.parked_reason)
 
 
 def new_ids(ms: int, count: int) -> list[str]:
@@ -211,15 +206,15 @@ class _Resolver:
         return found
 
 
-def add(store: Store, spec: EntrySpec) -> dict[str, Any]:
+def add(store: Store, spec: EntrySpec) -> EntryAdded:
     """Queue one entry; with a `key` matching a live entry, that entry instead."""
     data = _Resolver(store).added(spec)
     ids, added = _write_added(store, [data])
     entry = get_entry(store.read(), ids[0])
-    return {"added": bool(added), "entry": record(entry)}
+    return EntryAdded(added=bool(added), entry=record(entry))
 
 
-def add_batch(store: Store, path: str) -> dict[str, Any]:
+def add_batch(store: Store, path: str) -> BatchAdded:
     """Queue every line of a JSON-lines file (or `-`, stdin) in one write (one lock, one
     fsync): all or nothing, and a bad line rejects the batch, naming its number. The
     file is read as a stream of lines, each at most MAX_BATCH_LINE_BYTES, the whole at
@@ -253,7 +248,7 @@ def add_batch(store: Store, path: str) -> dict[str, Any]:
     if not specs:
         raise UsageError(f"{name} holds no entries", "give one JSON object per line")
     ids, added = _write_added(store, specs)
-    return {"count": len(ids), "added": added, "existing": len(ids) - added, "ids": ids}
+    return BatchAdded(count=len(ids), added=added, existing=len(ids) - added, ids=ids)
 
 
 def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str], int]:
@@ -303,23 +298,22 @@ def where_terms(settings: Settings, status: str | None = None, repo: str | None 
 
 def list_entries(store: Store, status: str | None = None, repo: str | None = None,
                  session: str | None = None, *, limit: int | None = None, offset: int = 0
-                 ) -> dict[str, Any]:
+                 ) -> EntryPage:
     """Entries in queue order, filtered; `total` is how many the filters select."""
     views = store.read()
     query = Query("queue", tuple(where_terms(store.settings, status, repo, session)), None,
                   QUEUE_ORDER, limit, offset)
     entries = [record(entry) for entry in views.query(query)]
-    return {"total": views.count(query), "limit": limit, "offset": offset,
-            "entries": entries}
+    return EntryPage(total=views.count(query), limit=limit, offset=offset, entries=entries)
 
 
-def show(store: Store, entry_id: str) -> dict[str, Any]:
+def show(store: Store, entry_id: str) -> EntryRecord:
     return record(get_entry(store.read(), entry_id))
 
 
 # -- writes without a lease ------------------------------------------------------------
 
-def drain(store: Store, limit: int | None = None, repo: str | None = None) -> dict[str, Any]:
+def drain(store: Store, limit: int | None = None, repo: str | None = None) -> Drained:
     """Mark the next ready entries drained and return them: no policy (the host runs
     them); entries waiting out a backoff are ready too."""
     where = tuple(where_terms(store.settings, "ready", repo))
@@ -332,7 +326,7 @@ def drain(store: Store, limit: int | None = None, repo: str | None = None) -> di
     chosen = store.journal.write(decide)
     views = store.read()
     drained = [record(get_entry(views, entry.id)) for entry in chosen]
-    return {"count": len(drained), "drained": drained}
+    return Drained(count=len(drained), drained=drained)
 
 
 def missing_artifacts(entry: QueueEntry) -> list[str]:
@@ -359,7 +353,7 @@ def artifact_failure(entry: QueueEntry) -> str | None:
     return f"expected artifact {missing[0]!r} is missing from {entry.repo}{more}"
 
 
-def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
+def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
     """The job registry's `status --set`: any status but `leased` (a lease is granted,
     never set); a lease the entry had is void. `completed` of a leased entry whose
     expected artifacts are not all in its repo is a failed attempt instead
@@ -381,7 +375,7 @@ def set_status(store: Store, entry_id: str, status: str) -> dict[str, Any]:
     return show(store, entry_id)
 
 
-def cancel(store: Store, entry_id: str, reason: str = "") -> dict[str, Any]:
+def cancel(store: Store, entry_id: str, reason: str = "") -> EntryRecord:
     """The entry will never run; a live lease on it is void (its holder's complete is
     then refused)."""
 
@@ -398,7 +392,7 @@ def cancel(store: Store, entry_id: str, reason: str = "") -> dict[str, Any]:
 _TIMELINE_NAMES = {"queue.added": "registered", "queue.status_set": "status_changed"}
 
 
-def logs(store: Store, entry_id: str, tail: int | None = None) -> dict[str, Any]:
+def logs(store: Store, entry_id: str, tail: int | None = None) -> Timeline:
     """The entry's timeline from the log (registered, status changes, leases, attempts),
     oldest first; `tail` keeps the last N. Read through the stream index, so it costs the
     entry's events, not the log written since the entry was added."""
@@ -406,20 +400,18 @@ def logs(store: Store, entry_id: str, tail: int | None = None) -> dict[str, Any]
     events = list(_subject_events(store, f"queue/{entry_id}"))
     projection = QueueProjection()
     state: QueueEntry | None = None
-    timeline: list[dict[str, Any]] = []
+    timeline: list[TimelineEvent] = []
     for envelope in events:
         before = None if state is None else state.status
         state = projection.apply(state, envelope)
-        after = None if state is None else state.status
-        item: dict[str, Any] = {
-            "seq": envelope.seq, "ts": envelope.ts,
-            "event": _TIMELINE_NAMES.get(envelope.type, envelope.type.partition(".")[2]),
-            "type": envelope.type, "from": before, "to": after,
-            "data": to_builtins(envelope.data)}
-        timeline.append(item)
+        timeline.append(TimelineEvent(
+            seq=envelope.seq, ts=envelope.ts,
+            event=_TIMELINE_NAMES.get(envelope.type, envelope.type.partition(".")[2]),
+            type=envelope.type, from_=before, to=None if state is None else state.status,
+            data=to_builtins(envelope.data)))
     if tail is not None:
         timeline = timeline[len(timeline) - tail:] if tail else []
-    return {"id": entry_id, "status": entry.status, "events": timeline}
+    return Timeline(id=entry_id, status=entry.status, events=timeline)
 
 
 def _subject_events(store: Store, subject: str) -> Iterator[Any]:
@@ -433,11 +425,11 @@ def _subject_events(store: Store, subject: str) -> Iterator[Any]:
     return reversed(found)
 
 
-def logs_list(store: Store) -> dict[str, Any]:
+def logs_list(store: Store) -> Timelines:
     """Every entry with its live status and the length of its timeline, in queue order."""
     views = store.read()
-    entries = [{"id": entry.id, "status": entry.status, "jobStatus": JOB_WORDS[entry.status],
-                "events": entry.events, "enqueuedAt": entry.enqueued_at,
-                "updatedAt": entry.updated_at}
+    entries = [TimelineLength(id=entry.id, status=entry.status,
+                              job_status=JOB_WORDS[entry.status], events=entry.events,
+                              enqueued_at=entry.enqueued_at, updated_at=entry.updated_at)
                for entry in views.query(Query("queue", order=QUEUE_ORDER))]
-    return {"count": len(entries), "entries": entries}
+    return Timelines(count=len(entries), entries=entries)

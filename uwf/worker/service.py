@@ -45,6 +45,7 @@ from uwf.errors import NotFound, NothingToDo, Rejected, StoreBusy, StoreUnavaila
 from uwf.payload import UNSET
 from uwf.queue import sched
 from uwf.queue.projection import QueueEntry
+from uwf.queue.results import Granted
 from uwf.queue.service import artifact_failure, get_entry
 from uwf.store import Store
 from uwf.threads.service import get_thread, start_thread
@@ -229,17 +230,17 @@ class Worker:
             raise nothing or NothingToDo("no queue entry is eligible",
                                          "see why with `uwf sched plan`")
 
-    def _lease(self, free: int) -> tuple[list[dict[str, Any]], NothingToDo | None]:
+    def _lease(self, free: int) -> tuple[list[Granted], NothingToDo | None]:
         try:
             granted = sched.lease(self.store, free, self.options.session)
         except NothingToDo as exc:
             return [], exc
         except (StoreBusy, StoreUnavailable):  # transient: try again after the poll
             return [], None
-        return list(granted["leases"]), None
+        return granted.leases, None
 
-    def _start(self, lease: dict[str, Any]) -> None:
-        held = _Held(lease["id"], lease["leaseId"], int(lease["attempt"]))
+    def _start(self, lease: Granted) -> None:
+        held = _Held(lease.id, lease.lease_id, lease.attempt)
         runner = threading.Thread(target=self._runner, args=(held,),
                                   name=f"uwf-worker-{held.entry_id}", daemon=True)
         self._running[held.entry_id] = (held, runner)
@@ -427,7 +428,7 @@ class Worker:
                                   reason=failure, run=held.run)
         except UwfError as exc:
             return result("lost", f"{failure or 'completed'}; but {exc.what}")
-        return result("parked" if shown["status"] == "parked" else "failed", failure)
+        return result("parked" if shown.status == "parked" else "failed", failure)
 
 
 class _Anchors:
