@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from uwf.archive.service import Archive
 from uwf.config.configfile import Config
