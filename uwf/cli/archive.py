@@ -97,5 +97,5 @@ ARCHIVE_COMMANDS: list[Command[Any]] = [
     Command(("archive", "verify"), "Check an archive against the seed's invariants and the "
             "live log (exit 1 naming every problem).",
             "uwf archive verify ./archive", ArchiveVerify, on_store(archive.verify),
-            human=_verify_panel, ok_exit=True),
+            human=_verify_panel, ok_exit=True, read_only=True),
 ]

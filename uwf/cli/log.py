@@ -74,11 +74,11 @@ def _log_anchor(args: LogAnchor, ctx: Context) -> Anchor | AnchorWritten | KeyMa
 LOG_COMMANDS: list[Command[Any]] = [
     Command(("log", "tail"), "Print the last events of the log, optionally filtered.",
             "uwf log tail -n 20 --type workflow.registered", LogTail, _log_tail,
-            streams=True),
+            streams=True, read_only=True),
     Command(("log", "verify"), "Verify the whole log: JSON, seq, chain, batches, types, "
             "data, order, CAS refs, and each --anchor (exit 1 naming every problem).",
             "uwf log verify --anchor ~/anchors/a1.json", LogVerify, on_store(audit.verify),
-            human=_verify_panel, ok_exit=True),
+            human=_verify_panel, ok_exit=True, read_only=True),
     Command(("log", "anchor"), "Sign the log's head (seq, digest, time) with an Ed25519 key, "
             "to keep outside the store; --new-key makes the key.",
             "uwf log anchor --out ~/anchors/$(date +%F).json", LogAnchor, _log_anchor),

@@ -112,7 +112,7 @@ COMMANDS = Group(
                 "uwf workflow show solve-issue", WorkflowShow, on_store(workflows.show),
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",
-                "uwf workflow list", NoArgs, on_store(workflows.list_all)),
+                "uwf workflow list", NoArgs, on_store(workflows.list_all), read_only=True),
         *THREAD_COMMANDS,
         *RUN_COMMANDS,
         *QUEUE_COMMANDS,
@@ -120,7 +120,7 @@ COMMANDS = Group(
         *ARCHIVE_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, on_store(runs.registry_show),
-                human=_registry_panel),
+                human=_registry_panel, read_only=True),
         Command(("registry", "refresh"), "Catch the views up with the log.",
                 "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
         Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
@@ -128,7 +128,7 @@ COMMANDS = Group(
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row (exit 1 on any difference).",
                 "uwf registry verify", NoArgs, on_store(runs.registry_verify),
-                ok_exit=True),
+                ok_exit=True, read_only=True),
         *LOG_COMMANDS,
         *DEMO_COMMANDS,
         *MCP_COMMANDS,

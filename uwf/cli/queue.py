@@ -65,9 +65,9 @@ QUEUE_COMMANDS: list[Command[Any]] = [
             QueueAdd, on_store(queue.add)),
     Command(("queue", "list"), "List entries in queue order (priority, enqueuedAt, id), "
             "filtered.", "uwf queue list --status pending --session tmux:a",
-            QueueList, on_store(queue.list_entries), human=_entries_panel),
+            QueueList, on_store(queue.list_entries), human=_entries_panel, read_only=True),
     Command(("queue", "show"), "Show one entry with every field.",
-            f"uwf queue show {_ID}", EntryRef, on_store(queue.show)),
+            f"uwf queue show {_ID}", EntryRef, on_store(queue.show), read_only=True),
     Command(("queue", "drain"), "Mark the next ready entries drained and return them (no "
             "policy: the host runs them).", "uwf queue drain --limit 5", QueueDrain,
             on_store(queue.drain)),
@@ -83,14 +83,14 @@ QUEUE_COMMANDS: list[Command[Any]] = [
     Command(("queue", "logs"), "An entry's timeline from the log (registered, status "
             "changes, leases, attempts), or --list every entry.",
             f"uwf queue logs {_ID} --tail 20", QueueLogs, on_store(queue.logs),
-            human=_logs_panel),
+            human=_logs_panel, read_only=True),
     Command(("sched", "policy"), "Show the scheduling policy, or set values of it "
             "(validated; the whole policy is recorded).",
             "uwf sched policy set --max-concurrent 4 --max-attempts 5", SchedPolicy,
             on_store(queue.policy)),
     Command(("sched", "plan"), "What `sched lease` would grant now and why the rest waits "
             "(read-only; skipped capped at 20).", "uwf sched plan --now 2026-12-01T10:00:00Z",
-            SchedPlan, on_store(queue.plan)),
+            SchedPlan, on_store(queue.plan), read_only=True),
     Command(("sched", "lease"), "Lease the first eligible entries, never more active "
             "leases than maxConcurrent (exit 3 when none).",
             "uwf sched lease --limit 2 --session tmux:a", SchedLease, on_store(queue.lease)),

@@ -65,13 +65,13 @@ RUN_COMMANDS: list[Command[Any]] = [
     Command(("run", "search"), "Find runs across repos by workflow, lifecycle, words, repo "
             "and time, ordered by createdAt then runId.",
             "uwf run search --status failed --text login --since 2026-11-01", RunSearch,
-            on_store(runs.search), human=_runs_panel),
+            on_store(runs.search), human=_runs_panel, read_only=True),
     Command(("run", "list"), "List runs (the same filters as search), oldest first.",
             "uwf run list --scope repo", RunSearch, on_store(runs.search),
-            human=_runs_panel),
+            human=_runs_panel, read_only=True),
     Command(("run", "show"), "Show one run's record: lifecycle, freshness, provenance.",
             "uwf run show 01J7K9M2XNPQR5VWBCDF8G3H4T", RunShow, on_store(runs.show),
-            human=_run_panel),
+            human=_run_panel, read_only=True),
     Command(("run", "resume"), "Show what runs next (read-only); --once steps it, --drive "
             "steps it to the end.", "uwf run resume 01J7K9M2XNPQR5VWBCDF8G3H4T --drive",
             RunResume, on_store(runs.resume)),
@@ -84,5 +84,5 @@ RUN_COMMANDS: list[Command[Any]] = [
             on_store(runs.rerun)),
     Command(("history",), "the runs of every repo, newest first",
             "uwf history --status failed --limit 20", History, on_store(runs.history),
-            human=_runs_panel),
+            human=_runs_panel, read_only=True),
 ]
