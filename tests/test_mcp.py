@@ -85,19 +85,25 @@ def test_a_long_call_reports_progress(env: dict[str, str], tmp_path: Path) -> No
     assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
     assert cli.run("queue", "add", "--workflow", "solve-issue", "-p", "Fix it",
                    "--session", "w", "--agent", MOCK).code == 0
+    thread = json.loads(cli.run("thread", "start", "solve-issue", "-p", "Fix it too").out)
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
         seen.append((done, total, message))
 
     with session(stdio(env)) as (portal, client):
-        result = portal.call(lambda: client.call_tool(
+        worked = portal.call(lambda: client.call_tool(
             "uwf_worker", {"session": "w", "once": True, "allow_entry_commands": True},
             progress_callback=progress))
-    assert not result.is_error, result.content
-    assert seen
-    assert seen[-1][0] == len(result.structured_content)
-    assert json.loads(seen[0][2] or "{}")  # each message is the line the CLI prints
+        ran = portal.call(lambda: client.call_tool(
+            "uwf_thread_run", {"thread": thread["thread"], "agent": MOCK, "max_steps": 3},
+            progress_callback=progress))
+    assert not worked.is_error, worked.content
+    lines = [json.loads(message or "") for _, _, message in seen if (message or "")[:1] == "{"]
+    assert lines == worked.structured_content  # each line the CLI prints, as it comes
+    assert ran.structured_content["steps"] == 3
+    steps = [message for _, _, message in seen if (message or "").startswith("steps")]
+    assert steps == ["steps taken: 1 of 3", "steps taken: 2 of 3", "steps taken: 3 of 3"]
 
 
 def free_port() -> int:

@@ -61,6 +61,9 @@ class Store:
     cas: Cas
     # Shown while absent views are rebuilt by a read (the CLI sets a terminal bar).
     progress: Progress | None = None
+    # Told (steps taken, at most how many or 0) after each step of a long command
+    # (`thread run`): an MCP server turns it into progress notifications.
+    steps: Progress | None = None
     # The fixed time (`--now` / `UWF_NOW`) agents are given, so they agree with uwf.
     now: str | None = None
     redact: Redact | None = None

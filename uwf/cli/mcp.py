@@ -110,15 +110,16 @@ class Tools:
             if getattr(args, "follow", False):
                 raise UsageError("--follow never ends, and a tool call must",
                                  "call again with the last seq you saw instead")
-            store = self.context.store
-            store.progress = None if progress is None else (
-                lambda done, total: progress(done, total or None, None))
+            store, notify = self.context.store, _Notifier(progress)
+            if progress is not None:
+                store.progress = notify.counting("views caught up")
+                store.steps = notify.counting("steps taken")
             try:
                 result = command.handler(args, self.context)
                 if command.streams:
-                    result = _collect(result, progress)
+                    result = _collect(result, notify)
             finally:
-                store.progress = None
+                store.progress = store.steps = None
             return _outcome(command, result, self.context)
         except UwfError as exc:
             return _failed(prog, exc.line(), exc.exit_code, self.context)
@@ -136,16 +137,35 @@ def _convert(prog: str, command: Command[Any], arguments: dict[str, Any]) -> Any
                          f"see `{prog} {command.name} --help`") from None
 
 
-def _collect(lines: Iterable[str], progress: Progress | None) -> list[Any]:
-    """A streaming command's lines, each JSON line parsed, as one list."""
+@dataclass
+class _Notifier:
+    """A call's progress notifications, numbered so that their progress only grows (as
+    MCP wants) whoever reports: the store's catch-up, its steps, a command's lines."""
+
+    progress: Progress | None
+    count: int = 0
+
+    def say(self, message: str) -> None:
+        if self.progress is not None:
+            self.count += 1
+            self.progress(self.count, None, message)
+
+    def counting(self, what: str) -> Callable[[int, int], None]:
+        """A store's callback (done, total or 0), said as `<what>: done of total`."""
+        return lambda done, total: self.say(
+            f"{what}: {done}" + (f" of {total}" if total else ""))
+
+
+def _collect(lines: Iterable[str], notify: _Notifier) -> list[Any]:
+    """A streaming command's lines, each JSON line parsed, as one list; each line is
+    also a progress notification."""
     collected: list[Any] = []
     for line in lines:
         try:
             collected.append(json.loads(line))
         except ValueError:
             collected.append(line)
-        if progress is not None:
-            progress(len(collected), None, line)
+        notify.say(line)
     return collected
 
 

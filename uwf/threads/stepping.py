@@ -132,6 +132,8 @@ def run_thread(
     while not result.done and (max_steps is None or taken < max_steps):
         result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
         taken += 1
+        if store.steps is not None:
+            store.steps(taken, max_steps or 0)
     return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
 
