@@ -69,3 +69,8 @@ class Conflict(UwfError):
     """A write stated the version of a subject it decided on (optimistic concurrency),
     and the subject has moved since: nothing was written. Read it again, decide again,
     retry (exit 1: the command is invalid against the current state)."""
+
+
+class BrokerUnavailable(UwfError):
+    """The MQTT broker could not be reached, refused the connection, or did not
+    acknowledge in time: transient, and what uwf recorded stays recorded."""

@@ -3,7 +3,8 @@ the arguments and operations are the queue's (`uwf.queue.commands`, docs/queue.m
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from uwf.cli.spec import Command, on_store
 from uwf.queue import commands as queue
@@ -15,7 +16,9 @@ from uwf.queue.commands import (
     QueueList,
     QueueLogs,
     QueuePick,
+    QueuePublish,
     QueueStatus,
+    QueueSubscribe,
     SchedHeld,
     SchedLease,
     SchedPlan,
@@ -23,6 +26,31 @@ from uwf.queue.commands import (
     SchedReclaim,
     SchedRelease,
 )
+
+if TYPE_CHECKING:
+    from uwf.cli.context import Context
+
+
+def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
+    """The job's events from its broker, a JSON line each as they come (a line of words
+    on a terminal); a refused message is said on stderr."""
+    import json
+    import sys
+
+    from uwf.cli.parsing import one_line
+    from uwf.payload import to_payload
+    from uwf.queue import messages
+
+    human = not ctx.json and sys.stdout.isatty()
+    for taken in messages.subscribe(ctx.store, args.id, follow=args.follow, wait=args.wait,
+                                    timeout=args.timeout):
+        if isinstance(taken, messages.Refused):
+            sys.stderr.write(one_line(f"uwf: refused a message on {taken.topic}: "
+                                      f"{taken.why}") + "\n")
+            continue
+        line = json.dumps(to_payload(taken), ensure_ascii=False, separators=(",", ":"))
+        yield (f"{taken.seq:>6}  {taken.ts}  {json.dumps(taken.event, ensure_ascii=False)}"
+               if human else line)
 
 
 def _entries_panel(payload: dict[str, Any]) -> str:
@@ -84,6 +112,14 @@ QUEUE_COMMANDS: list[Command[Any]] = [
             "changes, leases, attempts), or --list every entry.",
             f"uwf queue logs {_ID} --tail 20", QueueLogs, on_store(queue.logs),
             human=_logs_panel, read_only=True),
+    Command(("queue", "publish"), "Record a job's next event (its seq) and send it to the "
+            "job's MQTT broker; --resend sends again what was not delivered.",
+            f"uwf queue publish {_ID} --event '{{\"type\":\"progress\",\"pct\":40}}'",
+            QueuePublish, on_store(queue.publish)),
+    Command(("queue", "subscribe"), "Receive a job's events from its MQTT broker (its token, "
+            "each seq once), record and print them; --follow until the job ends.",
+            f"uwf queue subscribe {_ID} --follow", QueueSubscribe, _subscribe, streams=True,
+            stops_on_signal=lambda args: bool(args.follow)),
     Command(("sched", "policy"), "Show the scheduling policy, or set values of it "
             "(validated; the whole policy is recorded).",
             "uwf sched policy set --max-concurrent 4 --max-attempts 5", SchedPolicy,

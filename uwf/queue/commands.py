@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
-from uwf.config.args import Args, Count, NonNegative, TimeoutSec, arg
+from uwf.config.args import Args, Count, NonNegative, Seconds, TimeoutSec, arg
 from uwf.ids import ULID_PATTERN
 from uwf.payload import Plain
 from uwf.queue.terms import Priority
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Leased,
         Planned,
         PolicyShown,
+        Published,
         Reclaimed,
         Timeline,
         Timelines,
@@ -67,10 +68,40 @@ class QueueAdd(Args, frozen=True, kw_only=True):
                                               metavar="PATH")] = None
     key: Annotated[str | None, arg("idempotency key: while an entry with this key is live, "
                                    "return it instead of adding another")] = None
+    broker: Annotated[str | None, arg("publish the job's events through this MQTT broker "
+                                      "(mqtt://[USER@]HOST[:PORT], mqtts:// for TLS); a "
+                                      "token is made for it", metavar="URL")] = None
+    broker_password_env: Annotated[str | None, arg(
+        "with --broker USER@...: the environment variable holding the broker's password "
+        "(the password itself is never recorded)", metavar="VAR")] = None
+    topic_prefix: Annotated[str | None, arg("with --broker: where the job's events go, "
+                                            "<PREFIX>/events (default uwf/jobs/<id>)",
+                                            metavar="PREFIX")] = None
     batch: Annotated[str | None, arg("add every line of a JSON-lines file (or - for stdin) "
                                      "in one write, all or nothing", metavar="FILE")] = None
     quiet: Annotated[bool, arg("print only the entry's id (with --batch: one id a line), "
                                "for ID=$(uwf queue add ...)", alias="--id-only")] = False
+
+
+class QueuePublish(Args, frozen=True, kw_only=True):
+    id: EntryId
+    event: Annotated[str | None, arg("the event, a JSON value (an object such as "
+                                     '\'{"type":"progress","pct":40}\')',
+                                     metavar="JSON")] = None
+    resend: Annotated[bool, arg("send again the job's events whose delivery failed "
+                                "(instead of --event)")] = False
+    timeout: Annotated[Seconds, arg("seconds to wait for the broker (default 5)",
+                                    metavar="SEC")] = 5.0
+
+
+class QueueSubscribe(Args, frozen=True, kw_only=True):
+    id: EntryId
+    follow: Annotated[bool, arg("keep receiving until the job's final status event (or "
+                                "SIGTERM / Ctrl-C)")] = False
+    wait: Annotated[Seconds, arg("without --follow: stop once no message came for SEC "
+                                 "seconds (default 2)", metavar="SEC")] = 2.0
+    timeout: Annotated[Seconds, arg("seconds to wait for the broker (default 5)",
+                                    metavar="SEC")] = 5.0
 
 
 class QueueList(Args, frozen=True, kw_only=True):
@@ -193,9 +224,32 @@ def add(args: QueueAdd, store: Store) -> EntryAdded | BatchAdded | Plain:
         "workflow": args.workflow, "prompt": args.prompt, "run": args.run, "repo": args.repo,
         "priority": args.priority, "note": args.note or "", "session": args.session,
         "agent": args.agent, "timeoutSec": args.timeout, "idleTimeoutSec": args.idle_timeout,
-        "expectedArtifacts": args.artifact or [], "key": args.key})
+        "expectedArtifacts": args.artifact or [], "key": args.key, "broker": args.broker,
+        "brokerPasswordEnv": args.broker_password_env, "topicPrefix": args.topic_prefix})
     result = queue.add(store, spec)
     return Plain(result.entry.id) if args.quiet else result
+
+
+def publish(args: QueuePublish, store: Store) -> Published:
+    """Record the job's next event and send it to its broker; or send again the events
+    whose delivery failed."""
+    import json
+
+    from uwf.errors import UsageError
+    from uwf.queue import messages
+
+    if args.resend:
+        if args.event is not None:
+            raise UsageError("--resend sends what is recorded; it takes no --event",
+                             "give either --event JSON or --resend")
+        return messages.resend(store, args.id, timeout=args.timeout)
+    if args.event is None:
+        raise UsageError("give the event to publish with --event JSON", "or give --resend")
+    try:
+        event = json.loads(args.event)
+    except ValueError as exc:
+        raise UsageError(f"--event is not JSON: {exc}", "give a JSON value") from None
+    return messages.publish(store, args.id, event, timeout=args.timeout)
 
 
 def list_entries(args: QueueList, store: Store) -> EntryPage:

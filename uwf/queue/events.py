@@ -9,11 +9,25 @@ or the clock say today.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import msgspec
 
 from uwf.engine.events import EventData
 
 POLICY_SUBJECT = "policy/sched"
+
+
+class BrokerRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The MQTT broker a job's events go through (the job-registry seed's `broker`). The
+    password is never stored: `password_env` names the environment variable that holds
+    it where the job is published or followed."""
+
+    host: str
+    port: int = 1883
+    tls: bool = False
+    username: str | None = None
+    password_env: str | None = None
 
 
 class QueueAdded(EventData, frozen=True):
@@ -35,6 +49,12 @@ class QueueAdded(EventData, frozen=True):
     expected_artifacts: list[str] = []  # noqa: RUF012  (msgspec copies mutable defaults)
     note: str = ""
     key: str | None = None
+    # Jobs over MQTT (docs/mqtt.md): the broker, the topic prefix when it is not the
+    # default `uwf/jobs/<id>`, and the token every message of the job carries. Left out
+    # of the line (UNSET) for an entry without a broker, as before there were jobs.
+    broker: BrokerRef | msgspec.UnsetType = msgspec.UNSET
+    topic_prefix: str | msgspec.UnsetType = msgspec.UNSET
+    auth_token: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class QueueDrained(EventData, frozen=True):
@@ -118,6 +138,43 @@ class QueueStatusSet(EventData, frozen=True):
     previous: str
 
 
+class QueuePublished(EventData, frozen=True):
+    """An event of the job (`uwf queue publish`, or a status change the worker
+    announces) with its `seq`, one more than the job's last, recorded before it is sent
+    to `topic`. Its ts is the message's."""
+
+    type: ClassVar[str] = "queue.published"
+    seq: int
+    topic: str
+    event: Any
+
+
+class QueueDeliveryFailed(EventData, frozen=True):
+    """The broker did not take the published event `seq` (unreachable, refused, no
+    acknowledgement in time): it is sent again by the job's next publish."""
+
+    type: ClassVar[str] = "queue.delivery_failed"
+    seq: int
+    error: str
+
+
+class QueueDelivered(EventData, frozen=True):
+    """Published events whose delivery had failed were sent again and acknowledged."""
+
+    type: ClassVar[str] = "queue.delivered"
+    seqs: list[int]
+
+
+class QueueReceived(EventData, frozen=True):
+    """`uwf queue subscribe` took the job's event `seq` from the broker: the right token,
+    a seq not seen before."""
+
+    type: ClassVar[str] = "queue.received"
+    seq: int
+    topic: str
+    event: Any
+
+
 class SchedPolicySet(EventData, frozen=True):
     """The scheduling policy, whole, as it is from this event on."""
 
@@ -135,5 +192,9 @@ class SchedPolicySet(EventData, frozen=True):
 
 QUEUE_EVENTS: tuple[type[EventData], ...] = (
     QueueAdded, QueueDrained, QueueLeased, QueueRenewed, QueueCompleted, QueueReleased,
-    QueueReclaimed, QueueReset, QueueCancelled, QueueStatusSet, SchedPolicySet,
+    QueueReclaimed, QueueReset, QueueCancelled, QueueStatusSet, QueuePublished,
+    QueueDeliveryFailed, QueueDelivered, QueueReceived, SchedPolicySet,
 )
+# What a job says over MQTT: recorded on its subject, moving no status.
+MESSAGE_EVENTS: tuple[type[EventData], ...] = (
+    QueuePublished, QueueDeliveryFailed, QueueDelivered, QueueReceived)

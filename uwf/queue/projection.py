@@ -9,7 +9,7 @@ clock. Which transitions a command may ask for is decided in `uwf.queue.decide`.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import msgspec
 
@@ -18,9 +18,14 @@ from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.queue.events import (
     QUEUE_EVENTS,
+    BrokerRef,
     QueueAdded,
     QueueCompleted,
+    QueueDelivered,
+    QueueDeliveryFailed,
     QueueLeased,
+    QueuePublished,
+    QueueReceived,
     QueueReclaimed,
     QueueReleased,
     QueueRenewed,
@@ -30,6 +35,7 @@ from uwf.queue.events import (
 )
 from uwf.queue.rules import TERMINAL, EntryState, Policy, leads_to, policy_of
 
+T = TypeVar("T")
 DEFAULT_PRIORITY = 100
 DEFAULT_TIMEOUT_SEC = 3600
 DEFAULT_IDLE_TIMEOUT_SEC = 120
@@ -69,6 +75,19 @@ class QueueEntry(msgspec.Struct, frozen=True, rename="camel"):
     next_eligible_at_ms: int | None = None
     parked_reason: str | None = None
     events: int = 1  # how many events this entry has in the log (its timeline's length)
+    # Jobs over MQTT: the broker, topic prefix and token `queue.added` gave, the last
+    # seq published and received, and the published seqs not delivered yet.
+    broker: BrokerRef | None = None
+    topic_prefix: str | None = None
+    auth_token: str | None = None
+    last_seq: int = 0
+    received_seq: int = 0
+    undelivered: list[int] = []
+
+    @property
+    def topic(self) -> str:
+        """Where the job's events go: `<topicPrefix>/events`."""
+        return f"{self.topic_prefix or f'uwf/jobs/{self.id}'}/events"
 
     @property
     def live(self) -> bool:
@@ -93,7 +112,7 @@ _replace = msgspec.structs.replace
 
 class QueueProjection(StructProjection):
     name: ClassVar[str] = "queue"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in QUEUE_EVENTS if t is not SchedPolicySet)
     state_type: ClassVar[type[msgspec.Struct]] = QueueEntry
@@ -139,7 +158,9 @@ class QueueProjection(StructProjection):
                 workflow_hash=data.workflow_hash, prompt=data.prompt, run=data.run,
                 session=data.session, agent=data.agent, timeout_sec=data.timeout_sec,
                 idle_timeout_sec=data.idle_timeout_sec,
-                expected_artifacts=data.expected_artifacts, note=data.note, key=data.key)
+                expected_artifacts=data.expected_artifacts, note=data.note, key=data.key,
+                broker=_given(data.broker), topic_prefix=_given(data.topic_prefix),
+                auth_token=_given(data.auth_token))
         if state is None:  # an event before its entry was added: `log verify` reports it
             return None
         return _fields(_replace(state, status=leads_to(state.status, data), updated_at=event.ts,
@@ -150,6 +171,8 @@ def _fields(state: QueueEntry, data: EventData) -> QueueEntry:
     """The entry's fields besides its status after `data` (the status is the table's):
     a lease is granted or renewed, else any lease and backoff end; a failed attempt is
     counted, with its backoff or the reason it parked."""
+    if isinstance(data, QueuePublished | QueueDeliveryFailed | QueueDelivered | QueueReceived):
+        return _message(state, data)
     if isinstance(data, QueueLeased):
         lease = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
         return _replace(state, lease=lease, next_eligible_at_ms=None)
@@ -171,6 +194,23 @@ def _fields(state: QueueEntry, data: EventData) -> QueueEntry:
         return _replace(state, parked_reason="set by an operator"
                         if data.status == "parked" else None)
     return state
+
+
+def _given(value: T | msgspec.UnsetType) -> T | None:
+    return None if isinstance(value, msgspec.UnsetType) else value
+
+
+def _message(state: QueueEntry, data: EventData) -> QueueEntry:
+    """The job's messaging counters after one of its MQTT events (no status moves)."""
+    if isinstance(data, QueuePublished):
+        return _replace(state, last_seq=max(state.last_seq, data.seq))
+    if isinstance(data, QueueDeliveryFailed):
+        return _replace(state, undelivered=sorted({*state.undelivered, data.seq}))
+    if isinstance(data, QueueDelivered):
+        return _replace(state, undelivered=[seq for seq in state.undelivered
+                                            if seq not in data.seqs])
+    assert isinstance(data, QueueReceived)
+    return _replace(state, received_seq=max(state.received_seq, data.seq))
 
 
 class SchedProjection(StructProjection):

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from uwf.payload import Result
+from uwf.payload import UNSET, Result, UnsetType
 
 # -- entries ---------------------------------------------------------------------------
 
@@ -20,8 +20,20 @@ class EntryLease(Result):
     session: str | None
 
 
+class BrokerShown(Result):
+    """The MQTT broker of a job: where, and the variable holding its password (never the
+    password)."""
+
+    host: str
+    port: int
+    tls: bool
+    username: str | None
+    password_env: str | None
+
+
 class EntryRecord(Result):
-    """An entry as SPEC §8 lists its fields (plus the job registry's status word)."""
+    """An entry as SPEC §8 lists its fields (plus the job registry's status word); a job
+    over MQTT also has its broker, topic prefix, token and message counters."""
 
     id: str
     status: str
@@ -45,6 +57,12 @@ class EntryRecord(Result):
     lease: EntryLease | None
     next_eligible_at: str | None
     parked_reason: str | None
+    broker: BrokerShown | UnsetType = UNSET
+    topic_prefix: str | UnsetType = UNSET
+    auth_token: str | UnsetType = UNSET
+    last_seq: int | UnsetType = UNSET
+    received_seq: int | UnsetType = UNSET
+    undelivered: list[int] | UnsetType = UNSET
 
 
 class EntryAdded(Result):
@@ -227,3 +245,26 @@ class Planned(Result):
     leases: list[PlannedLease]
     skipped: list[Skipped]
     skipped_counts: SkippedCounts
+
+
+# -- jobs over MQTT --------------------------------------------------------------------
+
+
+class Published(Result):
+    """`queue publish`: the event's seq, the topic it went to, and the earlier events
+    whose delivery had failed that went with it."""
+
+    id: str
+    seq: int
+    topic: str
+    resent: list[int]
+
+
+class Received(Result):
+    """One line of `queue subscribe`: an event of the job taken from the broker."""
+
+    id: str
+    seq: int
+    ts: str
+    topic: str
+    event: Any

@@ -44,6 +44,7 @@ from uwf.queue.projection import (
 )
 from uwf.queue.results import (
     BatchAdded,
+    BrokerShown,
     Drained,
     EntryAdded,
     EntryLease,
@@ -79,6 +80,9 @@ class EntrySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     idle_timeout_sec: TimeoutSec = DEFAULT_IDLE_TIMEOUT_SEC
     expected_artifacts: list[str] = []  # msgspec copies mutable defaults
     key: Label | None = None
+    broker: Label | None = None  # mqtt://[user@]host[:port]
+    broker_password_env: Label | None = None
+    topic_prefix: Label | None = None
 
 
 def entry_spec(values: dict[str, Any]) -> EntrySpec:
@@ -131,7 +135,20 @@ def record(entry: QueueEntry) -> EntryRecord:
         lease=None if lease is None else EntryLease(
             id=lease.id, expires_at=format_ts(lease.expires_at_ms), attempt=lease.attempt,
             session=lease.session),
-        next_eligible_at=ms_ts(entry.next_eligible_at_ms), parked_reason=entry.parked_reason)
+        next_eligible_at=ms_ts(entry.next_eligible_at_ms), parked_reason=entry.parked_reason,
+        **_messaging(entry))
+
+
+def _messaging(entry: QueueEntry) -> dict[str, Any]:
+    """A job over MQTT's fields of its record (none for an entry without a broker)."""
+    broker = entry.broker
+    if broker is None:
+        return {}
+    return {"broker": BrokerShown(host=broker.host, port=broker.port, tls=broker.tls,
+                                  username=broker.username, password_env=broker.password_env),
+            "topic_prefix": entry.topic.removesuffix("/events"),
+            "auth_token": entry.auth_token, "last_seq": entry.last_seq,
+            "received_seq": entry.received_seq, "undelivered": entry.undelivered}
 
 
 def new_ids(ms: int, count: int) -> list[str]:
@@ -179,7 +196,8 @@ class _Resolver:
             repo=repo, priority=spec.priority, workflow=workflow, workflow_hash=workflow_hash,
             prompt=spec.prompt, run=spec.run, session=spec.session, agent=spec.agent,
             timeout_sec=spec.timeout_sec, idle_timeout_sec=spec.idle_timeout_sec,
-            expected_artifacts=list(spec.expected_artifacts), note=spec.note, key=spec.key)
+            expected_artifacts=list(spec.expected_artifacts), note=spec.note, key=spec.key,
+            **_job_fields(spec))
 
     def _repo(self, path: str | None) -> str:
         """The git top level of `path` (else of the working folder); a folder that does
@@ -204,6 +222,27 @@ class _Resolver:
             workflow_hash, payload = resolve_workflow(self.store, self.views, ref)
             found = self.workflows[ref] = (str(payload["name"]), workflow_hash)
         return found
+
+
+def _job_fields(spec: EntrySpec) -> dict[str, Any]:
+    """`queue.added`'s broker, topic prefix and a new token, for a job over MQTT."""
+    if spec.broker is None:
+        if spec.broker_password_env is not None or spec.topic_prefix is not None:
+            raise UsageError("--broker-password-env and --topic-prefix go with --broker",
+                             "give the broker with --broker mqtt://HOST:PORT")
+        return {}
+    import secrets
+
+    from uwf.queue.broker import check_topic_prefix, parse_broker
+
+    broker = parse_broker(spec.broker, spec.broker_password_env)
+    if broker.password_env is not None and broker.username is None:
+        raise UsageError("--broker-password-env needs a user in the URL",
+                         "give mqtt://USER@HOST:PORT")
+    found: dict[str, Any] = {"broker": broker, "auth_token": secrets.token_urlsafe(32)}
+    if spec.topic_prefix is not None:
+        found["topic_prefix"] = check_topic_prefix(spec.topic_prefix)
+    return found
 
 
 def add(store: Store, spec: EntrySpec) -> EntryAdded:

@@ -1,0 +1,168 @@
+"""An MQTT connection for jobs over MQTT (docs/mqtt.md), with paho-mqtt (the `mqtt`
+extra), loaded only when a job talks to its broker.
+
+`parse_broker` reads `mqtt://[user@]host[:port]` (`mqtts://` for TLS, port 8883 by
+default) into the `BrokerRef` a queue entry records; the password is never part of
+it: `password_env` names the variable that holds it, read from the command's
+environment when it connects. Every failure to reach the broker is one
+`BrokerUnavailable` naming host and port (never the credentials).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from uwf.errors import BrokerUnavailable, UsageError
+from uwf.queue.events import BrokerRef
+
+DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+CONNECT_TIMEOUT_S = 5.0
+
+
+def parse_broker(url: str, password_env: str | None = None) -> BrokerRef:
+    """`mqtt://[user@]host[:port]` as a BrokerRef; a usage error for anything else (a
+    password in the URL included: give it by --broker-password-env)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"broker {url!r} is not an mqtt:// URL: {exc}",
+                         "give mqtt://HOST:PORT") from None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise UsageError(f"broker {_shown(url)!r} is not an mqtt:// or mqtts:// URL",
+                         "give mqtt://HOST:PORT")
+    if parts.password is not None:
+        raise UsageError("the broker URL holds a password, which would be recorded in the log",
+                         "put it in an environment variable and name it with "
+                         "--broker-password-env")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UsageError(f"broker {_shown(url)!r} has a path or query", "give mqtt://HOST:PORT")
+    return BrokerRef(host=parts.hostname, port=port or DEFAULT_PORTS[parts.scheme],
+                     tls=parts.scheme == "mqtts",
+                     username=None if parts.username is None else unquote(parts.username),
+                     password_env=password_env)
+
+
+def check_topic_prefix(prefix: str) -> str:
+    """A topic prefix a job's events can be published under: no wildcards, no NUL, not
+    empty, no leading or trailing `/`."""
+    if not prefix.strip("/") or any(c in prefix for c in "+#\x00") or prefix != prefix.strip("/"):
+        raise UsageError(f"topic prefix {_shown(prefix)!r} is not a topic to publish to",
+                         "give levels such as team/jobs/42, without + # or a / at either end")
+    return prefix
+
+
+def _shown(url: str) -> str:
+    return url if len(url) <= 80 else url[:77] + "..."
+
+
+def where(broker: BrokerRef) -> str:
+    return f"{broker.host}:{broker.port}"
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    payload: bytes
+
+
+class Connection:
+    """One client connected to a broker: publish with acknowledgement, or subscribe and
+    take messages as they come. Closed with `close()` (or as a context manager)."""
+
+    def __init__(self, broker: BrokerRef, environ: Mapping[str, str], *,
+                 client_id: str = "", clean: bool = True,
+                 timeout: float = CONNECT_TIMEOUT_S) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.broker = broker
+        self.messages: queue.Queue[Message] = queue.Queue()
+        self._connected = threading.Event()
+        self._refused: list[str] = []
+        self._subscriptions: list[tuple[str, int]] = []
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
+                             clean_session=clean if client_id else True)
+        if broker.username is not None:
+            password = None
+            if broker.password_env is not None:
+                password = environ.get(broker.password_env)
+                if password is None:
+                    raise UsageError(f"{broker.password_env} is not set",
+                                     "set it to the broker's password")
+            client.username_pw_set(broker.username, password)
+        if broker.tls:
+            client.tls_set()
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.reconnect_delay_set(min_delay=1, max_delay=5)
+        self.client = client
+        try:
+            client.connect(broker.host, broker.port, keepalive=30)
+        except (OSError, ValueError) as exc:
+            raise self.unavailable(exc.strerror if isinstance(exc, OSError) and exc.strerror
+                                   else str(exc)) from None
+        client.loop_start()
+        if not self._connected.wait(timeout):
+            self.close()
+            raise self.unavailable(self._refused[-1] if self._refused else
+                                   f"no answer within {timeout:g} s")
+
+    def unavailable(self, reason: str) -> BrokerUnavailable:
+        return BrokerUnavailable(f"the MQTT broker {where(self.broker)} is unavailable: "
+                                 f"{reason}", "start it or check --broker; nothing recorded "
+                                 "is lost")
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any,
+                    properties: Any) -> None:
+        if reason.is_failure:
+            self._refused.append(f"it refused the connection ({reason})")
+            return
+        for topic, qos in self._subscriptions:  # again after a reconnect
+            client.subscribe(topic, qos)
+        self._connected.set()
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
+                       properties: Any) -> None:
+        self._connected.clear()
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        self.messages.put(Message(message.topic, bytes(message.payload)))
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def publish(self, topic: str, payload: bytes, qos: int = 1,
+                timeout: float = CONNECT_TIMEOUT_S) -> None:
+        """Send `payload` and wait for the broker's acknowledgement (QoS 1 and 2)."""
+        deadline = time.monotonic() + timeout
+        info = self.client.publish(topic, payload, qos=qos)
+        while not info.is_published():
+            if time.monotonic() > deadline:
+                raise self.unavailable(f"no acknowledgement within {timeout:g} s")
+            time.sleep(0.002)
+
+    def subscribe(self, topic: str, qos: int = 1) -> None:
+        self._subscriptions.append((topic, qos))
+        self.client.subscribe(topic, qos)
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
