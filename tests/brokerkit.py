@@ -1,14 +1,15 @@
 """A real MQTT broker for tests: Debian's mosquitto on a free loopback port.
 
 `.ci/run` installs mosquitto when it is absent, so under CI=true a missing broker
-fails the test instead of skipping it. The broker keeps no state on disk
-(`persistence false`): a restart loses its sessions, which is what the tests of
-"a broker restarted mid-stream loses nothing" need (uwf resumes from its log).
+fails the test instead of skipping it. The broker saves its sessions and queued
+messages in its folder when it stops (`persistence true`), as a production broker
+does, so a restart keeps what a persistent subscriber has not taken yet.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -53,8 +54,11 @@ class Broker:
 
     def start(self) -> None:
         config = self.folder / "mosquitto.conf"
+        # As root, mosquitto would drop to its own user, which cannot write this folder.
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name}\n" if os.geteuid() == 0 else ""
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                          "persistence false\nlog_dest stderr\nlog_type error\n", "utf-8")
+                          f"persistence true\npersistence_location {self.folder}/\n{user}"
+                          "log_dest stderr\nlog_type error\n", "utf-8")
         log = (self.folder / "mosquitto.log").open("ab")
         self.process = subprocess.Popen([mosquitto(), "-c", str(config)],
                                         stdout=log, stderr=log)

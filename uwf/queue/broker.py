@@ -66,6 +66,17 @@ def where(broker: BrokerRef) -> str:
     return f"{broker.host}:{broker.port}"
 
 
+class _Closed:
+    """What a closed Connection holds instead of its client."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise BrokerUnavailable("the connection to the MQTT broker is closed",
+                                "connect again")
+
+
+_CLOSED: Any = _Closed()
+
+
 @dataclass(frozen=True)
 class Message:
     topic: str
@@ -103,7 +114,7 @@ class Connection:
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.reconnect_delay_set(min_delay=1, max_delay=5)
-        self.client = client
+        self.client: Any = client
         try:
             client.connect(broker.host, broker.port, keepalive=30)
         except (OSError, ValueError) as exc:
@@ -158,8 +169,12 @@ class Connection:
         return self._connected.wait(timeout)
 
     def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        """Disconnect and let go of the client, whose sockets close with it."""
+        client = self.client
+        client.disconnect()
+        client.loop_stop()
+        client.on_connect = client.on_disconnect = client.on_message = None  # no cycle
+        self.client = _CLOSED
 
     def __enter__(self) -> Connection:
         return self

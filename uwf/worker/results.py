@@ -15,7 +15,8 @@ Outcome = Literal["completed", "failed", "parked", "released", "lost"]
 class EntryDone(Result):
     """One leased entry's end: its id, its run, the outcome and the attempt; why when
     it did not complete; why the archive could not be synced after it; the anchor
-    written after it, or why none could be."""
+    written after it, or why none could be; why its status could not be published
+    to its MQTT broker."""
 
     id: str
     run: str | None
@@ -25,3 +26,4 @@ class EntryDone(Result):
     archive_error: str | UnsetType = UNSET
     anchor: str | UnsetType = UNSET
     anchor_error: str | UnsetType = UNSET
+    publish_error: str | UnsetType = UNSET

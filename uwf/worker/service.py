@@ -88,13 +88,15 @@ class EntryResult:
     archive_error: str | None = None  # why the archive could not be synced after it
     anchor: str | None = None  # the anchor file written after it, if one was due
     anchor_error: str | None = None  # why that anchor could not be written
+    publish_error: str | None = None  # why its status did not reach its MQTT broker
 
     def record(self) -> EntryDone:
         """The JSON line."""
         return EntryDone(id=self.id, run=self.run, outcome=self.outcome,
                          attempt=self.attempt, reason=self.reason or UNSET,
                          archive_error=self.archive_error or UNSET,
-                         anchor=self.anchor or UNSET, anchor_error=self.anchor_error or UNSET)
+                         anchor=self.anchor or UNSET, anchor_error=self.anchor_error or UNSET,
+                         publish_error=self.publish_error or UNSET)
 
     def line(self) -> str:
         """The progress line on a terminal."""
@@ -103,7 +105,8 @@ class EntryResult:
         shown = f"{shown}  {self.reason}" if self.reason else shown
         shown = f"{shown}  (archive: {self.archive_error})" if self.archive_error else shown
         shown = f"{shown}  (anchored: {self.anchor})" if self.anchor else shown
-        return f"{shown}  (anchor: {self.anchor_error})" if self.anchor_error else shown
+        shown = f"{shown}  (anchor: {self.anchor_error})" if self.anchor_error else shown
+        return f"{shown}  (publish: {self.publish_error})" if self.publish_error else shown
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -128,6 +131,7 @@ class _Held:
         self.stopping = threading.Event()  # the worker stops: give the entry back
         self.finished = threading.Event()  # the entry's work is over: stop renewing
         self.lost: str | None = None  # why the lease was taken away
+        self.publish_error: str | None = None  # the first status its broker did not take
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -297,7 +301,11 @@ class Worker:
         started = self.monotonic()
         result: EntryResult | None = None
         try:
+            self._announce(held)
             result = self._run_entry(held, started)
+            self._announce(held, result.outcome)
+            if held.publish_error is not None:
+                result = dataclasses.replace(result, publish_error=held.publish_error)
         except BaseException as exc:
             why = f"worker error: {type(exc).__name__}: {exc}"
             try:
@@ -309,6 +317,26 @@ class Worker:
             # Always a result, so the loop never waits for this entry forever.
             self._done.put(result or EntryResult(held.entry_id, held.run, "lost",
                                                  held.attempt, 0.0, "worker error"))
+
+    def _announce(self, held: _Held, outcome: str | None = None) -> None:
+        """Publish the job's status to its MQTT broker, when it has one (docs/mqtt.md):
+        `running` when its lease starts, its job status and the outcome when it ends. A
+        broker that does not take it never fails the entry: the event is recorded and
+        sent again by the job's next publish; the first such error is reported."""
+        from uwf.queue import messages
+        from uwf.queue.terms import JOB_WORDS
+
+        entry = self.store.read().get("queue", held.entry_id)
+        if entry is None or entry.broker is None:
+            return
+        event: dict[str, object] = {"type": "status", "status": JOB_WORDS[entry.status],
+                                    "attempt": held.attempt}
+        if outcome is not None:
+            event["outcome"] = outcome
+        try:
+            messages.publish(self.store, held.entry_id, event)
+        except UwfError as exc:
+            held.publish_error = held.publish_error or exc.what
 
     def _run_entry(self, held: _Held, started: float) -> EntryResult:
         policy = sched.current_policy(self.store.read())
