@@ -33,7 +33,8 @@ def job(cli: Cli, url: str, *more: str) -> str:
     entry = added["entry"]
     assert entry["broker"]["port"] == int(url.rsplit(":", 1)[1])
     assert entry["topicPrefix"] == f"uwf/jobs/{entry['id']}"
-    assert len(entry["authToken"]) >= 40 and entry["lastSeq"] == 0
+    assert len(entry["authToken"]) >= 40
+    assert entry["lastSeq"] == 0
     return str(entry["id"])
 
 
@@ -117,7 +118,8 @@ def test_an_unreachable_broker_never_breaks_the_jobs_writes(cli: Cli, tmp_path: 
     failed = cli.run("queue", "publish", entry, "--event", '{"type": "progress"}',
                      "--timeout", "1")
     assert failed.code == 1
-    assert failed.err.count("\n") == 1 and "Traceback" not in failed.err
+    assert failed.err.count("\n") == 1
+    assert "Traceback" not in failed.err
     assert failed.err.startswith(f"uwf: error: event 1 of {entry} is recorded but not "
                                  f"delivered: the MQTT broker {down.url[7:]} is unavailable")
     worked = cli.run("worker", "--session", "w", "--once", "--allow-entry-commands", "--json")
@@ -175,9 +177,12 @@ def test_queue_add_refuses_what_it_cannot_use(cli: Cli) -> None:
             (("--broker", "mqtt://host", "--broker-password-env", "PW"), "needs a user")):
         refused = cli.run(*base, *args)
         assert refused.code == 2, args
-        assert said in refused.err and "secret" not in refused.err
+        assert said in refused.err
+        assert "secret" not in refused.err
     assert cli.run("queue", "list", "--json").out.count('"id"') == 0
     plain = ok(cli, *base)["entry"]
-    assert "broker" not in plain and "authToken" not in plain
+    assert "broker" not in plain
+    assert "authToken" not in plain
     no_broker = cli.run("queue", "publish", plain["id"], "--event", "{}")
-    assert no_broker.code == 1 and "has no MQTT broker" in no_broker.err
+    assert no_broker.code == 1
+    assert "has no MQTT broker" in no_broker.err
