@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import settings
 
+from tests.brokerkit import broker  # noqa: F401  (a real MQTT broker, for every test)
 from tests.inprocess import IN_PROCESS, run_main, text
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.brokerkit import Broker
 from tests.conftest import BIN, EXAMPLE, Cli
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
@@ -116,7 +117,7 @@ def mcp_call(env: dict[str, str]) -> Iterator[tuple[Call, list[str]]]:
 
 # -- the scenario ----------------------------------------------------------------------------
 
-def scenario(call: Call, root: Path) -> Iterator[tuple[str, int, Any]]:
+def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, Any]]:
     """Every command once or more; yields (command, exit code, payload)."""
     def run(name: str, **arguments: Any) -> Any:
         code, payload = call(name, arguments)
@@ -179,6 +180,10 @@ def scenario(call: Call, root: Path) -> Iterator[tuple[str, int, Any]]:
     run("queue cancel", id=cancelled, reason="changed my mind")
     run("queue logs", id=entry)
     run("queue logs", list=True)
+    job = run("queue add", workflow="solve-issue", prompt="Over MQTT", broker=broker)
+    run("queue subscribe", id=job["entry"]["id"], wait=0.2)
+    run("queue publish", id=job["entry"]["id"], event='{"type": "progress", "pct": 40}')
+    run("queue subscribe", id=job["entry"]["id"], wait=0.5)
 
     archive = root / "archive"
     run("archive sync", dir=str(archive))
@@ -210,8 +215,8 @@ def scenario(call: Call, root: Path) -> Iterator[tuple[str, int, Any]]:
 
 _RANDOM = re.compile(r"\b[0-7][0-9A-HJKMNP-TV-Z]{25}\b|\b[0-9A-HJKMNP-TV-Z]{13}\b|"
                      r"\b[0-9a-f]{16,64}\b|uwf-demo-[a-z0-9_]+")
-# `uwf demo` says how long it took.
-_TIMED = {"seconds"}
+# `uwf demo` says how long it took; a job's token is random.
+_TIMED = {"seconds", "authToken"}
 
 
 def normalised(value: Any, root: Path, names: dict[str, str]) -> Any:
@@ -229,10 +234,10 @@ def normalised(value: Any, root: Path, names: dict[str, str]) -> Any:
     return value
 
 
-def transcript(call: Call, root: Path) -> list[tuple[str, int, Any]]:
+def transcript(call: Call, root: Path, broker: str) -> list[tuple[str, int, Any]]:
     names: dict[str, str] = {}
     return [(name, code, normalised(payload, root, names))
-            for name, code, payload in scenario(call, root)]
+            for name, code, payload in scenario(call, root, broker)]
 
 
 def stores(tmp_path: Path) -> tuple[tuple[Path, dict[str, str]], tuple[Path, dict[str, str]]]:
@@ -247,11 +252,11 @@ def stores(tmp_path: Path) -> tuple[tuple[Path, dict[str, str]], tuple[Path, dic
     return made[0], made[1]
 
 
-def test_every_tool_result_is_the_commands_json(tmp_path: Path) -> None:
+def test_every_tool_result_is_the_commands_json(tmp_path: Path, broker: Broker) -> None:
     (cli_root, cli_env), (mcp_root, mcp_env) = stores(tmp_path)
-    by_cli = transcript(cli_call(Cli(cli_root / "store", cli_env)), cli_root)
+    by_cli = transcript(cli_call(Cli(cli_root / "store", cli_env)), cli_root, broker.url)
     with mcp_call(mcp_env) as (call, _):
-        by_mcp = transcript(call, mcp_root)
+        by_mcp = transcript(call, mcp_root, broker.url)
     assert [step[:2] for step in by_mcp] == [step[:2] for step in by_cli]
     for mine, theirs in zip(by_mcp, by_cli, strict=True):
         assert mine == theirs, mine[0]

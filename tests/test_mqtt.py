@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.brokerkit import Broker, broker, free_port  # noqa: F401  (the fixture)
+from tests.brokerkit import Broker, free_port
 from tests.conftest import BIN, EXAMPLE, Cli
 
 pytest.importorskip("paho.mqtt")  # the `mqtt` extra; `dev` installs it, so CI never skips
@@ -53,7 +53,7 @@ def lines(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str,
     return [json.loads(line) for line in out.splitlines()]
 
 
-def test_a_subscriber_follows_a_job_live(cli: Cli, broker: Broker) -> None:  # noqa: F811
+def test_a_subscriber_follows_a_job_live(cli: Cli, broker: Broker) -> None:
     entry = job(cli, broker.url)
     watching = follower(cli, entry)
     for pct in (10, 50):
@@ -77,7 +77,7 @@ def test_a_subscriber_follows_a_job_live(cli: Cli, broker: Broker) -> None:  # n
     assert cli.run("log", "verify").code == 0
 
 
-def test_forged_and_replayed_messages_are_refused(cli: Cli, broker: Broker) -> None:  # noqa: F811
+def test_forged_and_replayed_messages_are_refused(cli: Cli, broker: Broker) -> None:
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
@@ -144,7 +144,7 @@ def test_an_unreachable_broker_never_breaks_the_jobs_writes(cli: Cli, tmp_path: 
         down.stop()
 
 
-def test_a_broker_restarted_mid_stream_loses_nothing(cli: Cli, broker: Broker) -> None:  # noqa: F811
+def test_a_broker_restarted_mid_stream_loses_nothing(cli: Cli, broker: Broker) -> None:
     entry = job(cli, broker.url)
     watching = follower(cli, entry)
     ok(cli, "queue", "publish", entry, "--event", '{"n": 1}')
