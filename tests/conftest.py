@@ -17,6 +17,7 @@ from hypothesis import settings
 
 from tests.brokerkit import broker  # noqa: F401  (a real MQTT broker, for every test)
 from tests.inprocess import IN_PROCESS, run_main, text
+from tests.pgkit import pg_server, pg_url  # noqa: F401  (a real PostgreSQL, for every test)
 
 if TYPE_CHECKING:
     from uwf.store import Store

@@ -1,0 +1,156 @@
+"""One PostgreSQL database holding a store: the connections its log, views and CAS share.
+
+The PostgreSQL backends (`uwf.engine.pglog`, `uwf.engine.pgviews`, `uwf.cas.pgblobs`)
+are built on one `PgDatabase`. It keeps two connections: the writer's, on which the
+log's exclusive section is one transaction (`transaction()`: the log's append and the
+views' fold commit together, or neither does), and the reader's, in autocommit, for
+everything else. Inside a writer's section, `connection()` is the writer's, so the
+section reads what it has written; elsewhere it is the reader's, which sees only
+committed transactions.
+
+psycopg (the `postgres` extra) is imported when a database is opened, never by
+`uwf --help`. A URL's password is never shown: errors name the host and database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from uwf.errors import OldFormat, StoreUnavailable, UsageError
+
+if TYPE_CHECKING:
+    import psycopg
+
+# The version of the tables below; a database written by a newer uwf fails closed.
+SCHEMA_VERSION = 1
+URL_SCHEMES = ("postgresql", "postgres")
+
+
+def is_database_url(value: str) -> bool:
+    """Whether a store value names a PostgreSQL database, not a folder."""
+    return value.split("://", 1)[0] in URL_SCHEMES and "://" in value
+
+
+def shown(url: str) -> str:
+    """`url` as it may be printed: no password, and the host and database kept."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://?"
+    user = f"{parts.username}@" if parts.username else ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    query = f"?{parts.query}" if parts.query and "password" not in parts.query else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}{query}"
+
+
+def where(url: str) -> str:
+    """The server and database of `url`, as an error names them."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the database"
+    host = parts.hostname or _query_host(parts.query) or "the local socket"
+    database = parts.path.lstrip("/") or "the default database"
+    return f"database {database} on {host}"
+
+
+def _query_host(query: str) -> str | None:
+    for item in query.split("&"):
+        name, _, value = item.partition("=")
+        if name == "host" and value:
+            return value
+    return None
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError("a postgresql:// store needs the PostgreSQL driver, which is not "
+                         "installed", "pip install 'uwf[postgres]'") from None
+    return psycopg
+
+
+class PgDatabase:
+    """The connections of one store's database, and its schema version."""
+
+    def __init__(self, url: str, *, lock_timeout: float = 10.0) -> None:
+        self.url = url
+        self.lock_timeout = lock_timeout
+        self._psycopg = _psycopg()
+        self._local = threading.local()
+        self._lock = threading.RLock()  # one writer's section at a time in this process
+        self.reader: psycopg.Connection[Any] = self._connect(autocommit=True)
+        self.writer: psycopg.Connection[Any] = self._connect(autocommit=False)
+        self._check_schema()
+
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
+        try:
+            connection: psycopg.Connection[Any] = self._psycopg.connect(
+                self.url, autocommit=autocommit, connect_timeout=10)
+        except self._psycopg.Error as exc:
+            raise self.unavailable(exc) from None
+        return connection
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailable:
+        """A one-line error for a failure to reach or use the server: host and database,
+        what it said (first line), never the password."""
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for secret in filter(None, (urlsplit(self.url).password,)):
+            said = said.replace(secret, "***")
+        return StoreUnavailable(f"PostgreSQL {where(self.url)}: {said}",
+                                "check that the server runs, the database exists and the "
+                                "URL's user may log in")
+
+    def _check_schema(self) -> None:
+        with self.transaction() as connection:
+            connection.execute("CREATE TABLE IF NOT EXISTS uwf_schema "
+                               "(id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)")
+            row = connection.execute("SELECT version FROM uwf_schema").fetchone()
+            if row is None:
+                connection.execute("INSERT INTO uwf_schema VALUES (1, %s)", (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                raise OldFormat(f"{where(self.url)} was written by a newer uwf (schema "
+                                f"{row[0]}, this uwf reads {SCHEMA_VERSION})",
+                                "upgrade uwf; the database is left as it is")
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside `transaction()`."""
+        return bool(getattr(self._local, "depth", 0))
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """The writer's connection inside this thread's transaction, else the reader's."""
+        return self.writer if self.in_transaction else self.reader
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """The writer's transaction: committed when the block ends, rolled back when it
+        raises. Nested calls join the outer transaction."""
+        with self._lock:
+            depth = getattr(self._local, "depth", 0)
+            if depth:
+                self._local.depth = depth + 1
+                try:
+                    yield self.writer
+                finally:
+                    self._local.depth = depth
+                return
+            self._local.depth = 1
+            try:
+                with self.writer.transaction():
+                    yield self.writer
+            except self._psycopg.OperationalError as exc:
+                raise self.unavailable(exc) from None
+            finally:
+                self._local.depth = 0
+
+    def close(self) -> None:
+        for connection in (self.reader, self.writer):
+            with contextlib.suppress(Exception):
+                connection.close()
