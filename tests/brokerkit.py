@@ -4,6 +4,10 @@
 fails the test instead of skipping it. The broker keeps no state on disk
 (`persistence false`): a restart loses its sessions, which is what the tests of
 "a broker restarted mid-stream loses nothing" need (uwf resumes from its log).
+`Broker(folder, persistent=True)` keeps them across a restart instead (saved when it
+stops): what a subscriber with a persistent session needs to miss nothing while the
+broker is away (the bridge's tests). It never drops a message it queued for a slow
+subscriber (`max_queued_messages 0`: no limit; mosquitto's default drops beyond 1000).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class Broker:
     folder: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    persistent: bool = False
 
     @property
     def url(self) -> str:
@@ -53,8 +58,13 @@ class Broker:
 
     def start(self) -> None:
         config = self.folder / "mosquitto.conf"
+        persistence = (f"persistence true\npersistence_location {self.folder}/\n"
+                       if self.persistent else "persistence false\n")
+        if os.geteuid() == 0:  # else it becomes `mosquitto`, who cannot write in the folder
+            persistence += "user root\n"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                          "persistence false\nlog_dest stderr\nlog_type error\n", "utf-8")
+                          f"{persistence}max_queued_messages 0\n"
+                          "log_dest stderr\nlog_type error\n", "utf-8")
         log = (self.folder / "mosquitto.log").open("ab")
         self.process = subprocess.Popen([mosquitto(), "-c", str(config)],
                                         stdout=log, stderr=log)

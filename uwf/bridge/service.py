@@ -34,7 +34,7 @@ from uwf.queue.events import BrokerRef
 from uwf.store import Store
 
 # Lines read from the log, published and acknowledged before the seq is saved.
-CHUNK = 10_000
+CHUNK = 2_000
 # How often a following bridge looks at the log for new lines.
 POLL_S = 0.05
 # Waits between attempts to reach a broker that is down, while following.
@@ -247,10 +247,28 @@ class _Bridge:
         return (f"start it or check --broker; {done}the next run goes on from seq "
                 f"{self.seq + 1}")
 
+    def publish(self, connection: Connection, chunk: list[tuple[int, str, bytes]]
+                ) -> Bridged | None:
+        """Publish `chunk` and save the last seq acknowledged in a row; what was (None:
+        nothing)."""
+        prefix = self.to.prefix
+        acked = connection.publish_all(
+            ((topic(prefix, subject), raw) for _, subject, raw in chunk), self.to.qos,
+            window=WINDOW, timeout=self.timeout, stopped=self.stopped)
+        if not acked:
+            return None
+        self.seq = chunk[acked - 1][0]
+        save_seq(self.path, self.to, self.seq, self.store.settings.durable)
+        return Bridged(broker=self.to.where, prefix=prefix, from_=chunk[0][0], to=self.seq,
+                       published=acked, state=str(self.path))
+
     def chunks(self, *, follow: bool, poll: float) -> Iterator[Bridged]:
-        """Publish chunk after chunk, saving the seq after each; a result per chunk."""
+        """Publish chunk after chunk, saving the seq after each; a result per chunk. A
+        connection that drops (or leaves a message unacknowledged past the timeout) is
+        replaced and what it did not acknowledge is published again; without `follow`,
+        one that is replaced having taken nothing is BrokerUnavailable."""
         connection = self.connect(retry=follow)
-        durable = self.store.settings.durable
+        taken = False  # whether this connection has had anything acknowledged
         try:
             while connection is not None and not self.stopped():
                 lines = ready(self.store.log, self.seq)
@@ -259,25 +277,25 @@ class _Bridge:
                         return
                     _wait(poll, self.stopped)
                     continue
-                prefix = self.to.prefix
-                acked = connection.publish_all(
-                    ((topic(prefix, subject), raw) for _, subject, raw in lines),
-                    self.to.qos, window=WINDOW, timeout=self.timeout, stopped=self.stopped)
-                if acked:
-                    self.seq = lines[acked - 1][0]
-                    save_seq(self.path, self.to, self.seq, durable)
-                    yield Bridged(broker=self.to.where, prefix=prefix, from_=lines[0][0],
-                                  to=self.seq, published=acked, state=str(self.path))
-                if acked < len(lines) and not self.stopped():
-                    # Dropped, or no acknowledgement in time: a new connection, and what
-                    # was not acknowledged is published again.
-                    connection.close()
-                    connection = None
-                    if not follow and not acked:
-                        raise BrokerUnavailable(
-                            f"the MQTT broker {self.to.where} did not acknowledge seq "
-                            f"{self.seq + 1} within {self.timeout:g} s", self.next_action())
-                    connection = self.connect(retry=follow)
+                whole = True
+                for start in range(0, len(lines), CHUNK):
+                    chunk = lines[start:start + CHUNK]
+                    result = self.publish(connection, chunk)
+                    if result is not None:
+                        taken = True
+                        yield result
+                    if result is None or result.published < len(chunk):
+                        whole = False
+                        break
+                if whole or self.stopped():
+                    continue
+                connection.close()
+                connection = None
+                if not follow and not taken:
+                    raise BrokerUnavailable(
+                        f"the MQTT broker {self.to.where} did not acknowledge seq "
+                        f"{self.seq + 1} within {self.timeout:g} s", self.next_action())
+                connection, taken = self.connect(retry=follow), False
         finally:
             if connection is not None:
                 connection.close()

@@ -116,7 +116,9 @@ class Connection:
         client.on_message = self._on_message
         client.on_publish = self._on_publish
         client.reconnect_delay_set(min_delay=1, max_delay=5)
-        client.max_inflight_messages_set(WINDOW)  # paho's own limit; set before connecting
+        # No limit of paho's own (set before connecting): `publish_all` keeps its window,
+        # and with a limit paho walks every message in flight at each acknowledgement.
+        client.max_inflight_messages_set(0)
         self.client = client
         try:
             client.connect(broker.host, broker.port, keepalive=30)
@@ -176,11 +178,12 @@ class Connection:
     def publish_all(self, messages: Iterable[tuple[str, bytes]], qos: int = 1, *,
                     window: int = WINDOW, timeout: float = CONNECT_TIMEOUT_S,
                     stopped: Callable[[], bool] = lambda: False) -> int:
-        """Publish (topic, payload)s in order, up to `window` (at most WINDOW) of them
-        awaiting the broker's acknowledgement at once; return how many, from the first, were acknowledged: all
-        of them, or fewer when the connection dropped, no acknowledgement came for
-        `timeout` seconds, or `stopped()` said so. After fewer, a caller that wants the
-        rest publishes them again on a new connection (at least once)."""
+        """Publish (topic, payload)s in order, up to `window` of them awaiting the
+        broker's acknowledgement at once; return how many, from the first, were
+        acknowledged: all of them, or fewer when the connection dropped, no
+        acknowledgement came for `timeout` seconds, or `stopped()` said so. After
+        fewer, a caller that wants the rest publishes them again on a new connection
+        (at least once)."""
         with self._acked:
             self._acks.clear()
         flight: deque[int] = deque()
@@ -232,6 +235,9 @@ class Connection:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+        # The socket and the loop's wake-up pair, which paho closes only when the client
+        # is collected: a command run in-process (`main(argv)`) leaves no descriptor.
+        self.client._reset_sockets()
 
     def __enter__(self) -> Connection:
         return self
