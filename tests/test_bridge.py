@@ -226,6 +226,36 @@ def test_a_broker_restarted_mid_stream_loses_nothing_while_the_bridge_follows(
     assert json.loads(state.read_bytes())["seq"] == head
 
 
+def test_a_following_bridge_waits_for_a_broker_that_is_down_and_says_so_once(
+        proc_cli: Cli, tmp_path: Path) -> None:
+    cli = quiet(proc_cli)
+    folder = tmp_path / "broker"
+    folder.mkdir()
+    running = Broker(folder, persistent=True)
+    running.start()
+    try:
+        queued(cli, tmp_path, 50)
+        head = len(log_lines(cli))
+        with subscribed(running, "waiting") as subscriber:
+            running.stop()  # the subscriber's session is kept for when it is back
+            follower = bridge(cli, running)
+            time.sleep(1.5)
+            assert state_file(cli) is None
+            running.start()
+            subscriber.until(covers(head))
+            state_seq(cli, lambda seq: seq == head)
+            follower.send_signal(signal.SIGTERM)
+            _, err = follower.communicate(timeout=10)
+        assert follower.returncode == 0, err
+    finally:
+        running.stop()
+    said = err.splitlines()
+    assert len(said) == 2, err
+    assert f"127.0.0.1:{running.port} is unavailable" in said[0]
+    assert "trying again" in said[0]
+    assert "answers again; publishing from seq 1" in said[1]
+
+
 def test_an_unreachable_broker_is_one_line_and_exit_1(proc_cli: Cli, tmp_path: Path) -> None:
     cli = quiet(proc_cli)
     queued(cli, tmp_path, 2)

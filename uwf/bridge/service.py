@@ -28,7 +28,14 @@ import msgspec
 
 from uwf.bridge.results import Bridged
 from uwf.engine.log import EventLog
-from uwf.errors import BrokerUnavailable, Corrupt, Rejected, StoreBusy, UsageError
+from uwf.errors import (
+    BrokerUnavailable,
+    Corrupt,
+    Rejected,
+    StoreBusy,
+    StoreUnavailable,
+    UsageError,
+)
 from uwf.queue.broker import WINDOW, Connection, check_topic_prefix, parse_broker, where
 from uwf.queue.events import BrokerRef
 from uwf.store import Store
@@ -119,18 +126,23 @@ def save_seq(path: Path, to: Target, seq: int, durable: bool) -> None:
     """Replace the state with `seq`: a temporary file, synced, then renamed over it."""
     data = msgspec.json.encode(_State(broker=to.where, prefix=to.prefix, seq=seq)) + b"\n"
     temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
         if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    if durable:
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot write the bridge's state {path}: {exc.strerror}",
+                               "free space or fix its folder; the next run publishes again "
+                               "what was published since it was last written") from None
 
 
 @contextlib.contextmanager
@@ -269,6 +281,7 @@ class _Bridge:
         one that is replaced having taken nothing is BrokerUnavailable."""
         connection = self.connect(retry=follow)
         taken = False  # whether this connection has had anything acknowledged
+        said = False  # whether a connection that took nothing was said (once in a row)
         try:
             while connection is not None and not self.stopped():
                 lines = ready(self.store.log, self.seq)
@@ -282,7 +295,7 @@ class _Bridge:
                     chunk = lines[start:start + CHUNK]
                     result = self.publish(connection, chunk)
                     if result is not None:
-                        taken = True
+                        taken, said = True, False
                         yield result
                     if result is None or result.published < len(chunk):
                         whole = False
@@ -291,10 +304,15 @@ class _Bridge:
                     continue
                 connection.close()
                 connection = None
-                if not follow and not taken:
-                    raise BrokerUnavailable(
-                        f"the MQTT broker {self.to.where} did not acknowledge seq "
-                        f"{self.seq + 1} within {self.timeout:g} s", self.next_action())
+                if not taken:
+                    failed = (f"the MQTT broker {self.to.where} did not acknowledge seq "
+                              f"{self.seq + 1}: the connection dropped or "
+                              f"{self.timeout:g} s passed")
+                    if not follow:
+                        raise BrokerUnavailable(failed, self.next_action())
+                    if not said:
+                        self.notice(f"{failed}; trying again")
+                        said = True
                 connection, taken = self.connect(retry=follow), False
         finally:
             if connection is not None:
@@ -306,14 +324,14 @@ def _never() -> bool:
 
 
 def _bridge(store: Store, to: Target, timeout: float, notice: Callable[[str], None],
-            stopped: Callable[[], bool]) -> tuple[_Bridge, Path]:
-    path = state_path(_root(store), to)
-    return _Bridge(store, to, timeout, path, 0, notice, stopped), path
+            stopped: Callable[[], bool]) -> _Bridge:
+    return _Bridge(store, to, timeout, state_path(_root(store), to), 0, notice, stopped)
 
 
 def once(store: Store, to: Target, *, timeout: float) -> Bridged:
     """Publish every event after the last acknowledged seq, then stop: one result."""
-    bridge, path = _bridge(store, to, timeout, lambda text: None, _never)
+    bridge = _bridge(store, to, timeout, lambda text: None, _never)
+    path = bridge.path
     with _held(path, to):
         bridge.seq = first = load_seq(path, to, store.log)
         published = 0
@@ -329,7 +347,7 @@ def follow(store: Store, to: Target, *, timeout: float, stopped: Callable[[], bo
     """Publish every event after the last acknowledged seq, then each one appended, until
     `stopped()`: a result per chunk. A broker that is down or goes away is tried again
     (said once by `notice`) and nothing it did not acknowledge is skipped."""
-    bridge, path = _bridge(store, to, timeout, notice, stopped)
-    with _held(path, to):
-        bridge.seq = load_seq(path, to, store.log)
+    bridge = _bridge(store, to, timeout, notice, stopped)
+    with _held(bridge.path, to):
+        bridge.seq = load_seq(bridge.path, to, store.log)
         yield from bridge.chunks(follow=True, poll=poll)
