@@ -209,9 +209,9 @@ def throughput(root: Path, port: int, events: int, rounds: int, counter: Counter
             results[name].append(timed(sides[name](index), env, counter, events, name))
     log.unlink()
     section(f"throughput: {events:,} events, medians of {rounds} rounds (end: {load()})")
-    print(f"{'':<30}{'end to end':>14}{'streaming':>14}")
+    print(f"{'':<34}{'end to end':>14}{'streaming':>14}")
     for name, runs in results.items():
-        print(f"{name:<30}{fmt_rate(median([r.end_to_end for r in runs])):>14}"
+        print(f"{name:<34}{fmt_rate(median([r.end_to_end for r in runs])):>14}"
               f"{fmt_rate(median([r.streaming for r in runs])):>14}")
     bridge = results["bridge"]
     for name in order[1:]:
@@ -220,7 +220,7 @@ def throughput(root: Path, port: int, events: int, rounds: int, counter: Counter
         ratio_stream = median([a.streaming / b.streaming
                                for a, b in zip(bridge, results[name], strict=True)])
         label = f"ratio bridge / {name}"
-        print(f"{label:<30}{ratio_end:>12.2f} x{ratio_stream:>12.2f} x")
+        print(f"{label:<34}{ratio_end:>12.2f} x{ratio_stream:>12.2f} x")
 
 
 def latency(root: Path, port: int, count: int, counter: Counter) -> None:
