@@ -112,10 +112,18 @@ def state_seq(cli: Cli, wanted: Callable[[int], bool], timeout: float = 20) -> i
         time.sleep(0.002)
 
 
-def bridge(cli: Cli, running: Broker, *more: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([str(BIN / "uwf"), "bridge", "mqtt", "--broker", running.url,
-                             *more], env=cli.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def bridge(cli: Cli, running: Broker, *more: str) -> Iterator[subprocess.Popen[str]]:
+    """`uwf bridge mqtt` as a process, killed if the test leaves it running."""
+    process = subprocess.Popen([str(BIN / "uwf"), "bridge", "mqtt", "--broker", running.url,
+                                *more], env=cli.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def test_a_subscriber_gets_every_event_as_its_log_line_in_seq_order(cli: Cli,
@@ -176,8 +184,7 @@ def test_a_bridge_killed_mid_stream_resumes_after_the_acknowledged_seq(
     queued(cli, tmp_path, 10_000)
     lines = log_lines(cli)
     head = len(lines)
-    with subscribed(broker, "killed") as subscriber:
-        running = bridge(cli, broker, "--once")
+    with subscribed(broker, "killed") as subscriber, bridge(cli, broker, "--once") as running:
         state_seq(cli, lambda seq: seq > 0)  # the first chunk is acknowledged
         running.kill()
         running.communicate()
@@ -203,8 +210,7 @@ def test_a_broker_restarted_mid_stream_loses_nothing_while_the_bridge_follows(
     try:
         queued(cli, tmp_path, 20_000, "before")
         before = len(log_lines(cli))
-        with subscribed(running, "restarted") as subscriber:
-            follower = bridge(cli, running)
+        with subscribed(running, "restarted") as subscriber, bridge(cli, running) as follower:
             assert state_seq(cli, lambda seq: seq > 0) < before  # mid-stream
             running.restart()
             queued(cli, tmp_path, 1000, "after")
@@ -238,14 +244,14 @@ def test_a_following_bridge_waits_for_a_broker_that_is_down_and_says_so_once(
         head = len(log_lines(cli))
         with subscribed(running, "waiting") as subscriber:
             running.stop()  # the subscriber's session is kept for when it is back
-            follower = bridge(cli, running)
-            time.sleep(1.5)
-            assert state_file(cli) is None
-            running.start()
-            subscriber.until(covers(head))
-            state_seq(cli, lambda seq: seq == head)
-            follower.send_signal(signal.SIGTERM)
-            _, err = follower.communicate(timeout=10)
+            with bridge(cli, running) as follower:
+                time.sleep(1.5)
+                assert state_file(cli) is None
+                running.start()
+                subscriber.until(covers(head))
+                state_seq(cli, lambda seq: seq == head)
+                follower.send_signal(signal.SIGTERM)
+                _, err = follower.communicate(timeout=10)
         assert follower.returncode == 0, err
     finally:
         running.stop()
