@@ -3,13 +3,15 @@
 `.ci/run` installs mosquitto when it is absent, so under CI=true a missing broker
 fails the test instead of skipping it. The broker saves its sessions and queued
 messages in its folder when it stops (`persistence true`), as a production broker
-does, so a restart keeps what a persistent subscriber has not taken yet.
+does, so a restart keeps what a persistent subscriber has not taken yet;
+`Broker(folder, persistent=False)` forgets them. It never drops a message it queued
+for a slow subscriber (`max_queued_messages 0`: no limit; mosquitto's default drops
+beyond 1000).
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -47,6 +49,7 @@ class Broker:
     folder: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    persistent: bool = True
 
     @property
     def url(self) -> str:
@@ -54,10 +57,12 @@ class Broker:
 
     def start(self) -> None:
         config = self.folder / "mosquitto.conf"
-        # As root, mosquitto would drop to its own user, which cannot write this folder.
-        user = f"user {pwd.getpwuid(os.geteuid()).pw_name}\n" if os.geteuid() == 0 else ""
+        persistence = (f"persistence true\npersistence_location {self.folder}/\n"
+                       if self.persistent else "persistence false\n")
+        if os.geteuid() == 0:  # else it becomes `mosquitto`, who cannot write in the folder
+            persistence += "user root\n"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                          f"persistence true\npersistence_location {self.folder}/\n{user}"
+                          f"{persistence}max_queued_messages 0\n"
                           "log_dest stderr\nlog_type error\n", "utf-8")
         log = (self.folder / "mosquitto.log").open("ab")
         self.process = subprocess.Popen([mosquitto(), "-c", str(config)],

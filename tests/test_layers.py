@@ -27,7 +27,8 @@ BELOW_FEATURES = {
 }
 # The features and the features each may use: runs read threads and restart them,
 # the queue names threads and workflows, the worker drives the queue, threads and
-# the archive, the archive and the audit read the other features' events.
+# the archive, the archive and the audit read the other features' events, the bridge
+# publishes through the queue's MQTT connection.
 FEATURES = {
     "workflows": set(),
     "threads": {"workflows"},
@@ -36,6 +37,7 @@ FEATURES = {
     "worker": {"queue", "threads", "archive", "audit"},
     "archive": {"threads"},
     "audit": {"queue", "runs", "threads", "workflows"},
+    "bridge": {"queue"},
     "jsoncas": set(),
 }
 # A feature's pure model: these modules may import no service, no store, no config.

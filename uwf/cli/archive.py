@@ -3,43 +3,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from collections.abc import Iterator
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from uwf.archive import commands as archive
 from uwf.archive.commands import ArchiveSync, ArchiveVerify
+from uwf.cli.common import until_signalled
 from uwf.cli.context import Context
 from uwf.cli.spec import Command, on_store
 from uwf.payload import to_payload
 
 if TYPE_CHECKING:
     from uwf.archive.results import Synced
-
-
-@contextlib.contextmanager
-def _until_signalled() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or Ctrl-C, so `--follow` ends between two syncs (exit 0)
-    instead of unwinding one mid-write. Signal handlers belong to the main thread;
-    elsewhere (main(argv) in a thread) none is installed."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM,
-                                                                       signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
@@ -63,7 +38,7 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
 
     if args.run is not None:
         check_run_id(args.run)
-    with _until_signalled() as stop:
+    with until_signalled() as stop:
         for result in service.follow(ctx.store, args.dir, args.run, stop.is_set):
             yield shown(result)
 

@@ -1,8 +1,14 @@
-"""Helpers of the command handlers: a progress bar, and reading a file, stdin or JSON."""
+"""Helpers of the command handlers: a progress bar, reading a file, stdin or JSON, and
+stopping cleanly on a signal."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 
@@ -90,3 +96,26 @@ def parse_json(text: str, source: str) -> Any:
     if (problem := value_problem(value)) is not None:
         raise UsageError(f"{source}: {problem}", LIMITS_DOC)
     return value
+
+
+@contextlib.contextmanager
+def until_signalled() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or Ctrl-C, so a command that follows (`archive sync
+    --follow`, `bridge mqtt`) ends between two steps (exit 0) instead of unwinding one
+    mid-write. Signal handlers belong to the main thread; elsewhere (main(argv) in a
+    thread) none is installed."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM,
+                                                                       signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from uwf.cli.archive import ARCHIVE_COMMANDS
+from uwf.cli.bridge import BRIDGE_COMMANDS
 from uwf.cli.context import Context
 from uwf.cli.demo import DEMO_COMMANDS
 from uwf.cli.log import LOG_COMMANDS
@@ -103,6 +104,7 @@ COMMANDS = Group(
         "registry": "the views derived from the log: freshness, catch-up, rebuild, verify",
         "log": "audit the event log",
         "archive": "the per-run archive: a folder kept in step with the log, and its check",
+        "bridge": "every event of the log to an MQTT broker, resuming where it stopped",
     },
     commands=[
         Command(("workflow", "put"), "Validate a workflow YAML file and register it.",
@@ -118,6 +120,7 @@ COMMANDS = Group(
         *QUEUE_COMMANDS,
         *WORKER_COMMANDS,
         *ARCHIVE_COMMANDS,
+        *BRIDGE_COMMANDS,
         Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
                 "next action.", "uwf registry show", Scoped, on_store(runs.registry_show),
                 human=_registry_panel, read_only=True),

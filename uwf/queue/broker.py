@@ -6,6 +6,10 @@ default) into the `BrokerRef` a queue entry records; the password is never part 
 it: `password_env` names the variable that holds it, read from the command's
 environment when it connects. Every failure to reach the broker is one
 `BrokerUnavailable` naming host and port (never the credentials).
+
+`Connection.publish` waits for each message's acknowledgement; `publish_all`
+keeps up to a window of them in flight and counts the acknowledgements as they
+come (paho's on_publish), for a stream of many (`uwf bridge mqtt`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -23,6 +28,8 @@ from uwf.queue.events import BrokerRef
 
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 CONNECT_TIMEOUT_S = 5.0
+# How many messages `publish_all` keeps awaiting their acknowledgement at once.
+WINDOW = 1000
 
 
 def parse_broker(url: str, password_env: str | None = None) -> BrokerRef:
@@ -98,6 +105,11 @@ class Connection:
         self._connected = threading.Event()
         self._refused: list[str] = []
         self._subscriptions: list[tuple[str, int]] = []
+        # The message ids acknowledged and not yet taken by `publish_all`, and the one it
+        # waits for (the oldest in flight); the condition wakes it for that one only.
+        self._acks: set[int] = set()
+        self._awaited: int | None = None
+        self._acked = threading.Condition()
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
                              clean_session=clean if client_id else True)
         if broker.username is not None:
@@ -113,7 +125,11 @@ class Connection:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
+        client.on_publish = self._on_publish
         client.reconnect_delay_set(min_delay=1, max_delay=5)
+        # No limit of paho's own (set before connecting): `publish_all` keeps its window,
+        # and with a limit paho walks every message in flight at each acknowledgement.
+        client.max_inflight_messages_set(0)
         self.client: Any = client
         try:
             client.connect(broker.host, broker.port, keepalive=30)
@@ -143,6 +159,15 @@ class Connection:
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
                        properties: Any) -> None:
         self._connected.clear()
+        with self._acked:
+            self._acked.notify_all()  # `publish_all` stops waiting: the rest is not acked
+
+    def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any,
+                    properties: Any) -> None:
+        with self._acked:
+            self._acks.add(mid)
+            if mid == self._awaited:
+                self._acked.notify_all()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
         self.messages.put(Message(message.topic, bytes(message.payload)))
@@ -161,6 +186,56 @@ class Connection:
                 raise self.unavailable(f"no acknowledgement within {timeout:g} s")
             time.sleep(0.002)
 
+    def publish_all(self, messages: Iterable[tuple[str, bytes]], qos: int = 1, *,
+                    window: int = WINDOW, timeout: float = CONNECT_TIMEOUT_S,
+                    stopped: Callable[[], bool] = lambda: False) -> int:
+        """Publish (topic, payload)s in order, up to `window` of them awaiting the
+        broker's acknowledgement at once; return how many, from the first, were
+        acknowledged: all of them, or fewer when the connection dropped, no
+        acknowledgement came for `timeout` seconds, or `stopped()` said so. After
+        fewer, a caller that wants the rest publishes them again on a new connection
+        (at least once)."""
+        with self._acked:
+            self._acks.clear()
+        flight: deque[int] = deque()
+        acked = 0
+        for topic, payload in messages:
+            while len(flight) >= window:
+                taken = self._settle(flight, timeout, stopped)
+                if not taken:
+                    return acked
+                acked += taken
+            if not self.connected:
+                return acked
+            flight.append(self.client.publish(topic, payload, qos=qos).mid)
+        while flight:
+            taken = self._settle(flight, timeout, stopped)
+            if not taken:
+                return acked
+            acked += taken
+        return acked
+
+    def _settle(self, flight: deque[int], timeout: float, stopped: Callable[[], bool]) -> int:
+        """Wait until the oldest message in flight is acknowledged, then take every
+        acknowledged one from the front; how many (0: the connection dropped, `timeout`
+        passed without it, or `stopped()`)."""
+        deadline = time.monotonic() + timeout
+        with self._acked:
+            self._awaited = flight[0]
+            try:
+                while flight[0] not in self._acks:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.connected or stopped():
+                        return 0
+                    self._acked.wait(min(left, 0.1))
+            finally:
+                self._awaited = None
+            taken = 0
+            while flight and flight[0] in self._acks:
+                self._acks.discard(flight.popleft())
+                taken += 1
+            return taken
+
     def subscribe(self, topic: str, qos: int = 1) -> None:
         self._subscriptions.append((topic, qos))
         self.client.subscribe(topic, qos)
@@ -174,6 +249,7 @@ class Connection:
         client.disconnect()
         client.loop_stop()
         client.on_connect = client.on_disconnect = client.on_message = None  # no cycle
+        client.on_publish = None
         self.client = _CLOSED
 
     def __enter__(self) -> Connection:
