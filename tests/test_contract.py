@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 
 from tests.logkit import append
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
+from uwf.cas.pgblobs import PgBlobs
 from uwf.cas.store import Cas, builtin_hash
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
+from uwf.engine.pgdb import PgDatabase
+from uwf.engine.pglog import PgLog
 from uwf.engine.viewspec import STREAMS, Query, Row, ViewSpec, ViewStore
 from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
@@ -33,10 +36,20 @@ CATALOG = event_catalog()
 
 # -- backends ------------------------------------------------------------------
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture
+def database(request: pytest.FixtureRequest) -> Iterator[PgDatabase]:
+    """A new, empty PostgreSQL database (tests/pgkit.py), closed after the test."""
+    db = PgDatabase(request.getfixturevalue("pg_url"), lock_timeout=0.05)
+    yield db
+    db.close()
+
+
+@pytest.fixture(params=["memory", "file", "postgres"])
 def log(request: pytest.FixtureRequest, tmp_path: Path) -> EventLog:
     if request.param == "memory":
         return MemoryLog(lock_timeout=0.05)
+    if request.param == "postgres":
+        return PgLog(request.getfixturevalue("database"))
     return FileLog(tmp_path / "events", tmp_path / "lock", lock_timeout=0.05,
                    segment_bytes=400)
 
@@ -61,10 +74,12 @@ def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]
     store.close()
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Blobs:
     if request.param == "memory":
         return MemoryBlobs()
+    if request.param == "postgres":
+        return PgBlobs(request.getfixturevalue("database"))
     return FileBlobs(tmp_path / "cas")
 
 
