@@ -11,11 +11,11 @@ file backend lists them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uwf.cas.backends import check_hash
-from uwf.engine.pgdb import PgDatabase
 
 if TYPE_CHECKING:
     import psycopg
@@ -31,10 +31,27 @@ _CREATE = (
 )
 
 
+class Database(Protocol):
+    """What the nodes need of the store's database (`uwf.engine.pgdb.PgDatabase`, which
+    the CAS, a layer below the engine, does not import)."""
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """The writer's connection inside this thread's section, else the reader's."""
+        ...
+
+    def create(self, table: str, *statements: str) -> None:
+        """Run `statements` unless `table` exists."""
+        ...
+
+    def reached(self) -> contextlib.AbstractContextManager[None]:
+        """Server failures in the block as one-line `StoreUnavailable` errors."""
+        ...
+
+
 class PgBlobs:
     """The CAS's nodes in a store's PostgreSQL database."""
 
-    def __init__(self, db: PgDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         with db.reached():
             db.create(NODES, _CREATE[0])
