@@ -236,6 +236,7 @@ def test_reads_cross_chunk_boundaries_in_order(db: PgDatabase) -> None:
         session.append(lines)
     assert [line.seq for line in log.read()] == list(range(1, 603))
     assert [line.raw for line in log.read(2)] == lines
+    assert {type(line.raw) for line in [*log.read(), *log.read_reverse()]} == {bytes}
     assert [line.seq for line in log.read(450)] == list(range(451, 603))
     assert [line.seq for line in log.read_reverse()] == list(range(602, 0, -1))
     assert log.line(300) == lines[297]

@@ -84,7 +84,7 @@ class PgLog:
                     f"SELECT seq, line FROM {TABLE} WHERE seq > %s ORDER BY seq LIMIT %s",
                     (position, size), binary=True).fetchall()
             for seq, raw in rows:
-                yield LogLine(seq, raw, TABLE, seq)
+                yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
             if len(rows) < size:
                 return
             position = rows[-1][0]
@@ -97,7 +97,7 @@ class PgLog:
                     f"SELECT seq, line FROM {TABLE} WHERE seq < %s ORDER BY seq DESC LIMIT %s",
                     (position, size), binary=True).fetchall()
             for seq, raw in rows:
-                yield LogLine(seq, raw, TABLE, seq)
+                yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
             if len(rows) < size:
                 return
             position = rows[-1][0]
@@ -149,7 +149,8 @@ class PgLog:
                             f"{self.db.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
         try:
             with self.db.transaction() as connection:
-                wait = f"{max(round(self.db.lock_timeout * 1000), 1)}ms"  # 0 would wait forever
+                # Any lock the section waits for is bounded alike. 0 would wait forever.
+                wait = f"{max(round(self.db.lock_timeout * 1000), 1)}ms"
                 connection.execute("SELECT set_config('lock_timeout', %s, true)", (wait,))
                 if not self.durable:
                     connection.execute("SELECT set_config('synchronous_commit', 'off', true)")
