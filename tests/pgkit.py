@@ -5,7 +5,8 @@ PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgr
 system user and its commands run through `runuser`. `.ci/run` installs the server
 packages when they are absent, so under CI=true a missing server fails the test
 instead of skipping it. One server serves a whole test session (`pg_server`); each
-test gets a database of its own (`pg_url`).
+test gets a database of its own (`pg_url`), or a `PgDatabase` opened on one
+(`pg_database`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from uwf.engine.pgdb import PgDatabase
 
 _NAMES = itertools.count(1)
 
@@ -110,3 +113,12 @@ def pg_server() -> Iterator[Server]:
 def pg_url(pg_server: Server) -> str:
     """The URL of a new, empty database of the session's server."""
     return pg_server.create_database()
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[PgDatabase]:
+    """A `PgDatabase` on a new, empty database, waiting at most 0.05 s for a lock (as the
+    contract suite's other backends do: a test holds one on purpose); closed after."""
+    database = PgDatabase(pg_url, lock_timeout=0.05)
+    yield database
+    database.close()

@@ -1,7 +1,7 @@
 """One contract suite for each storage interface, run against every backend.
 
-Backend-only behaviour (segments, torn tails, the pending-repair note) lives in
-tests/test_filelog.py; the journal's contract is in tests/test_views.py.
+Backend-only behaviour lives in tests/test_filelog.py (segments, torn tails) and
+tests/test_pg*.py (processes racing, a killed writer); the journal's in tests/test_views.py.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.logkit import append
+from tests.pgkit import pg_database  # noqa: F401  (the postgres backends' database)
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
+from uwf.cas.pgblobs import PgBlobs
 from uwf.cas.store import Cas, builtin_hash
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
+from uwf.engine.pglog import PgLog
 from uwf.engine.viewspec import STREAMS, Query, Row, ViewSpec, ViewStore
 from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import NotFound, Rejected, StoreBusy, UsageError
@@ -33,10 +36,12 @@ CATALOG = event_catalog()
 
 # -- backends ------------------------------------------------------------------
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def log(request: pytest.FixtureRequest, tmp_path: Path) -> EventLog:
     if request.param == "memory":
         return MemoryLog(lock_timeout=0.05)
+    if request.param == "postgres":
+        return PgLog(request.getfixturevalue("pg_database"))
     return FileLog(tmp_path / "events", tmp_path / "lock", lock_timeout=0.05,
                    segment_bytes=400)
 
@@ -61,10 +66,12 @@ def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]
     store.close()
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Blobs:
     if request.param == "memory":
         return MemoryBlobs()
+    if request.param == "postgres":
+        return PgBlobs(request.getfixturevalue("pg_database"))
     return FileBlobs(tmp_path / "cas")
 
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 # The version of the tables below; a database written by a newer uwf fails closed.
 SCHEMA_VERSION = 1
 URL_SCHEMES = ("postgresql", "postgres")
+# The advisory lock creating tables takes (any 64-bit key no other lock uses: "uwf_ddl").
+SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
 
 
 def is_database_url(value: str) -> bool:
@@ -107,13 +109,23 @@ class PgDatabase:
                                 "check that the server runs, the database exists and the "
                                 "URL's user may log in")
 
+    @contextlib.contextmanager
+    def reached(self) -> Iterator[None]:
+        """Statements run in this block that cannot reach or use the server raise the
+        one-line `unavailable` error instead of psycopg's."""
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:
+            raise self.unavailable(exc) from None
+
     def _check_schema(self) -> None:
+        self.create("uwf_schema", "CREATE TABLE IF NOT EXISTS uwf_schema "
+                    "(id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)")
         with self.transaction() as connection:
-            connection.execute("CREATE TABLE IF NOT EXISTS uwf_schema "
-                               "(id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)")
             row = connection.execute("SELECT version FROM uwf_schema").fetchone()
-            if row is None:
-                connection.execute("INSERT INTO uwf_schema VALUES (1, %s)", (SCHEMA_VERSION,))
+            if row is None:  # another process opening it too may have just written it
+                connection.execute("INSERT INTO uwf_schema VALUES (1, %s) "
+                                   "ON CONFLICT DO NOTHING", (SCHEMA_VERSION,))
             elif row[0] > SCHEMA_VERSION:
                 raise OldFormat(f"{where(self.url)} was written by a newer uwf (schema "
                                 f"{row[0]}, this uwf reads {SCHEMA_VERSION})",
@@ -149,6 +161,18 @@ class PgDatabase:
                 raise self.unavailable(exc) from None
             finally:
                 self._local.depth = 0
+
+    def create(self, table: str, *statements: str) -> None:
+        """Run `statements` (CREATE ... IF NOT EXISTS) unless `table` exists. Two processes
+        opening a new database at once would race in the catalog (a duplicate key in
+        pg_type), so the creation holds an advisory lock of its own."""
+        found = self.connection().execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        if found is not None and found[0] is not None:
+            return
+        with self.transaction() as connection:
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            for statement in statements:
+                connection.execute(statement)
 
     def close(self) -> None:
         for connection in (self.reader, self.writer):

@@ -1,0 +1,216 @@
+"""The log in a PostgreSQL table: one row per line, the writer's section one transaction.
+
+`uwf_events` holds each line's exact bytes (`bytea`: the chain covers them) under its
+seq, and `ends`, the byte offset just past the line's newline in the log's JSONL form
+(what the file log's segments would hold): so `describe()` reads the size off the
+last row instead of summing the table, and `problems()` can tell a row removed or
+changed in place from the keys and offsets alone.
+
+The writers' exclusive section is `PgDatabase.transaction()` plus a transaction-level
+advisory lock (`LOG_LOCK`), waited for at most the lock timeout (`StoreBusy` after).
+Appends, and the views' fold that follows them, commit together when the section
+ends, or not at all: a writer killed mid-section leaves nothing, so there is never a
+torn tail to cut (`recover` has nothing to do) and no repair to record. Readers take
+no lock and see only committed sections, whole.
+
+psycopg is imported when a method needs one of its names, never at import: the
+database (`uwf.engine.pgdb`) checks it is installed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from uwf.engine.events import LogRepaired
+from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
+from uwf.engine.pgdb import PgDatabase
+from uwf.errors import Corrupt, StoreBusy
+
+if TYPE_CHECKING:
+    import psycopg
+
+TABLE = "uwf_events"
+# The writers' advisory lock: a fixed 64-bit key ("uwf_log"), held until the section's
+# transaction ends.
+LOG_LOCK = int.from_bytes(b"uwf_log")
+FIRST_CHUNK = 64  # rows per read at first: a catch-up or a newest-first search is short
+LAST_CHUNK = 4096  # ... doubling up to this, so a full read is few round trips
+BEYOND = 2**63 - 1  # past every seq: where a newest-first read starts
+
+_CREATE = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+    " seq bigint PRIMARY KEY CHECK (seq > 0),"
+    " line bytea NOT NULL CHECK (position('\\x0a'::bytea IN line) = 0),"
+    " ends bigint NOT NULL)"
+)
+
+
+def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:
+    size = first
+    while True:
+        yield size
+        size = min(size * 2, LAST_CHUNK)
+
+
+class PgLog:
+    """The event log as rows of `uwf_events` in a store's PostgreSQL database."""
+
+    def __init__(self, db: PgDatabase, *, durable: bool = True) -> None:
+        self.db = db
+        # Not durable: commits do not wait for the server's WAL flush
+        # (synchronous_commit off); a server crash may lose the last sections, whole.
+        self.durable = durable
+        self._thread_lock = threading.Lock()  # the writer connection serves one section
+        with db.reached():
+            db.create(TABLE, _CREATE)
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        return self.db.connection()
+
+    # -- reading ---------------------------------------------------------
+
+    def head(self) -> Checkpoint:
+        with self.db.reached():
+            return _last(self._connection())[0]
+
+    def read(self, after: int = 0) -> Iterator[LogLine]:
+        position = max(after, 0)
+        for size in _chunks():
+            with self.db.reached():
+                rows = self._connection().execute(
+                    f"SELECT seq, line FROM {TABLE} WHERE seq > %s ORDER BY seq LIMIT %s",
+                    (position, size), binary=True).fetchall()
+            for seq, raw in rows:
+                yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
+            if len(rows) < size:
+                return
+            position = rows[-1][0]
+
+    def read_reverse(self) -> Iterator[LogLine]:
+        position = BEYOND
+        for size in _chunks():
+            with self.db.reached():
+                rows = self._connection().execute(
+                    f"SELECT seq, line FROM {TABLE} WHERE seq < %s ORDER BY seq DESC LIMIT %s",
+                    (position, size), binary=True).fetchall()
+            for seq, raw in rows:
+                yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
+            if len(rows) < size:
+                return
+            position = rows[-1][0]
+
+    def line(self, seq: int) -> bytes | None:
+        with self.db.reached():
+            row = self._connection().execute(f"SELECT line FROM {TABLE} WHERE seq = %s",
+                                             (seq,), binary=True).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def problems(self) -> list[LogProblem]:
+        """Rows whose key or offset does not follow the row before: rows removed, or a
+        line changed in place (the table's equivalent of a misnamed segment). There is
+        no torn tail in a table."""
+        with self.db.reached():
+            rows = self._connection().execute(
+                f"SELECT seq, ends, size, before, before_ends FROM (SELECT seq, ends, "
+                "octet_length(line) AS size, lag(seq, 1, 0::bigint) OVER w AS before, "
+                f"lag(ends, 1, 0::bigint) OVER w AS before_ends FROM {TABLE} "
+                "WINDOW w AS (ORDER BY seq)) AS t "
+                "WHERE seq <> before + 1 OR ends <> before_ends + size + 1").fetchall()
+        found: list[LogProblem] = []
+        for seq, ends, size, before, before_ends in rows:
+            if seq != before + 1:
+                found.append(LogProblem(seq, TABLE, seq, f"seq {seq} follows {before}: "
+                                        f"{seq - before - 1} row(s) missing before it"))
+            elif ends != before_ends + size + 1:
+                found.append(LogProblem(seq, TABLE, seq, f"the row ends at byte {ends}, "
+                                        f"its line at {before_ends + size + 1}: the line was "
+                                        "changed in place"))
+        return found
+
+    def describe(self) -> dict[str, int]:
+        """`segments`: the tables holding lines (1, or 0 while the log is empty);
+        `bytes`: the size of the lines as JSONL, newlines included."""
+        with self.db.reached():
+            head, ends = _last(self._connection())
+        return {"segments": 1 if head.seq else 0, "bytes": ends}
+
+    # -- writing -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[LogSession]:
+        from psycopg.errors import LockNotAvailable
+
+        # One section per process at a time: the writer connection has one transaction.
+        if not self._thread_lock.acquire(timeout=max(self.db.lock_timeout, 0)):
+            raise StoreBusy(f"store is busy: another thread held the log for "
+                            f"{self.db.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
+        try:
+            with self.db.transaction() as connection:
+                # Any lock the section waits for is bounded alike. 0 would wait forever.
+                wait = f"{max(round(self.db.lock_timeout * 1000), 1)}ms"
+                connection.execute("SELECT set_config('lock_timeout', %s, true)", (wait,))
+                if not self.durable:
+                    connection.execute("SELECT set_config('synchronous_commit', 'off', true)")
+                try:
+                    connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+                except LockNotAvailable:
+                    raise StoreBusy(f"store is busy: another writer held the log for "
+                                    f"{self.db.lock_timeout:g}s",
+                                    "retry, or raise UWF_LOCK_TIMEOUT") from None
+                yield _PgSession(connection)
+        finally:
+            self._thread_lock.release()
+
+
+def _last(connection: psycopg.Connection[Any]) -> tuple[Checkpoint, int]:
+    """The head and the byte offset past its line (GENESIS, 0 when empty)."""
+    row = connection.execute(f"SELECT seq, line, ends FROM {TABLE} ORDER BY seq DESC LIMIT 1",
+                             binary=True).fetchone()
+    if row is None:
+        return GENESIS, 0
+    seq, raw, ends = row
+    return Checkpoint(seq, digest(raw)), ends
+
+
+class _PgSession:
+    """A writer's section on the table: the head is read once, then kept."""
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self._connection = connection
+        self._last: tuple[Checkpoint, int] | None = None
+
+    def _head(self) -> tuple[Checkpoint, int]:
+        if self._last is None:
+            self._last = _last(self._connection)
+        return self._last
+
+    def tail(self) -> Checkpoint | None:
+        return self._head()[0]
+
+    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
+        return self._head()[0], []  # a section that did not commit left nothing behind
+
+    def append(self, lines: Sequence[bytes]) -> Checkpoint:
+        from psycopg.errors import IntegrityError
+
+        head, ends = self._head()
+        if not lines:
+            return head
+        if any(b"\n" in raw for raw in lines):
+            raise ValueError("a log line may not contain a newline")
+        try:
+            with self._connection.cursor().copy(
+                    f"COPY {TABLE} (seq, line, ends) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int8", "bytea", "int8"])
+                for seq, raw in enumerate(lines, head.seq + 1):
+                    ends += len(raw) + 1
+                    copy.write_row((seq, raw, ends))
+        except IntegrityError as exc:
+            raise Corrupt(f"the log's table refused seq {head.seq + 1}: "
+                          f"{str(exc).strip().splitlines()[0]}",
+                          "another writer bypassed the lock; run `uwf log verify`") from None
+        self._last = Checkpoint(head.seq + len(lines), digest(lines[-1])), ends
+        return self._last[0]
