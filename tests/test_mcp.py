@@ -73,7 +73,10 @@ def test_tools_are_annotated_and_refusals_are_tool_errors(env: dict[str, str]) -
         assert no_tool.is_error
         follow = portal.call(client.call_tool, "uwf_log_tail", {"follow": True})
         assert follow.is_error
-        assert "--follow" in follow.structured_content["error"]
+        assert "runs until it is stopped" in follow.structured_content["error"]
+        endless = portal.call(client.call_tool, "uwf_worker", {})
+        assert endless.is_error
+        assert endless.structured_content["exitCode"] == 2
         # The server is still serving after every refusal.
         listed = portal.call(client.call_tool, "uwf_workflow_list", {})
         assert not listed.is_error

@@ -68,7 +68,8 @@ ARCHIVE_COMMANDS: list[Command[Any]] = [
     Command(("archive", "sync"), "Bring a per-run archive folder up to date with the log: "
             "only what is new is appended.",
             "uwf archive sync ./archive --follow", ArchiveSync, _sync, streams=True,
-            stops_on_signal=lambda args: bool(args.follow)),
+            stops_on_signal=lambda args: bool(args.follow),
+            endless=lambda args: bool(args.follow)),
     Command(("archive", "verify"), "Check an archive against the seed's invariants and the "
             "live log (exit 1 naming every problem).",
             "uwf archive verify ./archive", ArchiveVerify, on_store(archive.verify),

@@ -60,6 +60,5 @@ BRIDGE_COMMANDS: list[Command[Any]] = [
             "stops when it has caught up.",
             "uwf bridge mqtt --broker mqtt://localhost:1883 --prefix uwf", BridgeMqtt, _mqtt,
             streams=True, stops_on_signal=lambda args: not args.once,
-            # It runs until stopped; a tool call must end.
-            mcp=False),
+            endless=lambda args: not args.once),
 ]

@@ -74,7 +74,7 @@ def _log_anchor(args: LogAnchor, ctx: Context) -> Anchor | AnchorWritten | KeyMa
 LOG_COMMANDS: list[Command[Any]] = [
     Command(("log", "tail"), "Print the last events of the log, optionally filtered.",
             "uwf log tail -n 20 --type workflow.registered", LogTail, _log_tail,
-            streams=True, read_only=True),
+            streams=True, read_only=True, endless=lambda args: bool(args.follow)),
     Command(("log", "verify"), "Verify the whole log: JSON, seq, chain, batches, types, "
             "data, order, CAS refs, and each --anchor (exit 1 naming every problem).",
             "uwf log verify --anchor ~/anchors/a1.json", LogVerify, on_store(audit.verify),

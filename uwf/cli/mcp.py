@@ -107,9 +107,11 @@ class Tools:
         prog = group.prog
         try:
             args = _convert(prog, command, arguments)
-            if getattr(args, "follow", False):
-                raise UsageError("--follow never ends, and a tool call must",
-                                 "call again with the last seq you saw instead")
+            if command.endless is not None and command.endless(args):
+                raise UsageError(f"`{prog} {command.name}` with these arguments runs until "
+                                 "it is stopped, and a tool call must end",
+                                 "leave out follow (call again with the last seq you saw), "
+                                 "or give once")
             store, notify = self.context.store, _Notifier(progress)
             if progress is not None:
                 store.progress = notify.counting("views caught up")

@@ -119,7 +119,8 @@ QUEUE_COMMANDS: list[Command[Any]] = [
     Command(("queue", "subscribe"), "Receive a job's events from its MQTT broker (its token, "
             "each seq once), record and print them; --follow until the job ends.",
             f"uwf queue subscribe {_ID} --follow", QueueSubscribe, _subscribe, streams=True,
-            stops_on_signal=lambda args: bool(args.follow)),
+            stops_on_signal=lambda args: bool(args.follow),
+            endless=lambda args: bool(args.follow)),
     Command(("sched", "policy"), "Show the scheduling policy, or set values of it "
             "(validated; the whole policy is recorded).",
             "uwf sched policy set --max-concurrent 4 --max-attempts 5", SchedPolicy,

@@ -65,6 +65,9 @@ class Command(Generic[A]):
     stops_on_signal: Callable[[Any], bool] | None = None
     # Changes nothing whatever its arguments (an MCP client may call it freely).
     read_only: bool = False
+    # True for the arguments with which it runs until stopped (`--follow`, a worker
+    # without `--once`): a tool call, which must end, refuses them.
+    endless: Callable[[Any], bool] | None = None
     # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
     mcp: bool = True
 

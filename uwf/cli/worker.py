@@ -56,5 +56,6 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
 WORKER_COMMANDS: list[Command[Any]] = [
     Command(("worker",), "run queue entries with agents: lease, step to the end, complete or "
             "release",
-            "uwf worker --session tmux:a --concurrency 2", WorkerArgs, _worker, streams=True),
+            "uwf worker --session tmux:a --concurrency 2", WorkerArgs, _worker, streams=True,
+            endless=lambda args: not args.once),
 ]
