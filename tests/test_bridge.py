@@ -296,7 +296,7 @@ def test_topics_replace_wildcards_and_nul_of_a_subject() -> None:
 
 def test_only_whole_batches_are_published(cli: Cli, tmp_path: Path) -> None:
     """A batch whose last line is not written yet waits (its writer may yet cut it)."""
-    from uwf.bridge.service import ready
+    from uwf.bridge.service import acknowledged, ready
     from uwf.store import Store
 
     queued(quiet(cli), tmp_path, 2)
@@ -314,6 +314,9 @@ def test_only_whole_batches_are_published(cli: Cli, tmp_path: Path) -> None:
             handle.write(json.dumps({**line, "seq": head + 2, "batch": [2, 2]}).encode()
                          + b"\n")
         assert [seq for seq, _, _ in ready(store.log, head)] == [head + 1, head + 2]
+        # Whole, but written by no writer's section: never acknowledged, so not published.
+        assert acknowledged(store) == head
+        assert ready(store.log, head, upto=acknowledged(store)) == []
     finally:
         store.close()
 

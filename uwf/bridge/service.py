@@ -176,12 +176,30 @@ class _Head(msgspec.Struct):
 _head = msgspec.json.Decoder(_Head)
 
 
-def ready(log: EventLog, after: int, limit: int = CHUNK) -> list[tuple[int, str, bytes]]:
-    """(seq, subject, line) of the lines after seq `after`: about `limit` of them, whole
-    batches only (the lines of a batch whose last line is not there yet are left)."""
+def acknowledged(store: Store) -> int:
+    """The last seq a writer acknowledged: the stream index's checkpoint, which moves in
+    the writer's section only after its append is durable (caught up first when the
+    views are absent). A line after it may still be cut (a writer that died before its
+    fsync), so it is never published."""
+    from uwf.engine.viewspec import STREAMS
+
+    checkpoint = store.journal.views.checkpoints().get(STREAMS)
+    if checkpoint is None:
+        store.read()
+        checkpoint = store.journal.views.checkpoints().get(STREAMS)
+    return 0 if checkpoint is None else checkpoint.seq
+
+
+def ready(log: EventLog, after: int, limit: int = CHUNK, upto: int | None = None
+          ) -> list[tuple[int, str, bytes]]:
+    """(seq, subject, line) of the lines after seq `after` (up to seq `upto`): about
+    `limit` of them, whole batches only (the lines of a batch whose last line is not
+    there yet are left)."""
     found: list[tuple[int, str, bytes]] = []
     whole = 0
     for line in log.read(after):
+        if upto is not None and line.seq > upto:
+            break
         try:
             head = _head.decode(line.raw)
         except msgspec.DecodeError:
@@ -284,7 +302,7 @@ class _Bridge:
         said = False  # whether a connection that took nothing was said (once in a row)
         try:
             while connection is not None and not self.stopped():
-                lines = ready(self.store.log, self.seq)
+                lines = ready(self.store.log, self.seq, upto=acknowledged(self.store))
                 if not lines:
                     if not follow:
                         return
