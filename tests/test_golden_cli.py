@@ -291,6 +291,7 @@ def script(s: Session) -> None:
     _global(s)
     _json_cas_end(s)
     _retention(s, runs)
+    _over_mqtt(s)
 
 
 def _json_cas(s: Session) -> None:
@@ -502,6 +503,39 @@ def _demo(s: Session) -> None:
     s.ok("uwf", "demo", masks=varies)
     s.json("uwf", "demo", masks=varies)
     s.fails("uwf", "demo", "--bogus", code=2)
+
+
+def _over_mqtt(s: Session) -> None:
+    """A job over MQTT and the bridge, against a real broker: last, as its port (random)
+    is in what they record. The port and the bridge's state file (named from it) are
+    masked, the job's token comes from a fixed function."""
+    from tests.brokerkit import Broker
+
+    folder = s.root / "broker"
+    folder.mkdir()
+    broker = Broker(folder)
+    broker.start()
+    port = [(rf"\b{broker.port}\b", "<PORT>"), (r"mqtt-[0-9a-f]+\.json", "mqtt-<DIGEST>.json")]
+    s.monkeypatch.setattr("secrets.token_urlsafe", lambda nbytes=None: "T" * 43)
+    try:
+        added = s.json("uwf", "queue", "add", "--workflow", "solve-issue", "-p", "Over MQTT",
+                       "--broker", broker.url, masks=port)  # text: the masked port is no JSON
+        job = re.findall(r'"id": "(\w+)"', added)[0]
+        s.ok("uwf", "queue", "subscribe", job, "--wait", "0.2", masks=port)
+        s.ok("uwf", "queue", "publish", job, "--event", '{"type": "progress", "pct": 40}',
+             masks=port)
+        s.json("uwf", "queue", "publish", job, "--event", '{"type": "progress", "pct": 80}',
+               masks=port)
+        s.ok("uwf", "queue", "subscribe", job, "--wait", "1", masks=port)
+        s.json("uwf", "queue", "publish", job, "--event", '{"type": "status", "status": '
+               '"completed"}', masks=port)
+        s.ok("uwf", "queue", "subscribe", job, "--wait", "1", "--json", masks=port)
+        s.fails("uwf", "queue", "publish", job, "--event", "{nope", code=2)
+        s.ok("uwf", "bridge", "mqtt", "--broker", broker.url, "--once", masks=port)
+        s.json("uwf", "bridge", "mqtt", "--broker", broker.url, "--once", masks=port)
+        s.fails("uwf", "bridge", "mqtt", "--broker", "http://nowhere", "--once", code=2)
+    finally:
+        broker.stop()
 
 
 def _mcp(s: Session) -> None:
