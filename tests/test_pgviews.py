@@ -25,7 +25,7 @@ from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.pgdb import PgDatabase
 from uwf.engine.pgviews import PgViewStore
 from uwf.engine.viewspec import STREAMS, Query, Row, ViewSpec
-from uwf.errors import StoreBusy
+from uwf.errors import Corrupt, StoreBusy
 from uwf.queue import sched
 from uwf.queue import service as queue
 from uwf.store import Store, all_projections, event_catalog
@@ -211,6 +211,24 @@ def test_one_store_serves_threads_reading_while_another_commits(
     assert len(views.load_many("w", keys)) == 21
 
 
+def test_damaged_views_are_corrupt_and_a_rebuild_in_a_section_replaces_them(
+        db: PgDatabase, views: PgViewStore) -> None:
+    db.reader.execute("ALTER TABLE uwf_views DROP COLUMN digest")  # a hand edit
+    with pytest.raises(Corrupt, match="views are unreadable"):
+        views.checkpoints()
+    with db.transaction():  # as the journal's rebuild does, inside the writers' section
+        with pytest.raises(Corrupt, match="views are unreadable"):
+            views.checkpoints()
+        views.drop()  # the section's transaction is still usable
+        assert views.commit({"w": {"b": row("ok")}}, {"w": None, "s": None, STREAMS: None},
+                            cp(2), streams=[("thread/b", 2)])
+    assert views.checkpoints() == {"w": cp(2), "s": cp(2), STREAMS: cp(2)}
+    assert [key for key, _ in views.scan("w")] == ["b"]
+    db.reader.execute('ALTER TABLE uwf_v_w ALTER COLUMN "c_priority" TYPE text')
+    with pytest.raises(Corrupt, match="views are unreadable"):
+        views.query(Query("w", (("priority", "<", 5),)))
+
+
 # -- typed columns, indexes, search --------------------------------------------------------
 
 def test_column_types_are_required_and_each_value_checked(db: PgDatabase) -> None:
@@ -223,6 +241,10 @@ def test_column_types_are_required_and_each_value_checked(db: PgDatabase) -> Non
         store.commit({"w": {"a": row(7)}}, {"w": None}, cp(1))  # type: ignore[arg-type]
     assert store.checkpoints() == {}
     assert store.load("w", "a") is None
+    with pytest.raises(ValueError, match="column priority is int, not compared with '1'"):
+        store.query(Query("w", (("priority", "<", "1"),)))
+    with pytest.raises(ValueError, match="column at is text, not compared with 1"):
+        store.count(Query("w", (("at", "in", ("x", 1)),)))
 
 
 def test_ints_are_bigint_and_bools_are_ints(views: PgViewStore) -> None:

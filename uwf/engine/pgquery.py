@@ -98,6 +98,17 @@ def typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
     return found
 
 
+def _param(spec: ViewSpec, column: str, kind: str, value: Any) -> ColumnValue:
+    """A value a column is compared with, of the column's type (bool is an int): the
+    other backends compare across types, which no query of uwf means to do."""
+    if kind == "text" and type(value) is str:
+        return value
+    if kind == "int" and isinstance(value, int):
+        return int(value)
+    raise ValueError(f"view {spec.name}: column {column} is {kind}, not compared with "
+                     f"{value!r}")
+
+
 def where_sql(spec: ViewSpec, query: Query) -> tuple[str, list[Any]]:
     """` WHERE ...` (or nothing) for the query's filters and search terms, and its
     parameters."""
@@ -105,14 +116,15 @@ def where_sql(spec: ViewSpec, query: Query) -> tuple[str, list[Any]]:
     params: list[Any] = []
     for column, op, value in query.where:
         name = column_sql(spec, column)
+        kind = column_type(spec, column)
         if op == "in":
-            conditions.append(f"{name} = ANY(%s::{_ARRAYS[column_type(spec, column)]})")
-            params.append(list(value))
+            conditions.append(f"{name} = ANY(%s::{_ARRAYS[kind]})")
+            params.append([_param(spec, column, kind, item) for item in value])
         elif op == "=" and value is None:  # the rows without a value (indexed)
             conditions.append(f"{name} IS NULL")
         elif op in _OPS:
             conditions.append(f"{name} {op} %s")
-            params.append(value)
+            params.append(_param(spec, column, kind, value))
         else:
             raise ValueError(f"unknown operator {op!r}")
     for term in search_terms(query.text):

@@ -70,8 +70,9 @@ _META = (
 _LOCK = (0x757766, 2)
 _CHUNK = 10_000  # rows per statement: a rebuild's arrays stay a few megabytes
 # What a hand edit of the tables looks like to a statement: a damaged view.
+# (Values of other types than their columns' are refused before any statement.)
 _DAMAGED = (errors.UndefinedTable, errors.UndefinedColumn, errors.DatatypeMismatch,
-            errors.InvalidTextRepresentation)
+            errors.UndefinedFunction)
 
 
 class PgViewStore:
