@@ -54,22 +54,29 @@ def column_type(spec: ViewSpec, column: str) -> str:
     return "text" if column == "key" else spec.types[spec.columns.index(column)]
 
 
-def create_sql(spec: ViewSpec, *, trigram: bool) -> list[str]:
-    """The statements that create the view's table, its declared indexes and, with
-    `trigram`, the search text's trigram index."""
+def create_sql(spec: ViewSpec, *, trigram: bool) -> tuple[str, list[str]]:
+    """The statement that creates the view's table, and those that create its declared
+    indexes and, with `trigram`, the search text's trigram index (run after a first
+    fill: building an index at once is faster than growing it row by row)."""
     name = spec.name
     columns = "".join(f', "c_{column}" {PG_TYPES[kind]}'
                       for column, kind in zip(spec.columns, spec.types, strict=True))
-    statements = [f'CREATE TABLE {table(name)} (key text COLLATE "C" PRIMARY KEY, '
-                  f"value bytea NOT NULL{columns}, text text COLLATE \"C\" NOT NULL "
-                  "DEFAULT '')"]
+    create = (f'CREATE TABLE {table(name)} (key text COLLATE "C" PRIMARY KEY, '
+              f"value bytea NOT NULL{columns}, text text COLLATE \"C\" NOT NULL DEFAULT '')")
+    indexes = []
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(f"{column_sql(spec, column)} NULLS FIRST" for column in index)
-        statements.append(f'CREATE INDEX "uwf_i_{name}_{number}" ON {table(name)} ({fields})')
+        indexes.append(f'CREATE INDEX "uwf_i_{name}_{number}" ON {table(name)} ({fields})')
     if spec.text and trigram:
-        statements.append(f'CREATE INDEX "uwf_t_{name}" ON {table(name)} '
-                          "USING gin (text gin_trgm_ops)")
-    return statements
+        indexes.append(f'CREATE INDEX "uwf_t_{name}" ON {table(name)} '
+                       "USING gin (text gin_trgm_ops)")
+    return create, indexes
+
+
+def copy_sql(spec: ViewSpec) -> str:
+    """The COPY that fills an empty table (a first fold, a rebuild)."""
+    columns = "".join(f', "c_{column}"' for column in spec.columns)
+    return f"COPY {table(spec.name)} (key, value{columns}, text) FROM STDIN"
 
 
 def upsert_sql(spec: ViewSpec) -> str:

@@ -33,6 +33,7 @@ from uwf.engine.pgdb import PgDatabase, where
 from uwf.engine.pgquery import (
     check_types,
     column_sql,
+    copy_sql,
     create_sql,
     order_sql,
     signature,
@@ -69,6 +70,7 @@ _META = (
 # log's) never takes it.
 _LOCK = (0x757766, 2)
 _CHUNK = 10_000  # rows per statement: a rebuild's arrays stay a few megabytes
+_MANY = 100  # more new rows than this are copied (COPY), fewer inserted in one statement
 # What a hand edit of the tables looks like to a statement: a damaged view.
 # (Values of other types than their columns' are refused before any statement.)
 _DAMAGED = (errors.UndefinedTable, errors.UndefinedColumn, errors.DatatypeMismatch,
@@ -113,10 +115,10 @@ class PgViewStore:
 
     def _lock(self, connection: Connection) -> None:
         """The views' lock until the transaction ends, waited for at most the lock
-        timeout (then StoreBusy)."""
-        connection.execute("SELECT set_config('lock_timeout', %s, true)",
-                           (f"{max(1, int(self.db.lock_timeout * 1000))}ms",))
-        connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK)
+        timeout (then StoreBusy); one round trip (no parameters: a literal integer)."""
+        timeout = max(1, int(self.db.lock_timeout * 1000))
+        connection.execute(f"SET LOCAL lock_timeout = {timeout}; "
+                           f"SELECT pg_advisory_xact_lock{_LOCK}", prepare=False)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -300,9 +302,10 @@ class PgViewStore:
                     self._index(connection, streams)
                     continue
                 spec = self.specs[name]
-                if fresh:
-                    self._empty(connection, spec, stored.get(name))
+                indexes = self._empty(connection, spec, stored.get(name)) if fresh else []
                 self._apply(connection, spec, changes.get(name, {}), fresh=fresh)
+                for statement in indexes:
+                    connection.execute(statement)
             names = list(expected)
             connection.execute(
                 "INSERT INTO uwf_views SELECT * FROM unnest(%s::text[], %s::text[], "
@@ -313,24 +316,29 @@ class PgViewStore:
             return True
 
     def _index(self, connection: Connection, entries: StreamEntries) -> None:
-        """Add events to the stream index."""
-        for start in range(0, len(entries), _CHUNK):
-            chunk = entries[start:start + _CHUNK]
+        """Add events to the stream index (many at once, a rebuild's: by COPY)."""
+        if len(entries) > _MANY:
+            with connection.cursor().copy("COPY uwf_streams (subject, seq) FROM STDIN") as copy:
+                for entry in entries:
+                    copy.write_row(entry)
+        elif entries:
             connection.execute("INSERT INTO uwf_streams SELECT * FROM unnest(%s::text[], "
-                               "%s::bigint[])", ([s for s, _ in chunk], [q for _, q in chunk]))
+                               "%s::bigint[])", ([s for s, _ in entries], [q for _, q in entries]))
 
-    def _empty(self, connection: Connection, spec: ViewSpec, stored: str | None) -> None:
+    def _empty(self, connection: Connection, spec: ViewSpec, stored: str | None) -> list[str]:
         """The view's table, empty, at its declared shape: emptied in place when it has
-        that shape already (readers see the old rows until the commit), else made anew."""
+        that shape already (readers see the old rows until the commit), else made anew;
+        the statements that index a new table once it is filled."""
         name = spec.name
         connection.execute("DELETE FROM uwf_view_counts WHERE view = %s", (name,))
         found = connection.execute("SELECT to_regclass(%s)", (f"uwf_v_{name}",)).fetchone()
         if stored == self._signatures[name] and found is not None and found[0] is not None:
             connection.execute(f"DELETE FROM {table(name)}")
-            return
+            return []
         connection.execute(f"DROP TABLE IF EXISTS {table(name)}")
-        for statement in create_sql(spec, trigram=self.trigram):
-            connection.execute(statement)
+        create, indexes = create_sql(spec, trigram=self.trigram)
+        connection.execute(create)
+        return indexes
 
     def _apply(self, connection: Connection, spec: ViewSpec, rows: Mapping[str, Row | None],
                *, fresh: bool) -> None:
@@ -354,8 +362,14 @@ class PgViewStore:
             connection.execute(f"DELETE FROM {table(name)} WHERE key = ANY(%s::text[])",
                                (deletes,))
         upserts = [(key, row) for key, row in rows.items() if row is not None]
+        copied = fresh and len(upserts) > _MANY
+        if copied:  # an empty table, every row new: by COPY
+            with connection.cursor().copy(copy_sql(spec)) as copy:
+                for key, row in upserts:
+                    copy.write_row((key, row.value, *typed(spec, row.columns),
+                                    row.text.translate(ASCII_LOWER)))
         sql = upsert_sql(spec)
-        for start in range(0, len(upserts), _CHUNK):
+        for start in range(0, 0 if copied else len(upserts), _CHUNK):
             chunk = upserts[start:start + _CHUNK]
             values = [typed(spec, row.columns) for _, row in chunk]
             connection.execute(sql, [
