@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.conftest import EXAMPLE
@@ -299,6 +300,43 @@ def test_search_terms_use_the_trigram_index(db: PgDatabase, views: PgViewStore) 
         plan = connection.execute("EXPLAIN SELECT key FROM uwf_v_w WHERE text LIKE "
                                   "'%login%'").fetchall()
     assert "uwf_t_w" in "\n".join(line for line, in plan)
+
+
+def test_without_pg_trgm_searches_answer_the_same_by_scanning(pg_url: str) -> None:
+    # A user who may not create extensions (no CREATE on the database), on a database
+    # where nobody made pg_trgm yet.
+    role = "plain"  # roles are the server's: one per test session, as the server is
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+    plain = PgDatabase(pg_url.replace("postgres@", f"{role}@"))
+    try:
+        store = PgViewStore(plain, SPECS)
+        assert not store.trigram
+        texts = {"a": "Fix the LOGIN bug in #42", "b": "Refactor the parser", "c": "50%_off\0!"}
+        assert store.commit({"w": {k: row("ok", text=t) for k, t in texts.items()}},
+                            {"w": None}, cp(1))
+        assert [k for k, _ in store.query(Query("w", text="login"))] == ["a"]
+        assert [k for k, _ in store.query(Query("w", text="THE"))] == ["a", "b"]
+        assert [k for k, _ in store.query(Query("w", text="%_"))] == ["c"]
+        assert store.query(Query("w", text="%o")) == []  # % and _ are not wildcards
+        assert store.query(Query("w", text="_f")) == []
+        assert [k for k, _ in store.query(Query("w", text="off\0"))] == ["c"]  # NUL kept
+        assert plain.reader.execute("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                                    "'uwf_t_w'").fetchone() == (0,)
+    finally:
+        plain.close()
+
+
+def test_a_store_opened_beside_existing_views_takes_no_lock(db: PgDatabase,
+                                                           views: PgViewStore) -> None:
+    with db.transaction():  # holds the views' lock
+        assert views.commit({"w": {"b": row("done")}}, {"w": cp(1)}, cp(2))
+        other = PgDatabase(db.url, lock_timeout=0.2)
+        try:
+            assert PgViewStore(other, SPECS).checkpoints()["w"] == cp(1)
+        finally:
+            other.close()
 
 
 # -- the real projections -------------------------------------------------------------------

@@ -16,11 +16,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from uwf.engine.viewspec import ColumnValue, Query, ViewSpec, order_terms, search_terms
+from uwf.engine.viewspec import (
+    ASCII_LOWER,
+    ColumnValue,
+    Query,
+    ViewSpec,
+    order_terms,
+    search_terms,
+)
 
 _OPS = ("=", "in", "<", "<=", ">", ">=")
 PG_TYPES = {"int": "bigint", "text": 'text COLLATE "C"'}
 _ARRAYS = {"int": "bigint[]", "text": "text[]"}
+_SEARCHABLE: dict[int, str | int | None] = {**ASCII_LOWER, 0: "\ufffd"}
 
 
 def table(view: str) -> str:
@@ -90,6 +98,12 @@ def upsert_sql(spec: ViewSpec) -> str:
             f"value = excluded.value, text = excluded.text{updates}")
 
 
+def searchable(text: str) -> str:
+    """A search text (or term) as stored: ASCII lowercase, and NUL, which PostgreSQL's
+    text cannot hold, as U+FFFD (so a write never fails for it)."""
+    return text.translate(_SEARCHABLE)
+
+
 def typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
     """A row's column values as its table holds them (bool is an int); a value of
     another type than its column's is refused."""
@@ -137,7 +151,7 @@ def where_sql(spec: ViewSpec, query: Query) -> tuple[str, list[Any]]:
     for term in search_terms(query.text):
         conditions.append("text LIKE %s")
         escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params.append(f"%{escaped}%")
+        params.append(f"%{searchable(escaped)}%")
     return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
 
 

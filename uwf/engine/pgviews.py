@@ -36,6 +36,7 @@ from uwf.engine.pgquery import (
     copy_sql,
     create_sql,
     order_sql,
+    searchable,
     signature,
     table,
     typed,
@@ -44,7 +45,6 @@ from uwf.engine.pgquery import (
 )
 from uwf.engine.sqlquery import count_value
 from uwf.engine.viewspec import (
-    ASCII_LOWER,
     STREAMS,
     STREAMS_SIGNATURE,
     Changes,
@@ -89,8 +89,20 @@ class PgViewStore:
         self._signatures[STREAMS] = STREAMS_SIGNATURE
         self._tables: set[str] = set()  # views whose committed table was seen
         self._tables_lock = threading.Lock()
+        self.trigram = self._ready()
+
+    def _ready(self) -> bool:
+        """The shared tables made if absent (under the views' lock; a store opened
+        beside one that exists takes no lock); whether pg_trgm indexes the search text."""
+        with self._guard():
+            found = self.db.connection().execute(
+                "SELECT to_regclass('uwf_views') IS NOT NULL AND to_regclass('uwf_view_counts') "
+                "IS NOT NULL AND to_regclass('uwf_streams') IS NOT NULL, EXISTS (SELECT FROM "
+                "pg_extension WHERE extname = 'pg_trgm')").fetchone()
+        if found is not None and found[0]:
+            return bool(found[1])
         with self._writing() as connection:
-            self.trigram = self._setup(connection)
+            return self._setup(connection)
 
     # -- the database, its errors and its lock -------------------------------------
 
@@ -367,7 +379,7 @@ class PgViewStore:
             with connection.cursor().copy(copy_sql(spec)) as copy:
                 for key, row in upserts:
                     copy.write_row((key, row.value, *typed(spec, row.columns),
-                                    row.text.translate(ASCII_LOWER)))
+                                    searchable(row.text)))
         sql = upsert_sql(spec)
         for start in range(0, 0 if copied else len(upserts), _CHUNK):
             chunk = upserts[start:start + _CHUNK]
@@ -375,7 +387,7 @@ class PgViewStore:
             connection.execute(sql, [
                 [key for key, _ in chunk], [row.value for _, row in chunk],
                 *([value[index] for value in values] for index in range(len(spec.columns))),
-                [row.text.translate(ASCII_LOWER) for _, row in chunk]])
+                [searchable(row.text) for _, row in chunk]])
         for _, row in upserts:
             for column, index in counted:
                 slot = (column, json.dumps(row.columns[index]))
