@@ -66,8 +66,8 @@ _META = (
     'CREATE TABLE IF NOT EXISTS uwf_streams (subject text COLLATE "C" NOT NULL, '
     "seq bigint NOT NULL, PRIMARY KEY (subject, seq))",
 )
-# The views' advisory lock, (uwf, 2) in the two-key space: a single-key lock (the
-# log's) never takes it.
+# The views' advisory lock, (uwf, 2) in the two-key space: no lock taken with one
+# bigint key (as the log's is) is ever the same lock.
 _LOCK = (0x757766, 2)
 _CHUNK = 10_000  # rows per statement: a rebuild's arrays stay a few megabytes
 _MANY = 100  # more new rows than this are copied (COPY), fewer inserted in one statement
