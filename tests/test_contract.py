@@ -48,22 +48,41 @@ def log(request: pytest.FixtureRequest, tmp_path: Path) -> EventLog:
 
 SPECS = [
     ViewSpec("w", 1, columns=("status", "priority", "at"),
-             indexes=(("status", "priority", "at", "key"),), counted=("status",), text=True),
+             indexes=(("status", "priority", "at", "key"),), counted=("status",), text=True,
+             types=("text", "int", "text")),
     ViewSpec("s", 1),
 ]
 
 
-def view_store(kind: str, path: Path, specs: list[ViewSpec] = SPECS) -> ViewStore:
+def view_store(kind: str, path: Path, specs: list[ViewSpec] = SPECS, *,
+               url: str = "") -> ViewStore:
+    """A view store of `kind`; "postgres" lives in the database at `url`."""
     if kind == "memory":
         return MemoryViewStore(specs)
+    if kind == "postgres":
+        from uwf.engine.pgdb import PgDatabase
+        from uwf.engine.pgviews import PgViewStore
+        return PgViewStore(PgDatabase(url), specs)
     return SqliteViewStore(path / "views" / "views.sqlite3", specs)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]:
-    store = view_store(request.param, tmp_path)
-    yield store
+def closed(store: ViewStore) -> None:
+    """Close the store, and the database a PostgreSQL one was given."""
     store.close()
+    db = getattr(store, "db", None)
+    if db is not None:
+        db.close()
+
+
+def database(request: pytest.FixtureRequest, kind: str) -> str:
+    return str(request.getfixturevalue("pg_url")) if kind == "postgres" else ""
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]:
+    store = view_store(request.param, tmp_path, url=database(request, request.param))
+    yield store
+    closed(store)
 
 
 @pytest.fixture(params=["memory", "file", "postgres"])
@@ -296,19 +315,23 @@ def test_no_view_may_take_the_stream_index_name() -> None:
         ViewSpec(STREAMS, 1)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_a_changed_view_reads_as_absent_alone(kind: str, tmp_path: Path) -> None:
-    first = view_store(kind, tmp_path)
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_a_changed_view_reads_as_absent_alone(kind: str, tmp_path: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    url = database(request, kind)
+    first = view_store(kind, tmp_path, url=url)
     first.commit({"w": {"a": row("ready")}}, {"w": None, "s": None}, cp(1))
+    changed = ViewSpec("w", 2, columns=("status", "priority", "at"),
+                       types=("text", "int", "text"))
     if kind == "memory":
         assert isinstance(first, MemoryViewStore)
-        first.specs["w"] = ViewSpec("w", 2, columns=("status", "priority", "at"))
+        first.specs["w"] = changed
         again: ViewStore = first
     else:
-        first.close()
-        again = view_store(kind, tmp_path, [ViewSpec("w", 2, columns=("status", "priority", "at")),
-                                            SPECS[1]])
+        closed(first)
+        again = view_store(kind, tmp_path, [changed, SPECS[1]], url=url)
     assert again.checkpoints() == {"s": cp(1)}
+    closed(again)
 
 
 def test_views_store_serves_several_threads(views: ViewStore) -> None:
@@ -341,27 +364,36 @@ orders = st.lists(st.sampled_from(["status", "-status", "priority", "-priority",
                                    "-key"]), max_size=3, unique=True).map(tuple)
 
 
+@pytest.fixture
+def postgres(pg_url: str, tmp_path: Path) -> Iterator[ViewStore]:
+    store = view_store("postgres", tmp_path, url=pg_url)
+    yield store
+    closed(store)
+
+
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=rows_strategy, where=wheres, order=orders,
        text=st.one_of(st.none(), st.sampled_from(["a", "ab", "abc", "XYZ", "é", "c x", "%",
                                                   '"']), texts),
        limit=st.one_of(st.none(), st.integers(0, 6)), offset=st.integers(0, 4))
-def test_queries_answer_the_same_in_memory_and_in_sqlite(  # noqa: PLR0917
-        tmp_path_factory: pytest.TempPathFactory, rows: dict[str, tuple[Any, Any, Any, str]],
-        where: tuple[tuple[str, str, Any], ...], order: tuple[str, ...], text: str | None,
-        limit: int | None, offset: int) -> None:
+def test_queries_answer_the_same_in_every_backend(  # noqa: PLR0917
+        tmp_path_factory: pytest.TempPathFactory, postgres: ViewStore,
+        rows: dict[str, tuple[Any, Any, Any, str]], where: tuple[tuple[str, str, Any], ...],
+        order: tuple[str, ...], text: str | None, limit: int | None, offset: int) -> None:
     changes = {"w": {key: row(s, p, a, t) for key, (s, p, a, t) in rows.items()}}
     memory = MemoryViewStore(SPECS)
     sqlite = SqliteViewStore(tmp_path_factory.mktemp("q") / "v.sqlite3", SPECS)
+    postgres.drop()  # one database for every example
     try:
-        for store in (memory, sqlite):
+        for store in (memory, sqlite, postgres):
             assert store.commit(changes, {"w": None, "s": None}, cp(1))
         query = Query("w", where, text, order, limit, offset)
-        assert memory.query(query) == sqlite.query(query)
-        assert memory.count(query) == sqlite.count(query)
-        assert memory.counts("w", "status") == sqlite.counts("w", "status")
-        assert memory.counts("w", "priority") == sqlite.counts("w", "priority")
+        for other in (sqlite, postgres):
+            assert memory.query(query) == other.query(query)
+            assert memory.count(query) == other.count(query)
+            assert memory.counts("w", "status") == other.counts("w", "status")
+            assert memory.counts("w", "priority") == other.counts("w", "priority")
     finally:
         sqlite.close()
 

@@ -32,7 +32,8 @@ from uwf.workflows.events import WorkflowRegistered
 HASHES = test_views.HASHES
 T = "thread/01JD0000000000000000000001"
 CATALOG = event_catalog()
-# The memory and the file store alike, as the views' tests take them.
+# The memory and the file store alike (and PostgreSQL views), as the views' tests
+# take them.
 store = test_views.store
 
 

@@ -1,6 +1,7 @@
-"""The journal's contract, on the in-memory and the file store alike: incremental
-fold == full rebuild == rebuild after deleting the views; a checkpoint per view;
-writes return their result; decide is read-only; rebuilds never move views back."""
+"""The journal's contract, on the in-memory and the file store alike (and the in-memory
+one with its views in PostgreSQL): incremental fold == full rebuild == rebuild after
+deleting the views; a checkpoint per view; writes return their result; decide is
+read-only; rebuilds never move views back."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.logkit import append
+from uwf.cas.backends import MemoryBlobs
+from uwf.cas.store import Cas
+from uwf.config.settings import process_settings
+from uwf.engine.clock import system_clock
 from uwf.engine.events import (
     Envelope,
     EventData,
@@ -25,9 +30,10 @@ from uwf.engine.events import (
     as_envelope,
     encode_line,
 )
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
+from uwf.engine.log import MemoryLog
 from uwf.errors import Corrupt, StoreBusy
-from uwf.store import Store, event_catalog
+from uwf.store import Store, all_projections, event_catalog
 from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
@@ -42,10 +48,21 @@ HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 CATALOG = event_catalog()
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "pgviews"])
 def store(request: pytest.FixtureRequest, tmp_path: Path,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     monkeypatch.setenv("UWF_DURABILITY", "none")
+    if request.param == "pgviews":  # the in-memory store, its views in PostgreSQL
+        from uwf.engine.pgdb import PgDatabase
+        from uwf.engine.pgviews import PgViewStore
+
+        db = PgDatabase(request.getfixturevalue("pg_url"))
+        projections = all_projections()
+        views = PgViewStore(db, [projection.spec() for projection in projections])
+        yield Store(None, Journal(MemoryLog(), views, projections, CATALOG, clock=system_clock),
+                    Cas(MemoryBlobs(), clock=system_clock), settings=process_settings())
+        db.close()
+        return
     opened = Store.memory() if request.param == "memory" else Store.open(tmp_path / "s")
     yield opened
     opened.close()

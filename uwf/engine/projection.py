@@ -16,7 +16,8 @@ class StructProjection:
     """A named view whose entity states are one msgspec Struct type.
 
     `columns` are state fields (snake_case attribute names) copied into indexed
-    columns; `indexes` and `counted` name columns; `search_text` feeds text search.
+    columns, `types` their types ("int" or "text", in the same order); `indexes` and
+    `counted` name columns; `search_text` feeds text search.
     """
 
     name: ClassVar[str]
@@ -24,6 +25,7 @@ class StructProjection:
     event_types: ClassVar[frozenset[str]]
     state_type: ClassVar[type[msgspec.Struct]]
     columns: ClassVar[tuple[str, ...]] = ()
+    types: ClassVar[tuple[str, ...]] = ()
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = ()
     counted: ClassVar[tuple[str, ...]] = ()
     text: ClassVar[bool] = False
@@ -34,7 +36,7 @@ class StructProjection:
 
     def spec(self) -> ViewSpec:
         return ViewSpec(self.name, self.version, self.columns, self.indexes, self.counted,
-                        self.text)
+                        self.text, self.types)
 
     def key(self, event: Envelope) -> str:
         raise NotImplementedError

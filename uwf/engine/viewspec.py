@@ -36,6 +36,9 @@ from typing import Any, NamedTuple, Protocol
 from uwf.engine.log import Checkpoint
 
 ColumnValue = int | str | None
+# What a column holds, when the view declares it (`ViewSpec.types`): a backend with
+# typed columns (PostgreSQL) needs it; SQLite and memory store any ColumnValue.
+COLUMN_TYPES = ("int", "text")
 # The stream index's name among the checkpoints (no view may take it), and its
 # signature: a change to how it is kept rebuilds it alone, as a view's does.
 STREAMS = "streams"
@@ -54,6 +57,10 @@ class ViewSpec:
     indexes: tuple[tuple[str, ...], ...] = ()
     counted: tuple[str, ...] = ()  # columns whose per-value counts are kept up to date
     text: bool = False
+    # Each column's type ("int" or "text", in `columns` order), or () undeclared. Not
+    # part of `signature`: SQLite and memory store the same either way; a typed backend
+    # adds them to the signature it keeps.
+    types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (self.name, *self.columns):
@@ -64,6 +71,10 @@ class ViewSpec:
         for column in (*(c for index in self.indexes for c in index), *self.counted):
             if column != "key" and column not in self.columns:
                 raise ValueError(f"view {self.name}: {column!r} is not a declared column")
+        if self.types and (len(self.types) != len(self.columns)
+                           or any(kind not in COLUMN_TYPES for kind in self.types)):
+            raise ValueError(f"view {self.name}: types {self.types!r} are not one of "
+                             f"{COLUMN_TYPES} per column")
 
     @functools.cached_property
     def signature(self) -> str:

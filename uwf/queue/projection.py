@@ -123,6 +123,8 @@ class QueueProjection(StructProjection):
     columns: ClassVar[tuple[str, ...]] = (
         "status", "priority", "enqueued_at", "session", "repo", "live_key", "lease_expires",
         "eligible_at", "ready_pool")
+    types: ClassVar[tuple[str, ...]] = (
+        "text", "int", "text", "text", "text", "text", "int", "int", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("priority", "enqueued_at", "key"),
         ("status", "priority", "enqueued_at", "key"),

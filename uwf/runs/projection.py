@@ -140,6 +140,8 @@ class RunsProjection(StructProjection):
     columns: ClassVar[tuple[str, ...]] = (
         "derived", "archived", "deadline", "created_at", "updated_at", "repo", "workflow",
         "workflow_hash", "origin")
+    types: ClassVar[tuple[str, ...]] = (
+        "text", "int", "int", "text", "text", "text", "text", "text", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("created_at", "key"), ("derived", "created_at", "key"), ("derived", "deadline"),
         ("archived", "created_at", "key"), ("repo", "created_at", "key"),

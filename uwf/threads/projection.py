@@ -83,6 +83,7 @@ class ThreadsProjection(StructProjection):
     # HASH` are index ranges too. Counts per state are kept.
     columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at",
                                           "workflow")
+    types: ClassVar[tuple[str, ...]] = ("text", "int", "text", "text", "text", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("open", "key"), ("state", "key"), ("repo", "key"), ("name", "key"),
         ("created_at", "key"), ("workflow", "key"))

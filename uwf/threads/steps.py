@@ -47,6 +47,7 @@ class StepsProjection(StructProjection):
         t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
     state_type: ClassVar[type[msgspec.Struct]] = StepState
     columns: ClassVar[tuple[str, ...]] = ("thread", "head")
+    types: ClassVar[tuple[str, ...]] = ("text", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("thread", "key"), ("head", "key"))
 
     def key(self, event: Envelope) -> str:
