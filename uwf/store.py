@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import Settings, process_settings, store_root
+from uwf.engine.pgdb import is_database_url
+
+if TYPE_CHECKING:
+    from uwf.engine.pgdb import PgDatabase
 from uwf.engine.clock import Clock, system_clock
 from uwf.engine.events import EventCatalog
 from uwf.engine.filelog import FileLog
@@ -69,6 +74,8 @@ class Store:
     redact: Redact | None = None
     # What the entry point resolved from its environment, working folder and argv.
     settings: Settings = field(default_factory=process_settings)
+    # The PostgreSQL database the parts share, closed with the store (None: a folder).
+    database: PgDatabase | None = None
 
     @property
     def log(self) -> EventLog:
@@ -77,6 +84,16 @@ class Store:
     @property
     def views(self) -> ViewStore:
         return self.journal.views
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as it may be printed: its folder, its database's URL
+        without the password, or `:memory:`."""
+        if self.settings.store_url is not None and self.database is not None:
+            from uwf.engine.pgdb import shown
+
+            return shown(self.settings.store_url)
+        return str(self.root) if self.root is not None else ":memory:"
 
     @property
     def durability(self) -> str:
@@ -103,9 +120,14 @@ class Store:
             settings = process_settings(root, now)
         elif now is not None:
             raise ValueError("give --now in the settings (Settings.from_env(now=...))")
+        elif root is not None and is_database_url(str(root)):
+            settings = replace(settings, store_url=str(root))
         elif root is not None:
-            settings = replace(settings, store_root=store_root(str(root), settings.environ))
+            settings = replace(settings, store_root=store_root(str(root), settings.environ),
+                               store_url=None)
         clock = clock or settings.clock
+        if settings.store_url is not None:
+            return cls._on_server(settings, clock, redact)
         path = settings.store_root
         if path.exists() and not path.is_dir():
             raise UsageError(f"the store root {path} is not a folder",
@@ -119,6 +141,29 @@ class Store:
         cas = Cas(FileBlobs(path / "cas", settings.durable), clock=clock, redact=redact)
         cas.refuse_old_bootstrap(path)
         return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings)
+
+    @classmethod
+    def _on_server(cls, settings: Settings, clock: Clock, redact: Redact | None) -> Store:
+        """A store in a PostgreSQL database (docs/hosts.md): its log, views and CAS on one
+        `PgDatabase`, so a writer's section is one transaction."""
+        from uwf.cas.pgblobs import PgBlobs
+        from uwf.engine.pgdb import PgDatabase
+        from uwf.engine.pglog import PgLog
+        from uwf.engine.pgviews import PgViewStore
+
+        assert settings.store_url is not None
+        database = PgDatabase(settings.store_url, lock_timeout=settings.lock_timeout)
+        try:
+            projections = all_projections()
+            views = PgViewStore(database, [projection.spec() for projection in projections])
+            journal = Journal(PgLog(database, durable=settings.durable), views, projections,
+                              event_catalog(), clock=clock, redact=redact)
+            cas = Cas(PgBlobs(database), clock=clock, redact=redact)
+        except BaseException:
+            database.close()
+            raise
+        return cls(None, journal, cas, now=settings.now, redact=redact, settings=settings,
+                   database=database)
 
     @classmethod
     def memory(cls, *, clock: Clock = system_clock, redact: Redact | None = None,
@@ -143,3 +188,5 @@ class Store:
         close = getattr(self.log, "close", None)
         if close is not None:
             close()
+        if self.database is not None:
+            self.database.close()

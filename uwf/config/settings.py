@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from uwf.config.env import env_number
 from uwf.engine.clock import Clock, fixed_clock, parse_instant, system_clock
+from uwf.engine.pgdb import is_database_url, shown
 from uwf.errors import UsageError
 
 DEFAULT_LOCK_TIMEOUT_S = 10.0
@@ -47,6 +48,9 @@ class Settings:
     segment_bytes: int  # UWF_SEGMENT_BYTES
     lock_timeout: float  # UWF_LOCK_TIMEOUT, in seconds
     config_path: Path
+    # A store on a PostgreSQL server (`postgresql://...` as --store or UWF_HOME), else
+    # None: the store is the folder `store_root`, which is then never a URL.
+    store_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], cwd: Path | None, *,
@@ -62,10 +66,17 @@ class Settings:
             now_ms = parse_instant(now, "--now")
         elif fixed := environ.get("UWF_NOW"):
             now, now_ms = fixed, parse_instant(fixed, "UWF_NOW")
+        given = str(store) if store is not None else environ.get("UWF_HOME") or None
+        url = given if given is not None and is_database_url(given) else None
+        if given is not None and url is None and "://" in given:
+            raise UsageError(f"the store {shown(given)!r} is a URL uwf does not know",
+                             "give a folder, or a postgresql:// URL")
         return cls(
             environ=environ,
             cwd=cwd,
-            store_root=store_root(str(store) if store is not None else None, environ),
+            store_root=Path() if url else store_root(
+                str(store) if store is not None else None, environ),
+            store_url=url,
             durable=durability(environ),
             now=now or None,
             now_ms=now_ms,

@@ -67,7 +67,7 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
                        "restore it from a backup (`json-cas verify --all` lists what else "
                        "is damaged), or kill the thread")
     return RegistryShown(
-        store=str(store.root) if store.root else ":memory:",
+        store=store.location,
         scope=scope,
         status=status,
         checkpoint=freshness.checkpoint,

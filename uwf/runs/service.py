@@ -91,9 +91,9 @@ def freshness_of(damage: dict[str, list[str]]) -> str:
 
 
 def state_path(store: Store) -> str:
-    """Where a run's source of truth is: the store's event log (`:memory:` for the
-    in-memory store)."""
-    return str(store.root / "events") if store.root is not None else ":memory:"
+    """Where a run's source of truth is: the store's event log (its folder's `events`,
+    its database, or `:memory:` for the in-memory store)."""
+    return str(store.root / "events") if store.root is not None else store.location
 
 
 def record(run: RunState, now_ms: int, freshness: str = "valid", *,

@@ -1,0 +1,152 @@
+"""A whole store on PostgreSQL (`--store postgresql://...` / UWF_HOME), against a real
+server (tests/pgkit.py): the commands answer as on a folder store, ids and times
+aside; a URL never becomes a folder; the password is never printed; a server that
+cannot be reached is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BIN, EXAMPLE, Cli
+from tests.pgkit import Server
+from tests.test_mcp_parity import normalised
+from uwf.engine.pgdb import shown
+
+pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips
+
+NOW = "2026-03-02T09:00:00Z"
+
+
+def env_for(home: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env.update(UWF_HOME=home, UWF_NOW=NOW, UWF_DURABILITY="none",
+               XDG_CONFIG_HOME=str(tmp_path / "config"))
+    return env
+
+
+def scenario(cli: Cli) -> list[tuple[str, int, Any]]:
+    """Workflows, threads, the run registry, the queue and the scheduler, the log."""
+    steps: list[tuple[str, int, Any]] = []
+
+    def run(*args: str) -> Any:
+        result = cli.run(*args, "--json")
+        payload = json.loads(result.out) if result.out.strip() else result.err.strip()
+        steps.append((" ".join(args[:2]), result.code, payload))
+        return payload
+
+    run("workflow", "put", str(EXAMPLE))
+    run("workflow", "list")
+    thread = run("thread", "start", "solve-issue", "-p", "Fix the login bug")["thread"]
+    run("thread", "show", thread)
+    run("thread", "list", "--all")
+    run("run", "search", "--text", "login")
+    run("run", "show", thread)
+    run("history")
+    run("thread", "kill", thread, "--reason", "not needed")
+    entry = run("queue", "add", "--workflow", "solve-issue", "-p", "Queued", "--session",
+                "a")["entry"]["id"]
+    run("queue", "add", "--workflow", "solve-issue", "-p", "Second", "--session", "a")
+    run("sched", "policy", "set", "--max-concurrent", "1")
+    run("sched", "plan")
+    lease = run("sched", "lease", "--session", "a")["leases"][0]
+    run("sched", "lease", "--session", "a")  # the ceiling holds: exit 3
+    run("sched", "release", lease["id"], "--lease", lease["leaseId"], "--failed")
+    run("queue", "show", entry)
+    run("queue", "list")
+    run("queue", "logs", entry)
+    run("registry", "show")
+    run("registry", "verify")
+    run("registry", "rebuild")
+    run("log", "verify")
+    run("thread", "show", "01J7K9M2XNPQR5VWBCDF8G3H4T")  # a refusal, the same on both
+    return steps
+
+
+def located(old: str, new: str, then: Callable[[Any], Any] = lambda value: value
+            ) -> Callable[[Any], Any]:
+    """A function giving a payload with the string `old` (where the store is) as `new`."""
+    def replaced(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(old, new)
+        if isinstance(value, dict):
+            return {key: replaced(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [replaced(item) for item in value]
+        return value
+    return lambda value: then(replaced(value))
+
+
+def test_a_postgresql_store_answers_as_a_folder_store(pg_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    on_disk = scenario(Cli(folder, env_for(str(folder), tmp_path)))
+    on_server = scenario(Cli(tmp_path / "unused", env_for(pg_url, tmp_path)))
+    names: dict[str, str] = {}
+    theirs: dict[str, str] = {}
+    # Where the store is: its folder (and its log, a run's statePath) or its database.
+    server = located(shown(pg_url), "<STORE>")
+    disk = located(str(folder / "events"), "<STORE>", located(str(folder), "<STORE>"))
+    for mine, other in zip(on_server, on_disk, strict=True):
+        assert mine[:2] == other[:2]
+        if mine[0] == "log verify":  # a table has no segments
+            mine[2].pop("segments")
+            other[2].pop("segments")
+        assert normalised(server(mine[2]), tmp_path, names) == normalised(
+            disk(other[2]), tmp_path, theirs), mine[0]
+    assert not (tmp_path / "unused").exists()
+
+
+def test_a_url_never_becomes_a_folder_and_its_password_is_never_shown(
+        pg_server: Server, tmp_path: Path) -> None:
+    url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
+    cli = Cli(tmp_path / "unused", env_for(url, tmp_path))
+    work = tmp_path / "work"
+    work.mkdir()
+    outputs = []
+    for args in (("workflow", "put", str(EXAMPLE)), ("registry", "show"),
+                 ("registry", "show", "--json"), ("log", "tail", "-n", "5"),
+                 ("run", "list", "--json")):
+        done = subprocess.run([str(BIN / "uwf"), *args], env=cli.env, cwd=work, text=True,
+                              capture_output=True, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    assert all("s3cret" not in text for text in outputs)
+    shown = json.loads(outputs[2])["store"]
+    assert shown.startswith("postgresql://postgres@/uwf_test_")
+    assert "s3cret" not in shown
+    assert list(work.iterdir()) == []  # no folder named `postgresql:` anywhere
+
+
+def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://postgres:s3cret@/uwf?host={tmp_path}/nowhere&port=5432"
+    cli = Cli(tmp_path / "unused", env_for(url, tmp_path))
+    result = cli.run("workflow", "list")
+    assert result.code == 1
+    assert result.err.count("\n") == 1
+    assert "Traceback" not in result.err
+    assert result.err.startswith(f"uwf: error: PostgreSQL database uwf on {tmp_path}/nowhere")
+    assert "s3cret" not in result.err
+
+
+def test_an_unknown_url_is_refused_not_made_a_folder(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "unused", env_for("mysql://me@host/db", tmp_path))
+    result = cli.run("workflow", "list")
+    assert result.code == 2
+    assert "is a URL uwf does not know" in result.err
+
+
+def test_agents_are_refused_until_they_get_a_staging_cas(pg_url: str, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "unused", env_for(pg_url, tmp_path))
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    thread = json.loads(cli.run("thread", "start", "solve-issue", "-p", "x").out)["thread"]
+    stepped = cli.run("thread", "step", thread, "--agent", "uwf-mock whatever.yaml")
+    assert stepped.code == 1
+    assert "staging CAS" in stepped.err
+    shown = json.loads(cli.run("thread", "show", thread).out)
+    assert shown["status"] == "idle"  # no step was recorded that nothing would finish
