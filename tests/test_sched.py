@@ -332,12 +332,13 @@ WORKER = textwrap.dedent('''
 def storm(cli: Cli, tmp_path: Path, *, processes: int, seconds: float,
           sessions: str | None = None) -> list[dict[str, Any]]:
     """`processes` WORKER processes leasing at once for `seconds` (as `sessions`, a
-    comma list, "" for every pool); every acknowledgement they wrote."""
+    comma list, "" for every pool) on the store of `cli` (its UWF_HOME: a folder or a
+    postgresql:// URL); every acknowledgement they wrote."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER, "utf-8")
     start = time.time() + 1.0
     workers = [subprocess.Popen(
-        [sys.executable, str(script), str(cli.home), str(tmp_path / f"acks{n}.jsonl"),
+        [sys.executable, str(script), cli.env["UWF_HOME"], str(tmp_path / f"acks{n}.jsonl"),
          str(start), str(seconds), str(n), *([sessions] if sessions is not None else [])],
         env=cli.env, stderr=subprocess.PIPE, text=True) for n in range(processes)]
     for worker in workers:
@@ -351,7 +352,14 @@ ENDS = {"queue.completed", "queue.released", "queue.reclaimed", "queue.cancelled
         "queue.status_set", "queue.drained"}
 
 
-def test_eight_processes_never_exceed_the_ceiling(q: Queue, cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["folder", "postgres"])
+def test_eight_processes_never_exceed_the_ceiling(cli: Cli, tmp_path: Path, backend: str,
+                                                   request: pytest.FixtureRequest) -> None:
+    """On a folder (one file lock) and on PostgreSQL (one advisory lock per section, each
+    process its own connections): the ceiling holds, nothing is leased twice."""
+    if backend == "postgres":
+        cli = Cli(tmp_path / "unused", {**cli.env, "UWF_HOME": request.getfixturevalue("pg_url")})
+    q = queue_on(cli)
     q.policy("--max-concurrent", "3", "--max-attempts", "1000", "--backoff-base-ms", "1",
              "--backoff-cap-ms", "1")
     lines = [{"workflow": "solve-issue", "prompt": f"task {n}"} for n in range(1500)]
