@@ -115,6 +115,21 @@ def test_empty_log_has_genesis_head(log: EventLog) -> None:
         assert session.recover() == (GENESIS, [])
 
 
+def test_wait_is_told_of_a_new_line_and_times_out_without_one(log: EventLog) -> None:
+    import threading
+
+    append(log, NewEvent("store", StoreCreated(format=1)))
+    assert log.wait(0, 0) is True  # already there
+    assert log.wait(1, 0.05) is False  # nothing after seq 1
+    writer = threading.Timer(0.1, lambda: append(log, registered("a")))
+    writer.start()
+    try:
+        assert log.wait(1, 30) is True
+    finally:
+        writer.join()
+    assert log.head().seq == 2
+
+
 def test_append_returns_the_head_and_lines_chain(log: EventLog) -> None:
     head = append(log, NewEvent("store", StoreCreated(format=1)), registered("a"))
     assert head == log.head()

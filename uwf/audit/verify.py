@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -76,7 +75,9 @@ def tail(
 def follow(
     store: Store, type_: str | None, subject: str | None, after: int, poll: float = 0.2
 ) -> Iterator[bytes]:
-    """New matching lines as they are appended (until interrupted)."""
+    """New matching lines as they are appended (until interrupted): the log says when
+    there are (`EventLog.wait`: LISTEN/NOTIFY on PostgreSQL), looked at every `poll`
+    seconds at most."""
     decode = store.journal.catalog.decode
     seq = after
     while True:
@@ -85,7 +86,7 @@ def follow(
             seq = max(seq, line.seq)
             if _matches(envelope, type_, subject):
                 yield line.raw
-        time.sleep(poll)
+        store.log.wait(seq, poll)
 
 
 class _LiveLeases:

@@ -306,7 +306,8 @@ class _Bridge:
                 if not lines:
                     if not follow:
                         return
-                    _wait(poll, self.stopped)
+                    if self.store.log.wait(self.seq, poll):  # written; acknowledged soon
+                        _wait(0.005, self.stopped)
                     continue
                 whole = True
                 for start in range(0, len(lines), CHUNK):

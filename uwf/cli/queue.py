@@ -42,8 +42,11 @@ def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
     from uwf.queue import messages
 
     human = not ctx.json and sys.stdout.isatty()
+    def notice(line: str) -> None:
+        sys.stderr.write(one_line(f"uwf: {line}") + "\n")
+
     for taken in messages.subscribe(ctx.store, args.id, follow=args.follow, wait=args.wait,
-                                    timeout=args.timeout):
+                                    timeout=args.timeout, notice=notice):
         if isinstance(taken, messages.Refused):
             sys.stderr.write(one_line(f"uwf: refused a message on {taken.topic}: "
                                       f"{taken.why}") + "\n")

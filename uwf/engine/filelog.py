@@ -25,7 +25,15 @@ from pathlib import Path
 import msgspec
 
 from uwf.engine.events import LogRepaired
-from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
+from uwf.engine.log import (
+    GENESIS,
+    Checkpoint,
+    LogLine,
+    LogProblem,
+    LogSession,
+    digest,
+    polled_wait,
+)
 from uwf.engine.segments import PENDING_NOTE, FileSegments, segment_name
 from uwf.engine.spans import (
     WINDOW,
@@ -167,6 +175,10 @@ class FileLog:
         names = self.segments.names()
         return {"segments": len(names),
                 "bytes": sum(self.segments.size(name) for name in names)}
+
+    def wait(self, after: int, timeout: float) -> bool:
+        """Files tell no one: the head is looked at every 50 ms."""
+        return polled_wait(self, after, timeout)
 
     # -- writing -----------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, Protocol
 
@@ -105,6 +106,24 @@ class EventLog(Protocol):
         """Backend facts for people: `segments`, `bytes`."""
         ...
 
+    def wait(self, after: int, timeout: float) -> bool:
+        """Block until the log holds a line after seq `after` (True), or `timeout`
+        seconds pass (False): how a follower (`log tail --follow`, the bridge) waits,
+        told by the backend where it can be (PostgreSQL's LISTEN/NOTIFY)."""
+        ...
+
+
+def polled_wait(log: EventLog, after: int, timeout: float, every: float = 0.05) -> bool:
+    """`EventLog.wait` by looking at the head every `every` seconds: for a log that
+    cannot tell its readers (a folder's files)."""
+    deadline = time.monotonic() + timeout
+    while log.head().seq <= after:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(every, left))
+    return True
+
 
 class MemoryLog:
     """The in-memory twin: a list of lines behind a lock."""
@@ -115,6 +134,7 @@ class MemoryLog:
         self._lines: list[bytes] = []
         self._digests: list[str] = []
         self._lock = threading.Lock()
+        self._grown = threading.Condition()
 
     def head(self) -> Checkpoint:
         if not self._lines:
@@ -154,7 +174,13 @@ class MemoryLog:
                 raise ValueError("a log line may not contain a newline")
         self._lines.extend(lines)
         self._digests.extend(digest(raw) for raw in lines)
+        with self._grown:
+            self._grown.notify_all()
         return self.head()
+
+    def wait(self, after: int, timeout: float) -> bool:
+        with self._grown:
+            return self._grown.wait_for(lambda: len(self._lines) > after, timeout)
 
 
 class _MemorySession:

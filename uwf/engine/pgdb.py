@@ -174,6 +174,12 @@ class PgDatabase:
             for statement in statements:
                 connection.execute(statement)
 
+    def listener(self, channel: str) -> psycopg.Connection[Any]:
+        """A connection of its own that LISTENs on `channel` (for `notifies()`)."""
+        connection = self._connect(autocommit=True)
+        connection.execute(f"LISTEN {channel}")
+        return connection
+
     def close(self) -> None:
         for connection in (self.reader, self.writer):
             with contextlib.suppress(Exception):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,8 @@ from uwf.errors import Corrupt, StoreBusy
 if TYPE_CHECKING:
     import psycopg
 
+# The channel a writer NOTIFYs as its section commits (the new head's seq); followers LISTEN.
+CHANNEL = "uwf_events"
 TABLE = "uwf_events"
 # The writers' advisory lock: a fixed 64-bit key ("uwf_log"), held until the section's
 # transaction ends.
@@ -64,6 +67,7 @@ class PgLog:
         # (synchronous_commit off); a server crash may lose the last sections, whole.
         self.durable = durable
         self._thread_lock = threading.Lock()  # the writer connection serves one section
+        self._listener: psycopg.Connection[Any] | None = None  # `wait`'s, made on first use
         with db.reached():
             db.create(TABLE, _CREATE)
 
@@ -136,6 +140,28 @@ class PgLog:
         with self.db.reached():
             head, ends = _last(self._connection())
         return {"segments": 1 if head.seq else 0, "bytes": ends}
+
+    def wait(self, after: int, timeout: float) -> bool:
+        """LISTEN for the writers' NOTIFY (sent as each section commits), on a connection
+        of its own made on first use; the head is looked at once first, so a line
+        appended before the LISTEN is not waited for."""
+        if self._listener is None:
+            self._listener = self.db.listener(CHANNEL)
+        if self.head().seq > after:
+            return True
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            with self.db.reached():
+                for _ in self._listener.notifies(timeout=left, stop_after=1):
+                    break
+            if self.head().seq > after:
+                return True
+        return False
+
+    def close(self) -> None:
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            listener.close()
 
     # -- writing -----------------------------------------------------------
 
@@ -213,4 +239,6 @@ class _PgSession:
                           f"{str(exc).strip().splitlines()[0]}",
                           "another writer bypassed the lock; run `uwf log verify`") from None
         self._last = Checkpoint(head.seq + len(lines), digest(lines[-1])), ends
+        # Told to every LISTENer when the section commits (never if it rolls back).
+        self._connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(self._last[0].seq)))
         return self._last[0]

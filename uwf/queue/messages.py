@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import queue as queues
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -132,16 +133,23 @@ class Refused:
 
 def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float = 2.0,
               stopped: Callable[[], bool] = lambda: False,
-              timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Received | Refused]:
+              timeout: float = CONNECT_TIMEOUT_S,
+              notice: Callable[[str], None] = lambda line: None,
+              ) -> Iterator[Received | Refused]:
     """The job's events from its broker as they come, each recorded (`queue.received`)
     before it is yielded; refused messages are yielded as `Refused`. Without `follow`,
     ends once no message came for `wait` seconds; with it, at the job's final status
     event or when `stopped()` says so. The subscription is durable (a persistent session
-    per job), so what is published while no subscriber runs waits at the broker."""
+    per job), so what is published while no subscriber runs waits at the broker. A
+    broker that cannot be reached is an error at once, unless following: then it is
+    tried again until it answers, said once through `notice`."""
     entry = _job(store.read(), entry_id)
     assert entry.broker is not None
-    with Connection(entry.broker, store.settings.environ, client_id=f"uwf-sub-{entry_id}",
-                    clean=False, timeout=timeout) as connection:
+    connection = _connected(store, entry, timeout, retry=follow, stopped=stopped,
+                            notice=notice)
+    if connection is None:
+        return
+    with connection:
         connection.subscribe(entry.topic, qos=1)
         while not stopped():
             try:
@@ -154,6 +162,31 @@ def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float 
             yield taken
             if follow and isinstance(taken, Received) and _final(taken.event):
                 return
+
+
+def _connected(store: Store, entry: QueueEntry, timeout: float, *, retry: bool,
+               stopped: Callable[[], bool], notice: Callable[[str], None]
+               ) -> Connection | None:
+    """The job's subscriber connection; with `retry`, tried again (0.2 s doubling to
+    2 s) until the broker answers or `stopped()` (then None)."""
+    assert entry.broker is not None
+    delay, said = 0.2, False
+    while True:
+        try:
+            return Connection(entry.broker, store.settings.environ,
+                              client_id=f"uwf-sub-{entry.id}", clean=False, timeout=timeout)
+        except BrokerUnavailable as exc:
+            if not retry:
+                raise
+            if not said:
+                notice(f"{exc.what}; trying again until it answers")
+                said = True
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            if stopped():
+                return None
+            time.sleep(0.05)
+        delay = min(delay * 2, 2.0)
 
 
 def _final(event: Any) -> bool:
