@@ -150,3 +150,18 @@ def test_agents_are_refused_until_they_get_a_staging_cas(pg_url: str, tmp_path: 
     assert "staging CAS" in stepped.err
     shown = json.loads(cli.run("thread", "show", thread).out)
     assert shown["status"] == "idle"  # no step was recorded that nothing would finish
+
+
+def test_without_the_driver_the_error_names_the_extra(tmp_path: Path) -> None:
+    """psycopg is an optional extra: a store URL without it is one line naming it."""
+    import sys
+
+    probe = ("import sys; sys.modules['psycopg'] = None  # as if not installed\n"
+             "from uwf.cli.main import main\n"
+             "sys.exit(main(['workflow', 'list']))")
+    env = env_for("postgresql://uwf@db.example/uwf", tmp_path)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr == ("uwf: error: a postgresql:// store needs the PostgreSQL driver, "
+                           "which is not installed; pip install 'uwf[postgres]'\n")

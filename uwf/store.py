@@ -146,14 +146,16 @@ class Store:
     def _on_server(cls, settings: Settings, clock: Clock, redact: Redact | None) -> Store:
         """A store in a PostgreSQL database (docs/hosts.md): its log, views and CAS on one
         `PgDatabase`, so a writer's section is one transaction."""
-        from uwf.cas.pgblobs import PgBlobs
         from uwf.engine.pgdb import PgDatabase
-        from uwf.engine.pglog import PgLog
-        from uwf.engine.pgviews import PgViewStore
 
         assert settings.store_url is not None
+        # First: without the driver this is the error that names the extra.
         database = PgDatabase(settings.store_url, lock_timeout=settings.lock_timeout)
         try:
+            from uwf.cas.pgblobs import PgBlobs
+            from uwf.engine.pglog import PgLog
+            from uwf.engine.pgviews import PgViewStore
+
             projections = all_projections()
             views = PgViewStore(database, [projection.spec() for projection in projections])
             journal = Journal(PgLog(database, durable=settings.durable), views, projections,
