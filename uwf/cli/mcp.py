@@ -73,9 +73,6 @@ class Tools:
                           for group in self.groups for command in group
                           if command.mcp}
 
-    def names(self) -> list[str]:
-        return list(self._commands)
-
     def declarations(self) -> list[dict[str, Any]]:
         """Each tool as MCP lists it: name, description, input schema, annotations."""
         found = []
