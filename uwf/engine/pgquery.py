@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from uwf.engine.sqlquery import column_sql
 from uwf.engine.viewspec import (
     ASCII_LOWER,
     ColumnValue,
@@ -47,15 +48,6 @@ def check_types(spec: ViewSpec) -> None:
     if spec.columns and not spec.types:
         raise ValueError(f"view {spec.name} declares no column types (ViewSpec.types); "
                          "the PostgreSQL view store needs one per column")
-
-
-def column_sql(spec: ViewSpec, column: str) -> str:
-    """A declared column's name in the view's table (`key` is itself)."""
-    if column == "key":
-        return "key"
-    if column not in spec.columns:
-        raise ValueError(f"view {spec.name} has no column {column!r}")
-    return f'"c_{column}"'
 
 
 def column_type(spec: ViewSpec, column: str) -> str:

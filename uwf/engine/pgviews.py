@@ -32,7 +32,6 @@ from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase, where
 from uwf.engine.pgquery import (
     check_types,
-    column_sql,
     copy_sql,
     create_sql,
     order_sql,
@@ -43,7 +42,7 @@ from uwf.engine.pgquery import (
     upsert_sql,
     where_sql,
 )
-from uwf.engine.sqlquery import count_value
+from uwf.engine.sqlquery import column_sql, count_value
 from uwf.engine.viewspec import (
     STREAMS,
     STREAMS_SIGNATURE,
