@@ -81,25 +81,20 @@ class PgLog:
             return _last(self._connection())[0]
 
     def read(self, after: int = 0) -> Iterator[LogLine]:
-        position = max(after, 0)
-        for size in _chunks():
-            with self.db.reached():
-                rows = self._connection().execute(
-                    f"SELECT seq, line FROM {TABLE} WHERE seq > %s ORDER BY seq LIMIT %s",
-                    (position, size), binary=True).fetchall()
-            for seq, raw in rows:
-                yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
-            if len(rows) < size:
-                return
-            position = rows[-1][0]
+        return self._chunked(f"SELECT seq, line FROM {TABLE} WHERE seq > %s ORDER BY seq "
+                             "LIMIT %s", max(after, 0))
 
     def read_reverse(self) -> Iterator[LogLine]:
-        position = BEYOND
+        return self._chunked(f"SELECT seq, line FROM {TABLE} WHERE seq < %s ORDER BY seq "
+                             "DESC LIMIT %s", BEYOND)
+
+    def _chunked(self, query: str, position: int) -> Iterator[LogLine]:
+        """The lines `query` (after or before a seq, then a limit) pages through, in
+        growing chunks from `position`: never the whole table at once."""
         for size in _chunks():
             with self.db.reached():
-                rows = self._connection().execute(
-                    f"SELECT seq, line FROM {TABLE} WHERE seq < %s ORDER BY seq DESC LIMIT %s",
-                    (position, size), binary=True).fetchall()
+                rows = self._connection().execute(query, (position, size),
+                                                  binary=True).fetchall()
             for seq, raw in rows:
                 yield LogLine(seq, bytes(raw), TABLE, seq)  # a buffer, in psycopg's C build
             if len(rows) < size:
