@@ -3,7 +3,7 @@ PostgreSQL database either side (docs/hosts.md)."""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.spec import Command
@@ -16,13 +16,25 @@ if TYPE_CHECKING:
 
 
 def _copy(args: StoreCopy, ctx: Context) -> Copied:
-    """Copy with the command's settings; on a terminal, a bar of the events copied (then
-    of the views rebuilt). The store of --store / UWF_HOME is not opened."""
+    """Copy with the command's settings; on a terminal, a bar of the events copied, then
+    one of the views rebuilt. The store of --store / UWF_HOME is not opened."""
+    return storecopy.copy(args, ctx.settings, _bars() if ctx.progress is not None else None)
+
+
+def _bars() -> Callable[[int, int], None]:
+    """A progress bar labelled for each phase in turn: the next starts once one is full."""
     from uwf.cli.common import progress_bar
 
-    progress = (functools.partial(progress_bar, label="copying the store")
-                if ctx.progress is not None else None)
-    return storecopy.copy(args, ctx.settings, progress)
+    labels = iter(("copying the log", "rebuilding views"))
+    label = next(labels)
+
+    def bar(done: int, total: int) -> None:
+        nonlocal label
+        progress_bar(done, total, label)
+        if done >= total:
+            label = next(labels, label)
+
+    return bar
 
 
 def _copied_panel(payload: dict[str, Any]) -> str:
