@@ -292,6 +292,7 @@ def script(s: Session) -> None:
     _json_cas_end(s)
     _retention(s, runs)
     _over_mqtt(s)
+    _store_copy(s)
 
 
 def _json_cas(s: Session) -> None:
@@ -536,6 +537,14 @@ def _over_mqtt(s: Session) -> None:
         s.fails("uwf", "bridge", "mqtt", "--broker", "http://nowhere", "--once", code=2)
     finally:
         broker.stop()
+
+
+def _store_copy(s: Session) -> None:
+    """Last, so that the entries before it stay as they were."""
+    s.ok("uwf", "store", "copy", str(s.root / "store"), str(s.root / "copy"))
+    s.json("uwf", "store", "copy", str(s.root / "copy"), str(s.root / "again"))
+    s.fails("uwf", "store", "copy", str(s.root / "store"), str(s.root / "copy"), code=1)
+    s.fails("uwf", "store", "copy", s.file("nowhere"), str(s.root / "elsewhere"), code=1)
 
 
 def _mcp(s: Session) -> None:

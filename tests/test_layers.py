@@ -28,7 +28,8 @@ BELOW_FEATURES = {
 # The features and the features each may use: runs read threads and restart them,
 # the queue names threads and workflows, the worker drives the queue, threads and
 # the archive, the archive and the audit read the other features' events, the bridge
-# publishes through the queue's MQTT connection.
+# publishes through the queue's MQTT connection, a store's copy finds its nodes as
+# json-cas's gc does and verifies itself with the audit's and the registry's checks.
 FEATURES = {
     "workflows": set(),
     "threads": {"workflows"},
@@ -39,6 +40,7 @@ FEATURES = {
     "audit": {"queue", "runs", "threads", "workflows"},
     "bridge": {"queue"},
     "jsoncas": set(),
+    "storecopy": {"audit", "jsoncas", "runs"},
 }
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results"}

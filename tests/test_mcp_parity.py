@@ -196,6 +196,8 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("log tail", n=3)
     run("log verify")
     run("log anchor", key=str(root / "anchor.pem"), new_key=True)
+    run("store copy", src=str(root / "store"), dst=str(root / "copy"))
+    run("store copy", src=str(root / "store"), dst=str(root / "copy"))  # refused: not empty
 
     stored = run("json-cas put", type="Text", file=str(note))
     run("json-cas get", hash=stored)

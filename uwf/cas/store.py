@@ -436,9 +436,14 @@ class Cas:
                 continue
         return seen
 
+    def kept(self, roots: Iterable[str]) -> set[str]:
+        """What gc keeps whatever its age: every node reachable from `roots` or from the
+        meta-schema and the built-in schemas (those present)."""
+        return self.reachable([*roots, meta_hash(), *(builtin_hash(n) for n in BUILTIN_NAMES)])
+
     def garbage(self, roots: Iterable[str], grace_seconds: float) -> list[str]:
         """Nodes unreachable from `roots` and older than the grace period."""
-        keep = self.reachable([*roots, meta_hash(), *(builtin_hash(n) for n in BUILTIN_NAMES)])
+        keep = self.kept(roots)
         return [
             hash_ for hash_ in self.blobs.hashes()
             if hash_ not in keep and self.blobs.age(hash_) >= grace_seconds

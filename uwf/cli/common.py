@@ -12,12 +12,13 @@ from types import FrameType
 from typing import Any
 
 
-def progress_bar(done: int, total: int) -> None:
-    """A progress bar on stderr while views are rebuilt, only when stderr is a terminal."""
+def progress_bar(done: int, total: int, label: str = "rebuilding views") -> None:
+    """A progress bar on stderr while views are rebuilt (or what `label` says is done),
+    only when stderr is a terminal."""
     if not sys.stderr.isatty() or total <= 0:
         return
     filled = int(30 * done / total)
-    sys.stderr.write(f"\rrebuilding views [{'#' * filled}{'.' * (30 - filled)}] "
+    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] "
                      f"{100 * done // total:3d}%")
     if done >= total:
         sys.stderr.write("\n")

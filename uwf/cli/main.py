@@ -20,6 +20,7 @@ from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
 from uwf.cli.runs import RUN_COMMANDS
 from uwf.cli.spec import Command, Group, on_store
+from uwf.cli.storecmd import STORE_COMMANDS
 from uwf.cli.threads import THREAD_COMMANDS
 from uwf.cli.worker import WORKER_COMMANDS
 from uwf.config.args import NoArgs
@@ -105,6 +106,7 @@ COMMANDS = Group(
         "log": "audit the event log",
         "archive": "the per-run archive: a folder kept in step with the log, and its check",
         "bridge": "every event of the log to an MQTT broker, resuming where it stopped",
+        "store": "a whole store copied into an empty one: a folder or a PostgreSQL database",
     },
     commands=[
         Command(("workflow", "put"), "Validate a workflow YAML file and register it.",
@@ -133,6 +135,7 @@ COMMANDS = Group(
                 "uwf registry verify", NoArgs, on_store(runs.registry_verify),
                 ok_exit=True, read_only=True),
         *LOG_COMMANDS,
+        *STORE_COMMANDS,
         *DEMO_COMMANDS,
         *MCP_COMMANDS,
     ],

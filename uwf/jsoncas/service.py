@@ -10,6 +10,7 @@ the log's data), never here, so a hash never depends on the environment.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from uwf.errors import NotFound
@@ -24,6 +25,7 @@ from uwf.jsoncas.results import (
 )
 
 if TYPE_CHECKING:
+    from uwf.engine.log import LogLine
     from uwf.store import Store
 
 
@@ -109,10 +111,20 @@ def gc(store: Store, grace_seconds: float, *, delete: bool) -> Collected:
     return Collected(unreachable=garbage, count=len(garbage))
 
 
-def log_refs(store: Store) -> list[str]:
-    """Every CAS hash an event of the log refers to: the roots `gc` keeps.
+def log_refs(store: Store, lines: Iterable[LogLine] | None = None) -> list[str]:
+    """Every CAS hash an event of the log (or of `lines`, some of its lines) refers to:
+    the roots `gc` keeps.
 
     The only place this module reads the log.
     """
     decode = store.journal.catalog.decode
-    return [ref for line in store.log.read() for ref in decode(line.raw).data.cas_refs()]
+    return [ref for line in (store.log.read() if lines is None else lines)
+            for ref in decode(line.raw).data.cas_refs()]
+
+
+def reached(store: Store, lines: Iterable[LogLine] | None = None) -> set[str]:
+    """Every node the log (or `lines` of it) reaches, as gc counts them: those its events
+    name, the meta-schema and the built-in schemas, and every node reachable from those
+    through references (a StepNode's prev chain) and types (schemas). What gc keeps
+    whatever its age, and what `uwf store copy` copies."""
+    return store.cas.kept(log_refs(store, lines))

@@ -1,0 +1,53 @@
+"""Declaration of `uwf store copy`: a whole store into an empty one, a folder or a
+PostgreSQL database either side (docs/hosts.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from uwf.cli.spec import Command
+from uwf.storecopy import commands as storecopy
+from uwf.storecopy.commands import StoreCopy
+
+if TYPE_CHECKING:
+    from uwf.cli.context import Context
+    from uwf.storecopy.results import Copied
+
+
+def _copy(args: StoreCopy, ctx: Context) -> Copied:
+    """Copy with the command's settings; on a terminal, a bar of the events copied, then
+    one of the views rebuilt. The store of --store / UWF_HOME is not opened."""
+    return storecopy.copy(args, ctx.settings, _bars() if ctx.progress is not None else None)
+
+
+def _bars() -> Callable[[int, int], None]:
+    """A progress bar labelled for each phase in turn: the next starts once one is full."""
+    from uwf.cli.common import progress_bar
+
+    labels = iter(("copying the log", "rebuilding views"))
+    label = next(labels)
+
+    def bar(done: int, total: int) -> None:
+        nonlocal label
+        progress_bar(done, total, label)
+        if done >= total:
+            label = next(labels, label)
+
+    return bar
+
+
+def _copied_panel(payload: dict[str, Any]) -> str:
+    events, nodes = payload["events"], payload["nodes"]
+    return (f"copied {events} event{'' if events == 1 else 's'} and {nodes} "
+            f"node{'' if nodes == 1 else 's'} from {payload['from']} to {payload['to']}; "
+            "the copy verifies (log verify, registry verify)")
+
+
+STORE_COMMANDS: list[Command[Any]] = [
+    Command(("store", "copy"), "Copy a store (a folder or a postgresql:// URL) into an empty "
+            "one: the log line for line, the nodes it reaches; then rebuild the views and "
+            "verify the copy (exit 1 when it does not; a store with events is refused).",
+            "uwf store copy ~/.local/state/uwf postgresql://uwf@db.example/uwf", StoreCopy,
+            _copy, human=_copied_panel),
+]

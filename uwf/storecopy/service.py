@@ -1,0 +1,242 @@
+"""`uwf store copy SRC DST`: a whole store into an empty one, a folder or a PostgreSQL
+database either side (docs/hosts.md#copying-a-store).
+
+What is copied, in this order:
+1. the source is read to its head once, each line's seq, chain and batch checked (a
+   broken source is refused before anything is written), gathering the nodes its
+   events reach as `json-cas gc` counts them (`uwf.jsoncas.service.reached`: named by
+   an event, or reachable from one through references and types: StepNode prev
+   chains, schemas); an unfinished last batch (a torn tail no writer has cut yet) is
+   left out, as the next writer would cut it;
+2. in the destination's one writer's section (one transaction on PostgreSQL, so an
+   interrupted copy there leaves nothing): the CAS's hash-rule record, every node's raw
+   bytes (so its hash stays its name), then the log's lines, their exact bytes, in
+   appends that end where a batch ends and where the source's segment would (a folder
+   copied to PostgreSQL and back has byte-identical segments);
+3. the destination's views, rebuilt from its log;
+4. the copy, verified: its head is the source's, every node is there, and `log verify`
+   and `registry verify` pass on it; a copy that does not verify is an error naming
+   what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogSession, digest
+from uwf.errors import Corrupt, NotFound, Rejected
+from uwf.store import Store
+from uwf.storecopy.results import Copied
+
+if TYPE_CHECKING:
+    from uwf.config.settings import Settings
+    from uwf.engine.journal import Progress
+
+# The bytes of lines gathered before an append (at the end of a batch): few appends,
+# each one write (and one fsync), in bounded memory.
+CHUNK_BYTES = 4 << 20
+SHOWN = 5  # problems named in the error of a copy that does not verify
+
+
+class _Line(msgspec.Struct):
+    """What the copy reads of a line: where it stands in the log and in its batch."""
+
+    seq: int
+    prev: str
+    batch: tuple[int, int]
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
+
+
+def _position(line: LogLine, where: str) -> _Line:
+    try:
+        return _decode_line(line.raw)
+    except msgspec.DecodeError:
+        raise Corrupt(f"{where}: line {line.number} of {line.where} is not an event",
+                      "run `uwf log verify` on it; nothing was copied") from None
+
+
+def copy_between(src_at: str, dst_at: str, settings: Settings,
+                 progress: Progress | None = None) -> Copied:
+    """Open the store `src_at` (which must exist) and `dst_at` (a folder is made when
+    written to) as `--store` names them, with `settings`' environment, and copy."""
+    src = open_store(src_at, settings, source=True)
+    try:
+        dst = open_store(dst_at, settings, source=False)
+        try:
+            dst.progress = progress
+            return copy(src, dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def open_store(given: str, settings: Settings, *, source: bool) -> Store:
+    """The store `given` names (a folder or a postgresql:// URL), opened with `settings`'
+    environment; a source folder that does not exist is refused, never made."""
+    from uwf.config.settings import Settings
+
+    named = Settings.from_env(settings.environ, settings.cwd, store=given, now=settings.now)
+    if source and named.store_url is None and not named.store_root.is_dir():
+        what = "not a folder" if named.store_root.exists() else "no such folder"
+        raise NotFound(f"no store to copy at {named.store_root}: {what}",
+                       "give the folder of a store, or its postgresql:// URL")
+    return Store.open(settings=named)
+
+
+def copy(src: Store, dst: Store) -> Copied:
+    """Copy `src` into `dst`, which must hold no events, and verify the copy; progress
+    (events copied of the total, then the views rebuilt) goes to `dst.progress`."""
+    from uwf.jsoncas.service import reached
+
+    if src.log.head().seq == 0:
+        raise NotFound(f"{src.location} holds no store to copy: its log has no events",
+                       "give the folder or postgresql:// URL of a store")
+    _refuse_filled(dst, dst.log.head())
+    rule = _hash_rule(src, dst)
+    scan = _Scan(src)
+    nodes = sorted(reached(src, scan.lines()))
+    end = scan.end
+    if end.seq == 0:
+        raise NotFound(f"{src.location} holds no whole batch of events to copy",
+                       "run `uwf log verify` on it")
+    with dst.log.exclusive() as session:
+        _refuse_filled(dst, session.tail())  # a writer may have come first
+        if rule is not None and dst.cas.blobs.hash_rule() is None:
+            dst.cas.blobs.record_hash_rule(rule)
+        for hash_ in nodes:
+            data = src.cas.blobs.read(hash_)
+            if data is None:  # found a moment ago: removed since (`json-cas gc`)
+                raise Corrupt(f"node {hash_} left {src.location} while it was copied",
+                              "copy again into a new store")
+            dst.cas.blobs.write(hash_, data)
+        _append(src, session, end, dst)
+    dst.journal.rebuild(dst.progress)
+    problems = differences(src, dst, end, nodes)
+    if problems:
+        more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+        raise Corrupt(f"the copy in {dst.location} does not verify: "
+                      f"{'; '.join(problems[:SHOWN])}{more}",
+                      f"run `uwf log verify` and `uwf registry verify` on {src.location} "
+                      "and on the copy")
+    return Copied(from_=src.location, to=dst.location, events=end.seq, nodes=len(nodes),
+                  verified=True)
+
+
+def _refuse_filled(dst: Store, head: Checkpoint | None) -> None:
+    """Refuse a destination that holds events (None: lines no writer has looked at)."""
+    if head == GENESIS:
+        return
+    what = (f"{head.seq} event{'' if head.seq == 1 else 's'}" if head is not None
+            else "lines not yet recovered")
+    raise Rejected(f"{dst.location} already holds a store ({what}): a store is copied "
+                   "into an empty one only, and nothing was written",
+                   "give a new folder, or the URL of an empty database")
+
+
+def _hash_rule(src: Store, dst: Store) -> str | None:
+    """The source's hash-rule record, refused when the destination names its nodes
+    otherwise (its own record, or nodes and none: a store of uwf's old rule)."""
+    rule = src.cas.blobs.hash_rule()
+    theirs = dst.cas.blobs.hash_rule()
+    if theirs != rule and (theirs is not None or next(dst.cas.blobs.hashes(), None)):
+        raise Rejected(f"{dst.location} names its nodes by the hash rule "
+                       f"{theirs or 'of an older uwf'}, {src.location} by "
+                       f"{rule or 'that of an older uwf'}: nothing was written",
+                       "copy into a new folder, or the URL of an empty database")
+    return rule
+
+
+class _Scan:
+    """The source's lines to its head, checked as a copy relies on them (seq, chain,
+    whole batches), each batch handed on once it is whole; `end` is the last line of the
+    last whole batch once they are read."""
+
+    def __init__(self, src: Store) -> None:
+        self.src = src
+        self.head = src.log.head()
+        self.end = GENESIS
+
+    def lines(self) -> Iterator[LogLine]:
+        where = self.src.location
+        seq, prev = GENESIS
+        size = 0  # the lines of the batch being read
+        batch: list[LogLine] = []
+        for line in self.src.log.read():
+            if line.seq > self.head.seq:
+                break
+            at = _position(line, where)
+            k, n = at.batch
+            whole = k == len(batch) + 1 and 0 < k <= n and (not batch or n == size)
+            problem = (f"seq {at.seq} follows {seq}" if at.seq != seq + 1 else
+                       "the chain is broken" if at.prev != prev else
+                       "" if whole else f"line {k} of a batch of {n} follows line "
+                       f"{len(batch)} of a batch of {size}")
+            if problem:
+                raise Corrupt(f"{where} does not verify at seq {at.seq} ({line.where}): "
+                              f"{problem}", "run `uwf log verify` on it; nothing was copied")
+            seq, prev, size = at.seq, digest(line.raw), n
+            batch.append(line)
+            if k == n:
+                yield from batch
+                batch.clear()
+                self.end = Checkpoint(seq, prev)
+
+
+def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> None:
+    """Append `src`'s lines up to `end` in `session`: in chunks that end with a batch,
+    and wherever a segment of `dst.settings.segment_bytes` is full (so the destination's
+    file log starts its next segment where the source's did)."""
+    progress = dst.progress
+    limit = dst.settings.segment_bytes
+    chunk: list[bytes] = []
+    size = segment = copied = 0
+    head = GENESIS
+    for line in src.log.read():
+        if line.seq > end.seq:
+            break
+        chunk.append(line.raw)
+        size += len(line.raw) + 1
+        segment += len(line.raw) + 1
+        k, n = _position(line, src.location).batch
+        if k < n or (segment < limit and size < CHUNK_BYTES and line.seq < end.seq):
+            continue  # a batch is never split, and a segment ends where the source's did
+        head = session.append(chunk)
+        copied += len(chunk)
+        chunk, size = [], 0
+        if segment >= limit:
+            segment = 0
+        if progress is not None:
+            progress(copied, end.seq)
+    if head != end:
+        raise Corrupt(f"the log of {src.location} changed while it was copied: it ended at "
+                      f"seq {head.seq}, not {end.seq}", "copy again into a new store")
+
+
+def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str]) -> list[str]:
+    """What is wrong with the copy in `dst` of `src`'s log up to `end` and `nodes`:
+    empty when its head is `end`, every node is there, and `log verify` and `registry
+    verify` pass on it."""
+    from uwf.audit.verify import verify as verify_log
+    from uwf.runs.registry import verify as verify_views
+
+    found: list[str] = []
+    head = dst.log.head()
+    if head != end:
+        found.append(f"its log ends at seq {head.seq} (digest {head.digest}), the copied "
+                     f"one at seq {end.seq} (digest {end.digest})")
+    missing = [hash_ for hash_ in nodes if not dst.cas.has(hash_)]
+    if missing:
+        found.append(f"{len(missing)} of {len(nodes)} nodes are missing, {missing[0]} first")
+    log = verify_log(dst)
+    found += [f"log verify: seq {problem.seq} ({problem.segment}): {problem.problem}"
+              for problem in log.problems]
+    views = verify_views(dst)
+    found += [f"registry verify: {entry.view} {entry.key}: {entry.problem}"
+              for entry in views.differences]
+    return found
