@@ -49,6 +49,9 @@ class Server:
     folder: Path
     bin: Path
     port: int = 5432
+    # False (tests): `fsync=off`, `full_page_writes=off`, nothing waits for the disk.
+    # True (benchmarks): the server's durable defaults.
+    fsync: bool = False
 
     @property
     def socket_dir(self) -> Path:
@@ -70,10 +73,11 @@ class Server:
                 shutil.chown(self.socket_dir, "postgres")
             self._run(str(self.bin / "initdb"), "-D", str(data), "-U", "postgres",
                       "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8")
+        unsafe = "" if self.fsync else "-c fsync=off -c full_page_writes=off "
         self._run(str(self.bin / "pg_ctl"), "-D", str(data), "-w", "-l",
                   str(self.folder / "server.log"), "-o",
                   f"-k {self.socket_dir} -c listen_addresses='' -p {self.port} "
-                  "-c fsync=off -c full_page_writes=off -c max_connections=200", "start")
+                  f"{unsafe}-c max_connections=200", "start")
 
     def stop(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-w",

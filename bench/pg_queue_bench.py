@@ -1,0 +1,396 @@
+"""A store on PostgreSQL (issue 20): queue cycles beside procrastinate and pgqueuer, appends,
+rebuild.
+
+    python bench/pg_queue_bench.py [--quick] [--cycles N] [--rounds K] [--procs 1,4,8]
+                                   [--appends N] [--rebuild-events N] [--dir DIR]
+                                   [--wait-quiet S] [--skip-cycles] [--skip-rebuild]
+
+One throw-away PostgreSQL cluster (`tests.pgkit.Server`, the Debian server binaries,
+a Unix socket only) with its durable defaults (fsync on, full_page_writes on,
+synchronous_commit on), its data under the bench data dir (a real disk). Every
+PostgreSQL side below has a database of its own on that one server.
+
+1. Cycles: P OS processes (P in 1, 4, 8) start together (a barrier) and share N cycles
+   a round; the rate is N / (last end - first start); R rounds, rotating order;
+   medians. What a cycle is, per side:
+   - uwf-pg: `sched.lease(store, 1)` then `sched.complete(store, id, leaseId)` on
+     `Store.open(url)` (UWF_DURABILITY=fsync: each command is one transaction whose
+     commit waits for the WAL flush), a database pre-filled (untimed, `uwf queue add
+     --batch`) with ready entries, policy maxConcurrent 64;
+   - uwf-folder: the same loop on the embedded store (a folder, UWF_DURABILITY=fsync):
+     `queue_bench`'s worker;
+   - procrastinate: `JobManager.fetch_job(None, worker_id)` (the worker's own fetch:
+     one job set to `doing`) then `JobManager.finish_job_by_id_async(id, succeeded,
+     delete_job=False)` (what its worker does after a task with the default
+     delete_jobs=never); each process registers as a worker first (untimed); N jobs
+     deferred before each run (untimed, `batch_defer_async`);
+   - pgqueuer: `Queries.dequeue(batch_size=1, ...)` (one job set to `picked`, FOR
+     UPDATE SKIP LOCKED) then `Queries.log_jobs([(job, "successful", None)])` (the
+     job deleted from the queue table and logged), on a psycopg autocommit
+     connection, tables at the default durability (`durable`: logged); N jobs
+     enqueued before each run (untimed).
+   Items handed out twice are counted and printed.
+2. Appends: one process, `sched.set_policy(store, {"maxConcurrent": 64 or 65})`
+   alternately (one small `sched.policy-set` event a command, fsync), on PostgreSQL
+   and on a folder store.
+3. Rebuild: a store of --rebuild-events events (`common.generate_log`: workflow
+   registrations) in a folder, copied to PostgreSQL with `uwf store copy`'s service
+   (untimed); then `store.journal.rebuild()` in this process, timed, on each.
+Targets (issue 20): at 8 and 16 processes uwf on PostgreSQL at least matches
+procrastinate and pgqueuer and beats the embedded store; rebuild on PostgreSQL
+>= 100,000 events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common import (
+    EXAMPLE,
+    REPO,
+    add_common_args,
+    begin,
+    data_dir,
+    env_with,
+    fmt_rate,
+    generate_log,
+    load,
+    median,
+    pressure,
+    print_header,
+    section,
+    verdict,
+)
+from queue_bench import (
+    POLICY_MAX,
+    _uwf,
+    _uwf_worker,
+    batch_lines,
+    fill_store,
+    new_store,
+    run_procs,
+)
+
+sys.path.insert(0, str(REPO))
+from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
+
+REBUILD_TARGET = 100_000
+SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer"]
+
+
+# -- workers (forked; each opens its own connections) -----------------------------------
+
+def _uwf_pg_worker(url: str, count: int, barrier: Any, out: Any) -> None:
+    os.environ["UWF_DURABILITY"] = "fsync"
+    from uwf.queue import sched
+    from uwf.store import Store
+
+    store = Store.open(url)
+    store.read()
+    barrier.wait()
+    start = time.perf_counter()
+    ids = []
+    for _ in range(count):
+        lease = sched.lease(store, 1).leases[0]
+        sched.complete(store, lease.id, lease.lease_id)
+        ids.append(lease.id)
+    end = time.perf_counter()
+    store.close()
+    out.put((start, end, ids, 0.0, 0.0, 0))
+
+
+def _procrastinate_app(url: str) -> Any:
+    import procrastinate
+
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+
+async def _procrastinate_run(url: str, count: int, barrier: Any) -> tuple[float, float, list[Any]]:
+    from procrastinate.jobs import Status
+
+    app = _procrastinate_app(url)
+    async with app.open_async():
+        manager = app.job_manager
+        worker_id = await manager.register_worker()
+        barrier.wait()
+        start = time.perf_counter()
+        ids: list[Any] = []
+        while len(ids) < count:
+            job = await manager.fetch_job(None, worker_id)
+            if job is None or job.id is None:
+                break
+            await manager.finish_job_by_id_async(job.id, Status.SUCCEEDED, delete_job=False)
+            ids.append(job.id)
+        end = time.perf_counter()
+        await manager.unregister_worker(worker_id)
+    return start, end, ids
+
+
+def _procrastinate_worker(url: str, count: int, barrier: Any, out: Any) -> None:
+    start, end, ids = asyncio.run(_procrastinate_run(url, count, barrier))
+    out.put((start, end, ids, 0.0, 0.0, 0))
+
+
+async def _pgqueuer_queries(url: str) -> tuple[Any, Any]:
+    import psycopg
+    from pgqueuer.queries import Queries
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    return conn, Queries.from_psycopg_connection(conn)
+
+
+async def _pgqueuer_run(url: str, count: int, barrier: Any) -> tuple[float, float, list[Any]]:
+    import uuid
+    from datetime import timedelta
+
+    from pgqueuer.ports.repository import EntrypointExecutionParameter
+
+    conn, queries = await _pgqueuer_queries(url)
+    entrypoints = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
+    manager_id = uuid.uuid4()
+    barrier.wait()
+    start = time.perf_counter()
+    ids: list[Any] = []
+    while len(ids) < count:
+        jobs = await queries.dequeue(batch_size=1, entrypoints=entrypoints,
+                                     queue_manager_id=manager_id,
+                                     global_concurrency_limit=None,
+                                     heartbeat_timeout=timedelta(seconds=30))
+        if not jobs:
+            break
+        await queries.log_jobs([(jobs[0], "successful", None)])
+        ids.append(jobs[0].id)
+    end = time.perf_counter()
+    await conn.close()
+    return start, end, ids
+
+
+def _pgqueuer_worker(url: str, count: int, barrier: Any, out: Any) -> None:
+    start, end, ids = asyncio.run(_pgqueuer_run(url, count, barrier))
+    out.put((start, end, ids, 0.0, 0.0, 0))
+
+
+# -- set-up (untimed) -------------------------------------------------------------------
+
+async def _procrastinate_fill(url: str, count: int, install: bool) -> None:
+    app = _procrastinate_app(url)
+    async with app.open_async():
+        if install:
+            await app.schema_manager.apply_schema_async()
+        deferrer = app.configure_task("bench", queue="default")
+        for start in range(0, count, 10_000):
+            await deferrer.batch_defer_async(*[{"n": n} for n in
+                                               range(start, min(count, start + 10_000))])
+
+
+async def _pgqueuer_fill(url: str, count: int, install: bool) -> None:
+    conn, queries = await _pgqueuer_queries(url)
+    if install:
+        await queries.install()
+    for start in range(0, count, 10_000):
+        size = min(count, start + 10_000) - start
+        await queries.enqueue(["bench"] * size, [None] * size, [0] * size)
+    await conn.close()
+
+
+def fill_pg_store(url: str, work: Path, count: int, env: dict[str, str]) -> None:
+    """A uwf store in the database `url`: the example workflow, maxConcurrent 64, `count`
+    ready entries added with `uwf queue add --batch` (durability none: a bulk load)."""
+    _uwf(["--store", url, "workflow", "put", str(EXAMPLE)], env)
+    _uwf(["--store", url, "sched", "policy", "set", "--max-concurrent", str(POLICY_MAX)], env)
+    for start in range(0, count, 50_000):
+        path = work / f"pg-batch-{start}.jsonl"
+        path.write_bytes(batch_lines(start, min(50_000, count - start)))
+        _uwf(["--store", url, "queue", "add", "--batch", str(path)],
+             {**env, "UWF_DURABILITY": "none"})
+        path.unlink()
+
+
+# -- 1. cycles --------------------------------------------------------------------------
+
+def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rounds: int,
+           env: dict[str, str]) -> None:
+    section(f"1. durable cycles: {total:,} per round, {rounds} rounds, rotating "
+            + " / ".join(SIDES))
+    entries = total * rounds + 100
+    pg_stores: dict[int, str] = {}
+    folders: dict[int, Path] = {}
+    for procs in procs_list:
+        pg_stores[procs] = server.create_database()
+        fill_pg_store(pg_stores[procs], work, entries, env)
+        folders[procs] = work / f"folder-{procs}"
+        new_store(folders[procs], env, POLICY_MAX)
+        fill_store(folders[procs], work, entries, {**env, "UWF_DURABILITY": "none"})
+    peers = {"procrastinate": server.create_database(), "pgqueuer": server.create_database()}
+    asyncio.run(_procrastinate_fill(peers["procrastinate"], 0, True))
+    asyncio.run(_pgqueuer_fill(peers["pgqueuer"], 0, True))
+    print(f"uwf stores: maxConcurrent {POLICY_MAX}, {entries:,} ready entries per process "
+          "count; peers: N jobs added before each run")
+    os.sync()
+    begin(0)
+    figures: dict[tuple[int, str], list[float]] = {}
+    dupes: dict[tuple[int, str], list[int]] = {}
+    for index in range(rounds):
+        for procs in procs_list:
+            shift = (index + procs) % len(SIDES)
+            for side in SIDES[shift:] + SIDES[:shift]:
+                if side == "uwf-pg":
+                    got = run_procs(_uwf_pg_worker, procs, total, pg_stores[procs])
+                elif side == "uwf-folder":
+                    got = run_procs(_uwf_worker, procs, total, str(folders[procs]))
+                elif side == "procrastinate":
+                    asyncio.run(_procrastinate_fill(peers[side], total, False))
+                    got = run_procs(_procrastinate_worker, procs, total, peers[side])
+                else:
+                    asyncio.run(_pgqueuer_fill(peers[side], total, False))
+                    got = run_procs(_pgqueuer_worker, procs, total, peers[side])
+                figures.setdefault((procs, side), []).append(got["done"] / got["wall"])
+                dupes.setdefault((procs, side), []).append(got["dupes"])
+        print(f"  round {index + 1}/{rounds} done ({load()})")
+
+    section(f"result: cycles/s, medians over {rounds} rounds (end: {load()}; {pressure()})")
+    print(f"{'P':>2}  {'uwf-pg':>8} {'uwf-folder':>10} {'procrast.':>9} {'pgqueuer':>9}  "
+          f"{'pg/folder':>9} {'pg/procr.':>9} {'pg/pgq':>7}")
+    for procs in procs_list:
+        pg, folder, procr, pgq = (median(figures[(procs, side)]) for side in SIDES)
+        print(f"{procs:>2}  {pg:>8,.0f} {folder:>10,.0f} {procr:>9,.0f} {pgq:>9,.0f}  "
+              f"{pg / folder:>9.2f} {pg / procr:>9.2f} {pg / pgq:>7.2f}")
+        twice = {side: dupes[(procs, side)] for side in SIDES if any(dupes[(procs, side)])}
+        if twice:
+            print(f"    items handed out twice: {twice}")
+        if procs >= 8:
+            print(f"    P={procs}: matches procrastinate: {verdict(pg >= procr)}; pgqueuer: "
+                  f"{verdict(pg >= pgq)}; beats the embedded store: {verdict(pg > folder)}")
+
+
+# -- 2. appends -------------------------------------------------------------------------
+
+def _appends(at: str, count: int) -> float:
+    from uwf.queue import sched
+    from uwf.store import Store
+
+    store = Store.open(at)
+    try:
+        store.read()
+        start = time.perf_counter()
+        for n in range(count):
+            sched.set_policy(store, {"maxConcurrent": 64 + n % 2})
+        return count / (time.perf_counter() - start)
+    finally:
+        store.close()
+
+
+def appends(server: Server, work: Path, count: int, rounds: int, env: dict[str, str]) -> None:
+    section(f"2. durable appends, one process: {count:,} `sched.set_policy` commands "
+            f"(one sched.policy-set event each), {rounds} rounds")
+    url = server.create_database()
+    folder = work / "appends"
+    for at in (url, str(folder)):
+        _uwf(["--store", at, "workflow", "put", str(EXAMPLE)],
+             env)
+    os.environ["UWF_DURABILITY"] = "fsync"
+    rates: dict[str, list[float]] = {"pg": [], "folder": []}
+    for index in range(rounds):
+        order = [("pg", url), ("folder", str(folder))]
+        for name, at in order[index % 2:] + order[:index % 2]:
+            rates[name].append(_appends(at, count))
+    pg, fo = median(rates["pg"]), median(rates["folder"])
+    print(f"uwf-pg {fmt_rate(pg)}  uwf-folder {fmt_rate(fo)}  pg/folder {pg / fo:.2f}")
+
+
+# -- 3. rebuild -------------------------------------------------------------------------
+
+def _rebuild(at: str) -> float:
+    from uwf.store import Store
+
+    store = Store.open(at)
+    try:
+        events = store.log.head().seq
+        start = time.perf_counter()
+        store.journal.rebuild()
+        return events / (time.perf_counter() - start)
+    finally:
+        store.close()
+
+
+def rebuild(server: Server, work: Path, events: int, rounds: int) -> None:
+    from uwf.config.settings import process_settings
+    from uwf.storecopy.service import copy_between
+
+    section(f"3. rebuild of the views: {events:,} events, {rounds} rounds")
+    folder = work / "rebuild"
+    made = generate_log(folder, events, fresh=True)
+    url = server.create_database()
+    started = time.perf_counter()
+    copy_between(str(folder), url, process_settings())
+    print(f"generated in {made.seconds:.1f} s; copied to PostgreSQL in "
+          f"{time.perf_counter() - started:.1f} s (untimed)")
+    rates: dict[str, list[float]] = {"pg": [], "folder": []}
+    for index in range(rounds):
+        order = [("pg", url), ("folder", str(folder))]
+        for name, at in order[index % 2:] + order[:index % 2]:
+            rates[name].append(_rebuild(at))
+    pg, fo = median(rates["pg"]), median(rates["folder"])
+    print(f"uwf-pg {fmt_rate(pg)} events  uwf-folder {fmt_rate(fo)} events  "
+          f"pg/folder {pg / fo:.2f}")
+    print(f"rebuild on PostgreSQL >= {REBUILD_TARGET:,} events/s: "
+          f"{verdict(pg >= REBUILD_TARGET)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--quick", action="store_true",
+                        help="400 cycles x 3 rounds; 500 appends; 100,000-event rebuild")
+    parser.add_argument("--cycles", type=int, default=2000, help="cycles per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--procs", default="1,4,8")
+    parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--rebuild-events", type=int, default=1_000_000)
+    parser.add_argument("--skip-cycles", action="store_true")
+    parser.add_argument("--skip-rebuild", action="store_true")
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.cycles, args.rounds, args.appends = 400, 3, 500
+        args.rebuild_events = 100_000
+    procs = [int(p) for p in args.procs.split(",")]
+    # Not its warning that the app is made in a main module: it is, on purpose.
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
+
+    work = data_dir(args.dir) / "pgqueue"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print_header("a store on PostgreSQL: cycles beside procrastinate and pgqueuer, appends, "
+                 "rebuild", work)
+    server = Server(work / "pg", pg_bin(), fsync=True)
+    server.start()
+    version = server._run(str(server.bin / "postgres"), "--version").stdout.strip()
+    print(f"server: {version}, fsync on, full_page_writes on, synchronous_commit on; "
+          f"Unix socket; data in {work / 'pg'}")
+    env = env_with(UWF_DURABILITY="fsync")
+    begin(args.wait_quiet)
+    started = time.monotonic()
+    try:
+        if not args.skip_cycles:
+            cycles(server, work, procs, args.cycles, rounds=args.rounds, env=env)
+        appends(server, work, args.appends, args.rounds, env)
+        if not args.skip_rebuild:
+            rebuild(server, work, args.rebuild_events, args.rounds)
+    finally:
+        server.stop()
+    print(f"\ndone in {time.monotonic() - started:.0f} s")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
