@@ -165,3 +165,12 @@ def test_without_the_driver_the_error_names_the_extra(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == ("uwf: error: a postgresql:// store needs the PostgreSQL driver, "
                            "which is not installed; pip install 'uwf[postgres]'\n")
+
+
+def test_the_bridge_says_it_needs_a_store_folder(pg_server: Server, tmp_path: Path) -> None:
+    url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
+    cli = Cli(tmp_path / "unused", env_for(url, tmp_path))
+    refused = cli.run("bridge", "mqtt", "--broker", "mqtt://127.0.0.1:1", "--once")
+    assert refused.code == 2
+    assert "keeps its place in the store's folder" in refused.err
+    assert "s3cret" not in refused.err

@@ -221,8 +221,9 @@ def ready(log: EventLog, after: int, limit: int = CHUNK, upto: int | None = None
 
 def _root(store: Store) -> Path:
     if store.root is None:
-        raise UsageError("the bridge keeps its place in the store's folder, and a store "
-                         "in memory has none", "give a store folder")
+        raise UsageError(f"the bridge keeps its place in the store's folder, and "
+                         f"{store.location} has none (a store in a database or in memory)",
+                         "bridge a store folder")
     return store.root
 
 
