@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.brokerkit import Broker
 from tests.conftest import BIN, EXAMPLE, Cli
 from tests.pgkit import Server
 from tests.test_mcp_parity import normalised
@@ -167,10 +168,39 @@ def test_without_the_driver_the_error_names_the_extra(tmp_path: Path) -> None:
                            "which is not installed; pip install 'uwf[postgres]'\n")
 
 
-def test_the_bridge_says_it_needs_a_store_folder(pg_server: Server, tmp_path: Path) -> None:
+def test_the_bridge_keeps_its_place_in_the_database(pg_server: Server, broker: Broker,
+                                                    tmp_path: Path) -> None:
+    """Every event to the broker, its last acknowledged seq in `uwf_bridge`, a second
+    bridge to the same place refused while one holds it."""
+    from tests.test_bridge import covers, subscribed
+
     url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
     cli = Cli(tmp_path / "unused", env_for(url, tmp_path))
-    refused = cli.run("bridge", "mqtt", "--broker", "mqtt://127.0.0.1:1", "--once")
-    assert refused.code == 2
-    assert "keeps its place in the store's folder" in refused.err
-    assert "s3cret" not in refused.err
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    assert cli.run("thread", "start", "solve-issue", "-p", "Fix it").code == 0
+    lines = cli.run("log", "tail", "-n", "100", "--json").out.splitlines()
+    with subscribed(broker, "pg") as subscriber:
+        done = cli.run("bridge", "mqtt", "--broker", broker.url, "--once", "--json")
+        assert done.code == 0, done.err
+        subscriber.until(covers(len(lines)))
+    assert [message.payload for message in subscriber.got] == [line.encode() for line in lines]
+    result = json.loads(done.out)
+    assert (result["from"], result["to"], result["published"]) == (1, len(lines), len(lines))
+    assert result["state"] == f"uwf_bridge (127.0.0.1:{broker.port}, uwf)"
+    again = json.loads(cli.run("bridge", "mqtt", "--broker", broker.url, "--once",
+                               "--json").out)
+    assert (again["from"], again["published"]) == (None, 0)
+
+    from uwf.bridge.service import DatabasePlace, target
+    from uwf.store import Store
+
+    store = Store.open(url)
+    try:
+        assert store.database is not None
+        with DatabasePlace(store.database, target(broker.url, "uwf", 1, None)).held():
+            busy = cli.run("bridge", "mqtt", "--broker", broker.url, "--once")
+        assert busy.code == 1
+        assert "another `uwf bridge mqtt`" in busy.err
+        assert "s3cret" not in busy.err
+    finally:
+        store.close()

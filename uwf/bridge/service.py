@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import msgspec
 
@@ -39,6 +39,9 @@ from uwf.errors import (
 from uwf.queue.broker import WINDOW, Connection, check_topic_prefix, parse_broker, where
 from uwf.queue.events import BrokerRef
 from uwf.store import Store
+
+if TYPE_CHECKING:
+    from uwf.engine.pgdb import PgDatabase
 
 # Lines read from the log, published and acknowledged before the seq is saved.
 CHUNK = 2_000
@@ -165,6 +168,94 @@ def _held(path: Path, to: Target) -> Iterator[None]:
         os.close(fd)  # closing the file lets the lock go
 
 
+class Place(Protocol):
+    """Where a bridge keeps the last seq its broker acknowledged, and its lock."""
+
+    @property
+    def shown(self) -> str: ...
+
+    def held(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def load(self, log: EventLog) -> int: ...
+
+    def save(self, seq: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class FilePlace:
+    """A store folder's: the state file and its lock file."""
+
+    path: Path
+    to: Target
+    durable: bool
+
+    @property
+    def shown(self) -> str:
+        return str(self.path)
+
+    def held(self) -> contextlib.AbstractContextManager[None]:
+        return _held(self.path, self.to)
+
+    def load(self, log: EventLog) -> int:
+        return load_seq(self.path, self.to, log)
+
+    def save(self, seq: int) -> None:
+        save_seq(self.path, self.to, seq, self.durable)
+
+
+BRIDGE_TABLE = "uwf_bridge"
+_BRIDGE_LOCK = int.from_bytes(b"uwfb")  # the advisory locks' first key: a bridge's
+
+
+@dataclass
+class DatabasePlace:
+    """A PostgreSQL store's: a row of `uwf_bridge` per broker and prefix, and a session
+    advisory lock held on a connection of its own while the bridge runs."""
+
+    database: PgDatabase
+    to: Target
+
+    @property
+    def shown(self) -> str:
+        return f"{BRIDGE_TABLE} ({self.to.where}, {self.to.prefix})"
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.database.create(BRIDGE_TABLE, f"CREATE TABLE IF NOT EXISTS {BRIDGE_TABLE} "
+                             "(broker text, prefix text, seq bigint NOT NULL, "
+                             "PRIMARY KEY (broker, prefix))")
+        connection = self.database.session()
+        try:
+            key = f"{self.to.where}\n{self.to.prefix}"
+            got = connection.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
+                                     (_BRIDGE_LOCK, key)).fetchone()
+            if not (got and got[0]):
+                raise StoreBusy(f"another `uwf bridge mqtt` publishes this store's events to "
+                                f"{self.to.where} under {self.to.prefix!r}",
+                                "stop it first, or leave it running")
+            yield
+        finally:
+            connection.close()  # the session's lock goes with it
+
+    def load(self, log: EventLog) -> int:
+        row = self.database.connection().execute(
+            f"SELECT seq FROM {BRIDGE_TABLE} WHERE broker = %s AND prefix = %s",
+            (self.to.where, self.to.prefix)).fetchone()
+        seq = 0 if row is None else int(row[0])
+        head = log.head().seq
+        if seq > head:
+            raise Rejected(f"the bridge's place says seq {seq} was published, but the log "
+                           f"ends at seq {head}", "the log was replaced: delete its row of "
+                           f"{BRIDGE_TABLE} to publish every event again")
+        return seq
+
+    def save(self, seq: int) -> None:
+        with self.database.transaction() as connection:
+            connection.execute(f"INSERT INTO {BRIDGE_TABLE} VALUES (%s, %s, %s) ON CONFLICT "
+                               "(broker, prefix) DO UPDATE SET seq = excluded.seq",
+                               (self.to.where, self.to.prefix, seq))
+
+
 # -- reading the log ---------------------------------------------------------------------
 
 class _Head(msgspec.Struct):
@@ -219,14 +310,6 @@ def ready(log: EventLog, after: int, limit: int = CHUNK, upto: int | None = None
 
 # -- publishing --------------------------------------------------------------------------
 
-def _root(store: Store) -> Path:
-    if store.root is None:
-        raise UsageError(f"the bridge keeps its place in the store's folder, and "
-                         f"{store.location} has none (a store in a database or in memory)",
-                         "bridge a store folder")
-    return store.root
-
-
 def _wait(seconds: float, stopped: Callable[[], bool]) -> bool:
     """Sleep `seconds` unless `stopped()` says so first; whether it did."""
     deadline = time.monotonic() + seconds
@@ -243,7 +326,7 @@ class _Bridge:
     store: Store
     to: Target
     timeout: float
-    path: Path
+    place: Place
     seq: int
     notice: Callable[[str], None]
     stopped: Callable[[], bool]
@@ -289,9 +372,9 @@ class _Bridge:
         if not acked:
             return None
         self.seq = chunk[acked - 1][0]
-        save_seq(self.path, self.to, self.seq, self.store.settings.durable)
+        self.place.save(self.seq)
         return Bridged(broker=self.to.where, prefix=prefix, from_=chunk[0][0], to=self.seq,
-                       published=acked, state=str(self.path))
+                       published=acked, state=self.place.shown)
 
     def chunks(self, *, follow: bool, poll: float) -> Iterator[Bridged]:
         """Publish chunk after chunk, saving the seq after each; a result per chunk. A
@@ -345,21 +428,28 @@ def _never() -> bool:
 
 def _bridge(store: Store, to: Target, timeout: float, notice: Callable[[str], None],
             stopped: Callable[[], bool]) -> _Bridge:
-    return _Bridge(store, to, timeout, state_path(_root(store), to), 0, notice, stopped)
+    place: Place
+    if store.root is not None:
+        place = FilePlace(state_path(store.root, to), to, store.settings.durable)
+    elif store.database is not None:
+        place = DatabasePlace(store.database, to)
+    else:
+        raise UsageError("the bridge keeps its place in the store, and a store in memory "
+                         "does not last", "bridge a store folder or database")
+    return _Bridge(store, to, timeout, place, 0, notice, stopped)
 
 
 def once(store: Store, to: Target, *, timeout: float) -> Bridged:
     """Publish every event after the last acknowledged seq, then stop: one result."""
     bridge = _bridge(store, to, timeout, lambda text: None, _never)
-    path = bridge.path
-    with _held(path, to):
-        bridge.seq = first = load_seq(path, to, store.log)
+    with bridge.place.held():
+        bridge.seq = first = bridge.place.load(store.log)
         published = 0
         for result in bridge.chunks(follow=False, poll=POLL_S):
             published += result.published
         return Bridged(broker=to.where, prefix=to.prefix,
                        from_=first + 1 if published else None, to=bridge.seq,
-                       published=published, state=str(path))
+                       published=published, state=bridge.place.shown)
 
 
 def follow(store: Store, to: Target, *, timeout: float, stopped: Callable[[], bool],
@@ -368,6 +458,6 @@ def follow(store: Store, to: Target, *, timeout: float, stopped: Callable[[], bo
     `stopped()`: a result per chunk. A broker that is down or goes away is tried again
     (said once by `notice`) and nothing it did not acknowledge is skipped."""
     bridge = _bridge(store, to, timeout, notice, stopped)
-    with _held(bridge.path, to):
-        bridge.seq = load_seq(bridge.path, to, store.log)
+    with bridge.place.held():
+        bridge.seq = bridge.place.load(store.log)
         yield from bridge.chunks(follow=True, poll=poll)

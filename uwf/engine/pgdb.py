@@ -174,6 +174,11 @@ class PgDatabase:
             for statement in statements:
                 connection.execute(statement)
 
+    def session(self) -> psycopg.Connection[Any]:
+        """A connection of its own, in autocommit (for a session's locks); the caller
+        closes it."""
+        return self._connect(autocommit=True)
+
     def listener(self, channel: str) -> psycopg.Connection[Any]:
         """A connection of its own that LISTENs on `channel` (for `notifies()`)."""
         connection = self._connect(autocommit=True)
