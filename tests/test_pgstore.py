@@ -151,6 +151,12 @@ def test_agents_are_refused_until_they_get_a_staging_cas(pg_url: str, tmp_path: 
     assert "staging CAS" in stepped.err
     shown = json.loads(cli.run("thread", "show", thread).out)
     assert shown["status"] == "idle"  # no step was recorded that nothing would finish
+    assert cli.run("queue", "add", "--workflow", "solve-issue", "-p", "y").code == 0
+    worked = cli.run("worker", "--once")
+    assert worked.code == 1
+    assert "staging CAS" in worked.err
+    entry = json.loads(cli.run("queue", "list", "--json").out)["entries"][0]
+    assert (entry["status"], entry["attempts"]) == ("ready", 0)  # nothing leased
 
 
 def test_without_the_driver_the_error_names_the_extra(tmp_path: Path) -> None:
