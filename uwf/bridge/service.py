@@ -127,21 +127,11 @@ def load_seq(path: Path, to: Target, log: EventLog) -> int:
 
 def save_seq(path: Path, to: Target, seq: int, durable: bool) -> None:
     """Replace the state with `seq`: a temporary file, synced, then renamed over it."""
+    from uwf.cas.backends import replace_atomically
+
     data = msgspec.json.encode(_State(broker=to.where, prefix=to.prefix, seq=seq)) + b"\n"
-    temporary = path.with_name(path.name + ".tmp")
     try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temporary, path)
-        if durable:
-            folder = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(folder)
-            finally:
-                os.close(folder)
+        replace_atomically(str(path.parent), str(path), data, durable)
     except OSError as exc:
         raise StoreUnavailable(f"cannot write the bridge's state {path}: {exc.strerror}",
                                "free space or fix its folder; the next run publishes again "

@@ -125,7 +125,7 @@ class FileBlobs:
             os.makedirs(folder, exist_ok=True)
             self._check_folder(folder)
         # A node is written before any event refers to it: the rename must be durable too.
-        _replace_atomically(folder, path, data, self.durable)
+        replace_atomically(folder, path, data, self.durable)
         return True
 
     def hashes(self) -> Iterator[str]:
@@ -168,11 +168,11 @@ class FileBlobs:
 
     def record_hash_rule(self, rule: str) -> None:
         os.makedirs(self._root, exist_ok=True)
-        _replace_atomically(self._root, os.path.join(self._root, RULE_FILE),
+        replace_atomically(self._root, os.path.join(self._root, RULE_FILE),
                             f"{rule}\n".encode(), self.durable)
 
 
-def _replace_atomically(folder: str, path: str, data: bytes, durable: bool) -> None:
+def replace_atomically(folder: str, path: str, data: bytes, durable: bool) -> None:
     """`data` at `path` all at once: a temp file in `folder` (the same file system),
     written, then renamed over `path`; with `durable`, the file and then the rename are
     fsynced before it returns. A failure leaves no temp file behind."""
