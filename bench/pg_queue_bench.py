@@ -16,9 +16,9 @@ PostgreSQL side below has a database of its own on that one server.
    - uwf-pg: `sched.lease(store, 1)` then `sched.complete(store, id, leaseId)` on
      `Store.open(url)` (UWF_DURABILITY=fsync: each command is one transaction whose
      commit waits for the WAL flush), a database pre-filled (untimed, `uwf queue add
-     --batch`) with ready entries, policy maxConcurrent 64;
-   - uwf-folder: the same loop on the embedded store (a folder, UWF_DURABILITY=fsync):
-     `queue_bench`'s worker;
+     --batch`) with ready entries, policy maxConcurrent 64 (`queue_bench`'s worker);
+   - uwf-folder: the same worker on the embedded store (a folder,
+     UWF_DURABILITY=fsync);
    - procrastinate: `JobManager.fetch_job(None, worker_id)` (the worker's own fetch:
      one job set to `doing`) then `JobManager.finish_job_by_id_async(id, succeeded,
      delete_job=False)` (what its worker does after a task with the default
@@ -88,25 +88,6 @@ SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer"]
 
 
 # -- workers (forked; each opens its own connections) -----------------------------------
-
-def _uwf_pg_worker(url: str, count: int, barrier: Any, out: Any) -> None:
-    os.environ["UWF_DURABILITY"] = "fsync"
-    from uwf.queue import sched
-    from uwf.store import Store
-
-    store = Store.open(url)
-    store.read()
-    barrier.wait()
-    start = time.perf_counter()
-    ids = []
-    for _ in range(count):
-        lease = sched.lease(store, 1).leases[0]
-        sched.complete(store, lease.id, lease.lease_id)
-        ids.append(lease.id)
-    end = time.perf_counter()
-    store.close()
-    out.put((start, end, ids, 0.0, 0.0, 0))
-
 
 def _procrastinate_app(url: str) -> Any:
     import procrastinate
@@ -244,7 +225,7 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
             shift = (index + procs) % len(SIDES)
             for side in SIDES[shift:] + SIDES[:shift]:
                 if side == "uwf-pg":
-                    got = run_procs(_uwf_pg_worker, procs, total, pg_stores[procs])
+                    got = run_procs(_uwf_worker, procs, total, pg_stores[procs])
                 elif side == "uwf-folder":
                     got = run_procs(_uwf_worker, procs, total, str(folders[procs]))
                 elif side == "procrastinate":

@@ -154,7 +154,7 @@ def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:
 
     probe = LockProbe()
     probe.install()
-    store = Store.open(Path(root))
+    store = Store.open(root)  # a folder, or a postgresql:// URL (bench/pg_queue_bench.py)
     store.read()
     barrier.wait()
     start = time.perf_counter()
@@ -164,6 +164,7 @@ def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:
         sched.complete(store, lease.id, lease.lease_id)
         ids.append(lease.id)
     end = time.perf_counter()
+    store.close()
     out.put((start, end, ids, probe.held, probe.waited, probe.waits))
 
 
