@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -100,11 +100,11 @@ def parse_json(text: str, source: str) -> Any:
 
 
 @contextlib.contextmanager
-def until_signalled() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or Ctrl-C, so a command that follows (`archive sync
-    --follow`, `bridge mqtt`) ends between two steps (exit 0) instead of unwinding one
-    mid-write. Signal handlers belong to the main thread; elsewhere (main(argv) in a
-    thread) none is installed."""
+def until_signalled(then: Callable[[], None] | None = None) -> Iterator[threading.Event]:
+    """An event set by SIGTERM or Ctrl-C (and `then()` called), so a command that
+    follows (`archive sync --follow`, `bridge mqtt`, the worker) ends between two steps
+    (exit 0) instead of unwinding one mid-write. Signal handlers belong to the main
+    thread; elsewhere (main(argv) in a thread) none is installed."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -112,6 +112,8 @@ def until_signalled() -> Iterator[threading.Event]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        if then is not None:
+            then()
 
     previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM,
                                                                        signal.SIGINT)}
