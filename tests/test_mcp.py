@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.brokerkit import free_port
 from tests.conftest import BIN, EXAMPLE, Cli
 
 pytest.importorskip("mcp")  # the `mcp` extra; `dev` installs it, so CI never skips
@@ -107,13 +108,6 @@ def test_a_long_call_reports_progress(env: dict[str, str], tmp_path: Path) -> No
     assert ran.structured_content["steps"] == 3
     steps = [message for _, _, message in seen if (message or "").startswith("steps")]
     assert steps == ["steps taken: 1 of 3", "steps taken: 2 of 3", "steps taken: 3 of 3"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_streamable_http_on_loopback(env: dict[str, str], tmp_path: Path) -> None:
