@@ -36,7 +36,14 @@ from uwf.errors import (
     StoreUnavailable,
     UsageError,
 )
-from uwf.queue.broker import WINDOW, Connection, check_topic_prefix, parse_broker, where
+from uwf.queue.broker import (
+    WINDOW,
+    Connection,
+    check_topic_prefix,
+    connect_retrying,
+    parse_broker,
+    where,
+)
 from uwf.queue.events import BrokerRef
 from uwf.store import Store
 
@@ -48,7 +55,6 @@ CHUNK = 2_000
 # How often a following bridge looks at the log for new lines.
 POLL_S = 0.05
 # Waits between attempts to reach a broker that is down, while following.
-BACKOFF_S = (0.2, 2.0)
 STATE_FOLDER = "bridge"
 
 
@@ -325,26 +331,27 @@ class _Bridge:
         """A connection to the broker. Without `retry`, BrokerUnavailable when it cannot
         be reached; with it, attempts again after a short wait, said once by `notice`,
         until it answers (None: stopped meanwhile)."""
-        delay, said = BACKOFF_S[0], False
-        while True:
+        def make() -> Connection:
+            return Connection(self.to.broker, self.store.settings.environ,
+                              timeout=self.timeout)
+
+        if not retry:
             try:
-                connection = Connection(self.to.broker, self.store.settings.environ,
-                                        timeout=self.timeout)
+                return make()
             except BrokerUnavailable as exc:
-                if not retry:
-                    raise BrokerUnavailable(exc.what, self.next_action()) from None
-                if not said:
-                    self.notice(f"{exc.what}; trying again until it answers (publishing "
-                                f"from seq {self.seq + 1})")
-                    said = True
-                if _wait(delay, self.stopped):
-                    return None
-                delay = min(delay * 2, BACKOFF_S[1])
-                continue
-            if said:
-                self.notice(f"the MQTT broker {self.to.where} answers again; publishing from "
-                            f"seq {self.seq + 1}")
-            return connection
+                raise BrokerUnavailable(exc.what, self.next_action()) from None
+        said: list[BrokerUnavailable] = []
+
+        def first_failure(exc: BrokerUnavailable) -> None:
+            said.append(exc)
+            self.notice(f"{exc.what}; trying again until it answers (publishing from seq "
+                        f"{self.seq + 1})")
+
+        connection = connect_retrying(make, self.stopped, first_failure)
+        if connection is not None and said:
+            self.notice(f"the MQTT broker {self.to.where} answers again; publishing from "
+                        f"seq {self.seq + 1}")
+        return connection
 
     def next_action(self) -> str:
         done = f"seq {self.seq} is published, " if self.seq else ""

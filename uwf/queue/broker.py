@@ -257,3 +257,27 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# A broker that cannot be reached is tried again after 0.2 s, doubling up to 2 s.
+BACKOFF_S = (0.2, 2.0)
+
+
+def connect_retrying(make: Callable[[], Connection], stopped: Callable[[], bool],
+                     first_failure: Callable[[BrokerUnavailable], None]) -> Connection | None:
+    """`make()` until the broker answers: after each BrokerUnavailable a wait (BACKOFF_S),
+    `first_failure` told of the first one only; None when `stopped()` says so meanwhile."""
+    delay, failed = BACKOFF_S[0], False
+    while True:
+        try:
+            return make()
+        except BrokerUnavailable as exc:
+            if not failed:
+                first_failure(exc)
+                failed = True
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            if stopped():
+                return None
+            time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+        delay = min(delay * 2, BACKOFF_S[1])

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hmac
 import json
 import queue as queues
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.errors import BrokerUnavailable, Rejected
-from uwf.queue.broker import CONNECT_TIMEOUT_S, Connection
+from uwf.queue.broker import CONNECT_TIMEOUT_S, Connection, connect_retrying
 from uwf.queue.events import QueueDelivered, QueueDeliveryFailed, QueuePublished, QueueReceived
 from uwf.queue.projection import QueueEntry
 from uwf.queue.results import Published, Received
@@ -167,26 +166,19 @@ def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float 
 def _connected(store: Store, entry: QueueEntry, timeout: float, *, retry: bool,
                stopped: Callable[[], bool], notice: Callable[[str], None]
                ) -> Connection | None:
-    """The job's subscriber connection; with `retry`, tried again (0.2 s doubling to
-    2 s) until the broker answers or `stopped()` (then None)."""
+    """The job's subscriber connection; with `retry`, tried again until the broker
+    answers or `stopped()` (then None), the first failure said through `notice`."""
     assert entry.broker is not None
-    delay, said = 0.2, False
-    while True:
-        try:
-            return Connection(entry.broker, store.settings.environ,
-                              client_id=f"uwf-sub-{entry.id}", clean=False, timeout=timeout)
-        except BrokerUnavailable as exc:
-            if not retry:
-                raise
-            if not said:
-                notice(f"{exc.what}; trying again until it answers")
-                said = True
-        deadline = time.monotonic() + delay
-        while time.monotonic() < deadline:
-            if stopped():
-                return None
-            time.sleep(0.05)
-        delay = min(delay * 2, 2.0)
+    broker = entry.broker
+
+    def make() -> Connection:
+        return Connection(broker, store.settings.environ, client_id=f"uwf-sub-{entry.id}",
+                          clean=False, timeout=timeout)
+
+    if not retry:
+        return make()
+    return connect_retrying(make, stopped, lambda exc: notice(
+        f"{exc.what}; trying again until it answers"))
 
 
 def _final(event: Any) -> bool:
