@@ -169,21 +169,20 @@ def _collect(lines: Iterable[str], notify: _Notifier) -> list[Any]:
 
 
 def _outcome(command: Command[Any], result: Any, context: Context) -> Outcome:
+    """The call's result as `--json` prints it (`render_text`), the payload redacted as
+    the text is; a plain result's payload is its text."""
+    from uwf.cli.render import render_text
+
     plain = command.plain or isinstance(result, Plain)
     payload = to_payload(result)
-    redact = context.redact
-    if redact is not None:
+    text = render_text(command, payload, True, context.redact)
+    if plain:
+        payload = text
+    elif context.redact is not None:
         from uwf.redact import redact_value
 
-        payload = redact_value(payload, redact)
-    if plain:
-        text = masked(str(payload), redact)
-        payload = text
-    else:
-        text = masked(json.dumps(payload, ensure_ascii=False, indent=2), redact)
-    failed = (command.ok_exit and isinstance(payload, dict) and payload.get("ok") is False) or (
-        command.fails is not None and command.fails(payload))
-    return Outcome(payload, text, EXIT_REJECTED if failed else 0)
+        payload = redact_value(payload, context.redact)
+    return Outcome(payload, text, EXIT_REJECTED if command.failed(payload) else 0)
 
 
 def _failed(prog: str, line: str, exit_code: int, context: Context) -> Outcome:

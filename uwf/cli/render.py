@@ -73,7 +73,8 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _render(command: Command[Any], result: Any, as_json: bool, redact: Redact | None) -> str:
+def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redact | None
+                ) -> str:
     """The text of `result`, a payload (`to_payload`'s): plain, JSON or a panel."""
     plain = command.plain or isinstance(result, Plain)
     if redact is not None:
@@ -134,16 +135,12 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
                 _stream(result, context.redact)
                 return 0
             result = to_payload(result)  # what --json prints: a typed result's dict
-            text = _render(command, result, as_json, context.redact)
+            text = render_text(command, result, as_json, context.redact)
         finally:
             context.close()
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-        if command.ok_exit and isinstance(result, dict) and result.get("ok") is False:
-            return EXIT_REJECTED
-        if command.fails is not None and command.fails(result):
-            return EXIT_REJECTED
-        return 0
+        return EXIT_REJECTED if command.failed(result) else 0
     except UwfError as exc:
         if os.environ.get("UWF_DEBUG") == "1":
             raise

@@ -71,6 +71,12 @@ class Command(Generic[A]):
     # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
     mcp: bool = True
 
+    def failed(self, payload: Any) -> bool:
+        """Whether `payload` (what `--json` prints) makes the command exit 1 though it
+        is printed: a verify's `{"ok": false}`, or what `fails` says is damage."""
+        return bool((self.ok_exit and isinstance(payload, dict) and payload.get("ok") is False)
+                    or (self.fails is not None and self.fails(payload)))
+
     @property
     def name(self) -> str:
         """`workflow put`: the path as one string."""
