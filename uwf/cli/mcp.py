@@ -15,6 +15,7 @@ The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -73,8 +74,10 @@ class Tools:
                           for group in self.groups for command in group
                           if command.mcp}
 
+    @functools.cached_property
     def declarations(self) -> list[dict[str, Any]]:
-        """Each tool as MCP lists it: name, description, input schema, annotations."""
+        """Each tool as MCP lists it: name, description, input schema, annotations (made
+        once: every client's `tools/list` is answered from it)."""
         found = []
         for group in self.groups:
             schemas = command_schemas(group)
@@ -213,7 +216,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
                        annotations=types.ToolAnnotations(
                            read_only_hint=tool["readOnly"],
                            destructive_hint=False if tool["readOnly"] else None))
-            for tool in tools.declarations()])
+            for tool in tools.declarations])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         loop = asyncio.get_running_loop()
