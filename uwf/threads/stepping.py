@@ -75,6 +75,16 @@ class StepFailed(Rejected):
 InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
+def check_agent_processes(store: Store) -> None:
+    """Refuse, before anything is recorded, to run agent processes on a store they cannot
+    reopen: one without a folder (on PostgreSQL, agents are to get a staging CAS)."""
+    if store.root is None:
+        raise Rejected(f"an agent process reopens the store from its folder, and "
+                       f"{store.location} has none (on PostgreSQL, agents are to get a "
+                       "staging CAS, not built yet)", "step with an in-process agent, or "
+                       "use a folder store")
+
+
 def step_thread(
     store: Store,
     thread: str,
@@ -92,10 +102,8 @@ def step_thread(
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
-    if in_process is None and store.root is None:
-        raise Rejected("an agent process reopens the store from its folder, and this store "
-                       "has none (on PostgreSQL, agents are to get a staging CAS, not built "
-                       "yet)", "step with an in-process agent, or use a folder store")
+    if in_process is None:
+        check_agent_processes(store)
     config = config or load_config(store.settings.config_path)
     # The `.env` is read again to run the agent and to mask its output: one that cannot
     # be read is refused here, before a step is recorded that nothing would finish.

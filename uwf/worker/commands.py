@@ -56,14 +56,11 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
     from pathlib import Path
 
     from uwf.config.configfile import load_config
-    from uwf.errors import Rejected, UsageError
+    from uwf.errors import UsageError
+    from uwf.threads.stepping import check_agent_processes
     from uwf.worker.service import DEFAULT_ANCHOR_EVERY, Worker, WorkerOptions
 
-    if store.root is None:  # before a lease: every entry's agent would be refused
-        raise Rejected(f"the worker runs agent processes, which reopen the store from its "
-                       f"folder, and {store.location} has none (on PostgreSQL, agents are "
-                       "to get a staging CAS, not built yet)", "run the worker on a folder "
-                       "store")
+    check_agent_processes(store)  # before a lease: every entry's agent would be refused
     if args.anchors is None and (args.anchor_key is not None or args.anchor_every):
         raise UsageError("--anchor-every and --anchor-key go with --anchors DIR",
                          "add --anchors DIR")
