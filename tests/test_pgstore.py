@@ -142,21 +142,71 @@ def test_an_unknown_url_is_refused_not_made_a_folder(tmp_path: Path) -> None:
     assert "is a URL uwf does not know" in result.err
 
 
-def test_agents_are_refused_until_they_get_a_staging_cas(pg_url: str, tmp_path: Path) -> None:
+ENV_DUMPING_MOCK = """import json, os, sys
+from uwf.agents import mock
+with open(os.environ["DUMP_TO"], "a") as out:
+    out.write(json.dumps(dict(os.environ)) + "\\n")
+sys.exit(mock.main([os.environ["MOCK_SCRIPT"], *sys.argv[1:]]))
+"""
+
+
+def test_agents_run_on_postgresql_without_its_credentials(pg_server: Server,
+                                                          tmp_path: Path) -> None:
+    """Agent processes step threads on a PostgreSQL store (as the worker's), through
+    their staging folders; none of them sees the URL, the password or a PG* variable."""
+    import sys
+    import textwrap
+
+    import yaml
+
+    from tests.threadkit import MOCK_SCRIPT
+
+    url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
+    env = env_for(url, tmp_path)
+    env.update(PGPASSWORD="s3cret", PGCONNECT_TIMEOUT="5", DUMP_TO=str(tmp_path / "envs"),
+               MOCK_SCRIPT=str(tmp_path / "mock.yaml"))
+    (tmp_path / "mock.yaml").write_text(yaml.safe_dump(MOCK_SCRIPT), "utf-8")
+    agent = tmp_path / "dumping-mock"
+    agent.write_text(f"#!{sys.executable}\n" + textwrap.dedent(ENV_DUMPING_MOCK), "utf-8")
+    agent.chmod(0o755)
+    config = tmp_path / "config" / "uwf" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump({"defaultAgent": "dump", "agents": {
+        "dump": {"command": str(agent)}}}), "utf-8")
+    cli = Cli(tmp_path / "unused", env)
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    thread = json.loads(cli.run("thread", "start", "solve-issue", "-p", "x").out)["thread"]
+    ran = cli.run("thread", "run", thread, "--json")
+    assert ran.code == 0, ran.err
+    assert json.loads(ran.out)["done"] is True
+    assert cli.run("queue", "add", "--workflow", "solve-issue", "-p", "y").code == 0
+    worked = cli.run("worker", "--once")
+    assert worked.code == 0, worked.err
+    entry = json.loads(cli.run("queue", "list", "--json").out)["entries"][0]
+    assert entry["status"] == "drained", entry
+    dumps = [json.loads(line) for line in (tmp_path / "envs").read_text().splitlines()]
+    assert len(dumps) >= 6  # the thread's steps and the queued run's
+    for seen in dumps:
+        assert "UWF_HOME" not in seen
+        assert not [name for name in seen if name.startswith("PG")]
+        assert not [value for value in seen.values() if "s3cret" in value or
+                    "postgresql://" in value]
+        assert not Path(seen["UWF_STEP_DIR"]).exists()  # removed after the step
+    assert cli.run("log", "verify").code == 0
+    assert not (tmp_path / "unused").exists()
+
+
+def test_a_subflow_on_postgresql_fails_its_step_in_one_line(pg_url: str,
+                                                            tmp_path: Path) -> None:
+    """uwf-subflow starts threads in the store, which an agent on a server cannot reach."""
     cli = Cli(tmp_path / "unused", env_for(pg_url, tmp_path))
     assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
     thread = json.loads(cli.run("thread", "start", "solve-issue", "-p", "x").out)["thread"]
-    stepped = cli.run("thread", "step", thread, "--agent", "uwf-mock whatever.yaml")
+    stepped = cli.run("thread", "step", thread, "--agent", "uwf-subflow solve-issue")
     assert stepped.code == 1
-    assert "staging CAS" in stepped.err
-    shown = json.loads(cli.run("thread", "show", thread).out)
-    assert shown["status"] == "idle"  # no step was recorded that nothing would finish
-    assert cli.run("queue", "add", "--workflow", "solve-issue", "-p", "y").code == 0
-    worked = cli.run("worker", "--once")
-    assert worked.code == 1
-    assert "staging CAS" in worked.err
-    entry = json.loads(cli.run("queue", "list", "--json").out)["entries"][0]
-    assert (entry["status"], entry["attempts"]) == ("ready", 0)  # nothing leased
+    assert stepped.err.count("\n") == 1
+    assert "credentials agents never get" in stepped.err
+    assert json.loads(cli.run("thread", "show", thread).out)["status"] == "idle"
 
 
 def test_without_the_driver_the_error_names_the_extra(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Cli
 from tests.threadkit import Kit, kill_quietly, make_kit, one_line_error, wait_dead, wait_for
 
@@ -82,13 +84,63 @@ def test_wrong_start(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_wrong_start_from_another_thread(cli: Cli, tmp_path: Path) -> None:
+    """A StepNode of another thread's start, written straight into a folder store."""
     kit, thread = setup(cli, tmp_path)
     other = kit.start(prompt="A different thread")
     agent = kit.agent("borrow", f'''
-        THREAD = {other!r}
-        print(submit({VALID_PLAN}))
+        ctx = context()
+        out = put(ctx["role"]["meta"], {VALID_PLAN})
+        step = {{"start": {kit.show(other)["head"]!r}, "prev": None, "role": ROLE,
+                "output": out, "detail": put("Text", "d"), "agent": "borrow"}}
+        print(put("StepNode", step))
     ''')
     refused(kit, thread, agent, "wrong-start", "planner")
+
+
+@pytest.mark.parametrize("how", ["kit", "cli"])
+def test_an_agent_submits_only_its_own_step(cli: Cli, tmp_path: Path, how: str) -> None:
+    """The staging folder holds one thread's step as one role: the kit and `uwf agent
+    submit` refuse another thread or role, naming both (the agent then fails)."""
+    kit, thread = setup(cli, tmp_path)
+    other = kit.start(prompt="A different thread")
+    body = (f"THREAD = {other!r}\nprint(submit({VALID_PLAN}))\n" if how == "kit" else
+            "print(submit_cli({'status': 'done', 'files': []}, role='developer'))\n")
+    line = refused(kit, thread, kit.agent(how, body), "exit", "planner",
+                   f"is thread {thread} as planner")
+    assert (f"not {other} as planner" if how == "kit" else
+            f"not {thread} as developer") in line
+
+
+def test_a_node_altered_in_the_staging_folder_is_invalid(cli: Cli, tmp_path: Path) -> None:
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("alter", f'''
+        import glob
+        step = submit({VALID_PLAN})
+        for path in glob.glob(os.path.join(os.environ["UWF_STEP_DIR"], "cas", "*", "*.json")):
+            node = json.load(open(path))
+            if node["payload"] == {VALID_PLAN}:
+                node["payload"]["plan"] = "something else"
+                json.dump(node, open(path, "w"))
+        print(step)
+    ''')
+    refused(kit, thread, agent, "invalid", "planner", "does not hash to its name")
+
+
+def test_a_staged_node_against_its_schema_is_invalid(cli: Cli, tmp_path: Path) -> None:
+    """A node named rightly whose payload its type refuses (a StepNode without fields)."""
+    kit, thread = setup(cli, tmp_path)
+    agent = kit.agent("unfit", '''
+        from uwf.cas.hashing import node_hash
+        from uwf.cas.store import builtin_hash
+        kind, payload = builtin_hash("StepNode"), {"role": ROLE}
+        name = node_hash(kind, payload)
+        folder = os.path.join(os.environ["UWF_STEP_DIR"], "cas", name[:2])
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, name + ".json"), "w") as out:
+            json.dump({"type": kind, "payload": payload, "timestamp": 0}, out)
+        print(name)
+    ''')
+    refused(kit, thread, agent, "invalid", "planner", "payload does not match type")
 
 
 def test_stale_prev(cli: Cli, tmp_path: Path) -> None:
@@ -114,9 +166,16 @@ def test_replaying_an_old_step_is_stale(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_wrong_role(cli: Cli, tmp_path: Path) -> None:
+    """A developer's StepNode when the moderator chose the planner (written straight
+    into a folder store: the staging folder refuses another role)."""
     kit, thread = setup(cli, tmp_path)
     agent = kit.agent("developer-too-soon", '''
-        print(submit_cli({"status": "done", "files": ["x.py"]}, role="developer"))
+        ctx = context()
+        workflow = json.loads(sh("json-cas", "get", ctx["workflow"]))["payload"]
+        out = put(workflow["roles"]["developer"]["meta"], {"status": "done", "files": ["x.py"]})
+        step = {"start": ctx["start"], "prev": ctx["head"], "role": "developer",
+                "output": out, "detail": put("Text", "d"), "agent": "eager"}
+        print(put("StepNode", step))
     ''')
     refused(kit, thread, agent, "wrong-role", "planner", "'developer'", "'planner'")
 

@@ -12,7 +12,11 @@ the config's `.env` into the environment (as the seed's agent kit does at start)
 gives the handler the context, submits what it returns, and prints the StepNode
 hash.
 
-Every setting the kit reads (UWF_HOME, UWF_HISTORY, UWF_STEP_STARTED_MS, API keys)
+Run by `uwf thread step`, the kit reads the context from and writes the nodes to the
+step's staging folder (UWF_STEP_DIR, uwf/threads/staging.py), never the store; run
+by hand, without it, it works on the store (UWF_HOME).
+
+Every setting the kit reads (UWF_STEP_DIR, UWF_HOME, UWF_HISTORY, UWF_STEP_STARTED_MS, API keys)
 comes from `environment()`: the process environment over the config's `.env`, so
 an agent started by hand sees what one started by `uwf thread step` sees.
 """
@@ -49,6 +53,20 @@ def load_dotenv() -> None:
         os.environ.setdefault(name, value)
 
 
+def _staged(env: Mapping[str, str]) -> Any:
+    """The staging folder `uwf thread step` gave this agent (UWF_STEP_DIR), or None
+    (an agent run by hand works on the store, as `uwf agent context|submit` do);
+    secrets are masked in what is submitted there too."""
+    if not env.get("UWF_STEP_DIR"):
+        return None
+    from uwf.config.secrets import load_redactor
+    from uwf.config.settings import Settings
+    from uwf.threads.staging import open_staged
+
+    settings = Settings.from_env(env, None)
+    return open_staged(env, settings.clock, load_redactor(env, settings.config_path))
+
+
 def _store(env: Mapping[str, str]) -> Any:
     """The store uwf ran this agent on (`UWF_HOME`), with this process's settings;
     secrets in what the agent submits are masked before they reach the CAS, as the
@@ -74,6 +92,11 @@ def context(thread: str, role: str,
     from uwf.threads.agent import agent_context
 
     env = environment() if env is None else env
+    staged = _staged(env)
+    if staged is not None:
+        from uwf.threads.staging import staged_context
+
+        return staged_context(staged, thread, role, history_limit)
     context: dict[str, Any] = to_payload(agent_context(_store(env), thread, role,
                                                        history_limit, env=env))
     return context
@@ -92,11 +115,18 @@ def submit(thread: str, role: str, output: Any, detail: str = "", *,
 
     env = environment() if env is None else env
     started = env.get("UWF_STEP_STARTED_MS")
+    started_ms = int(started) if started and started.isdigit() else None
+    agent = agent or os.path.basename(sys.argv[0]) or "python"
+    staged = _staged(env)
+    if staged is not None:
+        from uwf.threads.staging import staged_submit
+
+        return staged_submit(staged, thread, role, output, detail, detail_ref=detail_ref,
+                             agent=agent, started_at_ms=started_ms,
+                             completed_at_ms=staged.cas.clock(), usage=usage)
     return submit_step(
         _store(env), thread, role, output, detail, detail_ref=detail_ref,
-        agent=agent or os.path.basename(sys.argv[0]) or "python",
-        started_at_ms=int(started) if started and started.isdigit() else None,
-        usage=usage,
+        agent=agent, started_at_ms=started_ms, usage=usage,
     )
 
 

@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         if depth >= max_depth:
             raise Rejected(f"subflow nesting depth {max_depth} reached ({workflow})",
                            "raise --max-depth in the agent's args, or end the recursion")
+        if os.environ.get("UWF_STEP_DIR") and not os.environ.get("UWF_HOME"):
+            raise Rejected("uwf-subflow starts its child thread in the store, and this "
+                           "step's store is on a database server, whose credentials "
+                           "agents never get", "play the role with an agent that is not "
+                           "a subflow, or run the workflow on a folder store")
         from uwf.config.repo import find_repo
         from uwf.config.secrets import load_redactor
         from uwf.config.settings import process_settings

@@ -77,9 +77,12 @@ class FileBlobs:
     nothing outside the store is read, listed, written or deleted through one.
     """
 
-    def __init__(self, root: Path, durable: bool = True) -> None:
+    def __init__(self, root: Path, durable: bool = True, max_bytes: int | None = None) -> None:
         self.root = root
         self.durable = durable
+        # A node file longer than this is refused unread (a folder another process
+        # wrote, such as an agent's staging folder); None: the store's own, read whole.
+        self.max_bytes = max_bytes
         self._root = str(root)
         self._folders: set[str] = set()  # fan-out folders checked to be real directories
 
@@ -109,7 +112,13 @@ class FileBlobs:
         if handle is None:
             return None
         with handle:
-            return handle.read()
+            if self.max_bytes is None:
+                return handle.read()
+            data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise Corrupt(f"node {hash_} is over {self.max_bytes:,} bytes ({path}): not read",
+                          "write a smaller node")
+        return data
 
     def exists(self, hash_: str) -> bool:
         return _is_file(self._path(hash_))

@@ -51,10 +51,37 @@ def _log(args: ThreadRef, ctx: Context) -> Iterator[str]:
         yield json.dumps(to_payload(record), ensure_ascii=False, separators=(",", ":"))
 
 
+def _staged(ctx: Context) -> Any:
+    """The step's staging folder when `uwf thread step` runs this as an agent's command
+    (UWF_STEP_DIR): read and written instead of the store, which is then never opened."""
+    if not ctx.settings.environ.get("UWF_STEP_DIR"):
+        return None
+    from uwf.threads.staging import open_staged
+
+    return open_staged(ctx.settings.environ, ctx.settings.clock, ctx.redact)
+
+
+def _context(args: AgentContext, ctx: Context) -> Any:
+    staged = _staged(ctx)
+    if staged is None:
+        return threads.context(args, ctx.store)
+    from uwf.threads.staging import staged_context
+
+    return staged_context(staged, args.thread, args.role, threads.history_limit(args))
+
+
 def _submit(args: AgentSubmit, ctx: Context) -> str:
-    from uwf.threads.agent import submit_step
     output = parse_json(read_input(args.output), "--output")
     detail = read_input(args.detail) if args.detail else None
+    staged = _staged(ctx)
+    if staged is not None:
+        from uwf.threads.staging import staged_submit
+
+        return staged_submit(staged, args.thread, args.role, output, detail,
+                             agent=args.agent or "manual", started_at_ms=None,
+                             completed_at_ms=ctx.settings.clock())
+    from uwf.threads.agent import submit_step
+
     return submit_step(ctx.store, args.thread, args.role, output, detail,
                        agent=args.agent or "manual")
 
@@ -88,7 +115,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
             on_store(threads.fork)),
     Command(("agent", "context"), "Print what an agent needs for a step: role, schema, "
             "prompts, history.", "uwf agent context 01J7K9M2XNPQR5VWBCDF8G3H4T planner",
-            AgentContext, on_store(threads.context), read_only=True),
+            AgentContext, _context, read_only=True),
     Command(("agent", "submit"), "Validate an output, write output, detail and StepNode "
             "nodes, and print the StepNode hash (the head does not move).",
             "uwf agent submit 01J7K9M2XNPQR5VWBCDF8G3H4T planner --output out.json",

@@ -9,10 +9,11 @@ StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import builtin_hash
+from uwf.cas.store import Cas, builtin_hash
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
 from uwf.config.settings import Settings
@@ -121,6 +122,18 @@ def agent_context(
         history_truncated=len(history) < state.steps, visits=state.visits)
 
 
+@dataclass(frozen=True)
+class StepFacts:
+    """What a StepNode is built on: the thread's start and head, the role played, its
+    output schema and the edge prompt that asked for it."""
+
+    start: str
+    head: str | None
+    role: str
+    schema: str
+    edge_prompt: str | None
+
+
 def submit_step(
     store: Store,
     thread: str,
@@ -142,14 +155,39 @@ def submit_step(
     that the role's schema does not declare, is taken out of the output and kept
     in the detail's front matter (uwf/threads/usage.py).
     """
-    from uwf.threads.usage import parse_usage, split_usage, with_usage
-
     state = get_thread(store.read(), thread)
     if state.done:
         raise Rejected(f"thread {thread} has ended", "nothing to submit to")
     definition = _role(store, state, role)
-    schema = definition["meta"]
-    output, reported = split_usage(output, store.cas.get(schema).payload)
+    if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
+        edge_prompt = state.in_flight.edge_prompt
+    facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt)
+    return write_step(store.cas, facts, output, detail, detail_ref=detail_ref, agent=agent,
+                      started_at_ms=started_at_ms, completed_at_ms=store.clock(),
+                      usage=usage)
+
+
+def write_step(
+    cas: Cas,
+    facts: StepFacts,
+    output: Any,
+    detail: str | None = None,
+    *,
+    detail_ref: str | None = None,
+    agent: str,
+    started_at_ms: int | None,
+    completed_at_ms: int,
+    usage: Any = None,
+    refs_checked_later: bool = False,
+) -> str:
+    """`submit_step` into `cas` from `facts`: the output validated against the role's
+    schema, then the output, detail and StepNode nodes written; the StepNode's hash.
+
+    `refs_checked_later`: a `detail_ref` missing from `cas` is let through, as in a
+    staging folder, whose parent checks the node against the store."""
+    from uwf.threads.usage import parse_usage, split_usage, with_usage
+
+    output, reported = split_usage(output, cas.get(facts.schema).payload)
     if usage is not None:
         if reported is not None:
             raise UsageError("usage is given twice: in the output and on its own",
@@ -158,33 +196,30 @@ def submit_step(
     if reported is not None and detail_ref is not None:
         raise UsageError("usage is kept in a text detail, and this detail is a node "
                          f"given by reference ({detail_ref})", "report usage without it")
-    problems = store.cas.problems(schema, output)
+    problems = cas.problems(facts.schema, output)
     if problems:
-        raise Rejected(f"output does not match the {role} schema: {'; '.join(problems)}",
-                       "fix the output and submit again")
-    store.cas.ensure_builtins()
-    output_hash = store.cas.put(schema, output)
+        raise Rejected(f"output does not match the {facts.role} schema: "
+                       f"{'; '.join(problems)}", "fix the output and submit again")
+    cas.ensure_builtins()
+    output_hash = cas.put(facts.schema, output)
     if detail_ref is not None:
-        if not is_hash(detail_ref) or not store.cas.has(detail_ref):
+        if not is_hash(detail_ref) or not (refs_checked_later or cas.has(detail_ref)):
             raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")
         detail_hash = detail_ref
     else:
         text = detail or ""
-        detail_hash = store.cas.put_text(text if reported is None
-                                         else with_usage(text, reported))
-    if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
-        edge_prompt = state.in_flight.edge_prompt
+        detail_hash = cas.put_text(text if reported is None else with_usage(text, reported))
     step: dict[str, Any] = {
-        "start": state.start,
-        "prev": state.head,
-        "role": role,
+        "start": facts.start,
+        "prev": facts.head,
+        "role": facts.role,
         "output": output_hash,
         "detail": detail_hash,
         "agent": agent,
     }
-    if edge_prompt:
-        step["edgePrompt"] = edge_prompt
+    if facts.edge_prompt:
+        step["edgePrompt"] = facts.edge_prompt
     if started_at_ms is not None:
         step["startedAtMs"] = started_at_ms
-    step["completedAtMs"] = store.clock()
-    return store.cas.put(builtin_hash("StepNode"), step)
+    step["completedAtMs"] = completed_at_ms
+    return cas.put(builtin_hash("StepNode"), step)

@@ -7,7 +7,7 @@ operation runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
@@ -158,11 +158,14 @@ def fork(args: ThreadFork, store: Store) -> Forked:
     return fork_thread(store, args.thread, args.at)
 
 
+def history_limit(args: AgentContext) -> int | Literal["all"] | None:
+    if args.history is None:
+        return None
+    return "all" if args.history == "all" else int(args.history)
+
+
 def context(args: AgentContext, store: Store) -> StepContext:
     """What an agent needs for a step of the thread as the role."""
-    from uwf.threads.agent import HistoryLimit, agent_context
+    from uwf.threads.agent import agent_context
 
-    limit: HistoryLimit = None
-    if args.history is not None:
-        limit = "all" if args.history == "all" else int(args.history)
-    return agent_context(store, args.thread, args.role, limit)
+    return agent_context(store, args.thread, args.role, history_limit(args))

@@ -31,7 +31,8 @@ from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import MIN_LENGTH, secret_values
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import NotFound, Rejected, UsageError, UwfError
+from uwf.engine.pgdb import is_database_url
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
 from uwf.redact import redactor
 from uwf.store import Store
 from uwf.threads.agentproc import collect
@@ -75,16 +76,6 @@ class StepFailed(Rejected):
 InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
-def check_agent_processes(store: Store) -> None:
-    """Refuse, before anything is recorded, to run agent processes on a store they cannot
-    reopen: one without a folder (on PostgreSQL, agents are to get a staging CAS)."""
-    if store.root is None:
-        raise Rejected(f"an agent process reopens the store from its folder, and "
-                       f"{store.location} has none (on PostgreSQL, agents are to get a "
-                       "staging CAS, not built yet)", "step with an in-process agent, or "
-                       "use a folder store")
-
-
 def step_thread(
     store: Store,
     thread: str,
@@ -102,8 +93,6 @@ def step_thread(
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
-    if in_process is None:
-        check_agent_processes(store)
     config = config or load_config(store.settings.config_path)
     # The `.env` is read again to run the agent and to mask its output: one that cannot
     # be read is refused here, before a step is recorded that nothing would finish.
@@ -217,11 +206,11 @@ class Failure:
 def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
                on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
                ) -> str | Failure:
-    secrets = config.secrets()
-    # As with dotenv: the environment (the entry point's) wins over `.env`.
-    env = {**secrets, **store.settings.environ}
+    from uwf.threads import staging
+    from uwf.threads.agent import agent_context
+
+    env = agent_environment(store, config)
     env.update({
-        "UWF_HOME": str(store.root),
         "UWF_THREAD": plan.thread,
         "UWF_ROLE": plan.decision.role,
         "UWF_EDGE_PROMPT": plan.decision.prompt,
@@ -230,6 +219,60 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
     })
     if store.now:  # the agent's uwf calls keep the same fixed clock
         env["UWF_NOW"] = store.now
+    # The agent reads its context from, and writes its nodes to, a staging folder of
+    # its own (uwf/threads/staging.py), never the store; the history is what its
+    # settings (UWF_HISTORY, the config's historyLimit) ask for.
+    try:
+        context = agent_context(store, plan.thread, plan.decision.role, config=config,
+                                env=env)
+        folder = staging.stage(context, store.cas, store.clock)
+    except UwfError as exc:
+        return Failure("spawn", f"the step's context cannot be staged: {exc.what}")
+    env[staging.STEP_DIR] = str(folder)
+    try:
+        result = _spawn(store, plan, timeout, config, env, on_agent=on_agent)
+        if isinstance(result, str):
+            try:
+                staging.bring_in(folder, store.cas, result)
+            except (Corrupt, Rejected) as exc:
+                hidden = secret_values(store.settings.environ, config)
+                return Failure("invalid", _redact(f"its nodes cannot be taken in: "
+                                                  f"{exc.what}", hidden))
+        return result
+    finally:
+        staging.remove(folder)
+
+
+def agent_environment(store: Store, config: Config) -> dict[str, str]:
+    """The environment an agent starts from: the entry point's over the config's
+    secrets, with what opens the store taken out. An agent on a folder store gets
+    UWF_HOME (a subflow starts its child threads there); on PostgreSQL it gets no URL,
+    no password and no libpq variable (PG*)."""
+    # As with dotenv: the environment (the entry point's) wins over `.env`.
+    env = {**config.secrets(), **store.settings.environ}
+    env.pop("UWF_HOME", None)
+    if store.root is not None:
+        env["UWF_HOME"] = str(store.root)
+        return env
+    url = store.settings.store_url or ""
+    password = _url_password(url)
+    return {name: value for name, value in env.items()
+            if not name.startswith("PG") and not is_database_url(value)
+            and not (url and url in value) and not (password and password in value)}
+
+
+def _url_password(url: str) -> str | None:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def _spawn(store: Store, plan: Plan, timeout: float, config: Config, env: dict[str, str], *,
+           on_agent: Callable[[subprocess.Popen[bytes]], None] | None) -> str | Failure:
     argv = [*plan.agent.argv, plan.thread, plan.decision.role]
     # An agent runs in a process group of its own, killed as one on timeout. A step
     # run by an agent (uwf-subflow) stays in its parent's group instead, so the

@@ -57,10 +57,8 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
 
     from uwf.config.configfile import load_config
     from uwf.errors import UsageError
-    from uwf.threads.stepping import check_agent_processes
     from uwf.worker.service import DEFAULT_ANCHOR_EVERY, Worker, WorkerOptions
 
-    check_agent_processes(store)  # before a lease: every entry's agent would be refused
     if args.anchors is None and (args.anchor_key is not None or args.anchor_every):
         raise UsageError("--anchor-every and --anchor-key go with --anchors DIR",
                          "add --anchors DIR")

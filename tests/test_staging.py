@@ -1,0 +1,102 @@
+"""The step's staging folder (uwf/threads/staging.py), in this process: what the parent
+writes, what `uwf agent context|submit` and the kit read from it, and what is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+from tests.threadkit import make_kit
+from uwf.engine.clock import fixed_clock
+from uwf.errors import Corrupt, NotFound, UsageError
+from uwf.store import Store
+from uwf.threads import staging
+from uwf.threads.agent import agent_context
+
+
+def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3) -> tuple[str, Path, Store]:
+    """A thread stepped `steps` times with uwf-mock, and a staging folder of its next
+    step (developer or reviewer) with its whole history."""
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    for _ in range(steps):
+        kit.ok("thread", "step", thread)
+    store = Store.open(cli.home)
+    role = kit.show(thread)["currentRole"]
+    context = agent_context(store, thread, role, "all")
+    return thread, staging.stage(context, store.cas, store.clock), store
+
+
+def test_the_context_is_cut_to_the_history_asked_for(cli: Cli, tmp_path: Path) -> None:
+    thread, folder, _ = staged_thread(cli, tmp_path)
+    env = {**cli.env, staging.STEP_DIR: str(folder)}
+    staged = staging.open_staged(env, fixed_clock(0), None)
+    assert staged is not None
+    role = staged.context["role"]["name"]
+    whole = staging.staged_context(staged, thread, role)
+    assert len(whole["history"]) == whole["steps"] == 3
+    assert whole["historyTruncated"] is False
+    last = staging.staged_context(staged, thread, role, 1)
+    assert last["history"] == whole["history"][-1:]
+    assert last["historyTruncated"] is True
+    assert staging.staged_context(staged, thread, role, 0)["history"] == []
+    # The command line reads the same folder and opens no store.
+    cli.env[staging.STEP_DIR] = str(folder)
+    cli.env["UWF_HOME"] = str(tmp_path / "no-store-here")
+    done = cli.run("agent", "context", thread, role, "--history", "2")
+    assert done.code == 0, done.err
+    assert json.loads(done.out)["history"] == whole["history"][-2:]
+    assert not (tmp_path / "no-store-here").exists()
+
+
+def test_a_submitted_step_is_brought_into_the_store(cli: Cli, tmp_path: Path) -> None:
+    thread, folder, store = staged_thread(cli, tmp_path, steps=1)
+    staged = staging.open_staged({staging.STEP_DIR: str(folder)}, fixed_clock(7), None)
+    assert staged is not None
+    step = staging.staged_submit(staged, thread, "developer", {"status": "done",
+                                 "files": ["a.py"]}, "notes", agent="t",
+                                 started_at_ms=None, completed_at_ms=7)
+    assert not store.cas.has(step)
+    staging.bring_in(folder, store.cas, step)
+    node = store.cas.get(step).payload
+    assert store.cas.get(node["output"]).payload == {"status": "done", "files": ["a.py"]}
+    assert store.cas.get(node["detail"]).payload == "notes"
+    assert node["prev"] == agent_context(store, thread, "developer").head
+    staging.remove(folder)
+    assert not folder.exists()
+
+
+def test_a_folder_that_holds_no_step_is_one_line(cli: Cli, tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="holds no step"):
+        staging.open_staged({staging.STEP_DIR: str(tmp_path)}, fixed_clock(0), None)
+    (tmp_path / staging.CONTEXT_FILE).write_text("[1, 2")
+    with pytest.raises(Corrupt, match="cannot be read"):
+        staging.open_staged({staging.STEP_DIR: str(tmp_path)}, fixed_clock(0), None)
+    cli.env[staging.STEP_DIR] = str(tmp_path / "gone")
+    done = cli.run("agent", "submit", "01J7K9M2XNPQR5VWBCDF8G3H4T", "planner", "--output", "-",
+                   stdin="{}")
+    assert done.code == 1
+    assert done.err.count("\n") == 1
+    assert "holds no step" in done.err
+
+
+def test_a_negative_history_is_refused(cli: Cli, tmp_path: Path) -> None:
+    thread, folder, _ = staged_thread(cli, tmp_path, steps=0)
+    staged = staging.open_staged({staging.STEP_DIR: str(folder)}, fixed_clock(0), None)
+    assert staged is not None
+    with pytest.raises(UsageError):
+        staging.staged_context(staged, thread, "planner", -1)
+
+
+def test_a_node_file_over_the_limit_is_not_read(cli: Cli, tmp_path: Path) -> None:
+    _, folder, store = staged_thread(cli, tmp_path, steps=0)
+    name = "0" * 13
+    (folder / "cas" / "00").mkdir(parents=True, exist_ok=True)
+    with open(folder / "cas" / "00" / f"{name}.json", "wb") as out:
+        out.truncate(staging.MAX_FILE_BYTES + 1)  # sparse: no disk spent
+    with pytest.raises(Corrupt, match="over"):
+        staging.bring_in(folder, store.cas, name)

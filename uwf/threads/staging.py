@@ -1,0 +1,183 @@
+"""A step's staging folder: what an agent process reads and writes instead of the store.
+
+An agent never reopens the store: on PostgreSQL that would take the database's
+credentials, and on a folder it would let any agent write anywhere in it. Before
+an agent runs, `uwf thread step` makes a scratch folder and names it to the agent
+in UWF_STEP_DIR:
+
+    step.json   the step's context (`uwf agent context`'s payload), with the history
+                its settings ask for (UWF_HISTORY, else the config's historyLimit,
+                else 20)
+    cas/        a json-cas folder store with the built-in schemas and the role's
+                output schema, where the agent's output, detail and StepNode go
+
+The agent kit and `uwf agent context|submit` read and write there when UWF_STEP_DIR
+is set. The agent prints its StepNode's hash as ever; the parent then copies the
+nodes that hash reaches and the store lacks out of the folder (each one checked
+against its name and its type's schema), checks the step as before, and removes
+the folder. One protocol for both backends.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from uwf.cas.backends import FileBlobs
+from uwf.cas.limits import MAX_NODE_BYTES
+from uwf.cas.store import Cas, Node, meta_hash
+from uwf.errors import Corrupt, NotFound, Rejected, UsageError
+from uwf.redact import Redact
+from uwf.threads.agent import HistoryLimit, StepFacts, write_step
+from uwf.threads.results import StepContext
+
+STEP_DIR = "UWF_STEP_DIR"  # the variable naming the folder to an agent
+CONTEXT_FILE = "step.json"
+# What a parent reads back from an agent's folder: a node file (indented JSON of a
+# payload of at most MAX_NODE_BYTES) and how many new nodes one step may bring.
+MAX_FILE_BYTES = 4 * MAX_NODE_BYTES
+MAX_NODES = 10_000
+
+
+def _cas(folder: Path, clock: Callable[[], int], redact: Redact | None) -> Cas:
+    # Not fsynced: the folder only has to outlive the agent; the parent's copy into
+    # the store is the durable one.
+    return Cas(FileBlobs(folder / "cas", durable=False, max_bytes=MAX_FILE_BYTES),
+               clock=clock, redact=redact)
+
+
+# -- the parent's side ------------------------------------------------------------
+
+def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int]) -> Path:
+    """A new staging folder for the step `context` describes (the caller removes it)."""
+    from uwf.payload import to_payload
+
+    folder = Path(tempfile.mkdtemp(prefix="uwf-step-"))
+    try:
+        staged = _cas(folder, clock, None)
+        staged.ensure_builtins()
+        _copy(store_cas, staged, [context.role["meta"]], limit=MAX_NODES)
+        (folder / CONTEXT_FILE).write_bytes(msgspec.json.encode(to_payload(context)))
+    except BaseException:
+        remove(folder)
+        raise
+    return folder
+
+
+def bring_in(folder: Path, store_cas: Cas, hash_: str) -> None:
+    """Copy into the store the nodes `hash_` reaches that it lacks, from `folder`: each
+    checked against its name (Corrupt) and its type's schema (Rejected). What is in
+    neither is left for the step's checks to name."""
+    staged = _cas(folder, store_cas.clock, None)
+    _copy(staged, store_cas, [hash_], limit=MAX_NODES, fallback=store_cas)
+
+
+def remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy(src: Cas, dst: Cas, roots: Iterable[str], *, limit: int,
+          fallback: Cas | None = None) -> None:
+    """Every node reachable from `roots` in `src` that `dst` lacks, put into `dst`
+    (schemas first, so each node is validated against its type there). A type or
+    reference `src` lacks is looked for in `fallback`."""
+    seen: set[str] = set()
+    todo = list(roots)
+    found: list[Node] = []
+    while todo:
+        hash_ = todo.pop()
+        if hash_ in seen:
+            continue
+        seen.add(hash_)
+        if dst.has(hash_) or not src.has(hash_):
+            continue
+        if len(found) >= limit:
+            raise Rejected(f"more than {limit:,} new nodes to copy", "write fewer nodes")
+        node = src.get(hash_)
+        found.append(node)
+        todo.append(node.type)
+        typed_by = src if src.has(node.type) or fallback is None else fallback
+        todo.extend(ref for _, ref in typed_by.refs(node))
+    for node in sorted(found, key=lambda node: node.type != meta_hash()):
+        if node.type == node.hash:  # the self-typed meta-schema: the store has its own
+            dst.ensure_meta()
+        else:
+            dst.put(node.type, node.payload, redact=False)
+
+
+# -- the agent's side -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Staged:
+    """An agent's view of its step: the context its parent wrote, and the folder's CAS."""
+
+    folder: Path
+    context: dict[str, Any]
+    cas: Cas
+
+    def check(self, thread: str, role: str) -> None:
+        if (thread, role) != (self.context["thread"], self.context["role"]["name"]):
+            raise UsageError(
+                f"this agent's step ({STEP_DIR}) is thread "
+                f"{self.context['thread']} as {self.context['role']['name']}, not "
+                f"{thread} as {role}", f"unset {STEP_DIR} to work on the store itself")
+
+
+def open_staged(env: Mapping[str, str], clock: Callable[[], int],
+                redact: Redact | None) -> Staged | None:
+    """The step `env`'s UWF_STEP_DIR names, or None when it names none."""
+    given = env.get(STEP_DIR, "")
+    if not given:
+        return None
+    folder = Path(given)
+    try:
+        with open(folder / CONTEXT_FILE, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        context = msgspec.json.decode(raw)
+    except FileNotFoundError:
+        raise NotFound(f"{STEP_DIR} names {folder}, which holds no step",
+                       "run the agent through `uwf thread step`, or unset "
+                       f"{STEP_DIR}") from None
+    except (OSError, msgspec.DecodeError) as exc:
+        raise Corrupt(f"the step in {folder} cannot be read: {exc}",
+                      "run the step again") from None
+    if len(raw) > MAX_FILE_BYTES or not isinstance(context, dict):
+        raise Corrupt(f"the step in {folder} is not a step's context", "run the step again")
+    return Staged(folder, context, _cas(folder, clock, redact))
+
+
+def staged_context(staged: Staged, thread: str, role: str,
+                   history_limit: HistoryLimit = None) -> dict[str, Any]:
+    """The context the parent wrote, its history cut to the last `history_limit` steps
+    (None or "all": all the parent gave)."""
+    staged.check(thread, role)
+    context = dict(staged.context)
+    history = list(context.get("history") or [])
+    if isinstance(history_limit, int) and not isinstance(history_limit, bool):
+        if history_limit < 0:
+            raise UsageError(f"history limit must be 0 or more, not {history_limit}",
+                             "give a number or 'all'")
+        history = history[len(history) - history_limit:] if history_limit else []
+    context["history"] = history
+    context["historyTruncated"] = len(history) < int(context.get("steps") or 0)
+    return context
+
+
+def staged_submit(staged: Staged, thread: str, role: str, output: Any,
+                  detail: str | None = None, *, detail_ref: str | None = None,
+                  agent: str, started_at_ms: int | None, completed_at_ms: int,
+                  usage: Any = None) -> str:
+    """`submit_step` into the staging folder: the StepNode's hash."""
+    staged.check(thread, role)
+    context = staged.context
+    facts = StepFacts(context["start"], context["head"], role, context["role"]["meta"],
+                      context.get("edgePrompt") or None)
+    return write_step(staged.cas, facts, output, detail, detail_ref=detail_ref, agent=agent,
+                      started_at_ms=started_at_ms, completed_at_ms=completed_at_ms,
+                      usage=usage, refs_checked_later=True)
