@@ -20,6 +20,7 @@ database (`uwf.engine.pgdb`) checks it is installed first.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -42,6 +43,7 @@ LOG_LOCK = int.from_bytes(b"uwf_log")
 FIRST_CHUNK = 64  # rows per read at first: a catch-up or a newest-first search is short
 LAST_CHUNK = 4096  # ... doubling up to this, so a full read is few round trips
 BEYOND = 2**63 - 1  # past every seq: where a newest-first read starts
+MANY_LINES = 100  # more lines than this in one append go by COPY
 
 _CREATE = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} ("
@@ -170,18 +172,25 @@ class PgLog:
                             f"{self.db.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
         try:
             with self.db.transaction() as connection:
-                # Any lock the section waits for is bounded alike. 0 would wait forever.
+                session = _PgSession(connection)
+                # Any lock the section waits for is bounded alike (0 would wait forever).
+                # The settings, the lock and the head's read go in one round trip; the
+                # head is read after the lock is held (each statement has its snapshot).
                 wait = f"{max(round(self.db.lock_timeout * 1000), 1)}ms"
-                connection.execute("SELECT set_config('lock_timeout', %s, true)", (wait,))
-                if not self.durable:
-                    connection.execute("SELECT set_config('synchronous_commit', 'off', true)")
                 try:
-                    connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+                    with connection.pipeline():
+                        connection.execute("SELECT set_config('lock_timeout', %s, true)",
+                                           (wait,))
+                        if not self.durable:
+                            connection.execute(
+                                "SELECT set_config('synchronous_commit', 'off', true)")
+                        connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+                        session.tail()
                 except LockNotAvailable:
                     raise StoreBusy(f"store is busy: another writer held the log for "
                                     f"{self.db.lock_timeout:g}s",
                                     "retry, or raise UWF_LOCK_TIMEOUT") from None
-                yield _PgSession(connection)
+                yield session
         finally:
             self._thread_lock.release()
 
@@ -222,18 +231,27 @@ class _PgSession:
             return head
         if any(b"\n" in raw for raw in lines):
             raise ValueError("a log line may not contain a newline")
+        seqs = range(head.seq + 1, head.seq + len(lines) + 1)
+        offsets = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=ends))[1:]
+        last = Checkpoint(seqs[-1], digest(lines[-1]))
         try:
-            with self._connection.cursor().copy(
-                    f"COPY {TABLE} (seq, line, ends) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["int8", "bytea", "int8"])
-                for seq, raw in enumerate(lines, head.seq + 1):
-                    ends += len(raw) + 1
-                    copy.write_row((seq, raw, ends))
+            if len(lines) > MANY_LINES:  # a copy's or an import's: by COPY
+                with self._connection.cursor().copy(
+                        f"COPY {TABLE} (seq, line, ends) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(["int8", "bytea", "int8"])
+                    for row in zip(seqs, lines, offsets, strict=True):
+                        copy.write_row(row)
+                self._connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(last.seq)))
+            else:  # a command's: the rows and the NOTIFY in one statement, one round trip
+                self._connection.execute(
+                    f"WITH added AS (INSERT INTO {TABLE} (seq, line, ends) SELECT * FROM "
+                    "unnest(%b::bigint[], %b::bytea[], %b::bigint[])) "
+                    "SELECT pg_notify(%s, %s)",
+                    (list(seqs), list(lines), offsets, CHANNEL, str(last.seq)))
         except IntegrityError as exc:
             raise Corrupt(f"the log's table refused seq {head.seq + 1}: "
                           f"{str(exc).strip().splitlines()[0]}",
                           "another writer bypassed the lock; run `uwf log verify`") from None
-        self._last = Checkpoint(head.seq + len(lines), digest(lines[-1])), ends
-        # Told to every LISTENer when the section commits (never if it rolls back).
-        self._connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(self._last[0].seq)))
-        return self._last[0]
+        # NOTIFY is told to every LISTENer when the section commits (never if it rolls back).
+        self._last = last, offsets[-1]
+        return last

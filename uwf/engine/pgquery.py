@@ -82,8 +82,9 @@ def copy_sql(spec: ViewSpec) -> str:
 def upsert_sql(spec: ViewSpec) -> str:
     """One statement writing many rows, each column given as an array (`unnest`)."""
     columns = "".join(f', "c_{column}"' for column in spec.columns)
-    arrays = ", ".join(["%s::text[]", "%s::bytea[]",
-                        *(f"%s::{_ARRAYS[kind]}" for kind in spec.types), "%s::text[]"])
+    # Arrays go in binary (%b): psycopg's text form escapes each item in Python.
+    arrays = ", ".join(["%b::text[]", "%b::bytea[]",
+                        *(f"%b::{_ARRAYS[kind]}" for kind in spec.types), "%b::text[]"])
     updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
     return (f"INSERT INTO {table(spec.name)} (key, value{columns}, text) "
             f"SELECT * FROM unnest({arrays}) ON CONFLICT (key) DO UPDATE SET "
@@ -131,7 +132,7 @@ def where_sql(spec: ViewSpec, query: Query) -> tuple[str, list[Any]]:
         name = column_sql(spec, column)
         kind = column_type(spec, column)
         if op == "in":
-            conditions.append(f"{name} = ANY(%s::{_ARRAYS[kind]})")
+            conditions.append(f"{name} = ANY(%b::{_ARRAYS[kind]})")
             params.append([_param(spec, column, kind, item) for item in value])
         elif op == "=" and value is None:  # the rows without a value (indexed)
             conditions.append(f"{name} IS NULL")

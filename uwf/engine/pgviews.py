@@ -126,10 +126,10 @@ class PgViewStore:
 
     def _lock(self, connection: Connection) -> None:
         """The views' lock until the transaction ends, waited for at most the lock
-        timeout (then StoreBusy); one round trip (no parameters: a literal integer)."""
+        timeout (then StoreBusy); in a pipeline, no round trip of its own."""
         timeout = max(1, int(self.db.lock_timeout * 1000))
-        connection.execute(f"SET LOCAL lock_timeout = {timeout}; "
-                           f"SELECT pg_advisory_xact_lock{_LOCK}", prepare=False)
+        connection.execute(f"SELECT set_config('lock_timeout', '{timeout}ms', true)")
+        connection.execute(f"SELECT pg_advisory_xact_lock{_LOCK}")
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -194,13 +194,19 @@ class PgViewStore:
         connection = self.db.connection()
         if view in self._tables:
             return connection
-        found = connection.execute("SELECT to_regclass(%s)", (f"uwf_v_{view}",)).fetchone()
-        if found is None or found[0] is None:
-            return None
-        if connection is self.db.reader:  # committed: it stays until the views are dropped
+        # Asked of the reader first, which sees only committed tables: one seen there
+        # stays until the views are dropped, so it is asked once per process.
+        name = f"uwf_v_{view}"
+        found = self.db.reader.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        if found is not None and found[0] is not None:
             with self._tables_lock:
                 self._tables.add(view)
-        return connection
+            return connection
+        if connection is self.db.reader:
+            return None
+        # Not committed: perhaps made in this section's transaction, not yet committed.
+        found = connection.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        return None if found is None or found[0] is None else connection
 
     def _fetch(self, view: str, sql: str, params: Sequence[Any] = ()) -> Rows | None:
         """The rows of a statement over the view's table; None when there is no table."""
@@ -226,7 +232,7 @@ class PgViewStore:
         if not keys:
             return {}
         rows = self._fetch(view, f"SELECT key, value FROM {table(view)} WHERE key = "
-                                 "ANY(%s::text[])", (sorted(set(keys)),))
+                                 "ANY(%b::text[])", (sorted(set(keys)),))
         return dict(rows or ())
 
     def query(self, query: Query) -> list[tuple[str, bytes]]:
@@ -297,7 +303,12 @@ class PgViewStore:
         for name in expected:
             if name != STREAMS and name not in self.specs:
                 raise ValueError(f"unknown view {name!r}")
-        with self._writing() as connection:
+        # A command's few rows go in a pipeline: the statements whose answers are not
+        # needed are sent together (COPY, a rebuild's, cannot go in one).
+        small = not reset and None not in expected.values() and len(streams) <= _MANY and all(
+            len(rows) <= _MANY for rows in changes.values())
+        with self._writing() as connection, (
+                connection.pipeline() if small else contextlib.nullcontext()):
             self._lock(connection)
             rows = connection.execute("SELECT name, signature, seq, digest FROM uwf_views"
                                       ).fetchall()
@@ -319,8 +330,8 @@ class PgViewStore:
                     connection.execute(statement)
             names = list(expected)
             connection.execute(
-                "INSERT INTO uwf_views SELECT * FROM unnest(%s::text[], %s::text[], "
-                "%s::bigint[], %s::text[]) ON CONFLICT (name) DO UPDATE SET signature = "
+                "INSERT INTO uwf_views SELECT * FROM unnest(%b::text[], %b::text[], "
+                "%b::bigint[], %b::text[]) ON CONFLICT (name) DO UPDATE SET signature = "
                 "excluded.signature, seq = excluded.seq, digest = excluded.digest",
                 (names, [self._signatures[name] for name in names],
                  [new.seq] * len(names), [new.digest] * len(names)))
@@ -333,8 +344,8 @@ class PgViewStore:
                 for entry in entries:
                     copy.write_row(entry)
         elif entries:
-            connection.execute("INSERT INTO uwf_streams SELECT * FROM unnest(%s::text[], "
-                               "%s::bigint[])", ([s for s, _ in entries], [q for _, q in entries]))
+            connection.execute("INSERT INTO uwf_streams SELECT * FROM unnest(%b::text[], "
+                               "%b::bigint[])", ([s for s, _ in entries], [q for _, q in entries]))
 
     def _empty(self, connection: Connection, spec: ViewSpec, stored: str | None) -> list[str]:
         """The view's table, empty, at its declared shape: emptied in place when it has
@@ -364,13 +375,13 @@ class PgViewStore:
         if counted and not fresh:
             selected = ", ".join(column_sql(spec, column) for column, _ in counted)
             for old in connection.execute(f"SELECT {selected} FROM {table(name)} WHERE key = "
-                                          "ANY(%s::text[])", (keys,)):
+                                          "ANY(%b::text[])", (keys,)):
                 for (column, _), value in zip(counted, old, strict=True):
                     slot = (column, json.dumps(value))
                     delta[slot] = delta.get(slot, 0) - 1
         deletes = [key for key, row in rows.items() if row is None]
         if deletes and not fresh:
-            connection.execute(f"DELETE FROM {table(name)} WHERE key = ANY(%s::text[])",
+            connection.execute(f"DELETE FROM {table(name)} WHERE key = ANY(%b::text[])",
                                (deletes,))
         upserts = [(key, row) for key, row in rows.items() if row is not None]
         copied = fresh and len(upserts) > _MANY
@@ -395,8 +406,8 @@ class PgViewStore:
         moved = [(column, value, n) for (column, value), n in delta.items() if n]
         if moved:
             connection.execute(
-                "INSERT INTO uwf_view_counts SELECT %s, * FROM unnest(%s::text[], "
-                "%s::text[], %s::bigint[]) ON CONFLICT (view, col, value) DO UPDATE SET "
+                "INSERT INTO uwf_view_counts SELECT %s, * FROM unnest(%b::text[], "
+                "%b::text[], %b::bigint[]) ON CONFLICT (view, col, value) DO UPDATE SET "
                 "n = uwf_view_counts.n + excluded.n",
                 (name, [c for c, _, _ in moved], [v for _, v, _ in moved],
                  [n for _, _, n in moved]))
