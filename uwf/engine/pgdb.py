@@ -87,9 +87,31 @@ class PgDatabase:
         self._psycopg = _psycopg()
         self._local = threading.local()
         self._lock = threading.RLock()  # one writer's section at a time in this process
-        self.reader: psycopg.Connection[Any] = self._connect(autocommit=True)
-        self.writer: psycopg.Connection[Any] = self._connect(autocommit=False)
+        self._reader: psycopg.Connection[Any] = self._connect(autocommit=True)
+        self._writer: psycopg.Connection[Any] = self._connect(autocommit=False)
         self._check_schema()
+
+    # A connection the server dropped (a restart, a network cut) fails the statement
+    # that meets it (StoreUnavailable); the next use outside a transaction connects
+    # again, so a long-running process (a worker, a follower) outlives the outage.
+
+    @property
+    def reader(self) -> psycopg.Connection[Any]:
+        """The autocommit connection of reads outside a writer's section."""
+        if self._reader.closed or self._reader.broken:
+            with self._lock:
+                if self._reader.closed or self._reader.broken:
+                    self._reader = self._connect(autocommit=True)
+        return self._reader
+
+    @property
+    def writer(self) -> psycopg.Connection[Any]:
+        """The connection of the writers' sections (one at a time, under `_lock`)."""
+        if not self.in_transaction and (self._writer.closed or self._writer.broken):
+            with self._lock:
+                if self._writer.closed or self._writer.broken:
+                    self._writer = self._connect(autocommit=False)
+        return self._writer
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
         try:
@@ -153,10 +175,11 @@ class PgDatabase:
                 finally:
                     self._local.depth = depth
                 return
+            writer = self.writer  # connected again first if the server dropped it
             self._local.depth = 1
             try:
-                with self.writer.transaction():
-                    yield self.writer
+                with writer.transaction():
+                    yield writer
             except self._psycopg.OperationalError as exc:
                 raise self.unavailable(exc) from None
             finally:
@@ -186,6 +209,6 @@ class PgDatabase:
         return connection
 
     def close(self) -> None:
-        for connection in (self.reader, self.writer):
+        for connection in (self._reader, self._writer):
             with contextlib.suppress(Exception):
                 connection.close()

@@ -142,6 +142,8 @@ class PgLog:
         """LISTEN for the writers' NOTIFY (sent as each section commits), on a connection
         of its own made on first use; the head is looked at once first, so a line
         appended before the LISTEN is not waited for."""
+        if self._listener is not None and (self._listener.closed or self._listener.broken):
+            self._listener = None  # dropped by the server: listen again on a new one
         if self._listener is None:
             self._listener = self.db.listener(CHANNEL)
         if self.head().seq > after:
