@@ -272,10 +272,14 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> LogVerif
     caller verified: `uwf.audit.anchor.load`)."""
     checker = _Verifier(store)
     last_where = ""
+    places: set[str] = set()  # the segments (a folder's files; a table: one) read
     for line in store.log.read():
-        last_where = line.where
+        if line.where != last_where:
+            places.add(line.where)
+            last_where = line.where
         checker.check_line(line)
     for problem in store.log.problems():
+        places.add(problem.where)
         checker.problem(problem.seq, problem.where, problem.number, problem.problem)
     if checker.open_batch is not None:
         k, n = checker.open_batch
@@ -296,7 +300,7 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> LogVerif
                            ok=item.problem is None, problem=item.problem) for item in checks]
         contradicts = next((item.path for item in checks if item.problem), None)
     return LogVerified(ok=not checker.problems, events=checker.events,
-                       segments=store.log.describe()["segments"], problems=checker.problems,
+                       segments=len(places), problems=checker.problems,
                        anchors=held, contradicts=contradicts)
 
 

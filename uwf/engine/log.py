@@ -103,7 +103,9 @@ class EventLog(Protocol):
         ...
 
     def describe(self) -> dict[str, int]:
-        """Backend facts for people: `segments`, `bytes`."""
+        """Facts for people, in the backend's own words (a folder's `segments`, a
+        table's `rows`), and `bytes`, which every backend gives: the size of the lines
+        as JSONL, newlines included."""
         ...
 
     def wait(self, after: int, timeout: float) -> bool:
@@ -165,7 +167,7 @@ class MemoryLog:
         return []
 
     def describe(self) -> dict[str, int]:
-        return {"segments": 1 if self._lines else 0,
+        return {"lines": len(self._lines),
                 "bytes": sum(len(line) + 1 for line in self._lines)}
 
     def _append(self, lines: Sequence[bytes]) -> Checkpoint:

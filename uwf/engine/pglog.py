@@ -132,11 +132,11 @@ class PgLog:
         return found
 
     def describe(self) -> dict[str, int]:
-        """`segments`: the tables holding lines (1, or 0 while the log is empty);
-        `bytes`: the size of the lines as JSONL, newlines included."""
+        """`rows`: the lines in the table (its last seq: `problems` checks they run from
+        1 without a gap); `bytes`: their size as JSONL, newlines included."""
         with self.db.reached():
             head, ends = _last(self._connection())
-        return {"segments": 1 if head.seq else 0, "bytes": ends}
+        return {"rows": head.seq, "bytes": ends}
 
     def wait(self, after: int, timeout: float) -> bool:
         """LISTEN for the writers' NOTIFY (sent as each section commits), on a connection

@@ -9,6 +9,7 @@ from uwf.engine.journal import Progress
 from uwf.engine.log import GENESIS
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt
+from uwf.payload import UNSET
 from uwf.runs.results import (
     Counts,
     DamagedHead,
@@ -73,7 +74,7 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
         checkpoint=freshness.checkpoint,
         log_seq=freshness.log_seq,
         behind=freshness.behind,
-        segments=store.log.describe()["segments"],
+        segments=store.log.describe().get("segments", UNSET),
         durability=store.durability,
         views=views,
         counts=Counts(workflows=views["workflows"].rows,

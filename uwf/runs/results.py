@@ -237,7 +237,7 @@ class RegistryShown(Result):
     checkpoint: int
     log_seq: int
     behind: int
-    segments: int
+    segments: int | UnsetType  # a folder's log: its segment files (a table has none)
     durability: str
     views: dict[str, ViewStatus]
     counts: Counts
