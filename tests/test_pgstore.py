@@ -260,3 +260,37 @@ def test_the_bridge_keeps_its_place_in_the_database(pg_server: Server, broker: B
         assert "s3cret" not in busy.err
     finally:
         store.close()
+
+
+def test_an_idle_worker_wakes_when_an_entry_is_added(pg_url: str, tmp_path: Path) -> None:
+    """On PostgreSQL an idle worker LISTENs: an entry added while it waits on a 60 s
+    poll is run within seconds (the NOTIFY of the entry's event wakes it)."""
+    import time
+
+    import yaml
+
+    from tests.threadkit import MOCK_SCRIPT, mock_config
+
+    script = tmp_path / "mock.yaml"
+    script.write_text(yaml.safe_dump(MOCK_SCRIPT), "utf-8")
+    config = tmp_path / "config" / "uwf" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump(mock_config(script)), "utf-8")
+    env = {**env_for(pg_url, tmp_path), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    cli = Cli(tmp_path / "unused", env)
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    worker = subprocess.Popen([str(BIN / "uwf"), "worker", "--poll", "60"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)  # it has found nothing, and waits
+        added = time.monotonic()
+        assert cli.run("queue", "add", "--workflow", "solve-issue", "-p", "late").code == 0
+        assert worker.stdout is not None
+        line = worker.stdout.readline()  # the entry's end, printed as it happens
+        took = time.monotonic() - added
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+    assert "completed" in line, (line, err)
+    assert took < 30, took  # far below the poll: woken, not polled
+    assert "Traceback" not in err

@@ -82,6 +82,8 @@ def _tail_info(raw: bytes, where: str) -> _TailInfo:
 class FileLog:
     """The log as segment files under `events/`, with `lock` as the writers' lock."""
 
+    told = False  # files tell no one: `wait` looks at the head
+
     def __init__(
         self,
         events_dir: Path,

@@ -77,6 +77,9 @@ class EventLog(Protocol):
     """Storage for the log's lines. Readers take no lock and see only complete lines."""
 
     durable: bool
+    # Whether `wait` is told of new lines (PostgreSQL's NOTIFY, a condition in memory)
+    # rather than looking at the head again and again (a folder's files).
+    told: bool
 
     def head(self) -> Checkpoint:
         """The last complete line (GENESIS when the log is empty)."""
@@ -129,6 +132,8 @@ def polled_wait(log: EventLog, after: int, timeout: float, every: float = 0.05) 
 
 class MemoryLog:
     """The in-memory twin: a list of lines behind a lock."""
+
+    told = True
 
     def __init__(self, lock_timeout: float = 10.0) -> None:
         self.durable = True

@@ -63,6 +63,8 @@ def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:
 class PgLog:
     """The event log as rows of `uwf_events` in a store's PostgreSQL database."""
 
+    told = True  # `wait` LISTENs for the writers' NOTIFY
+
     def __init__(self, db: PgDatabase, *, durable: bool = True) -> None:
         self.db = db
         # Not durable: commits do not wait for the server's WAL flush

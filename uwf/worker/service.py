@@ -49,7 +49,9 @@ from uwf.queue.service import artifact_failure, get_entry
 from uwf.store import Store
 from uwf.threads.service import get_thread, start_thread
 from uwf.threads.stepping import step_thread
+from uwf.worker.anchoring import Anchors
 from uwf.worker.results import EntryDone, Outcome
+from uwf.worker.waker import Waker
 
 STOPPED_REASON = "worker stopped"
 # How often the loop looks at the stop flag while it waits (seconds).
@@ -177,7 +179,7 @@ class Worker:
         # the loop's own thread, so one sync runs at a time.
         self._archive = (Archive(store, options.archive) if options.archive is not None
                          else None)
-        self._anchors = (_Anchors(store, Path(options.anchors), options.anchor_every,
+        self._anchors = (Anchors(store, Path(options.anchors), options.anchor_every,
                                   options.anchor_key)
                          if options.anchors is not None else None)
 
@@ -200,11 +202,19 @@ class Worker:
             except BaseException:
                 self._archive.close()
                 raise
+        # On a log that tells of new lines (PostgreSQL), an idle worker is woken by an
+        # entry added or freed, not only by its poll (uwf/worker/waker.py).
+        waker = (Waker(self.store, threading.Event())
+                 if self.store.log.told and not self.options.once else None)
+        if waker is not None:
+            waker.start()
         try:
             while not self._stop.is_set():
                 finished = list(self._collect(block=0))
-                if finished:
-                    next_lease = self.monotonic()  # a slot freed: try at once
+                if finished or (waker is not None and waker.woken.is_set()):
+                    next_lease = self.monotonic()  # a slot freed, or work came: try at once
+                    if waker is not None:
+                        waker.woken.clear()
                 yield from finished
                 free = self.options.concurrency - len(self._running)
                 if free > 0 and self.monotonic() >= next_lease:
@@ -226,6 +236,8 @@ class Worker:
             while self._running:
                 yield from self._collect(block=TICK)
         finally:
+            if waker is not None:
+                waker.join()
             self._abandon()
             if self._archive is not None:
                 self._archive.close()
@@ -456,43 +468,3 @@ class Worker:
         except UwfError as exc:
             return result("lost", f"{failure or 'completed'}; but {exc.what}")
         return result("parked" if shown.status == "parked" else "failed", failure)
-
-
-class _Anchors:
-    """Anchors of the log's head in a folder, one each time the log grew by `every`
-    events, named by their seq (`<seq, 20 digits>.json`). The key is read and the
-    folder made at once, so a worker with a bad key leases nothing."""
-
-    def __init__(self, store: Store, folder: Path, every: int, key_path: Path | None
-                 ) -> None:
-        from uwf.audit import anchor
-
-        if every < 1:
-            raise ValueError("anchor_every must be at least 1")
-        self.store = store
-        self.folder = folder
-        self.every = every
-        self.key = anchor.load_private_key(
-            key_path or anchor.default_key_path(store.settings.environ))
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise Rejected(f"cannot make the anchors folder {folder}: {exc.strerror}",
-                           "pass --anchors DIR in a place you can write") from None
-        if not folder.is_dir():
-            raise Rejected(f"{folder} is not a folder", "pass --anchors DIR")
-        # One named past the log's end is refused here (it would stop the anchoring).
-        self.last = anchor.last_in_folder(folder, store.log.head().seq)
-
-    def due(self) -> str | None:
-        """Write an anchor if one is due; its path."""
-        from uwf.audit import anchor
-
-        if self.store.log.head().seq - self.last < self.every:
-            return None
-        made = anchor.sign(self.store, self.key)
-        path = self.folder / f"{made.seq:020d}.json"
-        if not path.exists():
-            anchor.write(made, path)
-        self.last = made.seq
-        return str(path)
