@@ -52,7 +52,12 @@ _UNAVAILABLE = ("disk i/o", "unable to open", "full", "readonly", "read-only")
 
 
 class SqliteViewStore:
-    """One SQLite file in WAL mode; `synchronous=NORMAL` since views can be replayed.
+    """One SQLite file in WAL mode, never fsynced (`synchronous=OFF`): the log's append
+    is a command's one durability point, and the views are replayed from it. A
+    process killed mid-commit loses nothing (the kernel has the pages); a machine
+    that loses power may lose the last commits, which the next reader folds again
+    from the log, or, rarely, leave the file damaged, which `uwf registry rebuild`
+    replaces.
 
     Each thread gets its own connection, so one store serves many threads.
     """
@@ -80,7 +85,7 @@ class SqliteViewStore:
                                  check_same_thread=False)
             try:
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA synchronous=OFF")
                 tables = {row[0] for row in db.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'")}
                 if "state" in tables or "checkpoint" in tables:
