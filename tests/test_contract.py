@@ -209,7 +209,8 @@ def test_describe_counts_bytes(log: EventLog) -> None:
     append(log, registered("a"))
     facts = log.describe()
     assert facts["bytes"] == sum(len(line.raw) + 1 for line in log.read())
-    assert facts["segments"] >= 1
+    # The rest is in each backend's own words (a folder's segments, a table's rows).
+    assert all(type(value) is int and value >= 1 for value in facts.values()), facts
 
 
 # -- the view store --------------------------------------------------------------

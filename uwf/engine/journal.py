@@ -45,6 +45,7 @@ from uwf.engine.streams import Streams
 from uwf.engine.viewspec import (
     STREAMS,
     ColumnValue,
+    Part,
     Query,
     Row,
     ViewSpec,
@@ -54,6 +55,21 @@ from uwf.errors import Corrupt, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
+# Lines a long fold (a rebuild, a first read) takes before it writes their states and
+# lets them go: memory stays flat in the log's length.
+WINDOW = 20_000
+_NOTHING: Mapping[Any, Any] = {}
+
+
+@dataclass
+class _Folded:
+    """How far a fold written in parts has got: its commit's new checkpoint, known once
+    the last part is written (called then)."""
+
+    head: Checkpoint
+
+    def __call__(self) -> Checkpoint:
+        return self.head
 Key = tuple[str, str]
 Progress = Callable[[int, int], None]
 
@@ -184,23 +200,25 @@ class Journal:
                 self._check_match(checkpoint)
             since = {name: checkpoints[name].seq if name in checkpoints else 0
                      for name in self._folded}
+            target = self.log.head()  # folded to here: lines appended since wait their turn
+            if target.seq == 0:
+                return GENESIS  # nothing logged: nothing to fold, nothing to create
+            behind = {name: checkpoints.get(name) for name in self._folded
+                      if checkpoints.get(name) != target}
+            if not behind:
+                return target
             low = min(since.values())
             start = GENESIS if low == 0 else next(
                 cp for cp in checkpoints.values() if cp.seq == low)
-            lines: Iterable[LogLine] = self.log.read(low)
+            lines: Iterable[LogLine] = self._until(self.log.read(low), target.seq)
             if low == 0 and progress is not None:
                 lines = self._with_progress(lines, progress)
-            states: dict[Key, Any] = {}
-            streams: list[tuple[str, int]] = []
-            head = self._fold(states, streams, lines, start, since, present=set(checkpoints))
-            if head.seq == 0:
-                return GENESIS  # nothing logged: nothing to fold, nothing to create
-            behind = {name: checkpoints.get(name) for name in self._folded
-                      if checkpoints.get(name) != head}
-            if not behind:
-                return head
-            if self.views.commit(self._rows(states, behind), behind, head, streams=streams):
-                return head
+            folded = _Folded(start)
+            parts = self._parts(iter(lines), since, set(checkpoints), behind, folded)
+            changes, streams = next(parts, ({}, []))
+            if self.views.commit(changes, behind, folded, streams=streams,
+                                 more=parts):
+                return folded.head
             # Another process moved a checkpoint first: start again from the new ones.
         raise Corrupt("the views would not take the caught-up state", "run `uwf registry rebuild`")
 
@@ -209,20 +227,20 @@ class Journal:
         (so no write lands between the replay and its commit)."""
         self._not_deciding("rebuild the views")
         with self.log.exclusive():
-            lines: Iterable[LogLine] = self.log.read()
-            if progress is not None:
-                lines = self._with_progress(lines, progress)
-            states: dict[Key, Any] = {}
-            streams: list[tuple[str, int]] = []
-            since = dict.fromkeys(self._folded, 0)
-            head = self._fold(states, streams, lines, GENESIS, since, present=set())
             for _attempt in range(100):
+                lines: Iterable[LogLine] = self.log.read()
+                if progress is not None:
+                    lines = self._with_progress(lines, progress)
+                folded = _Folded(GENESIS)
+                parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
+                                    self._folded, folded)
+                changes, streams = next(parts, ({}, []))
                 try:
                     checkpoints = self.views.checkpoints()
                     expected = {name: checkpoints.get(name) for name in self._folded}
-                    if self.views.commit(self._rows(states, expected), expected, head,
-                                         reset=True, streams=streams):
-                        return head
+                    if self.views.commit(changes, expected, folded,
+                                         reset=True, streams=streams, more=parts):
+                        return folded.head
                 except Corrupt:
                     # The file itself is damaged (never merely busy: that is StoreBusy):
                     # start a new one, and commit into it on the next round.
@@ -358,10 +376,14 @@ class Journal:
         since: Mapping[str, int],
         *,
         present: set[str],
+        known: Mapping[Key, Any] = _NOTHING,
+        decoded: Sequence[Envelope] | None = None,
     ) -> Checkpoint:
         """Fold complete batches after `start` into the views that have not seen them,
         and add their events to `streams` when the stream index has not seen them,
-        checking seq and chain; return the new head."""
+        checking seq and chain; return the new head. `known`: states to take before
+        reading a view's; `decoded`: the lines' events, when they were decoded already
+        (one for each line)."""
         indexed = since[STREAMS]
         index = streams.append
         prev = start.digest
@@ -371,8 +393,10 @@ class Journal:
         apply = self._apply
         decode = self.catalog.decode
         sha256 = hashlib.sha256  # `digest`, inlined: this loop is the rebuild's hot path
-        for line in lines:
-            envelope = decode(line.raw)
+        pairs: Iterable[tuple[LogLine, Envelope]] = (
+            zip(lines, decoded, strict=True) if decoded is not None
+            else ((line, decode(line.raw)) for line in lines))
+        for line, envelope in pairs:
             if envelope.seq != seq + 1:
                 raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
                               "run `uwf log verify`")
@@ -387,7 +411,7 @@ class Journal:
             seq = envelope.seq
             k, n = envelope.batch
             if k == n == 1 and not pending:
-                apply(states, envelope, since, present)
+                apply(states, envelope, since, present, known)
                 if seq > indexed:
                     index((envelope.subject, seq))
             else:
@@ -395,21 +419,67 @@ class Journal:
                 if k != n:
                     continue
                 for member in pending:
-                    apply(states, member, since, present)
+                    apply(states, member, since, present, known)
                     if member.seq > indexed:
                         index((member.subject, member.seq))
                 pending.clear()
             last = Checkpoint(seq, prev)
         return last
 
+    def _parts(self, lines: Iterator[LogLine], since: Mapping[str, int], present: set[str],
+               views: Iterable[str], folded: _Folded) -> Iterator[Part]:
+        """`lines` folded WINDOW lines at a time: each stretch's rows (of `views`) and
+        stream entries, its states then let go, so a fold of any length holds one
+        stretch in memory. A state a later stretch needs is read back from the views
+        being written (their commit's transaction). `folded.head`: the head so far (the
+        first stretch starts after it)."""
+        views = list(views)
+        decode = self.catalog.decode
+        while True:
+            # A stretch ends where a batch does: the views never hold part of one.
+            window: list[LogLine] = []
+            envelopes: list[Envelope] = []
+            for line in lines:
+                window.append(line)
+                try:
+                    envelopes.append(decode(line.raw))
+                except Corrupt:
+                    break  # `_fold` names it, with its place
+                k, n = envelopes[-1].batch
+                if len(window) >= WINDOW and k == n:
+                    break
+            # The states the stretch changes, read back a view at a time.
+            known = self._prefetch(envelopes, present) if present else {}
+            states: dict[Key, Any] = {}
+            streams: list[tuple[str, int]] = []
+            head = self._fold(states, streams, window, folded.head, since, present=present,
+                              known=known, decoded=envelopes if len(envelopes) == len(window)
+                              else None)
+            if head == folded.head:
+                return
+            folded.head = head
+            yield self._rows(states, views), streams
+            present = set(self.projections)  # every view's table holds the stretches so far
+
+    @staticmethod
+    def _until(lines: Iterable[LogLine], seq: int) -> Iterator[LogLine]:
+        """`lines` up to the one at `seq`: a line out of order is still given, for the
+        fold to name (a segment renamed, say), never skipped."""
+        for line in lines:
+            yield line
+            if line.seq >= seq:
+                return
+
     def _apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
-               present: set[str]) -> None:
+               present: set[str], known: Mapping[Key, Any] = _NOTHING) -> None:
         for projection in self._routes.get(envelope.type, ()):
             if envelope.seq <= since[projection.name]:
                 continue  # this view folded it already
             key = (projection.name, projection.key(envelope))
             if key in states:
                 state = states[key]
+            elif key in known:  # the stretch before's, already written
+                state = known[key]
             elif projection.name in present:
                 raw = self.views.load(*key)
                 state = None if raw is None else projection.decode(raw)
@@ -417,13 +487,17 @@ class Journal:
                 state = None
             states[key] = projection.apply(state, envelope)
 
-    def _prefetch(self, envelopes: Sequence[Envelope]) -> dict[Key, Any]:
-        """The current states of every entity the events change, read a view at a time
-        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000)."""
+    def _prefetch(self, envelopes: Sequence[Envelope], present: Iterable[str] | None = None
+                  ) -> dict[Key, Any]:
+        """The current states of every entity the events change (in the views of
+        `present`, by default all), read a view at a time (a batch of 50,000 new entries
+        is one read per few hundred keys, not 50,000)."""
         keys: dict[str, dict[str, None]] = {}
+        views = set(self.projections if present is None else present)
         for envelope in envelopes:
             for projection in self._routes.get(envelope.type, ()):
-                keys.setdefault(projection.name, {})[projection.key(envelope)] = None
+                if projection.name in views:
+                    keys.setdefault(projection.name, {})[projection.key(envelope)] = None
         states: dict[Key, Any] = {}
         for view, wanted in keys.items():
             if len(wanted) == 1:

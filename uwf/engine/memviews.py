@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from uwf.engine.log import Checkpoint
@@ -15,11 +16,13 @@ from uwf.engine.viewspec import (
     STREAMS_SIGNATURE,
     Changes,
     ColumnValue,
+    Part,
     Query,
     Row,
     StreamEntries,
     ViewSpec,
     order_terms,
+    resolved,
     search_terms,
 )
 
@@ -100,16 +103,28 @@ class MemoryViewStore:
         return seqs[-1] if seqs else 0
 
     def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
+               new: Checkpoint | Callable[[], Checkpoint], *, reset: bool = False,
+               streams: StreamEntries = (), more: Iterable[Part] = ()) -> bool:
         with self._lock:
             current = self.checkpoints()
             if any(current.get(name) != want for name, want in expected.items()):
                 return False
-            for name, want in expected.items():
-                if name == STREAMS:
-                    self._index(streams, fresh=want is None or reset)
-                else:
-                    self._apply(name, changes.get(name, {}), fresh=want is None or reset)
+            # All or nothing, as a transaction: what was there comes back on a failure.
+            before = ({name: dict(rows) for name, rows in self._rows.items()},
+                      {subject: list(seqs) for subject, seqs in self._streams.items()})
+            try:
+                for number, (part, entries) in enumerate(chain([(changes, streams)], more)):
+                    for name, want in expected.items():
+                        fresh = (want is None or reset) and number == 0
+                        if name == STREAMS:
+                            self._index(entries, fresh=fresh)
+                        else:
+                            self._apply(name, part.get(name, {}), fresh=fresh)
+                new = resolved(new)
+            except BaseException:
+                self._rows, self._streams = before
+                raise
+            for name in expected:
                 signature = STREAMS_SIGNATURE if name == STREAMS else self.specs[name].signature
                 self._checkpoints[name] = (signature, new)
             return True

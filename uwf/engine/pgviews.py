@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import psycopg
@@ -48,10 +49,12 @@ from uwf.engine.viewspec import (
     STREAMS_SIGNATURE,
     Changes,
     ColumnValue,
+    Part,
     Query,
     Row,
     StreamEntries,
     ViewSpec,
+    resolved,
 )
 from uwf.errors import Corrupt, StoreBusy
 
@@ -299,14 +302,16 @@ class PgViewStore:
     # -- writes ------------------------------------------------------------------
 
     def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
+               new: Checkpoint | Callable[[], Checkpoint], *, reset: bool = False,
+               streams: StreamEntries = (), more: Iterable[Part] = ()) -> bool:
         for name in expected:
             if name != STREAMS and name not in self.specs:
                 raise ValueError(f"unknown view {name!r}")
         # A command's few rows go in a pipeline: the statements whose answers are not
         # needed are sent together (COPY, a rebuild's, cannot go in one).
-        small = not reset and None not in expected.values() and len(streams) <= _MANY and all(
-            len(rows) <= _MANY for rows in changes.values())
+        small = (not reset and None not in expected.values() and more == ()
+                 and len(streams) <= _MANY and all(len(rows) <= _MANY
+                                                   for rows in changes.values()))
         with self._writing() as connection, (
                 connection.pipeline() if small else contextlib.nullcontext()):
             self._lock(connection)
@@ -316,18 +321,21 @@ class PgViewStore:
             if any(current.get(name) != want for name, want in expected.items()):
                 return False
             stored = {name: stored for name, stored, _seq, _digest in rows}
-            for name, want in expected.items():
-                fresh = want is None or reset
-                if name == STREAMS:
-                    if fresh:
-                        connection.execute("DELETE FROM uwf_streams")
-                    self._index(connection, streams)
-                    continue
-                spec = self.specs[name]
-                indexes = self._empty(connection, spec, stored.get(name)) if fresh else []
-                self._apply(connection, spec, changes.get(name, {}), fresh=fresh)
-                for statement in indexes:
-                    connection.execute(statement)
+            for number, (part, entries) in enumerate(chain([(changes, streams)], more)):
+                for name, want in expected.items():
+                    # Emptied before the first part; later parts go onto its rows.
+                    fresh = (want is None or reset) and number == 0
+                    if name == STREAMS:
+                        if fresh:
+                            connection.execute("DELETE FROM uwf_streams")
+                        self._index(connection, entries)
+                        continue
+                    spec = self.specs[name]
+                    indexes = self._empty(connection, spec, stored.get(name)) if fresh else []
+                    self._apply(connection, spec, part.get(name, {}), fresh=fresh)
+                    for statement in indexes:
+                        connection.execute(statement)
+            new = resolved(new)
             names = list(expected)
             connection.execute(
                 "INSERT INTO uwf_views SELECT * FROM unnest(%b::text[], %b::text[], "

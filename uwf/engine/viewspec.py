@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -92,6 +92,12 @@ class Row(NamedTuple):
 
 Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
 StreamEntries = Sequence[tuple[str, int]]  # (subject, seq) of events, in seq order
+Part = tuple[Changes, StreamEntries]  # one stretch of a long fold, written as it comes
+
+
+def resolved(new: Checkpoint | Callable[[], Checkpoint]) -> Checkpoint:
+    """A commit's new checkpoint: given, or known once its last part is written."""
+    return new() if callable(new) else new
 
 
 @dataclass(frozen=True)
@@ -158,13 +164,19 @@ class ViewStore(Protocol):
         ...
 
     def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
+               new: Checkpoint | Callable[[], Checkpoint], *, reset: bool = False,
+               streams: StreamEntries = (), more: Iterable[Part] = ()) -> bool:
         """Move each view of `expected` from its expected checkpoint to `new` and apply
         its changes, all in one transaction; when `expected` names `STREAMS`, move the
         stream index too and add `streams` to it. `None` expects a view (or the index)
         absent or of another signature: it is emptied first, as is everything with
         `reset` (a rebuild, in place, so other processes' connections stay valid).
-        Returns False, changing nothing, when any checkpoint is not as expected."""
+        Returns False, changing nothing, when any checkpoint is not as expected.
+
+        `more`: further parts (changes, stream entries), each applied in turn in the
+        same transaction after the first, so a long fold is written as it goes and
+        never held whole; reads made while it is taken (`load`) see the parts written
+        so far. `new` is then a function, called after the last part."""
         ...
 
     def drop(self) -> None:

@@ -18,7 +18,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,12 @@ from uwf.engine.viewspec import (
     STREAMS_SIGNATURE,
     Changes,
     ColumnValue,
+    Part,
     Query,
     Row,
     StreamEntries,
     ViewSpec,
+    resolved,
 )
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 
@@ -316,7 +319,8 @@ class SqliteViewStore:
     # -- writes ------------------------------------------------------------------
 
     def commit(self, changes: Changes, expected: Mapping[str, Checkpoint | None],
-               new: Checkpoint, *, reset: bool = False, streams: StreamEntries = ()) -> bool:
+               new: Checkpoint | Callable[[], Checkpoint], *, reset: bool = False,
+               streams: StreamEntries = (), more: Iterable[Part] = ()) -> bool:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
@@ -326,15 +330,24 @@ class SqliteViewStore:
                 if any(current.get(name) != want for name, want in expected.items()):
                     db.execute("ROLLBACK")
                     return False
-                for name, want in expected.items():
-                    fresh = want is None or reset
-                    if name == STREAMS:
-                        self._index(db, streams, fresh=fresh)
-                        continue
-                    spec = self.specs[name]
-                    if fresh:
-                        self._create(db, spec)
-                    self._apply(db, spec, changes.get(name, {}), fresh=fresh)
+                made = {name for name, want in expected.items() if want is None or reset}
+                for number, (part, entries) in enumerate(chain([(changes, streams)], more)):
+                    for name in expected:
+                        # Emptied before the first part; later parts go onto its rows.
+                        fresh = name in made and number == 0
+                        if name == STREAMS:
+                            self._index(db, entries, fresh=fresh)
+                            continue
+                        spec = self.specs[name]
+                        if fresh:
+                            self._create(db, spec)
+                        self._apply(db, spec, part.get(name, {}), fresh=fresh,
+                                    searched=name not in made)
+                for name in made - {STREAMS}:  # a new table's search index, filled once
+                    if self.specs[name].text:
+                        db.execute(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
+                                   f'FROM "v_{name}"')
+                new = resolved(new)
                 created = [name for name, want in expected.items() if want is None or reset]
                 if created:
                     db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
@@ -381,9 +394,10 @@ class SqliteViewStore:
                        "tokenize='trigram case_sensitive 1')")
 
     def _apply(self, db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None],
-               *, fresh: bool = False) -> None:
+               *, fresh: bool = False, searched: bool = True) -> None:
         """Write `rows` into the view's table; `fresh`: the table was just created, so
-        there is nothing to look up or delete, and the search index is filled in bulk."""
+        there is nothing to look up or delete. `searched`: keep its search index row by
+        row (else the commit fills a new table's index in bulk at its end)."""
         if not rows:
             return
         name = spec.name
@@ -400,7 +414,7 @@ class SqliteViewStore:
         deletes = [(key,) for key, row in rows.items() if row is None]
         upserts = [(key, row.value, *row.columns, row.text.translate(ASCII_LOWER))
                    for key, row in rows.items() if row is not None]
-        if spec.text and not fresh:
+        if spec.text and searched:
             db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
                            f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [(k,) for k in rows])
         if deletes:
@@ -413,10 +427,7 @@ class SqliteViewStore:
                 f'INSERT INTO "v_{name}" (key, value{columns}, text) VALUES ({marks}) '
                 f"ON CONFLICT(key) DO UPDATE SET value = excluded.value, text = excluded.text"
                 + (f", {updates}" if updates else ""), upserts)
-            if spec.text and fresh:
-                db.execute(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
-                           f'FROM "v_{name}"')
-            elif spec.text:
+            if spec.text and searched:
                 db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
                                f'FROM "v_{name}" WHERE key = ?', [(u[0],) for u in upserts])
         for row in rows.values():
