@@ -1,0 +1,197 @@
+"""Faults and fleets on a real server (tests/pgkit.py), as real processes: eight
+processes starting and running threads at once, a refused login, and a connection
+the server drops in the middle of a command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BIN, Cli
+from tests.pgkit import Server
+from tests.threadkit import make_kit, mock_config
+
+psycopg = pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it
+
+# Three steps a thread: planner, developer, reviewer (approved at once), then $END.
+THREE_STEPS = {"planner": [{"status": "ready", "plan": "Reject empty passwords"}],
+               "developer": [{"status": "done", "files": ["auth/login.py"]}],
+               "reviewer": [{"status": "approved"}]}
+
+
+def on_server(cli: Cli, url: str) -> Cli:
+    """`cli`'s environment (the same dict) on the database `url`; no folder is made."""
+    cli.env["UWF_HOME"] = url
+    return Cli(cli.home.parent / "unused", cli.env, cli.process)
+
+
+def ok(cli: Cli, *args: str) -> Any:
+    """`uwf ARGS --json`, expected to succeed; its JSON."""
+    result = cli.run(*args, "--json")
+    assert result.code == 0, result
+    return json.loads(result.out)
+
+
+def assert_verified_and_rebuilt_alike(cli: Cli) -> None:
+    """The log verifies, the views match a replay, and a rebuild lists the same."""
+    assert ok(cli, "log", "verify")["ok"] is True
+    assert ok(cli, "registry", "verify")["ok"] is True
+    listed = [cli.run(*args, "--json").out for args in (("thread", "list", "--all"),
+                                                        ("run", "list", "--limit", "1000"))]
+    ok(cli, "registry", "rebuild")
+    assert [cli.run(*args, "--json").out for args in (("thread", "list", "--all"),
+                                                      ("run", "list", "--limit", "1000"))
+            ] == listed
+
+
+# -- 1. eight processes start and run threads at once ----------------------------------
+
+STARTER = """import json, subprocess, sys, time
+uwf, start, prompt = sys.argv[1:]
+while time.time() < float(start):  # the barrier: every process goes at once
+    time.sleep(0.001)
+started = subprocess.run([uwf, "thread", "start", "solve-issue", "-p", prompt],
+                         capture_output=True, text=True)
+if started.returncode:
+    sys.exit(f"thread start: {started.stderr}")
+thread = json.loads(started.stdout)["thread"]
+ran = subprocess.run([uwf, "thread", "run", thread, "--json"], capture_output=True,
+                     text=True)
+print(json.dumps({"thread": thread, "code": ran.returncode, "out": ran.stdout,
+                  "err": ran.stderr}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["folder", "postgres"])
+def test_eight_processes_start_and_run_threads_at_once(
+        cli: Cli, tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    """Eight processes, released at one instant, each `uwf thread start` then `uwf thread
+    run` (uwf-mock, three steps): every thread ends, the log verifies, and the views
+    are what a replay of the log gives."""
+    if backend == "postgres":
+        cli = on_server(cli, request.getfixturevalue("pg_url"))
+    kit = make_kit(cli, tmp_path, mock=False)
+    kit.write_config(mock_config(kit.mock_script(THREE_STEPS)))
+    kit.put_workflow()
+    script = tmp_path / "starter.py"
+    script.write_text(STARTER, "utf-8")
+    start = time.time() + 1.0
+    processes = [subprocess.Popen([sys.executable, str(script), str(BIN / "uwf"), str(start),
+                                   f"task {n}"], env=cli.env, cwd=tmp_path, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for n in range(8)]
+    ran = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        ran.append(json.loads(out))
+    for each in ran:
+        assert (each["code"], each["err"]) == (0, ""), each["err"]
+        assert json.loads(each["out"])["steps"] == 3
+    threads = {each["thread"] for each in ran}
+    assert len(threads) == 8
+    for thread in threads:
+        shown = kit.show(thread)
+        assert (shown["status"], shown["done"]) == ("ended", True), shown
+    listed = ok(cli, "thread", "list", "--all")
+    assert {entry["thread"] for entry in listed} == threads
+    assert_verified_and_rebuilt_alike(cli)
+
+
+# -- 3. a refused login --------------------------------------------------------------
+
+def test_a_refused_login_is_one_line(pg_server: Server, tmp_path: Path) -> None:
+    """A role that may not log in, a role that does not exist, a database that does not
+    exist: exit 1, one line naming the database and the socket, never the password."""
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        admin.execute("DO $$ BEGIN CREATE ROLE nologin NOLOGIN; "
+                      "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    socket = str(pg_server.socket_dir)
+    query = f"host={socket}&port={pg_server.port}"
+    refused = {
+        f"postgresql://nologin:s3cret@/postgres?{query}": ("postgres",
+                                                           'role "nologin" is not permitted'),
+        f"postgresql://nobody_here@/postgres?{query}&password=s3cret": (
+            "postgres", 'role "nobody_here" does not exist'),
+        f"postgres://postgres:s3cret@/no_such_db?{query}": (
+            "no_such_db", 'database "no_such_db" does not exist'),
+    }
+    for url, (database, said) in refused.items():
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("UWF_", "PG"))}
+        env.update(UWF_HOME=url, XDG_CONFIG_HOME=str(tmp_path / "config"))
+        result = Cli(tmp_path / "unused", env, process=True).run("workflow", "list")
+        assert result.code == 1, result
+        assert result.out == ""
+        assert result.err.count("\n") == 1, result.err
+        assert result.err.startswith(f"uwf: error: PostgreSQL database {database} on "
+                                     f"{socket}: "), result.err
+        assert said in result.err
+        assert "s3cret" not in result.err
+        assert "Traceback" not in result.err
+    assert not (tmp_path / "unused").exists()
+
+
+# -- 4. a connection dropped in the middle of a command -----------------------------
+
+def cut(url: str, pid: int) -> None:
+    """End the server process of another connection, as a restart or a network cut would."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@pytest.mark.parametrize("when", ["deciding", "appended"])
+def test_a_connection_dropped_mid_command_writes_nothing(pg_url: str, when: str) -> None:
+    """The writer's connection is cut while the command decides, or after its events
+    were appended and folded but before its transaction commits: StoreUnavailable, the
+    log as it was, and the next command on the same store connects again."""
+    from uwf.audit.verify import verify
+    from uwf.engine.events import NewEvent
+    from uwf.engine.journal import Outcome, Views
+    from uwf.errors import StoreUnavailable
+    from uwf.queue import sched
+    from uwf.queue.events import SchedPolicySet
+    from uwf.store import Store
+
+    store = Store.open(pg_url)
+    try:
+        database = store.database
+        assert database is not None
+        sched.set_policy(store, {"maxConcurrent": 2})
+        head = store.log.head()
+        writer = database.writer.info.backend_pid
+
+        def cutting(_views: Views | None = None) -> str:
+            cut(pg_url, database.writer.info.backend_pid)
+            return "cut"
+
+        def decide(views: Views) -> Outcome[str]:
+            if when == "deciding":
+                cutting()
+            event = SchedPolicySet(5, 3, 300_000, 1000, 2, 60_000, {}, None)
+            return Outcome([NewEvent("policy/sched", event)],
+                           then=cutting if when == "appended" else None)
+
+        with pytest.raises(StoreUnavailable) as refused:
+            store.journal.write(decide)
+        line = refused.value.line()
+        assert line.startswith("PostgreSQL database ")
+        assert "terminating connection" in line
+        assert "\n" not in line
+        assert store.log.head() == head
+        # The next command on the same store: a new connection, the write lands.
+        assert sched.set_policy(store, {"maxConcurrent": 3}).policy.max_concurrent == 3
+        assert database.writer.info.backend_pid != writer
+        assert store.log.head().seq == head.seq + 1
+        set_to = [json.loads(line.raw)["data"]["maxConcurrent"] for line in store.log.read()
+                  if json.loads(line.raw)["type"] == "sched.policy_set"]
+        assert set_to == [2, 3]
+        assert verify(store).ok is True
+    finally:
+        store.close()
