@@ -9,12 +9,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import BIN, Cli
+from tests.conftest import BIN, EXAMPLE, Cli
 from tests.pgkit import Server
 from tests.threadkit import make_kit, mock_config
 
@@ -49,6 +50,17 @@ def assert_verified_and_rebuilt_alike(cli: Cli) -> None:
     assert [cli.run(*args, "--json").out for args in (("thread", "list", "--all"),
                                                       ("run", "list", "--limit", "1000"))
             ] == listed
+
+
+def until(condition: Callable[[], bool], seconds: float, what: str,
+          then: Callable[[], None] = lambda: None) -> None:
+    """Wait for `condition`, calling `then` between two looks; fail saying `what`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {seconds} s")
+        then()
+        time.sleep(0.25)
 
 
 # -- 1. eight processes start and run threads at once ----------------------------------
@@ -195,3 +207,43 @@ def test_a_connection_dropped_mid_command_writes_nothing(pg_url: str, when: str)
         assert verify(store).ok is True
     finally:
         store.close()
+
+
+def test_a_command_cut_while_it_waits_for_the_log_is_one_line(pg_url: str,
+                                                             tmp_path: Path) -> None:
+    """`uwf queue add` waits for the writers' lock (held here) when its connection is
+    cut: exit 1 and one line, nothing written; the same command succeeds after."""
+    from uwf.engine.pglog import LOG_LOCK
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env.update(UWF_HOME=pg_url, UWF_LOCK_TIMEOUT="60", XDG_CONFIG_HOME=str(tmp_path / "c"))
+    cli = Cli(tmp_path / "unused", env, process=True)
+    ok(cli, "workflow", "put", str(EXAMPLE))
+    events = ok(cli, "log", "verify")["events"]
+    add = [str(BIN / "uwf"), "queue", "add", "--workflow", "solve-issue", "-p", "x"]
+    with psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (LOG_LOCK,))
+        adding = subprocess.Popen(add, env=env, text=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        waiting: list[tuple[int]] = []
+
+        def waits() -> bool:
+            waiting[:] = holder.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchall()
+            return bool(waiting)
+
+        until(waits, 30, "uwf queue add waited for the log")
+        cut(pg_url, waiting[0][0])
+        out, err = adding.communicate(timeout=60)
+    assert adding.returncode == 1, err
+    assert out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith("uwf: error: PostgreSQL database "), err
+    assert "terminating connection" in err
+    assert ok(cli, "log", "verify")["events"] == events
+    assert ok(cli, "queue", "list")["entries"] == []
+    again = subprocess.run(add, env=env, text=True, capture_output=True, check=False)
+    assert (again.returncode, again.stderr) == (0, "")
+    assert len(ok(cli, "queue", "list")["entries"]) == 1
