@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import BIN, EXAMPLE, Cli
 from tests.pgkit import Server
@@ -50,6 +51,19 @@ def assert_verified_and_rebuilt_alike(cli: Cli) -> None:
     assert [cli.run(*args, "--json").out for args in (("thread", "list", "--all"),
                                                       ("run", "list", "--limit", "1000"))
             ] == listed
+
+
+def fleet_env(url: str, tmp_path: Path) -> dict[str, str]:
+    """The wall clock (leases expire), no fsync, uwf-mock as the default agent."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env.update(UWF_HOME=url, UWF_DURABILITY="none", XDG_CONFIG_HOME=str(tmp_path / "config"),
+               PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", TMPDIR=str(tmp_path))
+    script = tmp_path / "mock.yaml"
+    script.write_text(yaml.safe_dump(THREE_STEPS), "utf-8")
+    config = tmp_path / "config" / "uwf" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump(mock_config(script)), "utf-8")
+    return env
 
 
 def until(condition: Callable[[], bool], seconds: float, what: str,
@@ -247,3 +261,46 @@ def test_a_command_cut_while_it_waits_for_the_log_is_one_line(pg_url: str,
     again = subprocess.run(add, env=env, text=True, capture_output=True, check=False)
     assert (again.returncode, again.stderr) == (0, "")
     assert len(ok(cli, "queue", "list")["entries"]) == 1
+
+
+WAITING_MOCK = """import os, sys, time
+from pathlib import Path
+from uwf.agents import mock
+Path(os.environ["STARTED"]).touch()
+while not Path(os.environ["GO"]).exists():  # the test cuts the parent's connections
+    time.sleep(0.01)
+sys.exit(mock.main([os.environ["MOCK_SCRIPT"], *sys.argv[1:]]))
+"""
+
+
+def test_a_step_whose_connections_dropped_while_its_agent_ran_is_recorded(
+        pg_url: str, tmp_path: Path) -> None:
+    """The server drops `uwf thread step`'s connections while its agent runs: bringing
+    the agent's nodes in and recording the step connect again, so the step is not left
+    in flight (which would hold the thread until its deadline, 30 s past its timeout)."""
+    env = fleet_env(pg_url, tmp_path)
+    env.update(STARTED=str(tmp_path / "started"), GO=str(tmp_path / "go"),
+               MOCK_SCRIPT=str(tmp_path / "mock.yaml"))
+    agent = tmp_path / "waiting-mock"
+    agent.write_text(f"#!{sys.executable}\n{WAITING_MOCK}", "utf-8")
+    agent.chmod(0o755)
+    cli = Cli(tmp_path / "unused", env, process=True)
+    ok(cli, "workflow", "put", str(EXAMPLE))
+    thread = ok(cli, "thread", "start", "solve-issue", "-p", "x")["thread"]
+    stepping = subprocess.Popen([str(BIN / "uwf"), "thread", "step", thread, "--agent",
+                                 str(agent)], env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    until((tmp_path / "started").exists, 30, "the agent started")
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        cut_off = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+            "current_database() AND pid <> pg_backend_pid()").fetchall()
+    assert len(cut_off) >= 2  # the step's reader and writer
+    (tmp_path / "go").touch()
+    out, err = stepping.communicate(timeout=60)
+    assert (stepping.returncode, err) == (0, ""), err
+    assert json.loads(out)["head"] is not None
+    shown = ok(cli, "thread", "show", thread)
+    assert shown["status"] != "running", shown
+    assert ok(cli, "thread", "step", thread)["head"] != json.loads(out)["head"]
+    assert ok(cli, "log", "verify")["ok"] is True
