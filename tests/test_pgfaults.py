@@ -1,15 +1,20 @@
 """Faults and fleets on a real server (tests/pgkit.py), as real processes: eight
-processes starting and running threads at once, a refused login, and a connection
-the server drops in the middle of a command."""
+processes starting and running threads at once, a server restart under a fleet of
+workers, a refused login, and connections the server drops in the middle of a
+command. What was acknowledged stays, what was cut leaves nothing, the log verifies."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, EXAMPLE, Cli
-from tests.pgkit import Server
+from tests.pgkit import Server, pg_bin
 from tests.threadkit import make_kit, mock_config
 
 psycopg = pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it
@@ -53,7 +58,7 @@ def assert_verified_and_rebuilt_alike(cli: Cli) -> None:
             ] == listed
 
 
-def fleet_env(url: str, tmp_path: Path) -> dict[str, str]:
+def mock_env(url: str, tmp_path: Path) -> dict[str, str]:
     """The wall clock (leases expire), no fsync, uwf-mock as the default agent."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
     env.update(UWF_HOME=url, UWF_DURABILITY="none", XDG_CONFIG_HOME=str(tmp_path / "config"),
@@ -129,6 +134,139 @@ def test_eight_processes_start_and_run_threads_at_once(
     listed = ok(cli, "thread", "list", "--all")
     assert {entry["thread"] for entry in listed} == threads
     assert_verified_and_rebuilt_alike(cli)
+
+
+# -- 2. a server restart during a worker fleet ------------------------------------------
+
+ENTRIES = 16
+WORKERS = 4
+
+
+@pytest.fixture
+def own_server() -> Iterator[Server]:
+    """A server of this test's own, so restarting it disturbs no other test. Its folder
+    is made in the temp folder, as the session's is, not in tmp_path: as root the server
+    runs as `postgres`, and pytest sets /tmp/pytest-of-root back to 0700 whenever a
+    session starts, which would lock `pg_ctl restart` out of it mid-test."""
+    folder = Path(tempfile.mkdtemp(prefix="uwf-pg-"))
+    server = Server(folder, pg_bin())
+    try:
+        server.start()
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):  # stopped: the test says why
+            server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def printed(path: Path) -> list[dict[str, Any]]:
+    """The result lines a worker printed so far (a last line may still be half written)."""
+    lines = path.read_text("utf-8").splitlines() if path.exists() else []
+    found = []
+    for line in lines:
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+def stopped(process: subprocess.Popen[bytes], seconds: float = 30) -> bool:
+    """Whether `process` ended within `seconds`; killed if it did not."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+    return True
+
+
+def restart(server: Server) -> None:
+    """`pg_ctl restart -m fast`; what it and the server said when it fails."""
+    try:
+        server.restart()
+    except subprocess.CalledProcessError as exc:
+        log = (server.folder / "server.log").read_text("utf-8", "replace")
+        raise AssertionError(f"pg_ctl restart: {exc.stdout}{exc.stderr}\n{log}") from None
+
+
+def test_a_server_restart_during_a_worker_fleet(own_server: Server, tmp_path: Path) -> None:
+    """Workers that meet a restarted server fail the command in hand cleanly (or retry
+    it) and go on: the queue drains (the test reclaims the leases the outage left, as
+    an operator's `sched reclaim` would), no entry parks, nothing acknowledged is lost,
+    the log and the views verify."""
+    url = own_server.create_database()
+    cli = Cli(tmp_path / "unused", mock_env(url, tmp_path))
+    ok(cli, "workflow", "put", str(EXAMPLE))
+    # Leases lost in the outage expire in 3 s; a failed attempt waits 0.1 to 0.5 s. An
+    # entry parks at its third failed attempt (the default): a restart costs at most one.
+    ok(cli, "sched", "policy", "set", "--max-concurrent", str(WORKERS), "--lease-ttl-ms",
+       "3000", "--max-attempts", "3", "--backoff-base-ms", "100", "--backoff-cap-ms", "500")
+    lines = [{"workflow": "solve-issue", "prompt": f"task {n}"} for n in range(ENTRIES)]
+    batch = tmp_path / "entries.jsonl"
+    batch.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    ok(cli, "queue", "add", "--batch", str(batch))
+    outs = [tmp_path / f"worker{n}.out" for n in range(WORKERS)]
+    errs = [tmp_path / f"worker{n}.err" for n in range(WORKERS)]
+    workers = []
+    for out, err in zip(outs, errs, strict=True):
+        with out.open("w") as stdout, err.open("w") as stderr:
+            workers.append(subprocess.Popen([str(BIN / "uwf"), "worker", "--poll", "0.5"],
+                                            env=cli.env, cwd=tmp_path, stdout=stdout,
+                                            stderr=stderr))
+
+    def results() -> list[dict[str, Any]]:
+        return [result for out in outs for result in printed(out)]
+
+    def completed() -> list[dict[str, Any]]:
+        return [result for result in results() if result["outcome"] == "completed"]
+
+    def drained() -> bool:
+        entries = ok(cli, "queue", "list")["entries"]
+        assert len(entries) == ENTRIES
+        assert not [entry for entry in entries if entry["status"] == "parked"], results()
+        return all(entry["status"] == "drained" for entry in entries)
+
+    def reclaim() -> None:
+        cli.run("sched", "reclaim")  # leases the outage left behind, once they expire
+
+    try:
+        until(lambda: len(completed()) >= 2, 30, "the workers completed 2 entries")
+        # Entries in hand when the server goes: the restart cuts commands mid-work.
+        leased = ok(cli, "queue", "list", "--status", "leased")["entries"]
+        assert leased, "no entry was leased at the restart: nothing to prove"
+        restart(own_server)
+        # The restart ended the workers' sessions: each had its reader and its writer.
+        log = (own_server.folder / "server.log").read_text("utf-8", "replace")
+        assert log.count("terminating connection due to administrator command") >= 2 * WORKERS
+        assert all(worker.poll() is None for worker in workers), "a worker died"
+        until(drained, 45, "the queue drained after the restart", then=reclaim)
+        assert all(worker.poll() is None for worker in workers), "a worker died"
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        hung = [worker.pid for worker in workers if not stopped(worker)]
+    assert not hung, f"workers {hung} did not stop on SIGTERM"
+    said = [err.read_text("utf-8") for err in errs]
+    assert not [text for text in said if "Traceback" in text], said
+    # A failed command is a result line on stdout; stderr holds at most uwf's own lines
+    # (none of psycopg's: "error ignored terminating <psycopg.Pipeline [BAD]>...").
+    assert not [line for text in said for line in text.splitlines()
+                if not line.startswith("uwf: ")], said
+    assert [worker.returncode for worker in workers] == [0] * WORKERS, said
+    # Nothing acknowledged is lost: each entry a worker printed as completed is
+    # completed in the log, with the run it printed; each entry once.
+    tail = cli.run("log", "tail", "-n", "100000", "--type", "queue.completed").out
+    completions = [(event["subject"].removeprefix("queue/"), event["data"]["run"])
+                   for event in map(json.loads, tail.splitlines())]
+    acknowledged = {(result["id"], result["run"]) for result in results()
+                    if result["outcome"] == "completed"}
+    assert acknowledged <= set(completions)
+    assert len({entry for entry, _ in completions}) == len(completions) == ENTRIES
+    assert ok(cli, "log", "verify")["ok"] is True
+    assert ok(cli, "registry", "verify")["ok"] is True
 
 
 # -- 3. a refused login --------------------------------------------------------------
@@ -278,7 +416,7 @@ def test_a_step_whose_connections_dropped_while_its_agent_ran_is_recorded(
     """The server drops `uwf thread step`'s connections while its agent runs: bringing
     the agent's nodes in and recording the step connect again, so the step is not left
     in flight (which would hold the thread until its deadline, 30 s past its timeout)."""
-    env = fleet_env(pg_url, tmp_path)
+    env = mock_env(pg_url, tmp_path)
     env.update(STARTED=str(tmp_path / "started"), GO=str(tmp_path / "go"),
                MOCK_SCRIPT=str(tmp_path / "mock.yaml"))
     agent = tmp_path / "waiting-mock"
