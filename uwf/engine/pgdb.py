@@ -15,6 +15,7 @@ psycopg (the `postgres` extra) is imported when a database is opened, never by
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,12 @@ SCHEMA_VERSION = 1
 URL_SCHEMES = ("postgresql", "postgres")
 # The advisory lock creating tables takes (any 64-bit key no other lock uses: "uwf_ddl").
 SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
+# psycopg logs a warning for an error it ignored while leaving a pipeline (or rolling
+# back) on a connection the server dropped; the error that matters is raised, as
+# StoreUnavailable. With no logging handler anywhere, Python prints such warnings on
+# stderr, several lines before the command's one. This handler stops that fallback;
+# records still reach the handlers of an application that has some.
+_QUIET = logging.NullHandler()
 
 
 def is_database_url(value: str) -> bool:
@@ -75,6 +82,7 @@ def _psycopg() -> Any:
     except ImportError:
         raise UsageError("a postgresql:// store needs the PostgreSQL driver, which is not "
                          "installed", "pip install 'uwf[postgres]'") from None
+    logging.getLogger("psycopg").addHandler(_QUIET)  # once: the same handler is kept once
     return psycopg
 
 

@@ -17,9 +17,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -32,11 +33,11 @@ from uwf.config.secrets import MIN_LENGTH, secret_values
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.pgdb import is_database_url
-from uwf.errors import Corrupt, NotFound, Rejected, UsageError, UwfError
+from uwf.errors import Corrupt, NotFound, Rejected, StoreUnavailable, UsageError, UwfError
 from uwf.redact import redactor
 from uwf.store import Store
 from uwf.threads.agentproc import collect
-from uwf.threads.decide import deadline, finish, take_over
+from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
@@ -52,6 +53,12 @@ from uwf.threads.usage import step_usage
 from uwf.workflow.moderator import END, Decision, NoTransition, status_of
 
 DEFAULT_TIMEOUT = 3600.0
+# Once its agent has ended, a step's nodes are brought in and its end recorded, each
+# tried again for this long while the store is unavailable (a server restarting):
+# left unrecorded, the step would stay in flight and hold its thread until its
+# deadline. Both together stay well inside the deadline's grace after the timeout.
+RECORD_RETRY_S = DEADLINE_GRACE_MS / 3000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ def step_thread(
         # leave the step in flight until its deadline.
         with contextlib.suppress(Exception):
             _finish(store, plan, Failure("interrupted", "the step was interrupted; its "
-                                         "agent was killed"), config)
+                                         "agent was killed"), config, retry_for=0)
         raise
     return _finish(store, plan, hash_or_failure, config)
 
@@ -233,7 +240,8 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
         result = _spawn(store, plan, timeout, config, env, on_agent=on_agent)
         if isinstance(result, str):
             try:
-                staging.bring_in(folder, store.cas, result)
+                _while_unavailable(lambda: staging.bring_in(folder, store.cas, result),
+                                   RECORD_RETRY_S)
             except (Corrupt, Rejected) as exc:
                 hidden = secret_values(store.settings.environ, config)
                 return Failure("invalid", _redact(f"its nodes cannot be taken in: "
@@ -374,7 +382,8 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
     return None
 
 
-def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> ThreadSummary:
+def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
+            retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
     secrets = secret_values(store.settings.environ, config)
 
     def decide(views: Views) -> Outcome[StepFailed | None]:
@@ -406,10 +415,25 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config) -> 
         events += _after(store, state, plan.decision.role, output, result)
         return Outcome(events, None)
 
-    error = store.journal.write(decide)
+    error = _while_unavailable(lambda: store.journal.write(decide), retry_for)
     if error is not None:
         raise error
     return summary(get_thread(store.read(), plan.thread))
+
+
+def _while_unavailable(call: Callable[[], T], seconds: float) -> T:
+    """`call()`, tried again while it raises StoreUnavailable, for at most `seconds`
+    (wall time: a fixed `--now` clock never moves)."""
+    give_up = time.monotonic() + seconds
+    pause = 0.1
+    while True:
+        try:
+            return call()
+        except StoreUnavailable:
+            if time.monotonic() + pause > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 2.0)
 
 
 def _after(store: Store, state: ThreadState, role: str, output: Any, head: str
