@@ -93,6 +93,7 @@ def served(app: Any) -> Iterator[str]:
     try:
         yield url_of(sock).rstrip("/")
     finally:
+        app.state.stopping.set()
         server.should_exit = True
         thread.join(10)
         sock.close()

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +43,7 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
 ]
 WAIT_S = 5.0  # the longest a stream waits on the log before a keep-alive comment
+WAIT_STEP_S = 0.5  # how long one wait on the log lasts: a stopping server is seen then
 BATCH = 500  # log lines sent per read of the stream
 T = TypeVar("T")
 
@@ -150,6 +152,8 @@ def create_app(context: Context, token: str | None = None,
     caller = Caller(context)
     environment = templates()
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uwf-dashboard")
+    # Set when the server is asked to stop: open streams end instead of holding it up.
+    stopping = threading.Event()
 
     async def in_worker(function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(worker, function, *args)
@@ -204,7 +208,7 @@ def create_app(context: Context, token: str | None = None,
         type_, subject = query.get("type") or None, query.get("subject") or None
         start = request.headers.get("last-event-id") or query.get("after")
         after = int(start) if start and start.isdigit() else None
-        lines = _log_stream(context, after, type_, subject)
+        lines = _log_stream(context, after, type_, subject, stopping)
         return StreamingResponse(lines, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
 
@@ -227,11 +231,13 @@ def create_app(context: Context, token: str | None = None,
             await in_worker(context.close)
             worker.shutdown()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.stopping = stopping
+    return app
 
 
 async def _log_stream(context: Context, after: int | None, type_: str | None,
-                      subject: str | None) -> AsyncIterator[str]:
+                      subject: str | None, stopping: threading.Event) -> AsyncIterator[str]:
     """Server-sent events: each log line after seq `after` (default: the head now) that
     matches the filters, as `event: log` with its seq as id, as the log says it grew
     (`EventLog.wait`); a comment every WAIT_S seconds of quiet."""
@@ -240,14 +246,19 @@ async def _log_stream(context: Context, after: int | None, type_: str | None,
     store = context.store
     seq = after if after is not None else await to_thread.run_sync(lambda: store.log.head().seq)
     yield "retry: 2000\n: uwf log stream\n\n"
-    while True:
+    quiet = 0.0
+    while not stopping.is_set():
         found, seq = await to_thread.run_sync(_read_after, context, seq, type_, subject)
         for line_seq, text in found:
             yield f"id: {line_seq}\nevent: log\ndata: {text}\n\n"
         if found:
             continue
-        grown = await to_thread.run_sync(store.log.wait, seq, WAIT_S)
-        if not grown:
+        if await to_thread.run_sync(store.log.wait, seq, WAIT_STEP_S):
+            quiet = 0.0
+            continue
+        quiet += WAIT_STEP_S
+        if quiet >= WAIT_S:
+            quiet = 0.0
             yield ": quiet\n\n"
 
 

@@ -90,7 +90,14 @@ def serve(args: DashboardArgs, ctx: Context) -> Iterator[str]:
             return
         config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
                                 lifespan="on")
-        server = uvicorn.Server(config)
+        stopping = app.state.stopping
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                stopping.set()  # the open live streams end, so the server stops at once
+                super().handle_exit(sig, frame)
+
+        server = Server(config)
         if args.open:
             _open_when_started(server, url + (f"?token={token}" if token else ""))
         server.run(sockets=[sock])
