@@ -293,6 +293,7 @@ def script(s: Session) -> None:
     _retention(s, runs)
     _over_mqtt(s)
     _store_copy(s)
+    _dashboard(s)
 
 
 def _json_cas(s: Session) -> None:
@@ -553,6 +554,15 @@ def _mcp(s: Session) -> None:
     s.ok("uwf", "mcp")
     s.json("uwf", "mcp")
     s.fails("uwf", "mcp", "--http", "0.0.0.0:8765", code=2)
+
+
+def _dashboard(s: Session) -> None:
+    """Last, as its port (any free one) is in what it prints. It serves until stopped:
+    here `--check` binds and exits; its pages are in tests/test_dashboard*.py."""
+    port = [(r"127\.0\.0\.1:\d+", "127.0.0.1:<PORT>")]
+    s.ok("uwf", "dashboard", "--port", "0", "--check", masks=port)
+    s.json("uwf", "dashboard", "--port", "0", "--check", masks=port)
+    s.fails("uwf", "dashboard", "--host", "0.0.0.0", "--check", code=2)
 
 
 def _global(s: Session) -> None:

@@ -44,7 +44,8 @@ FEATURES = {
 }
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results"}
-TOP = {"cli", "agents"}
+# The surfaces: the command line, the agents, the web dashboard (over the CLI's commands).
+TOP = {"cli", "agents", "dashboard"}
 
 
 def imports(path: Path) -> list[str]:

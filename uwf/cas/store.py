@@ -263,6 +263,11 @@ class Cas:
             raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
         return loaded
 
+    def forget_checked(self) -> None:
+        """Drop the nodes kept as checked, so each is read again: a long-lived reader (the
+        dashboard) sees a node deleted or altered since it last looked, never a stale one."""
+        self._nodes.clear()
+
     def remove(self, hash_: str) -> None:
         """Delete a node (gc only: nodes are otherwise immutable)."""
         self._nodes.pop(hash_, None)

@@ -13,6 +13,7 @@ from typing import Any
 from uwf.cli.archive import ARCHIVE_COMMANDS
 from uwf.cli.bridge import BRIDGE_COMMANDS
 from uwf.cli.context import Context
+from uwf.cli.dashboard import DASHBOARD_COMMANDS
 from uwf.cli.demo import DEMO_COMMANDS
 from uwf.cli.log import LOG_COMMANDS
 from uwf.cli.mcp import MCP_COMMANDS
@@ -138,6 +139,7 @@ COMMANDS = Group(
         *STORE_COMMANDS,
         *DEMO_COMMANDS,
         *MCP_COMMANDS,
+        *DASHBOARD_COMMANDS,
     ],
 )
 

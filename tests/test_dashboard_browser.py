@@ -1,0 +1,137 @@
+"""`uwf dashboard` in a real browser: Playwright driving Debian's `chromium` (headless,
+through its executable path; .ci/run installs it) against a real uvicorn, on a store
+with a finished run, a failed run and a queue. The visible text, the SVG graph, a
+step and an event appearing without a reload, no script error or CSP violation, and
+the screenshots docs/ and the README show (docs/img/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dashkit import Fleet, context_of, make_fleet, served
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "docs" / "img"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _needed(what: str) -> None:
+    """Under CI a missing browser or library fails; elsewhere the test is skipped."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is missing: .ci/run installs it")
+    pytest.skip(f"{what} is not installed")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _needed("playwright (the dev extra)")
+    if CHROMIUM is None:
+        _needed("chromium (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    return make_fleet(tmp_path_factory.mktemp("browser"))
+
+
+@pytest.fixture
+def base(fleet: Fleet) -> Iterator[str]:
+    from uwf.dashboard.app import create_app
+
+    with served(create_app(context_of(fleet.cli))) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:
+    """A page closed before the server stops (`base`)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 860})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("console", lambda message: problems.append(message.text)
+              if message.type == "error" else None)
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    yield opened
+    context.close()
+    assert problems == []  # no script error, nothing the CSP refused
+
+
+def test_the_runs_page_shows_the_runs_and_their_lifecycles(page: Any, base: str,
+                                                           fleet: Fleet) -> None:
+    page.goto(f"{base}/")  # redirected to /runs
+    assert page.url == f"{base}/runs"
+    text = page.inner_text("main")
+    assert fleet.done in text
+    assert fleet.failed in text
+    assert "1 completed" in text
+    assert "1 failed" in text
+    assert "<script>alert('owned')</script> Fix the login bug" in text  # as text
+    assert page.locator("svg.bar rect.seg.completed").count() == 1
+    assert page.locator("svg.bar rect.seg.failed").count() == 1
+    page.wait_for_selector("#live.on")  # the stream is open
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dashboard-runs.png"), full_page=True)
+    page.select_option("select[name=status]", "failed")
+    page.click("form.filters button")
+    page.wait_for_url("**/runs?*status=failed*")
+    assert fleet.done not in page.inner_text("main")
+
+
+def test_a_run_shows_its_graph_and_path_and_its_steps(page: Any, base: str,
+                                                      fleet: Fleet) -> None:
+    page.goto(f"{base}/runs/{fleet.done}")
+    graph = page.locator("svg.graph")
+    assert graph.is_visible()
+    roles = graph.locator("g.node text").all_text_contents()
+    assert roles == ["$START", "planner", "developer", "reviewer", "$END"]
+    assert graph.locator("g.edge").count() == 6
+    assert graph.locator("g.edge.taken").count() == 5
+    assert graph.locator("g.node.visited").count() == 5
+    assert page.locator("li.step").count() == 5
+    page.click("#output-1 summary")
+    assert "Reject empty passwords in login()" in page.inner_text("#output-1")
+    page.wait_for_selector("#live.on")
+    page.screenshot(path=str(SHOTS / "dashboard-run.png"), full_page=True)
+
+
+def test_a_step_appears_without_a_reload(page: Any, base: str, fleet: Fleet) -> None:
+    run = fleet.kit.ok("thread", "start", "solve-issue", "-p", "Step me live")["thread"]
+    page.goto(f"{base}/runs/{run}")
+    assert page.locator("li.step").count() == 0
+    page.wait_for_selector("#live.on")
+    page.evaluate("window.notReloaded = true")
+    stepped = fleet.cli.processes().run("thread", "step", run)  # uwf-mock: the planner
+    assert stepped.code == 0, stepped
+    page.wait_for_selector("li.step", timeout=15_000)
+    assert "planner" in page.inner_text("li.step")
+    assert page.evaluate("window.notReloaded") is True  # swapped in, not reloaded
+    graph = page.locator("svg.graph")
+    assert graph.locator('g.edge.taken[data-source="$START"]').count() == 1
+
+
+def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: Fleet) -> None:
+    page.goto(f"{base}/log?type=queue.")
+    before = page.locator("#log-rows tr").count()
+    page.wait_for_selector("#live.on")
+    added = fleet.cli.processes().run("queue", "add", "--workflow", "solve-issue", "-p",
+                                      "<b>live</b> from the browser test", "--json")
+    assert added.code == 0, added
+    entry = json.loads(added.out)["entry"]["id"]
+    row = page.locator("#log-rows tr", has_text=entry)
+    row.wait_for(timeout=15_000)
+    assert page.locator("#log-rows tr").count() == before + 1
+    assert "queue.added" in row.inner_text()

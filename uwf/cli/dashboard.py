@@ -1,0 +1,26 @@
+"""Declaration of `uwf dashboard`: the read-only web UI (docs/dashboard.md); the server
+is `uwf.dashboard.server`, loaded only when the command runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from uwf.cli.context import Context
+from uwf.cli.spec import Command
+from uwf.dashboard.commands import DashboardArgs
+
+
+def _dashboard(args: DashboardArgs, ctx: Context) -> Iterator[str]:
+    from uwf.dashboard.server import serve
+
+    yield from serve(args, ctx)
+
+
+DASHBOARD_COMMANDS: list[Command[Any]] = [
+    Command(("dashboard",), "serve a read-only web dashboard of the runs, the queue, the "
+            "log and its checks, on loopback (until stopped)",
+            "uwf dashboard --port 8765 --open", DashboardArgs, _dashboard, streams=True,
+            read_only=True, stops_on_signal=lambda args: True, endless=lambda args: True,
+            mcp=False),
+]
