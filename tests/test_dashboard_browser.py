@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,10 @@ import pytest
 from tests.dashkit import Fleet, context_of, make_fleet, served
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "docs" / "img"
+# The screenshots the README and docs/dashboard.md show are refreshed on demand
+# (UPDATE_SCREENSHOTS=1: ids and times change each run); otherwise they go to a temp folder.
+SHOTS = (ROOT / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.mkdtemp(prefix="uwf-shots-")))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
