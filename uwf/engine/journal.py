@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
@@ -435,31 +436,35 @@ class Journal:
         first stretch starts after it)."""
         views = list(views)
         decode = self.catalog.decode
+        known: dict[Key, Any] = {}
         while True:
             # A stretch ends where a batch does: the views never hold part of one.
-            window: list[LogLine] = []
-            envelopes: list[Envelope] = []
-            for line in lines:
-                window.append(line)
-                try:
+            window = list(islice(lines, WINDOW))
+            envelopes: list[Envelope] | None
+            try:
+                envelopes = [decode(line.raw) for line in window]
+                while envelopes and envelopes[-1].batch[0] != envelopes[-1].batch[1]:
+                    line = next(lines, None)
+                    if line is None:
+                        break
+                    window.append(line)
                     envelopes.append(decode(line.raw))
-                except Corrupt:
-                    break  # `_fold` names it, with its place
-                k, n = envelopes[-1].batch
-                if len(window) >= WINDOW and k == n:
-                    break
-            # The states the stretch changes, read back a view at a time.
-            known = self._prefetch(envelopes, present) if present else {}
+            except Corrupt:
+                envelopes = None  # `_fold` names it, with its place
+            # The states the stretch changes: the stretch before's as they were written,
+            # the others read back a view at a time.
+            if present and envelopes:
+                known.update(self._prefetch(envelopes, present, skip=known))
             states: dict[Key, Any] = {}
             streams: list[tuple[str, int]] = []
             head = self._fold(states, streams, window, folded.head, since, present=present,
-                              known=known, decoded=envelopes if len(envelopes) == len(window)
-                              else None)
+                              known=known, decoded=envelopes)
             if head == folded.head:
                 return
             folded.head = head
             yield self._rows(states, views), streams
             present = set(self.projections)  # every view's table holds the stretches so far
+            known = states
 
     @staticmethod
     def _until(lines: Iterable[LogLine], seq: int) -> Iterator[LogLine]:
@@ -487,17 +492,19 @@ class Journal:
                 state = None
             states[key] = projection.apply(state, envelope)
 
-    def _prefetch(self, envelopes: Sequence[Envelope], present: Iterable[str] | None = None
-                  ) -> dict[Key, Any]:
+    def _prefetch(self, envelopes: Sequence[Envelope], present: Iterable[str] | None = None,
+                  skip: Mapping[Key, Any] = _NOTHING) -> dict[Key, Any]:
         """The current states of every entity the events change (in the views of
-        `present`, by default all), read a view at a time (a batch of 50,000 new entries
-        is one read per few hundred keys, not 50,000)."""
+        `present`, by default all; none of `skip`'s), read a view at a time (a batch of
+        50,000 new entries is one read per few hundred keys, not 50,000)."""
         keys: dict[str, dict[str, None]] = {}
         views = set(self.projections if present is None else present)
         for envelope in envelopes:
             for projection in self._routes.get(envelope.type, ()):
                 if projection.name in views:
-                    keys.setdefault(projection.name, {})[projection.key(envelope)] = None
+                    key = projection.key(envelope)
+                    if (projection.name, key) not in skip:
+                        keys.setdefault(projection.name, {})[key] = None
         states: dict[Key, Any] = {}
         for view, wanted in keys.items():
             if len(wanted) == 1:

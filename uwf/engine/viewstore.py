@@ -336,7 +336,7 @@ class SqliteViewStore:
                         # Emptied before the first part; later parts go onto its rows.
                         fresh = name in made and number == 0
                         if name == STREAMS:
-                            self._index(db, entries, fresh=fresh)
+                            self._index(db, entries, fresh=fresh, ordered=name in made)
                             continue
                         spec = self.specs[name]
                         if fresh:
@@ -366,13 +366,15 @@ class SqliteViewStore:
                 raise
             return True
 
-    def _index(self, db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool) -> None:
-        """Add events to the stream index; `fresh`: start a new, empty one first, and
-        fill it in key order (a rebuild adds every event of the log at once)."""
+    def _index(self, db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
+               ordered: bool = False) -> None:
+        """Add events to the stream index; `fresh`: start a new, empty one first.
+        `ordered`: insert in key order (a rebuild adds every event of the log)."""
         if fresh:
             db.execute("DROP TABLE IF EXISTS streams")
             db.execute("CREATE TABLE streams (subject TEXT NOT NULL, seq INTEGER NOT NULL, "
                        "PRIMARY KEY (subject, seq)) WITHOUT ROWID")
+        if fresh or ordered:
             entries = sorted(entries, key=itemgetter(0))  # (subject, seq): seqs come in order
         if entries:
             db.executemany("INSERT INTO streams VALUES (?, ?)", entries)
