@@ -17,8 +17,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.common import progress_bar
 from uwf.cli.context import Context, process_redactor
+from uwf.cli.progress import terminal_bars
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
@@ -124,10 +124,12 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
+    bars = terminal_bars()  # None unless stderr is a terminal: then nothing is drawn
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,
-                          now=_option(options, "now"), progress=progress_bar,
+                          now=_option(options, "now"),
+                          progress=bars.bar("rebuilding views") if bars else None, bars=bars,
                           environ=dict(os.environ) if environ is None else environ)
         try:
             result = command.handler(args, context)
@@ -136,7 +138,13 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
                 return 0
             result = to_payload(result)  # what --json prints: a typed result's dict
             text = render_text(command, result, as_json, context.redact)
+            if not as_json and command.after is not None and not isinstance(result, Plain):
+                more = command.after(args, context, result)
+                if more:
+                    text += "\n\n" + masked(more, context.redact)
         finally:
+            if bars is not None:
+                bars.close()
             context.close()
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
