@@ -45,8 +45,9 @@ class Bar:
             from tqdm import tqdm  # only now: a bar is drawn
 
             bar = self._bar = tqdm(total=shown_total, desc=self.label, unit=f" {self.unit}",
-                                   unit_scale=True, file=self._stream, dynamic_ncols=True,
-                                   leave=True, mininterval=0.1, smoothing=0.1)
+                                   unit_scale=self.unit == "events", file=self._stream,
+                                   dynamic_ncols=True, leave=True, mininterval=0.1,
+                                   smoothing=0.1)
         bar.update(done - bar.n)
         if shown_total is not None and done >= shown_total:
             self.close()

@@ -27,6 +27,14 @@ from uwf.threads.commands import (
 from uwf.threads.results import ThreadRow
 
 
+def _run(args: ThreadRun, ctx: Context) -> Any:
+    """On a terminal, a bar of the steps taken (of --max-steps when given)."""
+    store = ctx.store
+    if ctx.bars is not None:  # an MCP call sets its own `steps`: left alone
+        store.steps = ctx.bars.bar("steps taken", "steps")
+    return threads.run(args, store)
+
+
 def _list(args: ThreadList, ctx: Context) -> list[ThreadRow]:
     import sys
 
@@ -96,7 +104,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
             "uwf thread step 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadStep, on_store(threads.step)),
     Command(("thread", "run"), "Step the thread until it is done.",
             "uwf thread run 01J7K9M2XNPQR5VWBCDF8G3H4T --max-steps 20", ThreadRun,
-            on_store(threads.run)),
+            _run),
     Command(("thread", "show"), "Show a thread's workflow, head, status and current role.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, on_store(threads.show),
             read_only=True),
