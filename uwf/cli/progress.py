@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from uwf.store import Store
 
 # Tell a bar at most every this many items: the callback is cheap, drawing is throttled
 # by tqdm itself (at most ten times a second).
@@ -135,6 +138,21 @@ def timeline(steps: Sequence[Mapping[str, Any]], in_flight: Mapping[str, Any] | 
         path.append(END)
     lines.append("path  " + " → ".join(path))
     return "\n".join(lines)
+
+
+def run_timeline(store: Store, thread: str, in_flight: Mapping[str, Any] | None,
+                 reached_end: bool) -> str | None:
+    """The timeline of `thread` read from `store` (`thread log`'s records); None when its
+    steps cannot be read (a node missing: the panel above says what is known)."""
+    from uwf.errors import UwfError
+    from uwf.payload import to_payload
+    from uwf.threads.service import iter_log
+
+    try:
+        steps = [to_payload(record) for record in iter_log(store, thread)]
+    except UwfError:
+        return None
+    return timeline(steps, in_flight, reached_end)
 
 
 def _marked(role: str, status: str) -> str:

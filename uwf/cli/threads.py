@@ -35,6 +35,14 @@ def _run(args: ThreadRun, ctx: Context) -> Any:
     return threads.run(args, store)
 
 
+def _timeline(args: ThreadRef, ctx: Context, payload: Any) -> str | None:
+    """On a terminal, after `thread show`'s panel: its steps and the path taken."""
+    from uwf.cli.progress import run_timeline
+
+    return run_timeline(ctx.store, args.thread, payload.get("inFlight"),
+                        payload.get("status") == "ended")
+
+
 def _list(args: ThreadList, ctx: Context) -> list[ThreadRow]:
     import sys
 
@@ -107,7 +115,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
             _run),
     Command(("thread", "show"), "Show a thread's workflow, head, status and current role.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, on_store(threads.show),
-            read_only=True),
+            after=_timeline, read_only=True),
     Command(("thread", "list"), "List threads that have not ended (all with --all, or by "
             "--status and --workflow), oldest first.",
             "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,
