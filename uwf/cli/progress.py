@@ -18,9 +18,8 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from uwf.store import Store
 
-# Tell a bar at most every this many items: the callback is cheap, drawing is throttled
-# by tqdm itself (at most ten times a second).
-EVERY = 10_000
+# From this many on, counts and rates are shown scaled (120k, not 120000).
+SCALED = 10_000
 
 
 class Bar:
@@ -48,7 +47,7 @@ class Bar:
             from tqdm import tqdm  # only now: a bar is drawn
 
             bar = self._bar = tqdm(total=shown_total, desc=self.label, unit=f" {self.unit}",
-                                   unit_scale=self.unit == "events", file=self._stream,
+                                   unit_scale=(shown_total or 0) >= SCALED, file=self._stream,
                                    dynamic_ncols=True, leave=True, mininterval=0.1,
                                    smoothing=0.1)
         bar.update(done - bar.n)
