@@ -11,7 +11,6 @@ stderr is a terminal: what tests capture never changes.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
@@ -91,16 +90,6 @@ class Bars:
     def close(self) -> None:
         for bar in self._bars:
             bar.close()
-
-
-def terminal_bars() -> Bars | None:
-    """Bars on stderr when it is a terminal; None (nothing drawn) when it is piped."""
-    stream = sys.stderr
-    try:
-        on_terminal = stream.isatty()
-    except (AttributeError, ValueError):  # a replaced or closed stderr
-        return None
-    return Bars(stream) if on_terminal else None
 
 
 # -- a run's timeline --------------------------------------------------------------------

@@ -18,13 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.context import Context, process_redactor
-from uwf.cli.progress import terminal_bars
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
+    from uwf.cli.progress import Bars
     from uwf.redact import Redact
 
 from uwf.cli.parsing import masked, one_line, parse
@@ -33,6 +33,20 @@ from uwf.cli.parsing import masked, one_line, parse
 
 def _is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def terminal_bars() -> Bars | None:
+    """Progress bars on stderr when it is a terminal (uwf.cli.progress, imported only
+    then); None, and nothing drawn, when it is piped."""
+    try:
+        on_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        return None
+    if not on_terminal:
+        return None
+    from uwf.cli.progress import Bars
+
+    return Bars(sys.stderr)
 
 
 def dump_json(payload: Any) -> str:
