@@ -36,7 +36,8 @@ def on_terminal(env: dict[str, str], *args: str, timeout: float = 60) -> tuple[i
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
     process = subprocess.Popen([str(BIN / "uwf"), *args], stdin=slave, stdout=slave,
-                               stderr=slave, env={**env, "TERM": "xterm"}, close_fds=True)
+                               stderr=slave, close_fds=True,
+                               env={**env, "TERM": "xterm", "UWF_PROGRESS_DELAY": "0"})
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout

@@ -17,6 +17,9 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from uwf.store import Store
 
+# A bar is drawn once its work has lasted this long (UWF_PROGRESS_DELAY): a quick
+# command's output is its result alone.
+DELAY = 0.5
 # From this many on, counts and rates are shown scaled (120k, not 120000).
 SCALED = 10_000
 
@@ -27,10 +30,13 @@ class Bar:
     reaches total, or by `close()`; a call after that, or one whose `done` went back,
     starts the bar again."""
 
-    def __init__(self, label: str, unit: str, stream: IO[str]) -> None:
+    def __init__(self, label: str, unit: str, stream: IO[str], delay: float = 0.0,
+                 leave: bool = True) -> None:
         self.label = label
         self.unit = unit
+        self._leave = leave
         self._stream = stream
+        self._delay = delay
         self._bar: Any = None  # a tqdm, once drawn
         self._ended: tuple[int, int] | None = None  # where the last bar ended full
 
@@ -47,8 +53,8 @@ class Bar:
 
             bar = self._bar = tqdm(total=shown_total, desc=self.label, unit=f" {self.unit}",
                                    unit_scale=(shown_total or 0) >= SCALED, file=self._stream,
-                                   dynamic_ncols=True, leave=True, mininterval=0.1,
-                                   smoothing=0.1)
+                                   dynamic_ncols=True, leave=self._leave, mininterval=0.1,
+                                   smoothing=0.1, delay=self._delay)
         bar.update(done - bar.n)
         if shown_total is not None and done >= shown_total:
             self.close()
@@ -76,14 +82,17 @@ class Bar:
 
 
 class Bars:
-    """The bars of one command on `stream` (stderr); `close()` ends any left open."""
+    """The bars of one command on `stream` (stderr), each shown only once its work has
+    lasted `delay` seconds (quick work draws nothing); `close()` ends any left open."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], delay: float = DELAY) -> None:
         self._stream = stream
+        self._delay = delay
         self._bars: list[Bar] = []
 
-    def bar(self, label: str, unit: str = "events") -> Bar:
-        made = Bar(label, unit, self._stream)
+    def bar(self, label: str, unit: str = "events", leave: bool = True) -> Bar:
+        """A bar; `leave` false erases it when it ends (the result says the rest)."""
+        made = Bar(label, unit, self._stream, self._delay, leave)
         self._bars.append(made)
         return made
 

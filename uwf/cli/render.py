@@ -35,18 +35,23 @@ def _is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def terminal_bars() -> Bars | None:
+def terminal_bars(environ: Mapping[str, str]) -> Bars | None:
     """Progress bars on stderr when it is a terminal (uwf.cli.progress, imported only
-    then); None, and nothing drawn, when it is piped."""
+    then), drawn after UWF_PROGRESS_DELAY seconds (default 0.5); None, and nothing
+    drawn, when it is piped."""
     try:
         on_terminal = sys.stderr.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stderr
         return None
     if not on_terminal:
         return None
-    from uwf.cli.progress import Bars
+    from uwf.cli.progress import DELAY, Bars
 
-    return Bars(sys.stderr)
+    try:
+        delay = float(environ.get("UWF_PROGRESS_DELAY", DELAY))
+    except ValueError:
+        delay = DELAY
+    return Bars(sys.stderr, max(0.0, delay))
 
 
 def dump_json(payload: Any) -> str:
@@ -138,7 +143,8 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
-    bars = terminal_bars()  # None unless stderr is a terminal: then nothing is drawn
+    # None unless stderr is a terminal: then nothing is drawn.
+    bars = terminal_bars(os.environ if environ is None else environ)
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,

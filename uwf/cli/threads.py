@@ -31,7 +31,8 @@ def _run(args: ThreadRun, ctx: Context) -> Any:
     """On a terminal, a bar of the steps taken (of --max-steps when given)."""
     store = ctx.store
     if ctx.bars is not None:  # an MCP call sets its own `steps`: left alone
-        store.steps = ctx.bars.bar("steps taken", "steps")
+        # Erased when the run stops: "4/200" of --max-steps says nothing the panel does not.
+        store.steps = ctx.bars.bar("steps taken", "steps", leave=False)
     return threads.run(args, store)
 
 
