@@ -13,6 +13,7 @@ from uwf.config.args import Args, arg
 
 if TYPE_CHECKING:
     from uwf.archive.results import ArchiveVerified, Synced
+    from uwf.engine.journal import Progress
     from uwf.store import Store
 
 
@@ -29,11 +30,12 @@ class ArchiveVerify(Args, frozen=True, kw_only=True):
                                    expect=FOLDER_EXPECT)]
 
 
-def sync(args: ArchiveSync, store: Store) -> Synced:
-    """One sync of the archive (`follow`, syncing on until stopped, is the caller's)."""
+def sync(args: ArchiveSync, store: Store, progress: Progress | None = None) -> Synced:
+    """One sync of the archive (`follow`, syncing on until stopped, is the caller's);
+    `progress` is told the log's events read of those to read."""
     from uwf.archive import service
 
-    return service.sync(store, args.dir, args.run)
+    return service.sync(store, args.dir, args.run, progress)
 
 
 def verify(args: ArchiveVerify, store: Store) -> ArchiveVerified:

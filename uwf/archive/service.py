@@ -64,6 +64,7 @@ from uwf.archive.lines import (
 )
 from uwf.archive.results import Synced
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
+from uwf.engine.journal import PROGRESS_EVERY, Progress
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
@@ -134,10 +135,11 @@ class Archive:
             self._root = Folder.root(self.path, self.store.log.durable, create=True)
         return self._root
 
-    def sync(self, run: str | None = None) -> Synced:
+    def sync(self, run: str | None = None, progress: Progress | None = None) -> Synced:
         """Append what the log has beyond the archive. Without `run`, every run from the
         checkpoint on, and the checkpoint moves; with `run`, that run only, from its own
-        last line (the checkpoint stays)."""
+        last line (the checkpoint stays). `progress` is told the events read of those
+        after the start (every PROGRESS_EVERY and at the end)."""
         if run is not None:
             check_run_id(run)
             get_thread(self.store.read(), run)  # a bad id or an unknown run: nothing written
@@ -146,11 +148,11 @@ class Archive:
             runs = self.root.folder(RUNS, create=True)
             assert runs is not None
             try:
-                return self._sync(runs, run)
+                return self._sync(runs, run, progress)
             finally:
                 runs.close()
 
-    def _sync(self, runs: Folder, only: str | None) -> Synced:
+    def _sync(self, runs: Folder, only: str | None, progress: Progress | None) -> Synced:
         checkpoint = self._checkpoint()
         self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
         self._files = dict(checkpoint.files) if checkpoint is not None else {}
@@ -173,8 +175,13 @@ class Archive:
         tally = _Tally()
         touched: dict[str, _Run] = {}
         head = start
+        total = self.store.log.head().seq - start.seq if progress is not None else 0
+        told = start.seq
         for batch, end in self._batches(start):
             head = end
+            if progress is not None and end.seq - told >= PROGRESS_EVERY:
+                told = end.seq
+                progress(told - start.seq, max(total, told - start.seq))
             for event in batch:
                 run_id = event.subject.removeprefix("thread/")
                 if event.type not in MAPPED_TYPES or (only is not None and run_id != only):
@@ -183,6 +190,8 @@ class Archive:
             if sum(len(item.pending) for item in touched.values()) >= FLUSH_LINES:
                 self._flush(runs, touched, tally)
         self._flush(runs, touched, tally)
+        if progress is not None:
+            progress(head.seq - start.seq, head.seq - start.seq)
         if tally.summaries or self.root.kind(INDEX) is None:
             self.root.replace(INDEX, index_document(self._summaries(runs)))
         inodes, files = self._open_inodes(), self._open_files()
@@ -393,24 +402,28 @@ class Archive:
                 pending = []
 
 
-def sync(store: Store, directory: str | Path, run: str | None = None) -> Synced:
-    """Bring the archive at `directory` up to date with the log (one run with `run`)."""
+def sync(store: Store, directory: str | Path, run: str | None = None,
+         progress: Progress | None = None) -> Synced:
+    """Bring the archive at `directory` up to date with the log (one run with `run`);
+    `progress` is told the events read of those to read."""
     if run is not None:
         check_run_id(run)
     archive = Archive(store, directory)
     try:
-        return archive.sync(run)
+        return archive.sync(run, progress)
     finally:
         archive.close()
 
 
 def follow(store: Store, directory: str | Path, run: str | None,
-           stopped: Callable[[], bool], poll: float = DEFAULT_POLL) -> Iterator[Synced]:
+           stopped: Callable[[], bool], poll: float = DEFAULT_POLL, *,
+           progress: Progress | None = None) -> Iterator[Synced]:
     """Sync, then sync again every `poll` seconds until `stopped()`: the first result,
-    then each one that appended something."""
+    then each one that appended something; `progress` is told the first sync's (the
+    catch-up's) events read."""
     archive = Archive(store, directory)
     try:
-        yield archive.sync(run)
+        yield archive.sync(run, progress)
         while not stopped():
             deadline = time.monotonic() + poll
             while not stopped() and time.monotonic() < deadline:

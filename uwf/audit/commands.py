@@ -15,6 +15,7 @@ from uwf.config.args import Args, NonNegative, arg
 
 if TYPE_CHECKING:
     from uwf.audit.results import LogVerified
+    from uwf.engine.journal import Progress
     from uwf.store import Store
 
 
@@ -45,9 +46,10 @@ class LogAnchor(Args, frozen=True, kw_only=True):
                                  "FILE.pub) instead of anchoring")] = False
 
 
-def verify(args: LogVerify, store: Store) -> LogVerified:
+def verify(args: LogVerify, store: Store, progress: Progress | None = None) -> LogVerified:
     """Verify the whole log, and that it still holds each anchored line (every anchor's
-    signature checked with the key before the log is read)."""
+    signature checked with the key before the log is read); `progress` is told the lines
+    read."""
     from uwf.audit import verify as audit
 
     if not args.anchor:
@@ -55,7 +57,7 @@ def verify(args: LogVerify, store: Store) -> LogVerified:
             from uwf.errors import UsageError
 
             raise UsageError("--key is only used with --anchor", "add --anchor FILE")
-        return audit.verify(store)
+        return audit.verify(store, progress=progress)
     from pathlib import Path
 
     from uwf.audit import anchor as anchors
@@ -63,7 +65,7 @@ def verify(args: LogVerify, store: Store) -> LogVerified:
     key = anchors.load_public_key(anchors.usage_key(args.key, store.settings.environ))
     # Every anchor is checked before the log is read: a forged one is refused outright.
     loaded = [(path, anchors.load(Path(path).expanduser(), key)) for path in args.anchor]
-    return audit.verify(store, anchors=loaded)
+    return audit.verify(store, anchors=loaded, progress=progress)
 
 
 def anchor(args: LogAnchor, store: Store) -> Anchor | AnchorWritten | KeyMade:

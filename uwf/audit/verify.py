@@ -18,8 +18,9 @@ from uwf.engine.events import (
     StoreCreated,
     digest,
 )
+from uwf.engine.journal import PROGRESS_EVERY, Progress
 from uwf.engine.log import LogLine
-from uwf.errors import Corrupt, UsageError
+from uwf.errors import Corrupt, UsageError, UwfError
 from uwf.payload import UNSET, UnsetType
 from uwf.queue import rules as queue_rules
 from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
@@ -265,19 +266,35 @@ class _Verifier:
         return problem
 
 
-def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = ()) -> LogVerified:
+def _head_seq(store: Store) -> int:
+    """The head's seq, for progress only: 0 (unknown) when the log's end is damaged."""
+    try:
+        return store.log.head().seq
+    except (UwfError, ValueError):
+        return 0
+
+
+def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
+           progress: Progress | None = None) -> LogVerified:
     """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
     what the backend finds wrong with the stored form (torn tail, misnamed segment);
     and that the log still holds each anchored line (anchors whose signatures the
-    caller verified: `uwf.audit.anchor.load`)."""
+    caller verified: `uwf.audit.anchor.load`). `progress` is told the lines read of the
+    head's seq (0 when a damaged log has none) every PROGRESS_EVERY lines and at the end."""
     checker = _Verifier(store)
     last_where = ""
     places: set[str] = set()  # the segments (a folder's files; a table: one) read
-    for line in store.log.read():
+    total = _head_seq(store) if progress is not None else 0
+    read = 0
+    for read, line in enumerate(store.log.read(), 1):
         if line.where != last_where:
             places.add(line.where)
             last_where = line.where
         checker.check_line(line)
+        if progress is not None and read % PROGRESS_EVERY == 0:
+            progress(read, max(total, read))
+    if progress is not None:
+        progress(read, read)
     for problem in store.log.problems():
         places.add(problem.where)
         checker.problem(problem.seq, problem.where, problem.number, problem.problem)

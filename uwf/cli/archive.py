@@ -24,8 +24,9 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
     from uwf.cli.render import dump_json
 
     human = not ctx.json and sys.stdout.isatty()
+    bar = ctx.bars.bar("syncing the archive") if ctx.bars is not None else None
     if not args.follow:  # one result, printed as every command prints one
-        result = archive.sync(args, ctx.store)
+        result = archive.sync(args, ctx.store, bar)
         yield _sync_line(result) if human else dump_json(to_payload(result))
         return
 
@@ -39,7 +40,8 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
     if args.run is not None:
         check_run_id(args.run)
     with until_signalled() as stop:
-        for result in service.follow(ctx.store, args.dir, args.run, stop.is_set):
+        for result in service.follow(ctx.store, args.dir, args.run, stop.is_set,
+                                     progress=bar):
             yield shown(result)
 
 

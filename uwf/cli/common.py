@@ -1,28 +1,14 @@
-"""Helpers of the command handlers: a progress bar, reading a file, stdin or JSON, and
-stopping cleanly on a signal."""
+"""Helpers of the command handlers: reading a file, stdin or JSON, and stopping cleanly
+on a signal (progress bars: uwf.cli.progress)."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
-
-
-def progress_bar(done: int, total: int, label: str = "rebuilding views") -> None:
-    """A progress bar on stderr while views are rebuilt (or what `label` says is done),
-    only when stderr is a terminal."""
-    if not sys.stderr.isatty() or total <= 0:
-        return
-    filled = int(30 * done / total)
-    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] "
-                     f"{100 * done // total:3d}%")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 def read_input(source: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from uwf.cli.progress import Bars
     from uwf.config.settings import Settings
     from uwf.redact import Redact
     from uwf.store import Store
@@ -63,6 +64,9 @@ class Context:
     now: str | None = None  # --now; else UWF_NOW
     # Shown while a read rebuilds absent views (the CLI passes a terminal progress bar).
     progress: Callable[[int, int], None] | None = None
+    # Where a long command draws more bars (`thread run`'s steps, `log verify`'s events):
+    # the CLI's when stderr is a terminal; None draws nothing (piped, an MCP call).
+    bars: Bars | None = None
     # The environment and working folder the command runs in (None: it has none).
     environ: Mapping[str, str] = field(default_factory=process_environ)
     cwd: Path | None = field(default_factory=working_folder)

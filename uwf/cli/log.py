@@ -11,10 +11,10 @@ from uwf.audit import commands as audit
 from uwf.audit.commands import LogAnchor, LogTail, LogVerify
 from uwf.cli.context import Context
 from uwf.cli.render import table
-from uwf.cli.spec import Command, on_store
+from uwf.cli.spec import Command
 
 if TYPE_CHECKING:
-    from uwf.audit.results import Anchor, AnchorWritten, KeyMade
+    from uwf.audit.results import Anchor, AnchorWritten, KeyMade, LogVerified
 
 
 def _log_tail(args: LogTail, ctx: Context) -> Iterator[str]:
@@ -65,6 +65,12 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def _log_verify(args: LogVerify, ctx: Context) -> LogVerified:
+    """On a terminal, a bar of the lines verified."""
+    bar = ctx.bars.bar("verifying the log") if ctx.bars is not None else None
+    return audit.verify(args, ctx.store, bar)
+
+
 def _log_anchor(args: LogAnchor, ctx: Context) -> Anchor | AnchorWritten | KeyMade:
     if args.new_key:  # no store is opened to make a key
         return audit.new_key(args, ctx.environ)
@@ -77,7 +83,7 @@ LOG_COMMANDS: list[Command[Any]] = [
             streams=True, read_only=True, endless=lambda args: bool(args.follow)),
     Command(("log", "verify"), "Verify the whole log: JSON, seq, chain, batches, types, "
             "data, order, CAS refs, and each --anchor (exit 1 naming every problem).",
-            "uwf log verify --anchor ~/anchors/a1.json", LogVerify, on_store(audit.verify),
+            "uwf log verify --anchor ~/anchors/a1.json", LogVerify, _log_verify,
             human=_verify_panel, ok_exit=True, read_only=True),
     Command(("log", "anchor"), "Sign the log's head (seq, digest, time) with an Ed25519 key, "
             "to keep outside the store; --new-key makes the key.",

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.common import progress_bar
 from uwf.cli.context import Context, process_redactor
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
@@ -25,6 +24,7 @@ from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
+    from uwf.cli.progress import Bars
     from uwf.redact import Redact
 
 from uwf.cli.parsing import masked, one_line, parse
@@ -33,6 +33,25 @@ from uwf.cli.parsing import masked, one_line, parse
 
 def _is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def terminal_bars(environ: Mapping[str, str]) -> Bars | None:
+    """Progress bars on stderr when it is a terminal (uwf.cli.progress, imported only
+    then), drawn after UWF_PROGRESS_DELAY seconds (default 0.5); None, and nothing
+    drawn, when it is piped."""
+    try:
+        on_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        return None
+    if not on_terminal:
+        return None
+    from uwf.cli.progress import DELAY, Bars
+
+    try:
+        delay = float(environ.get("UWF_PROGRESS_DELAY", DELAY))
+    except ValueError:
+        delay = DELAY
+    return Bars(sys.stderr, max(0.0, delay))
 
 
 def dump_json(payload: Any) -> str:
@@ -124,10 +143,13 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
+    # None unless stderr is a terminal: then nothing is drawn.
+    bars = terminal_bars(os.environ if environ is None else environ)
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,
-                          now=_option(options, "now"), progress=progress_bar,
+                          now=_option(options, "now"),
+                          progress=bars.bar("rebuilding views") if bars else None, bars=bars,
                           environ=dict(os.environ) if environ is None else environ)
         try:
             result = command.handler(args, context)
@@ -136,7 +158,13 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
                 return 0
             result = to_payload(result)  # what --json prints: a typed result's dict
             text = render_text(command, result, as_json, context.redact)
+            if not as_json and command.after is not None and not isinstance(result, Plain):
+                more = command.after(args, context, result)
+                if more:
+                    text += "\n\n" + masked(more, context.redact)
         finally:
+            if bars is not None:
+                bars.close()
             context.close()
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

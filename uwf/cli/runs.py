@@ -3,11 +3,14 @@ arguments and operations: uwf.runs.commands)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uwf.cli.spec import Command, on_store
 from uwf.runs import commands as runs
 from uwf.runs.commands import History, RunArchive, RunRerun, RunResume, RunSearch, RunShow
+
+if TYPE_CHECKING:
+    from uwf.cli.context import Context
 
 
 def _runs_panel(payload: dict[str, Any]) -> str:
@@ -61,6 +64,17 @@ def _run_panel(payload: dict[str, Any]) -> str:
     return panel(shown)
 
 
+def _timeline(args: RunShow, ctx: Context, payload: dict[str, Any]) -> str | None:
+    """On a terminal, after `run show`'s panel: its steps and the path taken."""
+    from uwf.cli.progress import END, run_timeline
+
+    run = payload.get("run")
+    if not payload.get("found", True) or not isinstance(run, dict):
+        return None
+    return run_timeline(ctx.store, run["runId"], run.get("inFlight"),
+                        run.get("loopStage") == END)
+
+
 RUN_COMMANDS: list[Command[Any]] = [
     Command(("run", "search"), "Find runs across repos by workflow, lifecycle, words, repo "
             "and time, ordered by createdAt then runId.",
@@ -71,7 +85,7 @@ RUN_COMMANDS: list[Command[Any]] = [
             human=_runs_panel, read_only=True),
     Command(("run", "show"), "Show one run's record: lifecycle, freshness, provenance.",
             "uwf run show 01J7K9M2XNPQR5VWBCDF8G3H4T", RunShow, on_store(runs.show),
-            human=_run_panel, read_only=True),
+            human=_run_panel, after=_timeline, read_only=True),
     Command(("run", "resume"), "Show what runs next (read-only); --once steps it, --drive "
             "steps it to the end.", "uwf run resume 01J7K9M2XNPQR5VWBCDF8G3H4T --drive",
             RunResume, on_store(runs.resume)),

@@ -51,6 +51,9 @@ class Command(Generic[A]):
     handler: Callable[[A, Context], Any]
     # Human panel renderer for a terminal; the JSON payload otherwise.
     human: Callable[[Any], str] | None = None
+    # On a terminal only, more lines after the panel, read through the context while the
+    # store is open (`thread show`'s timeline): `after(args, ctx, payload)`, None for none.
+    after: Callable[[A, Context, Any], str | None] | None = None
     # Exit 1 when the payload says {"ok": false} (verify commands).
     ok_exit: bool = False
     # Exit 1, the payload printed all the same, when this says it shows damage (thread

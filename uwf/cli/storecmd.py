@@ -12,27 +12,26 @@ from uwf.storecopy.commands import StoreCopy
 
 if TYPE_CHECKING:
     from uwf.cli.context import Context
+    from uwf.cli.progress import Bars
     from uwf.storecopy.results import Copied
 
 
 def _copy(args: StoreCopy, ctx: Context) -> Copied:
     """Copy with the command's settings; on a terminal, a bar of the events copied, then
     one of the views rebuilt. The store of --store / UWF_HOME is not opened."""
-    return storecopy.copy(args, ctx.settings, _bars() if ctx.progress is not None else None)
+    return storecopy.copy(args, ctx.settings, _bars(ctx.bars) if ctx.bars is not None else None)
 
 
-def _bars() -> Callable[[int, int], None]:
-    """A progress bar labelled for each phase in turn: the next starts once one is full."""
-    from uwf.cli.common import progress_bar
-
-    labels = iter(("copying the log", "rebuilding views"))
-    label = next(labels)
+def _bars(bars: Bars) -> Callable[[int, int], None]:
+    """A bar for each phase in turn: the next starts once one is full."""
+    phases = iter((bars.bar("copying the log"), bars.bar("rebuilding views")))
+    current = next(phases)
 
     def bar(done: int, total: int) -> None:
-        nonlocal label
-        progress_bar(done, total, label)
+        nonlocal current
+        current(done, total)
         if done >= total:
-            label = next(labels, label)
+            current = next(phases, current)
 
     return bar
 

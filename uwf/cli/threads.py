@@ -27,6 +27,23 @@ from uwf.threads.commands import (
 from uwf.threads.results import ThreadRow
 
 
+def _run(args: ThreadRun, ctx: Context) -> Any:
+    """On a terminal, a bar of the steps taken (of --max-steps when given)."""
+    store = ctx.store
+    if ctx.bars is not None:  # an MCP call sets its own `steps`: left alone
+        # Erased when the run stops: "4/200" of --max-steps says nothing the panel does not.
+        store.steps = ctx.bars.bar("steps taken", "steps", leave=False)
+    return threads.run(args, store)
+
+
+def _timeline(args: ThreadRef, ctx: Context, payload: Any) -> str | None:
+    """On a terminal, after `thread show`'s panel: its steps and the path taken."""
+    from uwf.cli.progress import run_timeline
+
+    return run_timeline(ctx.store, args.thread, payload.get("inFlight"),
+                        payload.get("status") == "ended")
+
+
 def _list(args: ThreadList, ctx: Context) -> list[ThreadRow]:
     import sys
 
@@ -96,10 +113,10 @@ THREAD_COMMANDS: list[Command[Any]] = [
             "uwf thread step 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadStep, on_store(threads.step)),
     Command(("thread", "run"), "Step the thread until it is done.",
             "uwf thread run 01J7K9M2XNPQR5VWBCDF8G3H4T --max-steps 20", ThreadRun,
-            on_store(threads.run)),
+            _run),
     Command(("thread", "show"), "Show a thread's workflow, head, status and current role.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, on_store(threads.show),
-            read_only=True),
+            after=_timeline, read_only=True),
     Command(("thread", "list"), "List threads that have not ended (all with --all, or by "
             "--status and --workflow), oldest first.",
             "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uwf.cli.common import until_signalled
 from uwf.cli.context import Context
 from uwf.cli.spec import Command
 from uwf.worker import commands as workers
 from uwf.worker.commands import WorkerArgs
-
-if TYPE_CHECKING:
-    pass
 
 
 def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
@@ -23,10 +20,18 @@ def _worker(args: WorkerArgs, ctx: Context) -> Iterator[str]:
 
     worker = workers.worker(args, ctx.store)
     human = not ctx.json and sys.stdout.isatty()
+    # On a terminal, a count of the entries done (how many will come is not known).
+    bar = ctx.bars.bar("entries done", "entries") if ctx.bars is not None else None
     with until_signalled(worker.stop):
-        for result in worker.results():
-            yield result.line() if human else json.dumps(to_payload(result.record()),
-                                                         ensure_ascii=False)
+        for done, result in enumerate(worker.results(), 1):
+            line = result.line() if human else json.dumps(to_payload(result.record()),
+                                                          ensure_ascii=False)
+            if bar is None:
+                yield line
+                continue
+            with bar.aside():  # the line is printed where the bar was, then the bar again
+                yield line
+            bar(done, 0)
 
 
 WORKER_COMMANDS: list[Command[Any]] = [

@@ -73,6 +73,8 @@ class _Folded:
         return self.head
 Key = tuple[str, str]
 Progress = Callable[[int, int], None]
+# A long fold tells its progress (events folded of the head's seq) every this many lines.
+PROGRESS_EVERY = 10_000
 
 
 class Projection(Protocol):
@@ -213,7 +215,7 @@ class Journal:
                 cp for cp in checkpoints.values() if cp.seq == low)
             lines: Iterable[LogLine] = self._until(self.log.read(low), target.seq)
             if low == 0 and progress is not None:
-                lines = self._with_progress(lines, progress)
+                lines = self._with_progress(lines, progress, target.seq)
             folded = _Folded(start)
             parts = self._parts(iter(lines), since, set(checkpoints), behind, folded)
             changes, streams = next(parts, ({}, []))
@@ -231,7 +233,7 @@ class Journal:
             for _attempt in range(100):
                 lines: Iterable[LogLine] = self.log.read()
                 if progress is not None:
-                    lines = self._with_progress(lines, progress)
+                    lines = self._with_progress(lines, progress, self.log.head().seq)
                 folded = _Folded(GENESIS)
                 parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
                                     self._folded, folded)
@@ -533,12 +535,14 @@ class Journal:
             raise Corrupt(f"views do not match the log at seq {checkpoint.seq}",
                           "run `uwf registry rebuild`")
 
-    def _with_progress(self, lines: Iterable[LogLine], progress: Progress) -> Iterator[LogLine]:
-        total = self.log.describe()["bytes"]
-        done = 0
+    def _with_progress(self, lines: Iterable[LogLine], progress: Progress,
+                       total: int) -> Iterator[LogLine]:
+        """`lines`, telling `progress` the events folded of the `total` (the head's seq)
+        every PROGRESS_EVERY lines and once at the end."""
+        seq = 0
         for count, line in enumerate(lines, 1):
-            done += len(line.raw) + 1
-            if count % 50_000 == 0:
-                progress(done, total)
+            seq = line.seq
+            if count % PROGRESS_EVERY == 0:
+                progress(seq, total)
             yield line
-        progress(total, total)
+        progress(max(seq, total), max(seq, total))
