@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
@@ -83,26 +84,41 @@ class SqliteViewStore:
         if not create and not self.path.exists():
             return None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._guard():
-            db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
-                                 check_same_thread=False)
+        # A file being made by several processes at once: turning WAL on (and the first
+        # schema) can be refused as locked without SQLite's busy wait; tried again
+        # until the busy timeout, as any other lock is waited for.
+        give_up = time.monotonic() + self.busy_timeout
+        while True:
             try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=OFF")
-                tables = {row[0] for row in db.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if "state" in tables or "checkpoint" in tables:
-                    # Views of the earlier single-checkpoint format: rebuilt from the log.
-                    db.executescript("DROP TABLE IF EXISTS state; DROP TABLE IF EXISTS "
-                                     "checkpoint; DROP TABLE IF EXISTS meta;")
-                db.executescript(_META)
-            except BaseException:
-                db.close()
-                raise
+                with self._guard():
+                    db = self._open()
+                break
+            except StoreBusy:
+                if time.monotonic() >= give_up:
+                    raise
+                time.sleep(0.02)
         self._local.db = db
         self._local.tables = set()
         with self._all_lock:
             self._all.append(db)
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
+                             check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "state" in tables or "checkpoint" in tables:
+                # Views of the earlier single-checkpoint format: rebuilt from the log.
+                db.executescript("DROP TABLE IF EXISTS state; DROP TABLE IF EXISTS "
+                                 "checkpoint; DROP TABLE IF EXISTS meta;")
+            db.executescript(_META)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     @contextlib.contextmanager
