@@ -20,11 +20,11 @@ which catches up inside the exclusive section, decides on views at the head.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
@@ -56,9 +56,11 @@ from uwf.errors import Corrupt, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
-# Lines a long fold (a rebuild, a first read) takes before it writes their states and
+# How much a long fold (a rebuild, a first read) takes before it writes its states and
 # lets them go: memory stays flat in the log's length.
-WINDOW = 20_000
+WINDOW = 20_000  # states a stretch holds at most (to a batch's end) ...
+STRETCH_LINES = 200_000  # ... or lines it folds (its stream entries)
+KNOWN = 20_000  # states a long fold keeps from one stretch to the next
 _NOTHING: Mapping[Any, Any] = {}
 
 
@@ -380,13 +382,14 @@ class Journal:
         *,
         present: set[str],
         known: Mapping[Key, Any] = _NOTHING,
-        decoded: Sequence[Envelope] | None = None,
+        stretch: int | None = None,
     ) -> Checkpoint:
         """Fold complete batches after `start` into the views that have not seen them,
         and add their events to `streams` when the stream index has not seen them,
         checking seq and chain; return the new head. `known`: states to take before
-        reading a view's; `decoded`: the lines' events, when they were decoded already
-        (one for each line)."""
+        reading a view's. With `stretch`, stop at the end of the first batch after which
+        `stretch` states are held, or STRETCH_LINES lines were folded (the rest of
+        `lines`, an iterator, is left for the next call)."""
         indexed = since[STREAMS]
         index = streams.append
         prev = start.digest
@@ -396,10 +399,8 @@ class Journal:
         apply = self._apply
         decode = self.catalog.decode
         sha256 = hashlib.sha256  # `digest`, inlined: this loop is the rebuild's hot path
-        pairs: Iterable[tuple[LogLine, Envelope]] = (
-            zip(lines, decoded, strict=True) if decoded is not None
-            else ((line, decode(line.raw)) for line in lines))
-        for line, envelope in pairs:
+        for line in lines:
+            envelope = decode(line.raw)
             if envelope.seq != seq + 1:
                 raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
                               "run `uwf log verify`")
@@ -427,46 +428,38 @@ class Journal:
                         index((member.subject, member.seq))
                 pending.clear()
             last = Checkpoint(seq, prev)
+            if stretch is not None and (len(states) >= stretch
+                                        or seq - start.seq >= STRETCH_LINES):
+                break
         return last
 
     def _parts(self, lines: Iterator[LogLine], since: Mapping[str, int], present: set[str],
                views: Iterable[str], folded: _Folded) -> Iterator[Part]:
-        """`lines` folded WINDOW lines at a time: each stretch's rows (of `views`) and
-        stream entries, its states then let go, so a fold of any length holds one
-        stretch in memory. A state a later stretch needs is read back from the views
-        being written (their commit's transaction). `folded.head`: the head so far (the
-        first stretch starts after it)."""
+        """`lines` folded a stretch at a time (WINDOW states, or STRETCH_LINES lines):
+        each stretch's rows (of `views`) and stream entries, its states then let go, so
+        a fold of any length holds one stretch in memory. A state a later stretch needs
+        is taken from the recent ones kept, else read back from the views being written
+        (their commit's transaction). `folded.head`: the head so far (the first stretch
+        starts after it)."""
         views = list(views)
-        decode = self.catalog.decode
+        # Recent states, written already: most are wanted again soon (a run's events
+        # are near each other). At most KNOWN of them, the oldest let go first.
         known: dict[Key, Any] = {}
         while True:
-            # A stretch ends where a batch does: the views never hold part of one.
-            window = list(islice(lines, WINDOW))
-            envelopes: list[Envelope] | None
-            try:
-                envelopes = [decode(line.raw) for line in window]
-                while envelopes and envelopes[-1].batch[0] != envelopes[-1].batch[1]:
-                    line = next(lines, None)
-                    if line is None:
-                        break
-                    window.append(line)
-                    envelopes.append(decode(line.raw))
-            except Corrupt:
-                envelopes = None  # `_fold` names it, with its place
-            # The states the stretch changes: the stretch before's as they were written,
-            # the others read back a view at a time.
-            if present and envelopes:
-                known.update(self._prefetch(envelopes, present, skip=known))
             states: dict[Key, Any] = {}
             streams: list[tuple[str, int]] = []
-            head = self._fold(states, streams, window, folded.head, since, present=present,
-                              known=known, decoded=envelopes)
+            head = self._fold(states, streams, lines, folded.head, since, present=present,
+                              known=known, stretch=WINDOW)
             if head == folded.head:
                 return
             folded.head = head
             yield self._rows(states, views), streams
             present = set(self.projections)  # every view's table holds the stretches so far
-            known = states
+            for key in states:  # the newest at the end
+                known.pop(key, None)
+            known.update(states)
+            for key in list(itertools.islice(known, max(0, len(known) - KNOWN))):
+                del known[key]
 
     @staticmethod
     def _until(lines: Iterable[LogLine], seq: int) -> Iterator[LogLine]:
