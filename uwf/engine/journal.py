@@ -487,19 +487,13 @@ class Journal:
                 state = None
             states[key] = projection.apply(state, envelope)
 
-    def _prefetch(self, envelopes: Sequence[Envelope], present: Iterable[str] | None = None,
-                  skip: Mapping[Key, Any] = _NOTHING) -> dict[Key, Any]:
-        """The current states of every entity the events change (in the views of
-        `present`, by default all; none of `skip`'s), read a view at a time (a batch of
-        50,000 new entries is one read per few hundred keys, not 50,000)."""
+    def _prefetch(self, envelopes: Sequence[Envelope]) -> dict[Key, Any]:
+        """The current states of every entity the events change, read a view at a time
+        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000)."""
         keys: dict[str, dict[str, None]] = {}
-        views = set(self.projections if present is None else present)
         for envelope in envelopes:
             for projection in self._routes.get(envelope.type, ()):
-                if projection.name in views:
-                    key = projection.key(envelope)
-                    if (projection.name, key) not in skip:
-                        keys.setdefault(projection.name, {})[key] = None
+                keys.setdefault(projection.name, {})[projection.key(envelope)] = None
         states: dict[Key, Any] = {}
         for view, wanted in keys.items():
             if len(wanted) == 1:
