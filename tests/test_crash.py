@@ -586,12 +586,15 @@ def test_torn_tail_is_ignored_reported_and_repaired(
         ("uwf/engine/segments.py", "lock", "call", False, False),
         # a new segment created (and its directory synced), nothing written to it yet
         ("uwf/engine/segments.py", "_fsync_dir", "return", False, True),
-        # after the append and fsync, before the views transaction
+        # after the append's write, before the views transaction (and the fsync)
         ("uwf/engine/segments.py", "append", "return", True, False),
         # inside the views transaction, before COMMIT
         ("uwf/engine/viewstore.py", "_apply", "return", True, False),
+        # the lock let go, the append not yet fsynced (the next writer's fsync covers it)
+        ("uwf/engine/filelog.py", "settle", "call", True, False),
     ],
-    ids=["before-lock", "empty-new-segment", "after-append", "inside-views-transaction"],
+    ids=["before-lock", "empty-new-segment", "after-append", "inside-views-transaction",
+         "after-release-before-fsync"],
 )
 def test_kill_at_a_precise_point(
     cli: Cli, tmp_path: Path, point: tuple[str, str, str, bool, bool]

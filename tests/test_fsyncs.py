@@ -4,10 +4,12 @@ the views, replayable from the log, are never fsynced. Counted with strace on re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -42,3 +44,119 @@ def test_a_command_fsyncs_its_log_append_and_nothing_else(cli: Cli) -> None:
         assert synced(cli, *args) == [str(segment)], args
     for args in (("queue", "list"), ("registry", "show"), ("log", "verify")):
         assert synced(cli, *args) == [], args  # reads fsync nothing
+
+
+def traced(cli: Cli, *args: str) -> list[tuple[str, str]]:
+    """(call, file) for each flock, write, fsync and fdatasync of a `uwf ARGS` process
+    on the store's lock file and segments, in the order they returned."""
+    strace = shutil.which("strace")
+    if strace is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("strace is not installed; .ci/run installs it with apt")
+        pytest.skip("strace is not installed")
+    done = subprocess.run([strace, "-f", "-y", "-qq", "-e",
+                           "trace=flock,write,fsync,fdatasync", "-o", "/dev/stderr",
+                           str(BIN / "uwf"), *args], env=cli.env, capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = re.finditer(r"\b(flock|write|fsync|fdatasync)\((\d+)<([^>]*)>(, LOCK_(\w+))?",
+                        done.stderr)
+    home = str(cli.home)
+    return [(match.group(1) + (f":{match.group(5)}" if match.group(5) else ""),
+             match.group(3)) for match in calls if match.group(3).startswith(home)]
+
+
+def test_the_lock_is_let_go_before_the_fsync(cli: Cli) -> None:
+    """A short critical section (issue 21): the append is written under the writers'
+    lock, the lock is let go, then the append is fsynced before the command answers,
+    so the next writer appends while this one waits for the disk."""
+    cli.env["UWF_DURABILITY"] = "fsync"
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    assert cli.run("sched", "policy", "set", "--max-concurrent", "4").code == 0
+    segment = str(next((cli.home / "events").iterdir()))
+    lock = str(cli.home / "lock")
+    calls = traced(cli, "queue", "add", "--workflow", "solve-issue", "-p", "first")
+    wrote = calls.index(("write", segment))
+    locked = max(n for n, call in enumerate(calls[:wrote]) if call[1] == lock)
+    assert calls[locked][0].startswith("flock:EX"), calls
+    after = calls[wrote + 1:]
+    assert after.index(("flock:UN", lock)) < after.index(("fsync", segment)), calls
+    assert [call for call in after if call[1] == segment] == [("fsync", segment)], calls
+
+
+def test_a_new_segment_starts_after_the_last_one_is_durable(cli: Cli) -> None:
+    """With every segment full, each write starts a new one: the one before it is
+    fsynced first (inside the section), so a machine's crash never keeps a later
+    segment while losing the tail of an earlier one."""
+    cli.env.update(UWF_DURABILITY="fsync", UWF_SEGMENT_BYTES="1")
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    before = sorted(str(path) for path in (cli.home / "events").iterdir())
+    calls = traced(cli, "sched", "policy", "set", "--max-concurrent", "4")
+    new = sorted(str(path) for path in (cli.home / "events").iterdir())
+    assert len(new) == len(before) + 1
+    last, made = before[-1], new[-1]
+    assert calls.index(("fsync", last)) < calls.index(("write", made)), calls
+    assert calls.index(("flock:UN", str(cli.home / "lock"))) < calls.index(
+        ("fsync", made)), calls
+
+
+THREADED = r'''
+import sys, threading
+from uwf.engine.events import NewEvent
+from uwf.engine.journal import Outcome
+from uwf.store import Store
+from uwf.workflows.events import WorkflowRegistered
+
+hash_, threads, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+store = Store.open()
+store.read()
+start = threading.Barrier(threads)
+
+
+def writer(number):
+    start.wait()
+    for index in range(each):
+        name = f"t{number}-{index}"
+        store.journal.write(lambda views: Outcome(
+            [NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_, None))]))
+
+
+workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join()
+'''
+
+
+def test_threads_of_one_process_each_fsync_after_their_write(cli: Cli) -> None:
+    """Group commit in one process (issue 21): threads writing at once take the
+    section in turn and fsync outside it, so one thread's fsync overlaps the next
+    one's append; each thread still returns only after an fsync of its own write."""
+    strace = shutil.which("strace")
+    if strace is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("strace is not installed; .ci/run installs it with apt")
+        pytest.skip("strace is not installed")
+    cli.env["UWF_DURABILITY"] = "fsync"
+    put = cli.run("workflow", "put", str(EXAMPLE), "--json")
+    assert put.code == 0, put.err
+    hash_ = json.loads(put.out)["workflow"]
+    segment = str(next((cli.home / "events").iterdir()))
+    done = subprocess.run([strace, "-f", "-y", "-qq", "-e", "trace=write,fsync", "-o",
+                           "/dev/stderr", sys.executable, "-c", THREADED, hash_, "4", "10"],
+                          env=cli.env, capture_output=True, text=True, check=False,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    by_thread: dict[str, list[str]] = {}
+    for match in re.finditer(r"^(\d+) +(write|fsync)\(\d+<([^>]*)>", done.stderr, re.M):
+        if match.group(3) == segment:
+            by_thread.setdefault(match.group(1), []).append(match.group(2))
+    assert len(by_thread) == 4, by_thread
+    for calls in by_thread.values():
+        assert calls == ["write", "fsync"] * 10, calls
+    verify = cli.run("log", "verify", "--json")
+    assert verify.code == 0, verify.err
+    listed = json.loads(cli.run("workflow", "list", "--json").out)
+    names = {entry["name"] for entry in listed}
+    assert {f"t{n}-{i}" for n in range(4) for i in range(10)} <= names

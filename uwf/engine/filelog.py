@@ -1,7 +1,8 @@
 """The embedded log backend: JSONL segment files, one `write` + `fsync` per batch.
 
 Durability order, kept here: a command's lines are written with one append and
-fsynced before anyone is told they exist; a tail that was never acknowledged (a
+fsynced before anyone is told they exist (the fsync just after the writers' lock
+is let go: `FileLog.exclusive`); a tail that was never acknowledged (a
 last line without `\\n`, a batch with fewer than n lines) is truncated by the
 next writer, which records what it dropped as `log.repaired`. The note of a
 truncation is saved before the bytes go, so a writer killed between truncating
@@ -18,6 +19,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -186,15 +188,22 @@ class FileLog:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[LogSession]:
+        """The writers' section. Its appends are fsynced after the lock is let go (a
+        group commit: the next writer appends while this one waits for the disk, and
+        the kernel serves fsyncs of one file that overlap together), and before the
+        section's caller goes on, so nothing is acknowledged before it is durable. A
+        writer that appends after lines not yet fsynced has its own fsync cover them."""
         # flock is per open file, so this process's threads queue on a lock of their own.
         if not self._thread_lock.acquire(timeout=self.lock_timeout):
             raise StoreBusy(f"store is busy: another thread held the log for "
                             f"{self.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
+        session = _FileSession(self)
         try:
             with self.segments.lock(self.lock_timeout):
-                yield _FileSession(self)
+                yield session
         finally:
             self._thread_lock.release()
+            session.settle()
 
     # -- finding lines -----------------------------------------------------
 
@@ -232,6 +241,17 @@ class _FileSession:
         self._head_span: Span | None = None
         self._head: Checkpoint | None = None
         self._unrecorded = 0
+        self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
+
+    def settle(self) -> None:
+        """fsync what this section appended (its last segment: any before it were
+        fsynced when the next one started); a no-op when nothing waits."""
+        fd, self._unsynced = self._unsynced, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], Span | None]:
         """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
@@ -387,9 +407,20 @@ class _FileSession:
         name = span.segment if span is not None else ""
         if not name or self.segments.size(name) >= self.log.segment_bytes:
             name = segment_name(self._head.seq + 1)
+        durable = self.log.durable
+        if durable and span is not None and name != span.segment:
+            # A new segment starts only after the one before it is durable: a crash
+            # of the machine never keeps a later segment and loses an earlier tail.
+            self.segments.sync(span.segment)
         position = self.segments.size(name)
         data = b"\n".join(lines) + b"\n"
-        self.segments.append(name, data, self.log.durable)
+        # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
+        # batch records a cut: the note goes only once its record is durable.
+        unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded)
+        if unsynced is not None:
+            if self._unsynced is not None:  # the same segment: one fsync covers both
+                os.close(self._unsynced)
+            self._unsynced = unsynced
         if self._unrecorded:  # each repair is a batch of its own, recorded first
             self._unrecorded -= 1
             if not self._unrecorded:  # the last batch recording a cut is durable now

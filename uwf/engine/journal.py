@@ -5,9 +5,10 @@ Order of a write (SPEC §3), each step before the next:
 (`log.repaired`); 3. catch the views up; 4. refuse (`Conflict`) if a subject the
 command stated a version for has moved, else let the command decide its events
 against a read-only view of the state (rejected: nothing is written); 5. one
-append, durable; 6. fold the new events into the views and the stream index and
-move their checkpoints in one transaction; 7. leave the section. `write` returns
-the command's result only after its events are durable.
+append; 6. fold the new events into the views and the stream index and move
+their checkpoints in one transaction; 7. leave the section, and wait for the
+append's fsync (the file log lets the lock go first: uwf/engine/filelog.py).
+`write` returns the command's result only after its events are durable.
 
 Every view, and the stream index (each event's subject and seq: `read_subject`,
 uwf/engine/streams.py), has its own checkpoint: catch-up folds each event only
@@ -347,8 +348,9 @@ class Journal:
             envelopes.append(envelope)
             raws.append(raw)
         new_head = session.append(raws)
-        # The events are durable now: a view that fails to follow is only stale, and
-        # the next read catches it up, so the command still succeeds.
+        # The events are in the log now (durable once the section ends): a view that
+        # fails to follow is only stale, and the next read catches it up, so the
+        # command still succeeds.
         try:
             states = self._prefetch(envelopes)
             since = dict.fromkeys(self.projections, head.seq)

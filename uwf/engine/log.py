@@ -69,7 +69,8 @@ class LogSession(Protocol):
 
     def append(self, lines: Sequence[bytes]) -> Checkpoint:
         """Write `lines` (already chained, without newlines) after the head as one
-        write, durable before it returns; the new head."""
+        write, durable before the section ends (a backend may let the lock go first);
+        the new head."""
         ...
 
 

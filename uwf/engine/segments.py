@@ -103,7 +103,12 @@ class FileSegments:
         except FileNotFoundError:
             return b""
 
-    def append(self, name: str, data: bytes, durable: bool) -> None:
+    def append(self, name: str, data: bytes, durable: bool, *, defer: bool = False
+               ) -> int | None:
+        """Write `data` at the end of segment `name` with one write(2); with `durable`,
+        fsync it, or with `defer` too, leave the fsync to the caller: the file's
+        descriptor is returned (the caller's to fsync and close), so the lock can be
+        let go first (`FileLog.exclusive`)."""
         fd = self._fds.get(name)
         if fd is None:
             path = self._path(name)
@@ -118,8 +123,20 @@ class FileSegments:
         while view:  # one write(2) in practice; the loop only guards a short write
             written = os.write(fd, view)
             view = view[written:]
-        if durable:
+        if not durable:
+            return None
+        if defer:
+            return os.dup(fd)
+        os.fsync(fd)
+        return None
+
+    def sync(self, name: str) -> None:
+        """fsync segment `name` (a whole segment before the next one is started)."""
+        fd = os.open(self._path(name), os.O_RDONLY)
+        try:
             os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def truncate(self, name: str, size: int) -> None:
         self._close(name)
