@@ -155,7 +155,7 @@ def test_every_twin_is_the_clis_json(client: TestClient, fleet: Fleet) -> None:
     runs = _json(client, "/runs?status=failed&limit=5")
     assert runs["run search"] == _cli_json(cli, "run", "search", "--status", "failed",
                                            "--limit", "5")
-    assert runs["registry show"] == _cli_json(cli, "registry", "show")
+    assert runs["run counts"] == _cli_json(cli, "run", "counts")
     run = _json(client, f"/runs/{fleet.done}")
     assert run["run show"] == _cli_json(cli, "run", "show", fleet.done)
     assert run["thread log"] == _cli_json(cli, "thread", "log", fleet.done, lines=True)

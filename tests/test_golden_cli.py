@@ -361,6 +361,7 @@ def _threads(s: Session) -> list[str]:
 
     s.both("uwf", "run", "search", "--text", "login")
     s.both("uwf", "run", "list")
+    s.both("uwf", "run", "counts")
     s.both("uwf", "run", "show", first)
     s.both("uwf", "history")
     s.both("uwf", "run", "resume", by_hand)

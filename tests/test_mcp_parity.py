@@ -146,6 +146,7 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("thread fork", thread=thread, at=first_step)
     run("run search", text="login")
     run("run list", status="completed")
+    run("run counts")
     run("run show", run=thread)
     run("run resume", run=thread)
     run("run archive", run=thread, reason="done with it")

@@ -5,13 +5,25 @@ reruns in test_rerun.py; the helpers in runkit.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Cli, snapshot
-from tests.runkit import DAY_MS, NOW, Fleet, make_fleet, ms, new_cli, relay_workflow, ts
+from tests.runkit import (
+    DAY_MS,
+    NOW,
+    Fleet,
+    git_repo,
+    make_fleet,
+    ms,
+    new_cli,
+    relay_workflow,
+    run_in,
+    ts,
+)
 from tests.threadkit import one_line_error
 
 UNKNOWN = "01J7K9M2XNPQR5VWBCDF8G3H4T"  # a valid ULID no run has
@@ -457,3 +469,30 @@ def test_run_show_returns_a_run_record_that_prints_as_the_cli_json(fleet: Fleet)
     assert isinstance(shown.run, RunRecord)
     assert shown.run.last_role == "a"
     assert to_payload(shown) == fleet.ok("run", "show", thread, "--json")
+
+
+def test_run_counts_are_the_registrys_lifecycle_counts_without_a_scan(fleet: Fleet) -> None:
+    """`run counts`: runs per derived lifecycle (archived ones too), in all and
+    archived; the same counts as `registry show` and as `run search`'s totals."""
+    assert fleet.ok("run", "counts") == {"scope": "home", "total": 0, "lifecycles": {},
+                                         "archived": 0}
+    done = fleet.start(prompt="A run that completes")
+    fleet.ok("run", "resume", done, "--drive")
+    failed = fleet.start(prompt="One that fails")
+    fleet.act(a="fail")
+    assert fleet.step(failed).code == 1
+    repo = git_repo(fleet.cli.home.parent / "kestrel")
+    fleet.start(prompt="One never stepped", repo=repo)
+    fleet.ok("run", "archive", failed, "--reason", "flaky", now=NOW)
+
+    counted = fleet.ok("run", "counts")
+    assert counted == {"scope": "home", "total": 3, "archived": 1,
+                       "lifecycles": {"completed": 1, "failed": 1, "queued": 1}}
+    assert fleet.ok("registry", "show")["runs"]["lifecycles"] == counted["lifecycles"]
+    for state, count in counted["lifecycles"].items():
+        assert fleet.ok("run", "search", "--status", state, now=NOW)["total"] == count
+    # --scope repo: the runs of the working directory's repo, one index count each.
+    scoped = run_in(fleet.cli, repo, "run", "counts", "--scope", "repo")
+    assert scoped.code == 0, scoped.err
+    assert json.loads(scoped.out) == {"scope": "repo", "total": 1, "archived": 0,
+                                      "lifecycles": {"queued": 1}}

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.cli.spec import Command, on_store
 from uwf.runs import commands as runs
-from uwf.runs.commands import History, RunArchive, RunRerun, RunResume, RunSearch, RunShow
+from uwf.runs.commands import (
+    History,
+    RunArchive,
+    RunRerun,
+    RunResume,
+    RunSearch,
+    RunShow,
+    Scoped,
+)
 
 if TYPE_CHECKING:
     from uwf.cli.context import Context
@@ -28,6 +36,17 @@ def _runs_panel(payload: dict[str, Any]) -> str:
         foot += f"; showing {start + 1}-{start + shown}"
     if start + shown < total:
         foot += f"; next page: --offset {start + shown}"
+    return table(rows) + "\n" + foot if rows else foot
+
+
+def _counts_panel(payload: dict[str, Any]) -> str:
+    from uwf.cli.render import table
+
+    rows = [{"lifecycle": state, "runs": count}
+            for state, count in payload["lifecycles"].items()]
+    total = payload["total"]
+    foot = (f"{total} run{'' if total == 1 else 's'} ({payload['scope']}), "
+            f"{payload['archived']} archived")
     return table(rows) + "\n" + foot if rows else foot
 
 
@@ -83,6 +102,9 @@ RUN_COMMANDS: list[Command[Any]] = [
     Command(("run", "list"), "List runs (the same filters as search), oldest first.",
             "uwf run list --scope repo", RunSearch, on_store(runs.search),
             human=_runs_panel, read_only=True),
+    Command(("run", "counts"), "Count runs per lifecycle (kept counts: no scan, whatever "
+            "the number of runs).", "uwf run counts --scope repo", Scoped,
+            on_store(runs.counts), human=_counts_panel, read_only=True),
     Command(("run", "show"), "Show one run's record: lifecycle, freshness, provenance.",
             "uwf run show 01J7K9M2XNPQR5VWBCDF8G3H4T", RunShow, on_store(runs.show),
             human=_run_panel, after=_timeline, read_only=True),

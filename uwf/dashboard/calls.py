@@ -26,8 +26,8 @@ from uwf.payload import to_payload
 
 # The commands a page may call. `workflow show` is not marked read-only because it
 # may be given a file; the dashboard gives it a registered workflow's hash.
-READS = frozenset({"run search", "history", "run show", "thread log", "workflow show",
-                   "registry show", "queue list", "sched plan", "log tail", "log verify",
+READS = frozenset({"run search", "run counts", "history", "run show", "thread log",
+                   "workflow show", "queue list", "sched plan", "log tail", "log verify",
                    "registry verify"})
 
 

@@ -48,11 +48,11 @@ def _calls(caller: Caller, *calls: tuple[str, Mapping[str, Any]]) -> dict[str, C
 
 
 def runs(caller: Caller, query: Query) -> Page:
-    """`run search` with the page's filters, and `registry show`'s lifecycle counts."""
+    """`run search` with the page's filters, and `run counts` (the lifecycle bar)."""
     filters = _pick(query, "workflow", "status", "text", "repo", "limit", "offset")
-    calls = _calls(caller, ("run search", filters), ("registry show", {}))
+    calls = _calls(caller, ("run search", filters), ("run counts", {}))
     return Page("runs.html", "Runs", calls, {"filters": filters,
-                                              "bar": _bar(calls["registry show"])})
+                                              "bar": _bar(calls["run counts"])})
 
 
 def history(caller: Caller, query: Query) -> Page:
@@ -116,10 +116,10 @@ PAGES: dict[str, tuple[str, Callable[[Caller, Query], Page]]] = {
 # -- what the templates get besides payloads -----------------------------------------------
 
 def _bar(called: Called) -> list[dict[str, Any]]:
-    """`registry show`'s lifecycle counts as segments of a 100-wide bar."""
+    """`run counts`'s lifecycles as segments of a 100-wide bar."""
     if called.status != 200:
         return []
-    counts = (called.payload.get("runs") or {}).get("lifecycles") or {}
+    counts = called.payload.get("lifecycles") or {}
     total = sum(counts.values())
     segments, at = [], 0.0
     for state in [*LIFECYCLES, *sorted(set(counts) - set(LIFECYCLES))]:

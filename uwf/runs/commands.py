@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         Rerun,
         Resumed,
         Retained,
+        RunCounts,
         RunPage,
         RunShown,
         Verified,
@@ -122,6 +123,13 @@ def search(args: RunSearch, store: Store) -> RunPage:
     filters = RunFilter(args.workflow, args.status, args.text, args.repo, args.since,
                         args.until, args.scope, args.include_archived == "true")
     return search_runs(store, filters, args.limit, args.offset)
+
+
+def counts(args: Scoped, store: Store) -> RunCounts:
+    """Runs per lifecycle: kept counts, whatever the number of runs."""
+    from uwf.runs.service import counts as count_runs
+
+    return count_runs(store, args.scope)
 
 
 def history(args: History, store: Store) -> RunPage:

@@ -96,18 +96,10 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
     (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
     `missingRuns` and `corruptRuns` (open runs whose head is gone or damaged)."""
     from uwf.config.repo import find_repo
-    from uwf.runs.service import runs_after
+    from uwf.runs.service import lifecycle_counts, runs_after
 
     repo = find_repo(None, store.settings) if scope == "repo" else None
-    if repo is None:
-        lifecycles = store.views.counts("runs", "derived")
-        archived = store.views.counts("runs", "archived").get(1, 0)
-    else:
-        lifecycles = {state: store.views.count(Query("runs", (("repo", "=", repo),
-                                                              ("derived", "=", state))))
-                      for state in ("running", "blocked", "failed", "completed", "cancelled",
-                                    "queued")}
-        archived = store.views.count(Query("runs", (("repo", "=", repo), ("archived", "=", 1))))
+    lifecycles, archived = lifecycle_counts(store.views, repo)
     repos = store.views.counts("runs", "repo")
     # A repo named only by queue entries (work queued, no run started yet) is one of the
     # store's repos too: one GROUP BY over the queue's repo index.
@@ -122,8 +114,7 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
         # view folded (its checkpoint), so it names the exact log prefix the index was
         # built from; the 32 zeros of an empty log before anything is folded.
         source_fingerprint=checkpoint.digest if checkpoint is not None else GENESIS.digest,
-        lifecycles={str(k): n for k, n in sorted(lifecycles.items(), key=lambda i: str(i[0]))
-                    if n},
+        lifecycles=lifecycles,
         archived=archived,
         repos=[RepoRuns(repo=str(name), runs=repos.get(name, 0),
                         queue_entries=entries.get(name, 0))

@@ -95,6 +95,16 @@ class RunPage(Result):
     runs: list[RunRecord]
 
 
+class RunCounts(Result):
+    """`run counts`: runs per derived lifecycle (none at 0) and in all, and how many of
+    them are archived (counted under their derived lifecycle too)."""
+
+    scope: str
+    total: int
+    lifecycles: dict[str, int]
+    archived: int
+
+
 class RunShown(Result):
     """`run show`, `run archive RUN`: the record (`run`), or when a node it refers to is
     gone or damaged `found: false`, those nodes and the last-known record."""

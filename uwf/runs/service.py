@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -20,12 +20,13 @@ from uwf.config.repo import find_repo
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.viewspec import Query
+from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.runs.commands import DEFAULT_LIMIT
 from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.results import (
     Retained,
+    RunCounts,
     RunPage,
     RunProvenance,
     RunRecord,
@@ -223,6 +224,38 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     runs = [_fresh_record(store, run, now, stale) for run in found]
     return RunPage(scope=filters.scope, total=views.count(query), limit=limit, offset=offset,
                    runs=runs)
+
+
+def counts(store: Store, scope: str = "home") -> RunCounts:
+    """Runs per derived lifecycle, and how many are archived: kept counts (home) or an
+    index count per lifecycle (repo), never a scan of the runs."""
+    if scope not in SCOPES:
+        raise UsageError(f"unknown scope {scope!r}", "give repo or home")
+    views = store.read()
+    repo = find_repo(None, store.settings) if scope == "repo" else None
+    lifecycles, archived = lifecycle_counts(views, repo)
+    return RunCounts(scope=scope, total=sum(lifecycles.values()), lifecycles=lifecycles,
+                     archived=archived)
+
+
+class _Counted(Protocol):
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]: ...
+
+    def count(self, query: Query) -> int: ...
+
+
+def lifecycle_counts(views: _Counted, repo: str | None) -> tuple[dict[str, int], int]:
+    """(runs per derived lifecycle, by name, none at 0; archived runs) of every repo, or
+    of `repo`."""
+    if repo is None:
+        found = views.counts("runs", "derived")
+        archived = views.counts("runs", "archived").get(1, 0)
+    else:
+        found = {state: views.count(Query("runs", (("repo", "=", repo),
+                                                   ("derived", "=", state))))
+                 for state in DERIVED}
+        archived = views.count(Query("runs", (("repo", "=", repo), ("archived", "=", 1))))
+    return {str(k): n for k, n in sorted(found.items(), key=lambda i: str(i[0])) if n}, archived
 
 
 def _where(views: Views, filters: RunFilter, now: int, settings: Settings
