@@ -445,6 +445,37 @@ def test_text_search_is_substring_and_ascii_case_insensitive(views: ViewStore) -
     assert [k for k, _ in views.query(Query("w", text="PARSE fix"))] == []
 
 
+def test_an_update_keeps_what_did_not_change_and_moves_what_did(views: ViewStore) -> None:
+    """Rows rewritten in place (SQLite updates only the changed columns, and the text
+    index only when the text changed): every read answers as if written afresh."""
+    views.commit({"w": {"a": row("ready", 5, text="Fix the login bug"),
+                        "b": row("ready", 7, text="Refactor the parser")}},
+                 {"w": None, "s": None}, cp(1))
+    # a: a column moves, the text stays; b: the text moves, the columns stay.
+    views.commit({"w": {"a": row("leased", 5, text="Fix the login bug"),
+                        "b": row("ready", 7, text="Rewrite the lexer")}}, {"w": cp(1)}, cp(2))
+    assert views.load("w", "a") == row("leased", 5).value
+    assert [k for k, _ in views.query(Query("w", text="login"))] == ["a"]
+    assert [k for k, _ in views.query(Query("w", text="parser"))] == []
+    assert [k for k, _ in views.query(Query("w", text="lexer"))] == ["b"]
+    assert [k for k, _ in views.query(Query("w", (("status", "=", "ready"),)))] == ["b"]
+    assert [k for k, _ in views.query(Query("w", (("status", "=", "leased"),)))] == ["a"]
+    assert views.counts("w", "status") == {"leased": 1, "ready": 1}
+    # Only the value changes; then a row deleted and another one made in one commit.
+    views.commit({"w": {"a": Row(b"other", ("leased", 5, "t"), "Fix the login bug")}},
+                 {"w": cp(2)}, cp(3))
+    assert views.load("w", "a") == b"other"
+    assert [k for k, _ in views.query(Query("w", text="login"))] == ["a"]
+    views.commit({"w": {"a": None, "c": row("ready", 1, text="login page")}},
+                 {"w": cp(3)}, cp(4))
+    assert [k for k, _ in views.query(Query("w", text="login"))] == ["c"]
+    assert [k for k, _ in views.query(Query("w", order=("priority", "key")))] == ["c", "b"]
+    assert views.counts("w", "status") == {"ready": 2}
+    # Deleting a key that was never written changes nothing.
+    views.commit({"w": {"never": None}}, {"w": cp(4)}, cp(5))
+    assert views.count(Query("w")) == 2
+
+
 # -- the CAS ---------------------------------------------------------------------
 
 @pytest.fixture

@@ -415,44 +415,78 @@ class SqliteViewStore:
                *, fresh: bool = False, searched: bool = True) -> None:
         """Write `rows` into the view's table; `fresh`: the table was just created, so
         there is nothing to look up or delete. `searched`: keep its search index row by
-        row (else the commit fills a new table's index in bulk at its end)."""
+        row (else the commit fills a new table's index in bulk at its end).
+
+        A row already stored is updated in the columns that changed only: SQLite
+        rewrites an index entry for each column set, so a lease (3 of the queue's 9
+        columns) leaves the other indexes alone, and a row whose text is unchanged
+        keeps its search index row (a trigram index is costly to rewrite)."""
         if not rows:
             return
         name = spec.name
+        columns = spec.columns
+        width = len(columns)
         delta: dict[tuple[str, str], int] = {}
-        counted = [(column, spec.columns.index(column)) for column in spec.counted]
-        if counted and not fresh:
-            selected = ", ".join(f'"c_{column}"' for column, _ in counted)
+        counted = [(column, columns.index(column)) for column in spec.counted]
+        # key -> (text, column values) as stored
+        old: dict[str, tuple[Any, ...]] = {}
+        if not fresh:
+            selected = "".join(f', "c_{column}"' for column in columns)
             for chunk in chunks(list(rows)):
-                for old in db.execute(f'SELECT {selected} FROM "v_{name}" WHERE key IN '
-                                      f"({', '.join('?' * len(chunk))})", chunk):
-                    for (column, _), value in zip(counted, old, strict=True):
-                        slot = (column, json.dumps(value))
-                        delta[slot] = delta.get(slot, 0) - 1
-        deletes = [(key,) for key, row in rows.items() if row is None]
-        upserts = [(key, row.value, *row.columns, row.text.translate(ASCII_LOWER))
-                   for key, row in rows.items() if row is not None]
-        if spec.text and searched:
+                for found in db.execute(f'SELECT key, text{selected} FROM "v_{name}" WHERE '
+                                        f"key IN ({', '.join('?' * len(chunk))})", chunk):
+                    old[found[0]] = found[1:]
+            for before in old.values():
+                for column, position in counted:
+                    slot = (column, json.dumps(before[1 + position]))
+                    delta[slot] = delta.get(slot, 0) - 1
+        search = spec.text and searched
+        deletes: list[tuple[str]] = []
+        inserts: list[tuple[Any, ...]] = []
+        updates: dict[tuple[tuple[int, ...], bool], list[tuple[Any, ...]]] = {}
+        unindex: list[tuple[str]] = []  # search rows to remove first
+        reindex: list[tuple[str]] = []  # search rows to add last
+        for key, row in rows.items():
+            stored = old.get(key)
+            if row is None:
+                if stored is not None:
+                    deletes.append((key,))
+                continue
+            text = row.text.translate(ASCII_LOWER)
+            values = row.columns
+            for column, position in counted:
+                slot = (column, json.dumps(values[position]))
+                delta[slot] = delta.get(slot, 0) + 1
+            if stored is None:
+                inserts.append((key, row.value, *values, text))
+                reindex.append((key,))
+                continue
+            changed = tuple(position for position in range(width)
+                            if not _same(stored[1 + position], values[position]))
+            retext = stored[0] != text
+            updates.setdefault((changed, retext), []).append(
+                (row.value, *(values[position] for position in changed),
+                 *((text,) if retext else ()), key))
+            if retext:
+                unindex.append((key,))
+                reindex.append((key,))
+        if search and (unindex or deletes):
             db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
-                           f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [(k,) for k in rows])
+                           f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [*unindex, *deletes])
         if deletes:
             db.executemany(f'DELETE FROM "v_{name}" WHERE key = ?', deletes)
-        if upserts:
-            columns = "".join(f', "c_{column}"' for column in spec.columns)
-            marks = ", ".join("?" * (len(spec.columns) + 3))
-            updates = ", ".join(f'"c_{c}" = excluded."c_{c}"' for c in spec.columns)
-            db.executemany(
-                f'INSERT INTO "v_{name}" (key, value{columns}, text) VALUES ({marks}) '
-                f"ON CONFLICT(key) DO UPDATE SET value = excluded.value, text = excluded.text"
-                + (f", {updates}" if updates else ""), upserts)
-            if spec.text and searched:
-                db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
-                               f'FROM "v_{name}" WHERE key = ?', [(u[0],) for u in upserts])
-        for row in rows.values():
-            if row is not None:
-                for column, index in counted:
-                    slot = (column, json.dumps(row.columns[index]))
-                    delta[slot] = delta.get(slot, 0) + 1
+        if inserts:
+            names = "".join(f', "c_{column}"' for column in columns)
+            marks = ", ".join("?" * (width + 3))
+            db.executemany(f'INSERT INTO "v_{name}" (key, value{names}, text) VALUES ({marks})',
+                           inserts)
+        for (changed, retext), params in updates.items():
+            sets = "".join(f', "c_{columns[position]}" = ?' for position in changed)
+            db.executemany(f'UPDATE "v_{name}" SET value = ?{sets}'
+                           f'{", text = ?" if retext else ""} WHERE key = ?', params)
+        if search and reindex:
+            db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
+                           f'FROM "v_{name}" WHERE key = ?', reindex)
         # A count that falls to 0 keeps its row (readers skip it): one statement, not two.
         moved = [(name, column, value, n) for (column, value), n in delta.items() if n]
         if moved:
@@ -465,3 +499,9 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+
+
+def _same(stored: Any, value: Any) -> bool:
+    """Whether a stored column value is the one a row has (the same type too: an int
+    read back for a float written is a change, so an update never keeps a stale type)."""
+    return stored == value and type(stored) is type(value)
