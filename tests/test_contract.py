@@ -476,6 +476,32 @@ def test_an_update_keeps_what_did_not_change_and_moves_what_did(views: ViewStore
     assert views.count(Query("w")) == 2
 
 
+@pytest.mark.parametrize("scan_from", [0, 10**9], ids=["index-walk", "by-rowid"])
+def test_a_search_of_many_matches_pages_in_order_either_way(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan_from: int) -> None:
+    """A common word's page comes from walking the order's index, a rare one's from its
+    matches fetched by rowid (`SCAN_ORDER_FROM`): the same rows, order and count."""
+    from uwf.engine import viewstore
+
+    monkeypatch.setattr(viewstore, "SCAN_ORDER_FROM", scan_from)
+    views = view_store("sqlite", tmp_path)
+    rows = {f"k{n:04d}": row("ready" if n % 3 else "done", n % 7, f"t{1200 - n:04d}",
+                             text=f"run {n} {'timeout' if n % 4 == 0 else 'ok'} #{n % 5}")
+            for n in range(1200)}
+    views.commit({"w": rows}, {"w": None, "s": None}, cp(1))
+    wanted = sorted((key for key, r in rows.items() if "timeout" in r.text),
+                    key=lambda key: (rows[key].columns[1], rows[key].columns[2], key))
+    query = Query("w", text="TIMEOUT", order=("priority", "at"), limit=25, offset=40)
+    assert [key for key, _ in views.query(query)] == wanted[40:65]
+    assert views.count(query) == len(wanted) == 300
+    both = Query("w", (("status", "=", "done"),), text="timeout #3", order=("at",), limit=10)
+    chosen = sorted((key for key in wanted if rows[key].columns[0] == "done"
+                     and "#3" in rows[key].text), key=lambda key: (rows[key].columns[2], key))
+    assert [key for key, _ in views.query(both)] == chosen[:10]
+    assert views.count(both) == len(chosen)
+    closed(views)
+
+
 # -- the CAS ---------------------------------------------------------------------
 
 @pytest.fixture

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from uwf.engine.log import Checkpoint
-from uwf.engine.sqlquery import chunks, column_sql, count_value, order_sql, where_sql
+from uwf.engine.sqlquery import (
+    chunks,
+    column_sql,
+    count_value,
+    fts_match,
+    order_sql,
+    where_sql,
+)
 from uwf.engine.viewspec import (
     ASCII_LOWER,
     STREAMS,
@@ -51,6 +58,9 @@ CREATE TABLE IF NOT EXISTS counts (
   PRIMARY KEY (view, col, value)
 ) WITHOUT ROWID;
 """
+# A search whose words match at least this many rows walks the order's index for its
+# page instead of fetching every match (`query`).
+SCAN_ORDER_FROM = 1_000
 _BUSY = ("locked", "busy")
 _UNAVAILABLE = ("disk i/o", "unable to open", "full", "readonly", "read-only")
 
@@ -229,13 +239,18 @@ class SqliteViewStore:
         spec = self.specs[query.view]
         if query.text is not None and not spec.text:
             raise ValueError(f"view {spec.name} has no search text")
-        where, params = where_sql(spec, query)
-        sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY '
-               f"{order_sql(spec, query.order)} LIMIT ? OFFSET ?")
         with self._guard():
             db = self._reader(spec.name)
             if db is None:
                 return []
+            match = fts_match(query.text)
+            # Many matches: walk the order's index to the page's end rather than fetch
+            # and sort every match (a common word among 100,000 runs: 6 ms, not 34).
+            scan = (match is not None and query.limit is not None
+                    and self._matches(db, spec.name, match) >= SCAN_ORDER_FROM)
+            where, params = where_sql(spec, query, scan_order=scan)
+            sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY '
+                   f"{order_sql(spec, query.order)} LIMIT ? OFFSET ?")
             rows = db.execute(sql, [*params, -1 if query.limit is None else query.limit,
                                     query.offset]).fetchall()
         return [(self._key(key), self._blob(value)) for key, value in rows]
@@ -251,8 +266,19 @@ class SqliteViewStore:
                 row = db.execute("SELECT coalesce(sum(n), 0) FROM counts WHERE view = ? AND "
                                  "col = ?", (query.view, counted[0])).fetchone()
                 return int(row[0])
+            match = fts_match(query.text)
+            if match is not None and params == [match]:  # words alone: the index counts
+                return self._matches(db, query.view, match)
             row = db.execute(f'SELECT count(*) FROM "v_{query.view}"{where}', params).fetchone()
             return int(row[0])
+
+    @staticmethod
+    def _matches(db: sqlite3.Connection, view: str, match: str) -> int:
+        """Rows whose text holds every term of `match` (its full-text index has one row
+        per row of the view, under the same rowid)."""
+        row = db.execute(f'SELECT count(*) FROM "f_{view}" WHERE "f_{view}" MATCH ?',
+                         (match,)).fetchone()
+        return int(row[0])
 
     def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
         spec = self.specs[view]
