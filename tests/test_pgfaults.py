@@ -446,14 +446,16 @@ def test_a_step_whose_connections_dropped_while_its_agent_ran_is_recorded(
 
 # -- 5. an acknowledged write and the server's crash ---------------------------------------
 
-def test_an_acknowledged_write_survives_the_servers_crash(tmp_path: Path) -> None:
+def test_an_acknowledged_write_survives_the_servers_crash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A write that returned survives `pg_ctl stop -m immediate` (the server killed: WAL
     it had not flushed is lost), on a server that fsyncs: the section commits with the
     server's `synchronous_commit`. (Committing without waiting, so the lock goes before
     the flush, then waiting for a flush, lost writes with a transaction id alone, and was
     no faster with a WAL record: the section's cost on PostgreSQL is its round trips.)"""
     from uwf.engine.events import NewEvent
-    from uwf.engine.journal import Outcome
+    from uwf.engine.journal import Outcome, Views
+    from uwf.engine.log import Checkpoint
     from uwf.store import Store
     from uwf.workflows.events import WorkflowRegistered
     from uwf.workflows.service import put_workflow
@@ -463,14 +465,19 @@ def test_an_acknowledged_write_survives_the_servers_crash(tmp_path: Path) -> Non
     try:
         server.start()
         url = server.create_database()
-        os.environ.pop("UWF_DURABILITY", None)  # the default: fsync
+        monkeypatch.delenv("UWF_DURABILITY", raising=False)  # the default: fsync
         store = Store.open(url)
+        assert store.durability == "fsync"
         hash_ = put_workflow(store, EXAMPLE).workflow
         for round_ in range(3):
             name = f"kept-{round_}"
-            head = store.journal.write(lambda views, name=name: Outcome(
-                [NewEvent(f"workflow/{name}", WorkflowRegistered(name, hash_, None))],
-                then=lambda after: after.head))
+
+            def register(views: Views, name: str = name) -> Outcome[Checkpoint]:
+                return Outcome([NewEvent(f"workflow/{name}",
+                                         WorkflowRegistered(name, hash_, None))],
+                               then=lambda after: after.head)
+
+            head = store.journal.write(register)
             store.close()
             server._run(str(server.bin / "pg_ctl"), "-D", str(folder / "data"), "-w",
                         "-m", "immediate", "stop")
