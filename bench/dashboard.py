@@ -15,7 +15,9 @@ Timed, each request end to end as the client sees it, R times (default 21; 15
 with --quick), all interleaved in rotating order between the two stores:
 
 - `/runs` (the first page), `/runs?status=failed`, `/runs?text=WORD`: the runs
-  list; target big / small <= 1.5 (issue 22);
+  list; target big / small <= 1.5 (issue 22); and `/runs?status=failed&limit=9`,
+  the same number of rows on both stores (the small one has 9 failed runs, so the
+  page without a limit shows 9 rows against 50);
 - `/runs/ID`, a completed run in the middle of each store: target <= 1.5;
 - each of them with `?format=json` (the JSON twin: the CLI's payloads, no
   template), the same target;
@@ -88,6 +90,7 @@ class Page:
 def pages_of(ids: dict[str, str], word: str) -> list[Page]:
     made = []
     for label, path in (("/runs", "/runs"), ("/runs?status=failed", "/runs?status=failed"),
+                        ("/runs?status=failed&limit=9", "/runs?status=failed&limit=9"),
                         (f"/runs?text={word}", f"/runs?text={word}"), ("/runs/ID", None)):
         urls = {size: path or f"/runs/{ids[size]}" for size in ids}
         made.append(Page(label, urls))
