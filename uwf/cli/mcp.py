@@ -16,16 +16,15 @@ The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 from __future__ import annotations
 
 import functools
-import json
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.parsing import invalid, masked, one_line, params
+from uwf.cli.parsing import collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command, Group, command_schemas
 from uwf.config.args import Args, arg
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UsageError, UwfError
@@ -119,7 +118,7 @@ class Tools:
             try:
                 result = command.handler(args, self.context)
                 if command.streams:
-                    result = _collect(result, notify)
+                    result = collect(result, notify.say)
             finally:
                 store.progress = store.steps = None
             return _outcome(command, result, self.context)
@@ -158,17 +157,6 @@ class _Notifier:
             f"{what}: {done}" + (f" of {total}" if total else ""))
 
 
-def _collect(lines: Iterable[str], notify: _Notifier) -> list[Any]:
-    """A streaming command's lines, each JSON line parsed, as one list; each line is
-    also a progress notification."""
-    collected: list[Any] = []
-    for line in lines:
-        try:
-            collected.append(json.loads(line))
-        except ValueError:
-            collected.append(line)
-        notify.say(line)
-    return collected
 
 
 def _outcome(command: Command[Any], result: Any, context: Context) -> Outcome:

@@ -10,7 +10,7 @@ import argparse
 import operator
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -352,3 +352,20 @@ def one_line(text: str) -> str:
 
 def masked(text: str, redact: Redact | None) -> str:
     return redact(text) if redact is not None else text
+
+
+def collect(lines: Iterable[str], each: Callable[[str], None] | None = None) -> list[Any]:
+    """A streaming command's lines (`thread log`, `log tail`) as one list, each JSON line
+    parsed (any other kept as text): what `uwf mcp` and the dashboard return for them.
+    `each` is told every line as it comes."""
+    import json
+
+    collected: list[Any] = []
+    for line in lines:
+        try:
+            collected.append(json.loads(line))
+        except ValueError:
+            collected.append(line)
+        if each is not None:
+            each(line)
+    return collected

@@ -10,16 +10,15 @@ is. Only commands that change nothing may be called: the dashboard is read-only.
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.parsing import invalid, masked, one_line, params
+from uwf.cli.parsing import collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command
 from uwf.errors import EXIT_REJECTED, NotFound, UsageError, UwfError
 from uwf.payload import to_payload
@@ -70,7 +69,7 @@ class Caller:
                 args = _convert(command, given)
                 result = command.handler(args, self.context)
                 if command.streams:
-                    result = _collect(result)
+                    result = collect(result)
                 return Called(name, self._payload(result))
             except NotFound as exc:
                 return self._failed(name, exc, 404)
@@ -109,13 +108,3 @@ def _convert(command: Command[Any], arguments: dict[str, Any]) -> Any:
                          f"see `uwf {command.name} --help`") from None
 
 
-def _collect(lines: Iterable[str]) -> list[Any]:
-    """A streaming command's lines (`thread log`, `log tail`), each JSON line parsed, as
-    one list: what `uwf mcp` returns for them."""
-    collected: list[Any] = []
-    for line in lines:
-        try:
-            collected.append(json.loads(line))
-        except ValueError:
-            collected.append(line)
-    return collected
