@@ -28,7 +28,9 @@ def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3) -> tuple[str, Path, 
     store = Store.open(cli.home)
     role = kit.show(thread)["currentRole"]
     context = agent_context(store, thread, role, "all")
-    return thread, staging.stage(context, store.cas, store.clock), store
+    folder = staging.stage(context, store.cas, store.clock, {"TMPDIR": str(tmp_path)})
+    assert folder.parent == tmp_path  # the command's TMPDIR, from its settings
+    return thread, folder, store
 
 
 def test_the_context_is_cut_to_the_history_asked_for(cli: Cli, tmp_path: Path) -> None:
@@ -100,3 +102,21 @@ def test_a_node_file_over_the_limit_is_not_read(cli: Cli, tmp_path: Path) -> Non
         out.truncate(staging.MAX_FILE_BYTES + 1)  # sparse: no disk spent
     with pytest.raises(Corrupt, match="over"):
         staging.bring_in(folder, store.cas, name)
+
+
+def test_a_tmpdir_that_is_no_folder_stages_in_the_systems_temp(cli: Cli,
+                                                               tmp_path: Path) -> None:
+    import tempfile
+
+    kit = make_kit(cli, tmp_path)
+    kit.put_workflow()
+    thread = kit.start()
+    store = Store.open(cli.home)
+    context = agent_context(store, thread, kit.show(thread)["currentRole"], "all")
+    folder = staging.stage(context, store.cas, store.clock,
+                           {"TMPDIR": str(tmp_path / "absent")})
+    try:
+        assert folder.parent == Path(tempfile.gettempdir())
+        assert (folder / staging.CONTEXT_FILE).is_file()
+    finally:
+        staging.remove(folder)

@@ -20,6 +20,7 @@ the folder. One protocol for both backends.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -54,11 +55,16 @@ def _cas(folder: Path, clock: Callable[[], int], redact: Redact | None) -> Cas:
 
 # -- the parent's side ------------------------------------------------------------
 
-def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int]) -> Path:
-    """A new staging folder for the step `context` describes (the caller removes it)."""
+def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int],
+          environ: Mapping[str, str]) -> Path:
+    """A new staging folder for the step `context` describes (the caller removes it),
+    in the command's TMPDIR (`environ`, the settings' copy) when that is a folder, else
+    the system's temp folder."""
     from uwf.payload import to_payload
 
-    folder = Path(tempfile.mkdtemp(prefix="uwf-step-"))
+    chosen = environ.get("TMPDIR")
+    folder = Path(tempfile.mkdtemp(prefix="uwf-step-",
+                                   dir=chosen if chosen and os.path.isdir(chosen) else None))
     try:
         staged = _cas(folder, clock, None)
         staged.ensure_builtins()

@@ -232,7 +232,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
     try:
         context = agent_context(store, plan.thread, plan.decision.role, config=config,
                                 env=env)
-        folder = staging.stage(context, store.cas, store.clock)
+        folder = staging.stage(context, store.cas, store.clock, store.settings.environ)
     except UwfError as exc:
         return Failure("spawn", f"the step's context cannot be staged: {exc.what}")
     env[staging.STEP_DIR] = str(folder)
