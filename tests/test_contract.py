@@ -502,6 +502,36 @@ def test_a_search_of_many_matches_pages_in_order_either_way(
     closed(views)
 
 
+def test_closing_the_views_keeps_sqlites_statistics_without_waiting(tmp_path: Path) -> None:
+    """Closing a connection that queried a view lets SQLite gather statistics its
+    planner lacks (`PRAGMA optimize`), and never waits for a writer to do it: a
+    file another connection is writing keeps what it has, and closing returns."""
+    import sqlite3
+    import time
+
+    views = view_store("sqlite", tmp_path)
+    views.commit({"w": {f"k{n:04d}": row("ready" if n % 5 else "done", n % 7)
+                        for n in range(2000)}}, {"w": None, "s": None}, cp(1))
+    path = tmp_path / "views" / "views.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    views.query(Query("w", (("status", "=", "done"),), order=("priority",), limit=5))
+    started = time.monotonic()
+    views.close()
+    assert time.monotonic() - started < 10  # the views' own busy timeout is 30 s
+    stats = "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'"
+    assert writer.execute(stats).fetchone() == (0,)
+    writer.execute("ROLLBACK")
+    writer.close()
+
+    views = view_store("sqlite", tmp_path)
+    assert views.count(Query("w", (("status", "=", "done"),))) == 400
+    views.close()
+    reader = sqlite3.connect(path)
+    assert reader.execute("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'v_w'").fetchone()[0]
+    reader.close()
+
+
 # -- the CAS ---------------------------------------------------------------------
 
 @pytest.fixture

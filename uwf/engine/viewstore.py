@@ -170,6 +170,7 @@ class SqliteViewStore:
     def close(self) -> None:
         with self._all_lock:
             for db in self._all:
+                _optimize(db)
                 db.close()
             self._all.clear()
         self._local = threading.local()
@@ -531,3 +532,20 @@ def _same(stored: Any, value: Any) -> bool:
     """Whether a stored column value is the one a row has (the same type too: an int
     read back for a float written is a change, so an update never keeps a stale type)."""
     return stored == value and type(stored) is type(value)
+
+
+def _optimize(db: sqlite3.Connection) -> None:
+    """Let SQLite refresh its statistics of the tables this connection queried when they
+    have none or have grown much since (`PRAGMA optimize`, a sampled ANALYZE: ~25 ms at
+    100,000 runs, nothing most times). Without them it guesses, and picks, say, the
+    (derived, deadline) range for `run list --status running` and sorts 15,000 runs
+    instead of walking (derived, created_at) to the page's end. Best effort, never
+    waiting for a writer: a busy or read-only file keeps the statistics it has."""
+    try:
+        if db.in_transaction:
+            return
+        db.execute("PRAGMA busy_timeout = 0")
+        db.execute("PRAGMA analysis_limit = 1000")
+        db.execute("PRAGMA optimize")
+    except sqlite3.Error:
+        pass
