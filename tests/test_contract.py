@@ -499,6 +499,18 @@ def test_a_search_of_many_matches_pages_in_order_either_way(
                      and "#3" in rows[key].text), key=lambda key: (rows[key].columns[2], key))
     assert [key for key, _ in views.query(both)] == chosen[:10]
     assert views.count(both) == len(chosen)
+    # The words' count is kept between a page and its total, never past a commit: of
+    # this connection, or of another one.
+    views.commit({"w": {"z0001": row("ready", -1, "t", text="timeout again")}}, {"w": cp(1)},
+                 cp(2))
+    assert views.count(query) == 301
+    other = view_store("sqlite", tmp_path)
+    other.commit({"w": {"z0002": row("ready", -1, "t", text="one more timeout")}},
+                 {"w": cp(2)}, cp(3))
+    closed(other)
+    assert views.count(query) == 302
+    assert [key for key, _ in views.query(Query("w", text="timeout", order=("priority", "key"),
+                                                limit=2))] == ["z0001", "z0002"]
     closed(views)
 
 

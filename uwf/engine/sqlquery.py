@@ -31,12 +31,13 @@ def fts_match(text: str | None) -> str | None:
     return " ".join(terms) if terms else None
 
 
-def where_sql(spec: ViewSpec, query: Query, *, scan_order: bool = False
+def where_sql(spec: ViewSpec, query: Query, *, scan: bool = False
               ) -> tuple[str, list[Any]]:
     """` WHERE ...` (or nothing) for the query's filters and search terms, and its
-    parameters. `scan_order`: keep SQLite from fetching the text's matches by rowid
-    (then sorting them all), so it walks an index in the query's order instead and
-    stops at the page's end: the faster plan when the text matches many rows."""
+    parameters. Words of 3+ characters are looked up in the full-text index, unless
+    `scan`: then every word is tested in each row's text as SQLite walks an index in
+    the query's order, stopping at the page's end (the faster plan when the words
+    match many rows: no full-text lookup, no sort of every match)."""
     conditions: list[str] = []
     params: list[Any] = []
     for column, op, value in query.where:
@@ -53,14 +54,13 @@ def where_sql(spec: ViewSpec, query: Query, *, scan_order: bool = False
             params.append(value)
         else:
             raise ValueError(f"unknown operator {op!r}")
-    match = fts_match(query.text)
+    match = None if scan else fts_match(query.text)
     if match is not None:
-        rowid = "+rowid" if scan_order else "rowid"  # `+`: not an index constraint
-        conditions.append(f'{rowid} IN (SELECT rowid FROM "f_{spec.name}" '
+        conditions.append(f'rowid IN (SELECT rowid FROM "f_{spec.name}" '
                           f'WHERE "f_{spec.name}" MATCH ?)')
         params.append(match)
     for term in search_terms(query.text):
-        if len(term) < 3:  # shorter than a trigram: looked for in each row's text
+        if scan or len(term) < 3:  # (shorter than a trigram: always in the row's text)
             conditions.append("instr(text, ?) > 0")
             params.append(term)
     return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
