@@ -115,6 +115,26 @@ def test_thread_run_shows_its_steps_and_show_draws_the_timeline(kit: Kit) -> Non
     assert json.loads(text)["status"] == "ended"
 
 
+def test_run_resume_and_rerun_drive_show_their_steps_on_a_terminal(kit: Kit) -> None:
+    env = kit.cli.env
+    thread = kit.start()
+    code, text = on_terminal(env, "run", "resume", thread, "--drive")
+    assert code == 0, text
+    assert "steps/s" in last_frame(text, "steps taken"), text
+    code, text = on_terminal(env, "run", "rerun", thread, "--drive")
+    assert code == 0, text
+    assert "steps/s" in last_frame(text, "steps taken"), text
+    # Piped, or without --drive: nothing on stderr.
+    other = kit.start(prompt="Second task")
+    for args in (("run", "resume", other, "--drive"), ("run", "resume", thread)):
+        done = piped(env, *args)
+        assert (done.returncode, done.stderr) == (0, ""), args
+        json.loads(done.stdout)
+    code, text = on_terminal(env, "run", "resume", other)
+    assert code == 0, text
+    assert "steps taken" not in text
+
+
 def test_rebuild_verify_sync_and_copy_show_bars_only_on_a_terminal(kit: Kit,
                                                                   tmp_path: Path) -> None:
     env = kit.cli.env

@@ -18,7 +18,11 @@ from uwf.runs.commands import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from uwf.cli.context import Context
+    from uwf.cli.spec import A, R
+    from uwf.store import Store
 
 
 def _runs_panel(payload: dict[str, Any]) -> str:
@@ -37,6 +41,20 @@ def _runs_panel(payload: dict[str, Any]) -> str:
     if start + shown < total:
         foot += f"; next page: --offset {start + shown}"
     return table(rows) + "\n" + foot if rows else foot
+
+
+def _driven(operation: Callable[[A, Store], R]) -> Callable[[A, Context], R]:
+    """`run resume|rerun`'s handler: with `--drive` on a terminal, a bar of the steps
+    taken, as `thread run` draws."""
+
+    def handler(args: A, ctx: Context) -> R:
+        if getattr(args, "drive", False) and ctx.bars is not None:
+            ctx.store.steps = ctx.bars.bar("steps taken", "steps", leave=False)
+        return operation(args, ctx.store)
+
+    handler.__name__ = handler.__qualname__ = operation.__name__
+    handler.__doc__ = operation.__doc__
+    return handler
 
 
 def _counts_panel(payload: dict[str, Any]) -> str:
@@ -110,14 +128,14 @@ RUN_COMMANDS: list[Command[Any]] = [
             human=_run_panel, after=_timeline, read_only=True),
     Command(("run", "resume"), "Show what runs next (read-only); --once steps it, --drive "
             "steps it to the end.", "uwf run resume 01J7K9M2XNPQR5VWBCDF8G3H4T --drive",
-            RunResume, on_store(runs.resume)),
+            RunResume, _driven(runs.resume)),
     Command(("run", "archive"), "Archive a run (or clear the mark), or archive by age with "
             "--older-than-days.", "uwf run archive --older-than-days 30 --state completed",
             RunArchive, on_store(runs.archive)),
     Command(("run", "rerun"), "Run a run again as a new linked run; --incremental takes over "
             "the unchanged steps.",
             "uwf run rerun 01J7K9M2XNPQR5VWBCDF8G3H4T --incremental --drive", RunRerun,
-            on_store(runs.rerun)),
+            _driven(runs.rerun)),
     Command(("history",), "the runs of every repo, newest first",
             "uwf history --status failed --limit 20", History, on_store(runs.history),
             human=_runs_panel, read_only=True),
