@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -223,3 +224,64 @@ def test_a_handler_is_callable_without_the_command_line(tmp_path: Path) -> None:
         msgspec.convert({"thread": "T", "max_steps": 0}, commands["thread run"].args)
     with pytest.raises(UsageError, match="invalid time"):
         Context(now="yesterday")
+
+
+def _outcome(parse: Callable[[], tuple[Command[Any], Any, argparse.Namespace]],
+             capsys: pytest.CaptureFixture[str]) -> tuple[Any, ...]:
+    """What parsing gave: the command, its arguments and the global options; or the
+    exit code and what was written."""
+    try:
+        command, args, namespace = parse()
+    except SystemExit as exc:
+        out = capsys.readouterr()
+        return ("exit", exc.code, out.out, out.err)
+    globals_ = {name: getattr(namespace, name, None) for name in ("store", "json", "format",
+                                                                  "now")}
+    return ("parsed", command.path, msgspec.to_builtins(args), globals_)
+
+
+def _golden_argvs() -> list[tuple[str, list[str]]]:
+    """Every command line of the CLI transcript (tests/golden/cli.txt), split as a shell
+    would."""
+    import shlex
+
+    found = []
+    for line in (Path(__file__).parent / "golden" / "cli.txt").read_text("utf-8").splitlines():
+        if line.startswith(("$ uwf ", "$ json-cas ")):
+            words = shlex.split(line[2:].split(" < ")[0].split(" | ")[0])
+            found.append((words[0], words[1:]))
+    return found
+
+
+ODD_ARGVS = [
+    ["--json", "workflow", "list"], ["--store=/tmp/x", "--json", "workflow", "list"],
+    ["--sto", "/tmp/x", "workflow", "list"], ["--js", "queue", "list"], ["--s", "x", "history"],
+    ["--now", "2026-01-01T00:00:00Z", "thread", "show", ULID],
+    ["--format", "json", "run", "counts"], ["--format", "yaml", "run", "counts"],
+    ["--json=1", "workflow", "list"], ["--", "workflow", "list"], ["-h"], ["--help"],
+    ["--he"], ["workflow"], ["workflow", "-h"], ["workflow", "nope"], ["nope"],
+    ["workflow", "list", "-h"], ["workflow", "list", "extra"], ["history", "--limit", "-1"],
+    ["history", "--lim", "3"], ["run", "search", "--status", "lost"],
+    ["thread", "show"], ["thread", "show", "not-a-ulid"], ["queue", "add", "--bogus"],
+    ["--store"], ["--now"], ["--json", "--json", "run", "counts", "--json"],
+    ["run", "counts", "--store", "/tmp/y"], ["sched", "lease", "--limit", "2", "--json"],
+]
+
+
+@pytest.mark.parametrize("prog", ["uwf", "json-cas"])
+def test_a_command_lines_branch_parses_as_the_whole_tree_does(
+        prog: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`parse` builds only the branch of the command a command line names: for every
+    command line of the transcript and odd ones (global options before it, abbreviated,
+    help, unknown or incomplete commands, bad values), the result or the error is the
+    one the whole tree gives."""
+    from uwf.cli.parsing import build_parser, parse, parse_with
+
+    group = GROUPS[prog]
+    argvs = [argv for name, argv in _golden_argvs() if name == prog] + ODD_ARGVS
+    assert len(argvs) > 60
+    whole = build_parser(group)
+    for argv in argvs:
+        branch = _outcome(functools.partial(parse, group, argv), capsys)
+        tree = _outcome(functools.partial(parse_with, whole, argv), capsys)
+        assert branch == tree, argv

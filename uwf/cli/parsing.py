@@ -146,8 +146,10 @@ def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,
 
 # -- argparse --------------------------------------------------------------------------
 
-def build_parser(group: Group) -> argparse.ArgumentParser:
-    """The whole command line of `group`, each command's arguments from its Struct."""
+def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.ArgumentParser:
+    """The whole command line of `group`, each command's arguments from its Struct; with
+    `only`, that command's branch alone: all a command line naming it needs (the whole
+    tree costs tens of milliseconds of argparse and type inspection per process)."""
     parser = _Parser(
         prog=group.prog,
         description=group.description,
@@ -159,6 +161,8 @@ def build_parser(group: Group) -> argparse.ArgumentParser:
     top.required = True
     subgroups: dict[str, argparse._SubParsersAction[Any]] = {}
     for command in group.commands:
+        if only is not None and command is not only:
+            continue
         if len(command.path) == 1:
             target = top
         else:
@@ -253,12 +257,41 @@ def command_parsers(group: Group) -> dict[tuple[str, ...], argparse.ArgumentPars
     return leaves
 
 
+# The global options before a command, and whether each takes a value.
+_GLOBALS = {"--store": True, "--json": False, "--format": True, "--now": True}
+
+
+def named(group: Group, argv: Sequence[str]) -> Command[Any] | None:
+    """The command `argv` names, read as argparse reads it (global options and their
+    values first, abbreviated or not); None when that takes argparse itself (help, an
+    unknown or incomplete command, anything unusual)."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):
+        name, equals, _ = argv[at].partition("=")
+        found = [option for option in _GLOBALS if option.startswith(name)]
+        if len(name) < 3 or not name.startswith("--") or len(found) != 1:
+            return None
+        at += 2 if _GLOBALS[found[0]] and not equals else 1
+    words = tuple(argv[at:at + 2])
+    for command in group.commands:
+        if words[:len(command.path)] == command.path:
+            return command
+    return None
+
+
 def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
                                                             argparse.Namespace]:
     """The command, its arguments as its Struct, and the global options; a usage
     error (one line, exit 2) for anything argparse or the Struct refuses."""
-    parser = build_parser(group)
-    if not (sys.argv[1:] if argv is None else argv):  # no command: say what there is
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = named(group, given)
+    return parse_with(build_parser(group, command), given)
+
+
+def parse_with(parser: argparse.ArgumentParser, argv: Sequence[str]
+               ) -> tuple[Command[Any], Args, argparse.Namespace]:
+    """`parse` with a parser built already (the whole tree, or a command's branch)."""
+    if not argv:  # no command: say what there is
         sys.stderr.write(parser.format_help())
         raise SystemExit(EXIT_USAGE)
     namespace = parser.parse_args(argv)
