@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.pgkit import Server
-from uwf.engine.pgdb import SCHEMA_VERSION, PgDatabase, is_database_url, shown, where
+from uwf.engine.dburl import is_database_url, shown, where
+from uwf.engine.pgdb import SCHEMA_VERSION, PgDatabase
 from uwf.errors import OldFormat, StoreUnavailable
 
 

@@ -18,7 +18,7 @@ from tests.brokerkit import Broker
 from tests.conftest import BIN, EXAMPLE, Cli
 from tests.pgkit import Server
 from tests.test_mcp_parity import normalised
-from uwf.engine.pgdb import shown
+from uwf.engine.dburl import shown
 
 pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips
 

@@ -16,9 +16,9 @@ import pytest
 from tests.conftest import EXAMPLE, Cli, snapshot
 from tests.pgkit import Server
 from tests.test_pgstore import located
+from uwf.engine.dburl import shown
 from uwf.engine.events import Envelope, encode_line
 from uwf.engine.log import digest
-from uwf.engine.pgdb import shown
 from uwf.store import Store
 
 pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips

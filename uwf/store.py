@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import Settings, process_settings, store_root
-from uwf.engine.pgdb import is_database_url
+from uwf.engine.dburl import is_database_url
 
 if TYPE_CHECKING:
     from uwf.engine.pgdb import PgDatabase
@@ -90,7 +90,7 @@ class Store:
         """Where the store is, as it may be printed: its folder, its database's URL
         without the password, or `:memory:`."""
         if self.settings.store_url is not None and self.database is not None:
-            from uwf.engine.pgdb import shown
+            from uwf.engine.dburl import shown
 
             return shown(self.settings.store_url)
         return str(self.root) if self.root is not None else ":memory:"

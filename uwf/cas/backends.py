@@ -14,7 +14,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -222,7 +221,7 @@ def _create_temp(folder: str) -> tuple[int, str]:
     umask (mkstemp would make it 0600, and a fixed chmod would ignore the umask)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC
     while True:
-        temp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}.json")
+        temp = os.path.join(folder, f".tmp-{os.urandom(8).hex()}.json")
         try:
             return os.open(temp, flags, 0o666), temp
         except FileExistsError:

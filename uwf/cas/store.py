@@ -17,14 +17,19 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, normalize, self_hash
 from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
-from uwf.cas.subset import DRAFT07_BOOTSTRAP, REF_FORMAT, meta_schema, schema_problems
+from uwf.cas.subset import (
+    DRAFT07_BOOTSTRAP,
+    REF_FORMAT,
+    SCHEMAS,
+    meta_schema,
+    schema_problems,
+)
 from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
@@ -56,7 +61,7 @@ def meta_hash() -> str:
 
 @cache
 def builtin_schema(name: str) -> dict[str, Any]:
-    text = resources.files("uwf.cas").joinpath(f"schemas/{name}.json").read_text("utf-8")
+    text = (SCHEMAS / f"{name}.json").read_text("utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 from uwf.config.env import env_number
 from uwf.engine.clock import Clock, fixed_clock, parse_instant, system_clock
-from uwf.engine.pgdb import is_database_url, shown
+from uwf.engine.dburl import is_database_url, shown
 from uwf.errors import UsageError
 
 DEFAULT_LOCK_TIMEOUT_S = 10.0

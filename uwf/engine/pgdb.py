@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from uwf.engine.dburl import where
 from uwf.errors import OldFormat, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 # The version of the tables below; a database written by a newer uwf fails closed.
 SCHEMA_VERSION = 1
-URL_SCHEMES = ("postgresql", "postgres")
 # The advisory lock creating tables takes (any 64-bit key no other lock uses: "uwf_ddl").
 SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
 # psycopg logs a warning for an error it ignored while leaving a pipeline (or rolling
@@ -37,43 +37,6 @@ SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
 # stderr, several lines before the command's one. This handler stops that fallback;
 # records still reach the handlers of an application that has some.
 _QUIET = logging.NullHandler()
-
-
-def is_database_url(value: str) -> bool:
-    """Whether a store value names a PostgreSQL database, not a folder."""
-    return value.split("://", 1)[0] in URL_SCHEMES and "://" in value
-
-
-def shown(url: str) -> str:
-    """`url` as it may be printed: no password, and the host and database kept."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://?"
-    user = f"{parts.username}@" if parts.username else ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    query = f"?{parts.query}" if parts.query and "password" not in parts.query else ""
-    return f"{parts.scheme}://{user}{host}{port}{parts.path}{query}"
-
-
-def where(url: str) -> str:
-    """The server and database of `url`, as an error names them."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "the database"
-    host = parts.hostname or _query_host(parts.query) or "the local socket"
-    database = parts.path.lstrip("/") or "the default database"
-    return f"database {database} on {host}"
-
-
-def _query_host(query: str) -> str | None:
-    for item in query.split("&"):
-        name, _, value = item.partition("=")
-        if name == "host" and value:
-            return value
-    return None
 
 
 def _psycopg() -> Any:

@@ -29,8 +29,9 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
+from uwf.engine.dburl import where
 from uwf.engine.log import Checkpoint
-from uwf.engine.pgdb import PgDatabase, where
+from uwf.engine.pgdb import PgDatabase
 from uwf.engine.pgquery import (
     check_types,
     copy_sql,

@@ -30,9 +30,9 @@ from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agen
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import MIN_LENGTH, secret_values
+from uwf.engine.dburl import is_database_url
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.engine.pgdb import is_database_url
 from uwf.errors import Corrupt, NotFound, Rejected, StoreUnavailable, UsageError, UwfError
 from uwf.redact import redactor
 from uwf.store import Store
