@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,30 @@ def test_threads_of_one_process_each_fsync_after_their_write(cli: Cli) -> None:
     listed = json.loads(cli.run("workflow", "list", "--json").out)
     names = {entry["name"] for entry in listed}
     assert {f"t{n}-{i}" for n in range(4) for i in range(10)} <= names
+
+
+def test_the_archive_makes_the_lines_it_copies_durable_first(cli: Cli, tmp_path: Path
+                                                           ) -> None:
+    """A writer lets its lock go before its fsync, so a reader may see lines not yet
+    durable: `uwf archive sync` fsyncs the log (`EventLog.sync`) before it writes the
+    lines into a run's files, so an archive never keeps an event a crash takes back."""
+    strace = shutil.which("strace")
+    if strace is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("strace is not installed; .ci/run installs it with apt")
+        pytest.skip("strace is not installed")
+    cli.env["UWF_DURABILITY"] = "fsync"
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    assert cli.run("thread", "start", "solve-issue", "-p", "Fix the login bug").code == 0
+    segment = str(next((cli.home / "events").iterdir()))
+    archive = tmp_path / "archive"
+    done = subprocess.run([strace, "-f", "-y", "-qq", "-e", "trace=write,fsync", "-o",
+                           "/dev/stderr", str(BIN / "uwf"), "archive", "sync", str(archive)],
+                          env=cli.env, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = [(match.group(1), match.group(2)) for match in
+             re.finditer(r"\b(write|fsync)\(\d+<([^>]*)>", done.stderr)]
+    runs = [n for n, (call, path) in enumerate(calls)
+            if call == "write" and path.startswith(str(archive / "runs"))]
+    assert runs, calls
+    assert ("fsync", segment) in calls[:runs[0]], calls

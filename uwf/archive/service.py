@@ -229,7 +229,11 @@ class Archive:
 
     def _flush(self, runs: Folder, touched: dict[str, _Run], tally: _Tally) -> None:
         """Write the pending lines of each run: graph.json before its run_start,
-        summary.json after its run_end."""
+        summary.json after its run_end. The log's lines they come from are made durable
+        first (a writer fsyncs after letting its lock go: an archive never keeps an
+        event a crash takes out of the log)."""
+        if any(record.pending for record in touched.values()):
+            self.store.log.sync()
         for run_id, record in touched.items():
             if not record.pending and (record.summary or record.state is None
                                        or not record.state.ended):

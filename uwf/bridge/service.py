@@ -264,10 +264,11 @@ _head = msgspec.json.Decoder(_Head)
 
 
 def acknowledged(store: Store) -> int:
-    """The last seq a writer acknowledged: the stream index's checkpoint, which moves in
-    the writer's section only after its append is durable (caught up first when the
-    views are absent). A line after it may still be cut (a writer that died before its
-    fsync), so it is never published."""
+    """The last seq whose batch is whole and folded: the stream index's checkpoint,
+    which moves in the writer's section (caught up first when the views are absent).
+    A line after it may still be cut (a writer that died mid-write), so it is never
+    published; the lines up to it are made durable (`EventLog.sync`: a writer fsyncs
+    after letting its lock go) before they are."""
     from uwf.engine.viewspec import STREAMS
 
     checkpoint = store.journal.views.checkpoints().get(STREAMS)
@@ -390,6 +391,7 @@ class _Bridge:
                     if self.store.log.wait(self.seq, poll):  # written; acknowledged soon
                         _wait(0.005, self.stopped)
                     continue
+                self.store.log.sync()  # nothing is published that a crash could take back
                 whole = True
                 for start in range(0, len(lines), CHUNK):
                     chunk = lines[start:start + CHUNK]

@@ -118,6 +118,13 @@ class EventLog(Protocol):
         told by the backend where it can be (PostgreSQL's LISTEN/NOTIFY)."""
         ...
 
+    def sync(self) -> None:
+        """Make every complete line the log holds now durable: the barrier a reader
+        passes before it hands lines on for good (the bridge's messages, the archive's
+        files). A writer may let its lock go before its fsync, and a reader may see
+        its lines in between."""
+        ...
+
 
 def polled_wait(log: EventLog, after: int, timeout: float, every: float = 0.05) -> bool:
     """`EventLog.wait` by looking at the head every `every` seconds: for a log that
@@ -189,6 +196,9 @@ class MemoryLog:
     def wait(self, after: int, timeout: float) -> bool:
         with self._grown:
             return self._grown.wait_for(lambda: len(self._lines) > after, timeout)
+
+    def sync(self) -> None:
+        """Nothing to do: memory is as durable as it gets."""
 
 
 class _MemorySession:

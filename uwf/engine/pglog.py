@@ -140,6 +140,9 @@ class PgLog:
             head, ends = _last(self._connection())
         return {"rows": head.seq, "bytes": ends}
 
+    def sync(self) -> None:
+        """Nothing to do: a section's lines are seen only once its commit is durable."""
+
     def wait(self, after: int, timeout: float) -> bool:
         """LISTEN for the writers' NOTIFY (sent as each section commits), on a connection
         of its own made on first use; the head is looked at once first, so a line
