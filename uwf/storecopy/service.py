@@ -102,6 +102,7 @@ def copy(src: Store, dst: Store) -> Copied:
     scan = _Scan(src)
     nodes = sorted(reached(src, scan.lines()))
     end = scan.end
+    src.log.sync()  # the lines up to `end` are durable in the source before they are copied
     if end.seq == 0:
         raise NotFound(f"{src.location} holds no whole batch of events to copy",
                        "run `uwf log verify` on it")
