@@ -253,16 +253,23 @@ class State(TypedDict, total=False):
     messages: Annotated[list[dict[str, Any]], operator.add]
 
 
-def langgraph_app(reviews: int, saver: Any, marks: list[float]) -> Any:
+def langgraph_app(reviews: int, saver: Any, marks: list[float], *,
+                  per_thread: bool = False) -> Any:
+    """The loop as a StateGraph; the agent's visits are counted in the app, or with
+    `per_thread` per thread_id (one app serving many threads: bench/threads_concurrent.py)."""
+    from collections import Counter
+
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph import END, START, StateGraph
 
-    visits = dict.fromkeys(ROLES, 0)
+    visits: Counter[tuple[str, str]] = Counter()
 
-    def node(role: str) -> Callable[[State], dict[str, Any]]:
-        def execute(state: State) -> dict[str, Any]:
+    def node(role: str) -> Callable[[State, RunnableConfig], dict[str, Any]]:
+        def execute(state: State, config: RunnableConfig) -> dict[str, Any]:
             marks.append(time.perf_counter())
-            output, detail = agent_output(role, visits[role], reviews)
-            visits[role] += 1
+            thread = str(config["configurable"]["thread_id"]) if per_thread else ""
+            output, detail = agent_output(role, visits[(thread, role)], reviews)
+            visits[(thread, role)] += 1
             return {role: output, "messages": [{"role": role, "output": output,
                                                 "detail": detail}]}
         return execute

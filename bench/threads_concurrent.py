@@ -34,8 +34,8 @@ recursion_limit = steps + 10, run each way a user plausibly would:
 thread_run.py's `langgraph_app` keeps its agent's visit counts in the app, so
 each thread_id gets its own compiled app (compiled before the clock starts)
 except for batch, which needs one app: there the same graph counts visits per
-thread_id (`keyed_app`). Each thread's result and stored checkpoint must hold
-all its steps. The baseline is the fastest LangGraph variant (median steps/s).
+thread_id (`per_thread=True`). Each thread's result and stored checkpoint must
+hold all its steps. The baseline is the fastest LangGraph variant (median steps/s).
 
 Rounds (default 3) run every variant in rotating order, each on fresh storage;
 figures are medians over rounds, ratios medians of per-round ratios.
@@ -76,7 +76,7 @@ from common import (
     uwf_exe,
     verdict,
 )
-from thread_run import PROMPT, ROLES, State, agent_output, langgraph_app, sqlite_files
+from thread_run import PROMPT, agent_output, langgraph_app, sqlite_files
 
 TARGET = 5.0
 HANG_SECONDS = 600.0  # a variant still running after this long is a hang
@@ -245,40 +245,6 @@ def uwf_check(root: Path, ids: list[str], steps: int) -> None:
 
 # -- LangGraph ------------------------------------------------------------------------
 
-def keyed_app(reviews: int, saver: Any, marks: list[float]) -> Any:
-    """thread_run.py's `langgraph_app`, its agent's visits counted per thread_id (one app
-    serving many thread_ids, for `batch`)."""
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.graph import END, START, StateGraph
-
-    visits: Counter[tuple[str, str]] = Counter()
-
-    def node(role: str) -> Callable[[State, RunnableConfig], dict[str, Any]]:
-        def execute(state: State, config: RunnableConfig) -> dict[str, Any]:
-            marks.append(time.perf_counter())
-            key = (str(config["configurable"]["thread_id"]), role)
-            output, detail = agent_output(role, visits[key], reviews)
-            visits[key] += 1
-            return {role: output, "messages": [{"role": role, "output": output,
-                                                "detail": detail}]}
-        return execute
-
-    def after_planner(state: State) -> str:
-        return "developer" if state["planner"]["status"] == "ready" else END
-
-    def after_reviewer(state: State) -> str:
-        return END if state["reviewer"]["status"] == "approved" else "developer"
-
-    graph = StateGraph(State)
-    for role in ROLES:
-        graph.add_node(role, node(role))  # type: ignore[call-overload]
-    graph.add_edge(START, "planner")
-    graph.add_conditional_edges("planner", after_planner)
-    graph.add_edge("developer", "reviewer")
-    graph.add_conditional_edges("reviewer", after_reviewer)
-    return graph.compile(checkpointer=saver)
-
-
 def lg_configs(threads: int, steps: int) -> list[dict[str, Any]]:
     return [{"configurable": {"thread_id": f"bench-{index}"}, "recursion_limit": steps + 10}
             for index in range(threads)]
@@ -318,7 +284,7 @@ def lg_run(path: Path, threads: int, reviews: int, how: str) -> Run:
     with SqliteSaver.from_conn_string(str(path)) as saver:
         saver.setup()
         if how == "batch":
-            app = keyed_app(reviews, saver, marks)
+            app = langgraph_app(reviews, saver, marks, per_thread=True)
             apps = [app] * threads
         else:
             apps = [langgraph_app(reviews, saver, marks) for _ in range(threads)]
