@@ -19,13 +19,20 @@ from tests.conftest import BIN, EXAMPLE, Cli
 SYNC = re.compile(r"\b(fsync|fdatasync)\((\d+)<([^>]*)>\)")
 
 
-def synced(cli: Cli, *args: str) -> list[str]:
-    """The files a `uwf ARGS` process fsynced, in order."""
-    strace = shutil.which("strace")
-    if strace is None:
+def strace_binary() -> str:
+    """strace, which CI installs: these tests fail without it there, and are skipped
+    elsewhere."""
+    found = shutil.which("strace")
+    if found is None:
         if os.environ.get("CI") == "true":
             pytest.fail("strace is not installed; .ci/run installs it with apt")
         pytest.skip("strace is not installed")
+    return found
+
+
+def synced(cli: Cli, *args: str) -> list[str]:
+    """The files a `uwf ARGS` process fsynced, in order."""
+    strace = strace_binary()
     done = subprocess.run([strace, "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync", "-o",
                            "/dev/stderr", str(BIN / "uwf"), *args], env=cli.env,
                           capture_output=True, text=True, check=False, timeout=60)
@@ -50,11 +57,7 @@ def test_a_command_fsyncs_its_log_append_and_nothing_else(cli: Cli) -> None:
 def traced(cli: Cli, *args: str) -> list[tuple[str, str]]:
     """(call, file) for each flock, write, fsync and fdatasync of a `uwf ARGS` process
     on the store's lock file and segments, in the order they returned."""
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is not installed; .ci/run installs it with apt")
-        pytest.skip("strace is not installed")
+    strace = strace_binary()
     done = subprocess.run([strace, "-f", "-y", "-qq", "-e",
                            "trace=flock,write,fsync,fdatasync", "-o", "/dev/stderr",
                            str(BIN / "uwf"), *args], env=cli.env, capture_output=True,
@@ -134,11 +137,7 @@ def test_threads_of_one_process_each_fsync_after_their_write(cli: Cli) -> None:
     """Group commit in one process (issue 21): threads writing at once take the
     section in turn and fsync outside it, so one thread's fsync overlaps the next
     one's append; each thread still returns only after an fsync of its own write."""
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is not installed; .ci/run installs it with apt")
-        pytest.skip("strace is not installed")
+    strace = strace_binary()
     cli.env["UWF_DURABILITY"] = "fsync"
     put = cli.run("workflow", "put", str(EXAMPLE), "--json")
     assert put.code == 0, put.err
@@ -168,11 +167,7 @@ def test_the_archive_makes_the_lines_it_copies_durable_first(cli: Cli, tmp_path:
     """A writer lets its lock go before its fsync, so a reader may see lines not yet
     durable: `uwf archive sync` fsyncs the log (`EventLog.sync`) before it writes the
     lines into a run's files, so an archive never keeps an event a crash takes back."""
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("strace is not installed; .ci/run installs it with apt")
-        pytest.skip("strace is not installed")
+    strace = strace_binary()
     cli.env["UWF_DURABILITY"] = "fsync"
     assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
     assert cli.run("thread", "start", "solve-issue", "-p", "Fix the login bug").code == 0
