@@ -253,6 +253,19 @@ class State(TypedDict, total=False):
     messages: Annotated[list[dict[str, Any]], operator.add]
 
 
+def langgraph_versions() -> str:
+    """LangGraph's and its SQLite saver's versions, as a run prints them; the bench
+    exits saying what to install when they are missing."""
+    try:
+        import langgraph.checkpoint.sqlite  # noqa: F401
+    except ImportError:
+        sys.exit("bench: needs LangGraph: pip install -e '.[bench]'")
+    from importlib.metadata import version
+
+    return (f"langgraph {version('langgraph')}, langgraph-checkpoint-sqlite "
+            f"{version('langgraph-checkpoint-sqlite')}")
+
+
 def langgraph_app(reviews: int, saver: Any, marks: list[float], *,
                   per_thread: bool = False) -> Any:
     """The loop as a StateGraph; the agent's visits are counted in the app, or with
@@ -376,20 +389,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     reviews = max(args.steps // 2, 1)
     steps = 1 + 2 * reviews
 
-    try:
-        import langgraph.checkpoint.sqlite  # noqa: F401
-    except ImportError:
-        sys.exit("bench: needs LangGraph: pip install -e '.[bench]'")
-    from importlib.metadata import version
-
+    versions = langgraph_versions()
     base = data_dir(args.dir)
     work = base / "thread-run"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     print_header("thread run: a long looping thread, uwf run_thread vs LangGraph", work)
     print(f"{steps:,} steps: planner + {reviews:,} x (developer, reviewer); {args.rounds} "
-          f"rounds; langgraph {version('langgraph')}, langgraph-checkpoint-sqlite "
-          f"{version('langgraph-checkpoint-sqlite')}")
+          f"rounds; {versions}")
 
     sides: dict[str, Callable[[], Run]] = {
         "uwf": lambda: uwf_run(work / "uwf", reviews, "fsync", "uwf"),

@@ -76,7 +76,7 @@ from common import (
     uwf_exe,
     verdict,
 )
-from thread_run import PROMPT, agent_output, langgraph_app, sqlite_files
+from thread_run import PROMPT, agent_output, langgraph_app, langgraph_versions, sqlite_files
 
 TARGET = 5.0
 HANG_SECONDS = 600.0  # a variant still running after this long is a hang
@@ -384,12 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reviews = max(args.steps // 2, 1)
     steps = 1 + 2 * reviews
 
-    try:
-        import langgraph.checkpoint.sqlite  # noqa: F401
-    except ImportError:
-        sys.exit("bench: needs LangGraph: pip install -e '.[bench]'")
-    from importlib.metadata import version
-
+    versions = langgraph_versions()
     base = data_dir(args.dir)
     work = base / "threads-concurrent"
     shutil.rmtree(work, ignore_errors=True)
@@ -399,9 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workers = min(32, (os.cpu_count() or 1) + 4)
     print(f"{threads} threads x {steps:,} steps (planner + {reviews:,} x (developer, reviewer)) "
           f"= {threads * steps:,} steps a variant; {args.rounds} round(s); uwf "
-          f"UWF_DURABILITY=fsync; LangGraph default durability (\"async\"); langgraph "
-          f"{version('langgraph')}, langgraph-checkpoint-sqlite "
-          f"{version('langgraph-checkpoint-sqlite')}")
+          f"UWF_DURABILITY=fsync; LangGraph default durability (\"async\"); {versions}")
 
     variants: dict[str, Callable[[int, int], Run]] = {
         "uwf": lambda n, r: uwf_run(work / "uwf", n, r, at_once=True),
