@@ -125,6 +125,7 @@ def templates() -> Environment:
     environment.filters["pretty"] = lambda value: json.dumps(value, indent=2,
                                                              ensure_ascii=False)
     environment.globals["query"] = _query
+    environment.globals["lifecycles"] = pages.LIFECYCLES  # a filter's choices
     return environment
 
 
