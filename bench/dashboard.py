@@ -59,7 +59,7 @@ from common import (
     section,
     verdict,
 )
-from runs import DEFAULT_WORD, build_current, generate_runs, middle_completed
+from runs import add_store_args, build_current, generate_runs, middle_completed
 
 TARGET_RATIO = 1.5
 FLOOR = "/static/dashboard.css"
@@ -203,20 +203,12 @@ def render_once(root: Path, cwd: Path, url: str) -> Callable[[], object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--size", type=int, default=100_000,
-                        help="runs in the big store (default 100,000)")
-    parser.add_argument("--small", type=int, default=100,
-                        help="runs in the small store (default 100)")
-    parser.add_argument("--word", default=DEFAULT_WORD,
-                        help=f"the word a quarter of the prompts contain (default {DEFAULT_WORD})")
+    add_store_args(parser)
     parser.add_argument("--repeat", type=int,
                         help="timed requests of each page on each store (default 21; 15 "
                              "with --quick)")
     parser.add_argument("--quick", action="store_true", help="10,000 runs, 15 repeats")
     add_common_args(parser)
-    parser.add_argument("--fresh", action="store_true", help="regenerate the stores")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the stores afterwards (default: delete them)")
     parser.add_argument("--profile", action="store_true",
                         help="profile one render on the big store of each page over target")
     args = parser.parse_args(argv)

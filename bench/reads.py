@@ -10,9 +10,11 @@ with `--json` (stdout captured): the store opened, the views checked against the
 log, the read, the payload rendered; imports excluded (done before timing). The
 calls: `run search --text WORD`, `run list --status S` for failed, running,
 stalled and queued, `history`, `thread list`, `queue list`, `run counts`, each
-with a page limit. R calls of each on each store (default 15; 7 with --quick),
-interleaved in rotating order; medians, and big / small. The baseline is the
-same call on the small store, in the same rounds.
+with a page limit, cut to what the small store can fill (both stores print the
+same rows: a longer page costs more to render whatever the store's size). R
+calls of each on each store (default 15; 7 with --quick), interleaved in rotating
+order; medians, and big / small. The baseline is the same call on the small
+store, in the same rounds.
 
 Target (issue 21): every listing <= 1.5 x "whatever the number of matches".
 """
@@ -22,14 +24,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import shutil
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from common import add_common_args, begin, data_dir, load, pressure, print_header, section
-from runs import DEFAULT_WORD, build_current, generate_runs
+from runs import add_store_args, build_current, generate_runs
 
 TARGET = 1.5
 
@@ -47,6 +51,11 @@ def calls(word: str) -> list[list[str]]:
 
 
 def timed(root: Path, argv: list[str]) -> float:
+    return called(root, argv)[0]
+
+
+def called(root: Path, argv: list[str]) -> tuple[float, Any]:
+    """The call's wall time and its JSON payload."""
     from uwf.cli.main import main
 
     out = io.StringIO()
@@ -56,18 +65,39 @@ def timed(root: Path, argv: list[str]) -> float:
     seconds = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"bench: `uwf {' '.join(argv)}` exited {code} on {root}")
-    return seconds
+    return seconds, json.loads(out.getvalue())
+
+
+def rows(payload: Any) -> int | None:
+    """The rows a listing printed (None: not a listing)."""
+    if isinstance(payload, dict):
+        for key in ("runs", "entries"):
+            if isinstance(payload.get(key), list):
+                return len(payload[key])
+        return None
+    return len(payload) if isinstance(payload, list) else None
+
+
+def same_page(roots: dict[str, Path], argv: list[str]) -> list[str]:
+    """`argv` with its --limit cut to what the small store can fill, so both stores
+    print the same number of rows: a page of 50 costs more to render than a page of
+    9 whatever the store's size, and that is not what is measured."""
+    if "--limit" not in argv:
+        return argv
+    small = rows(called(roots["small"], argv)[1])
+    at = argv.index("--limit") + 1
+    if small is None or small == 0 or small >= int(argv[at]):
+        return argv  # (nothing on the small store: the rows check below says if it matters)
+    return [*argv[:at], str(small), *argv[at + 1:]]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--small", type=int, default=100)
-    parser.add_argument("--word", default=DEFAULT_WORD)
-    parser.add_argument("--repeat", type=int)
+    add_store_args(parser)
+    parser.add_argument("--repeat", type=int,
+                        help="timed calls of each read on each store (default 15; 7 with "
+                             "--quick)")
     parser.add_argument("--quick", action="store_true", help="10,000 runs, 7 repeats")
-    parser.add_argument("--fresh", action="store_true", help="regenerate the stores")
-    parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     add_common_args(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -85,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     cwd = work / "cwd"  # in no repository: every call's scope is the whole store
     cwd.mkdir(exist_ok=True)
     os.chdir(cwd)
-    reads = calls(args.word)
-    for argv_ in reads:  # untimed: imports, caches, and each output checked once
-        for root in roots.values():
-            timed(root, argv_)
+    reads = [same_page(roots, argv_) for argv_ in calls(args.word)]
+    for argv_ in reads:  # untimed: imports, caches, and each page's rows checked once
+        shown = {size: rows(called(root, argv_)[1]) for size, root in roots.items()}
+        if shown["small"] != shown["big"]:
+            raise SystemExit(f"bench: `uwf {' '.join(argv_)}` lists {shown} rows")
     begin(args.wait_quiet)
     print(pressure())
     times: dict[tuple[str, str], list[float]] = {}

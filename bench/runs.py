@@ -541,23 +541,29 @@ def rebuilds(root: Path, events: int, times: int, *, env: dict[str, str], work: 
             rates["runs view alone (in-process)"])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+def add_store_args(parser: Any) -> None:
+    """The two stores of runs a scale benchmark compares (this one, bench/dashboard.py,
+    bench/reads.py): --size, --small, --word, --fresh and --keep."""
     parser.add_argument("--size", type=int, default=100_000,
                         help="runs in the big store (default 100,000)")
     parser.add_argument("--small", type=int, default=100,
                         help="runs in the small store (default 100)")
     parser.add_argument("--word", default=DEFAULT_WORD,
                         help=f"the word a quarter of the prompts contain (default {DEFAULT_WORD})")
+    parser.add_argument("--fresh", action="store_true", help="regenerate the stores")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the stores afterwards (default: delete them)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    add_store_args(parser)
     parser.add_argument("--repeat", type=int,
                         help="timed runs of each command (default 21; 15 with --quick)")
     parser.add_argument("--rebuilds", type=int,
                         help="rebuilds of each kind (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="10,000 runs, 15 repeats")
     add_common_args(parser)
-    parser.add_argument("--fresh", action="store_true", help="regenerate the stores")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the stores afterwards (default: delete them)")
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--profile", action="store_true",
