@@ -496,3 +496,8 @@ def test_run_counts_are_the_registrys_lifecycle_counts_without_a_scan(fleet: Fle
     assert scoped.code == 0, scoped.err
     assert json.loads(scoped.out) == {"scope": "repo", "total": 1, "archived": 0,
                                       "lifecycles": {"queued": 1}}
+    # Bad input: one line, exit 2, nothing written.
+    store = snapshot(fleet.cli.home)
+    one_line_error(fleet.uwf("run", "counts", "--scope", "nope"), 2, "--scope", "nope")
+    one_line_error(fleet.uwf("run", "counts", "extra"), 2, "unrecognized arguments")
+    assert snapshot(fleet.cli.home) == store
