@@ -584,8 +584,8 @@ def test_torn_tail_is_ignored_reported_and_repaired(
     [
         # after the CAS nodes, before the lock: nothing in the log
         ("uwf/engine/segments.py", "lock", "call", False, False),
-        # a new segment created (and its directory synced), nothing written to it yet
-        ("uwf/engine/segments.py", "_fsync_dir", "return", False, True),
+        # a new segment created (and its folder synced), nothing written to it yet
+        ("uwf/engine/segments.py", "_open", "return", False, True),
         # after the append's write, before the views transaction (and the fsync)
         ("uwf/engine/segments.py", "append", "return", True, False),
         # inside the views transaction, before COMMIT

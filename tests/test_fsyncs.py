@@ -183,3 +183,54 @@ def test_the_archive_makes_the_lines_it_copies_durable_first(cli: Cli, tmp_path:
             if call == "write" and path.startswith(str(archive / "runs"))]
     assert runs, calls
     assert ("fsync", segment) in calls[:runs[0]], calls
+
+
+def made_and_synced(cli: Cli, *args: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The folders a `uwf ARGS` process made, and its fsyncs and writes (call, path) in
+    the order they returned."""
+    strace = strace_binary()
+    done = subprocess.run([strace, "-f", "-y", "-qq", "-e", "trace=mkdir,mkdirat,fsync,write",
+                           "-o", "/dev/stderr", str(BIN / "uwf"), *args], env=cli.env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    made = [match.group(3) if match.group(3) else
+            (match.group(2) if match.group(2).startswith("/")
+             else os.path.join(match.group(1), match.group(2)))
+            for match in re.finditer(
+                r'\bmkdir(?:at\(\d+<([^>]*)>, "([^"]*)"|\("([^"]*)")[^\n]*= 0$',
+                done.stderr, re.MULTILINE)]
+    calls = [(match.group(1), match.group(2)) for match in
+             re.finditer(r"\b(write|fsync)\(\d+<([^>]*)>", done.stderr)]
+    return made, calls
+
+
+def check_folders_durable(made: list[str], calls: list[tuple[str, str]]) -> None:
+    """Each folder made has its parent fsynced before anything inside it is."""
+    assert made
+    for folder in made:
+        inside = [n for n, (call, path) in enumerate(calls)
+                  if call == "fsync" and path.startswith(folder + "/")]
+        parent = ("fsync", os.path.dirname(folder))
+        assert parent in calls, (folder, calls)
+        assert not inside or calls.index(parent) < inside[0], (folder, calls)
+
+
+def test_new_folders_are_durable_before_what_they_hold(cli: Cli, tmp_path: Path) -> None:
+    """A node or a segment in a folder made by the same command survives a crash only
+    with the folder's name: the parent of every folder a command makes (the store's,
+    `events/`, `cas/` and its fan-out folders, the archive's) is fsynced before anything
+    in the new folder is."""
+    cli.home = tmp_path / "fresh" / "store"
+    cli.env.update(UWF_DURABILITY="fsync", UWF_HOME=str(cli.home))
+    made, calls = made_and_synced(cli, "workflow", "put", str(EXAMPLE))
+    home = str(cli.home)
+    assert {home, f"{home}/events", f"{home}/cas"} <= set(made), made
+    assert any(folder.startswith(f"{home}/cas/") for folder in made), made
+    check_folders_durable([folder for folder in made if folder.startswith(home)], calls)
+    assert cli.run("thread", "start", "solve-issue", "-p", "Fix the login bug").code == 0
+    archive = tmp_path / "archive"
+    made, calls = made_and_synced(cli, "archive", "sync", str(archive))
+    assert str(archive) in made
+    assert any(folder.startswith(f"{archive}/") for folder in made)
+    check_folders_durable([folder for folder in made if folder.startswith(str(archive))],
+                          calls)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from uwf.errors import Corrupt, NotFound, StoreBusy, UsageError
+from uwf.folders import make_folders
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never hangs us
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -81,8 +82,7 @@ class Folder:
     @classmethod
     def root(cls, path: Path, durable: bool, *, create: bool) -> Folder:
         if create:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(path, 0o777)
+            make_folders(str(path), durable)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
@@ -104,6 +104,9 @@ class Folder:
                 pass
             except OSError as exc:
                 raise _refused(self.name(child), exc) from None
+            else:
+                if self.durable:  # the new folder's name, before anything is put in it
+                    os.fsync(self.fd)
         try:
             fd = os.open(child, _FOLDER, dir_fd=self.fd)
         except FileNotFoundError:

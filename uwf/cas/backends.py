@@ -21,6 +21,7 @@ from typing import BinaryIO, Protocol
 
 from uwf.cas.hashing import is_hash
 from uwf.errors import Corrupt, UsageError
+from uwf.folders import fsync_folder, make_folders
 
 
 def check_hash(text: str) -> str:
@@ -130,7 +131,7 @@ class FileBlobs:
             raise _not_a_file(hash_, path, "a folder")
         folder = os.path.dirname(path)
         if folder not in self._folders:
-            os.makedirs(folder, exist_ok=True)
+            make_folders(folder, self.durable)
             self._check_folder(folder)
         # A node is written before any event refers to it: the rename must be durable too.
         replace_atomically(folder, path, data, self.durable)
@@ -175,7 +176,7 @@ class FileBlobs:
             return handle.read(256).decode("utf-8", "replace").strip()
 
     def record_hash_rule(self, rule: str) -> None:
-        os.makedirs(self._root, exist_ok=True)
+        make_folders(self._root, self.durable)
         replace_atomically(self._root, os.path.join(self._root, RULE_FILE),
                             f"{rule}\n".encode(), self.durable)
 
@@ -193,11 +194,7 @@ def replace_atomically(folder: str, path: str, data: bytes, durable: bool) -> No
                 os.fsync(handle.fileno())
         os.replace(temp, path)
         if durable:
-            dir_fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            fsync_folder(folder)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)

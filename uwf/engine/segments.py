@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from uwf.errors import Corrupt, StoreBusy
+from uwf.folders import fsync_folder, make_folders
 
 SEGMENT_SUFFIX = ".jsonl"
 # Written before a torn tail is truncated, removed once `log.repaired` is in the log.
@@ -63,7 +64,7 @@ class FileSegments:
         if note is None:
             if os.path.exists(path):
                 os.unlink(path)
-                _fsync_dir(self._dir)
+                fsync_folder(self._dir)
             return
         temp = path + ".tmp"
         with open(temp, "wb") as handle:
@@ -71,7 +72,7 @@ class FileSegments:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
-        _fsync_dir(self._dir)
+        fsync_folder(self._dir)
 
     def names(self) -> list[str]:
         try:
@@ -111,14 +112,7 @@ class FileSegments:
         let go first (`FileLog.exclusive`)."""
         fd = self._fds.get(name)
         if fd is None:
-            path = self._path(name)
-            created = not os.path.exists(path)
-            if created:
-                os.makedirs(self._dir, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._fds[name] = fd
-            if created and durable:
-                _fsync_dir(self._dir)
+            fd = self._open(name, durable)
         view = memoryview(data)
         while view:  # one write(2) in practice; the loop only guards a short write
             written = os.write(fd, view)
@@ -129,6 +123,19 @@ class FileSegments:
             return os.dup(fd)
         os.fsync(fd)
         return None
+
+    def _open(self, name: str, durable: bool) -> int:
+        """Segment `name`'s descriptor for appending, kept open; with `durable`, a new
+        segment's name is made durable (its folder fsynced) before anything is in it."""
+        path = self._path(name)
+        created = not os.path.exists(path)
+        if created:
+            make_folders(self._dir, durable)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fds[name] = fd
+        if created and durable:
+            fsync_folder(self._dir)
+        return fd
 
     def sync(self, name: str) -> None:
         """fsync segment `name` (a whole segment before the next one is started)."""
@@ -149,7 +156,7 @@ class FileSegments:
         self._close(name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(name))
-        _fsync_dir(self._dir)
+        fsync_folder(self._dir)
 
     @contextlib.contextmanager
     def lock(self, timeout: float) -> Iterator[None]:
@@ -260,10 +267,3 @@ class FileSegments:
         if fd is not None:
             os.close(fd)
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
