@@ -385,40 +385,81 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
 def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
             retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
     secrets = secret_values(store.settings.environ, config)
+    Finished = tuple[StepFailed | None, ThreadSummary]
 
-    def decide(views: Views) -> Outcome[StepFailed | None]:
+    def recorded(events: list[NewEvent], error: StepFailed | None) -> Outcome[Finished]:
+        # The summary is read inside the writers' section, from the views just folded.
+        return Outcome(events, then=lambda views: (
+            error, summary(get_thread(views, plan.thread))))
+
+    def decide(views: Views) -> Outcome[Finished]:
         state = get_thread(views, plan.thread)
         finish(state, plan.step_id)  # refused once the step was taken over
         subject = f"thread/{plan.thread}"
         failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
         if failure is not None:
             message = _redact(failure.message, secrets)
-            error = StepFailed(f"step failed ({failure.reason}): {message}",
-                               f"the head stays at {state.head or state.start}")
-            return Outcome([NewEvent(subject, ThreadStepFailed(
-                plan.step_id, plan.decision.role, failure.reason, message))], error)
+            return recorded([NewEvent(subject, ThreadStepFailed(
+                plan.step_id, plan.decision.role, failure.reason, message))],
+                _failed(failure.reason, message, state))
         assert isinstance(result, str)
         step = store.cas.get(result).payload
         try:  # what the agent spent, from its detail (uwf/threads/usage.py)
             usage = step_usage(store.cas, step)
         except Rejected as exc:
             message = _redact(exc.what, secrets)
-            return Outcome([NewEvent(subject, ThreadStepFailed(
+            return recorded([NewEvent(subject, ThreadStepFailed(
                 plan.step_id, plan.decision.role, "usage", message))],
-                StepFailed(f"step failed (usage): {message}",
-                           f"the head stays at {state.head or state.start}"))
+                _failed("usage", message, state))
         output_hash = step["output"]
         output = store.cas.get(output_hash).payload
         status = status_of(plan.decision.role, output)
         events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
             plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
         events += _after(store, state, plan.decision.role, output, result)
-        return Outcome(events, None)
+        return recorded(events, None)
 
-    error = _while_unavailable(lambda: store.journal.write(decide), retry_for)
+    tries = 0
+
+    def write() -> Finished:
+        nonlocal tries
+        tries += 1
+        try:
+            return store.journal.write(decide)
+        except Rejected:
+            # A write the store lost contact with may have been committed all the same
+            # (the connection dropped after its COMMIT): retried, its step is no longer
+            # in flight. Then what the earlier try recorded is this step's result.
+            earlier = _recorded_result(store, plan) if tries > 1 else None
+            if earlier is None:
+                raise
+            return earlier
+
+    error, done = _while_unavailable(write, retry_for)
     if error is not None:
         raise error
-    return summary(get_thread(store.read(), plan.thread))
+    return done
+
+
+def _failed(reason: str, message: str, state: ThreadState) -> StepFailed:
+    return StepFailed(f"step failed ({reason}): {message}",
+                      f"the head stays at {state.head or state.start}")
+
+
+def _recorded_result(store: Store, plan: Plan
+                     ) -> tuple[StepFailed | None, ThreadSummary] | None:
+    """The result the log holds for step `plan.step_id` (its `thread.stepped` or
+    `thread.step_failed`), or None when it has none."""
+    for envelope in store.journal.read_subject(f"thread/{plan.thread}", reverse=True):
+        data = envelope.data
+        if isinstance(data, ThreadStepped | ThreadStepFailed) and data.step_id == plan.step_id:
+            state = get_thread(store.read(), plan.thread)
+            if isinstance(data, ThreadStepped):
+                return None, summary(state)
+            return _failed(data.reason, data.message, state), summary(state)
+        if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
+            return None  # back to where the step began: nothing recorded for it
+    return None
 
 
 def _while_unavailable(call: Callable[[], T], seconds: float) -> T:
