@@ -444,3 +444,48 @@ def test_an_entry_s_end_is_a_typed_result_printed_as_the_worker_prints_it(
     assert (line["id"], payload["id"]) == (printed, typed)
     assert list(payload) == list(line)  # id, run, outcome, attempt: no reason
     assert {**payload, "id": printed, "run": line["run"]} == line
+
+
+@pytest.mark.parametrize("broker", [False, True])
+def test_a_store_read_failing_after_an_entry_ends_never_loses_it(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: bool) -> None:
+    """The entry's end is recorded; the store then goes away (a dropped connection)
+    before its end is announced. The entry is reported completed, never `lost`; with a
+    broker, the status it could not send is its publish error."""
+    from contextlib import closing
+
+    from uwf.config.settings import Settings
+    from uwf.errors import StoreUnavailable
+    from uwf.store import Store
+    from uwf.worker import commands as workers
+    from uwf.worker.commands import WorkerArgs
+    from uwf.worker.service import Worker
+
+    _, q = setup(cli, tmp_path, ONE_STEP_SCRIPT)
+    # A broker no one listens on: the `running` status is not taken either.
+    extra = ("--broker", "mqtt://127.0.0.1:9", "--timeout", "1") if broker else ()
+    entry = add(q, tmp_path, "Fix the login bug", *extra)
+    ended = []
+    real_run = Worker._run_entry
+
+    def run_entry(self: Worker, held: Any, started: float) -> Any:
+        result = real_run(self, held, started)
+        ended.append(result)
+        return result
+
+    monkeypatch.setattr(Worker, "_run_entry", run_entry)
+    with closing(Store.open(settings=Settings.from_env(cli.env, tmp_path))) as store:
+        real_read = store.read
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            if ended:
+                raise StoreUnavailable("server closed the connection unexpectedly",
+                                       "check the server")
+            return real_read(*args, **kwargs)
+
+        monkeypatch.setattr(store, "read", read)
+        worker = workers.worker(WorkerArgs(once=True), store)
+        (result,) = list(worker.results())
+    assert (result.id, result.outcome) == (entry, "completed")
+    assert (result.publish_error is not None) is broker
+    assert json.loads(cli.run("queue", "show", entry, "--json").out)["status"] == "drained"

@@ -134,6 +134,7 @@ class _Held:
         self.finished = threading.Event()  # the entry's work is over: stop renewing
         self.lost: str | None = None  # why the lease was taken away
         self.publish_error: str | None = None  # the first status its broker did not take
+        self.broker: bool | None = None  # whether it has an MQTT broker, once read
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -315,7 +316,10 @@ class Worker:
         try:
             self._announce(held)
             result = self._run_entry(held, started)
-            self._announce(held, result.outcome)
+            try:
+                self._announce(held, result.outcome)
+            except UwfError as exc:  # the end is recorded: the status is reported unsent,
+                held.publish_error = held.publish_error or exc.what  # never the entry lost
             if held.publish_error is not None:
                 result = dataclasses.replace(result, publish_error=held.publish_error)
         except BaseException as exc:
@@ -338,7 +342,10 @@ class Worker:
         from uwf.queue import messages
         from uwf.queue.terms import JOB_WORDS
 
+        if held.broker is False:
+            return
         entry = self.store.read().get("queue", held.entry_id)
+        held.broker = entry is not None and entry.broker is not None
         if entry is None or entry.broker is None:
             return
         event: dict[str, object] = {"type": "status", "status": JOB_WORDS[entry.status],
