@@ -162,7 +162,9 @@ def add(sandbox: Sandbox, data: bytes, stdin: bool, target: str,
     argv = ("--json", "queue", "add", "--batch", "-" if stdin else str(path))
     outcome = run(sandbox, "uwf", *argv, stdin=data if stdin else b"")
     kind = fuzzkit.accepted_or_unchanged(sandbox, target, before, outcome, run=run)
-    lines = [raw for raw in data.split(b"\n") if raw.strip()]
+    # A byte order mark opens the file, not its first line: a line of it alone is blank.
+    body = data.removeprefix("\ufeff".encode())
+    lines = [raw for raw in body.split(b"\n") if raw.strip()]
     if kind == "refused":
         said = outcome.err
         numbered = re.search(r" line (\d+): ", said)
@@ -192,6 +194,8 @@ def _log(files: dict[str, bytes]) -> bytes:
          False)
 @example(b'{"workflow": "solve-issue", "prompt": "x", "key": "k1"}\n', False)
 @example(b"\n\n  \n", True)
+# Found by the long run: a byte order mark on a line of its own is a blank line.
+@example("\ufeff".encode() + b'\n{"workflow": "solve-issue", "prompt": "x"}', False)
 # Found by this target: a repo path holding a NUL byte (ValueError: embedded null byte),
 # or one too long for the file system (OSError), was an internal error.
 @example(b'{"workflow": "solve-issue", "prompt": "x", "repo": "a\\u0000b"}\n', False)
