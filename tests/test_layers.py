@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "uwf"
 # Imported by every layer, import no layer.
-LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf"}
+LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf.folders", "uwf"}
 BELOW_FEATURES = {
     "engine": {"engine"},
     "cas": {"cas"},
@@ -109,7 +109,8 @@ def test_the_leaves_import_no_layer() -> None:
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
            if not p.name.startswith((".", "_")) and p.name != "py.typed"}
-    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "errors", "redact", "ids", "payload"}
+    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "errors", "redact", "ids", "payload",
+                   "folders"}
 
 
 def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
