@@ -84,7 +84,10 @@ def policy_values(policy: Policy) -> PolicyValues:
 
 
 def show_policy(store: Store) -> PolicyShown:
-    views = store.read()
+    return _policy_shown(store.read())
+
+
+def _policy_shown(views: Views) -> PolicyShown:
     state: PolicyState | None = views.get("sched", POLICY_KEY)
     return PolicyShown(policy=policy_values(current_policy(views)), default=state is None,
                        updated_at=None if state is None else state.updated_at)
@@ -111,7 +114,7 @@ def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
                              "a session has a ceiling of its own; the rest of the policy "
                              "is shared: set it without --session")
 
-    def decide(views: Views) -> Outcome[Policy]:
+    def decide(views: Views) -> Outcome[PolicyShown]:
         current = current_policy(views)
         merged = {**msgspec.to_builtins(current), **given}
         if session is not None:
@@ -119,15 +122,15 @@ def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
                       "sessions": {**current.sessions, session: given["maxConcurrent"]}}
         policy = check_policy(merged)
         if policy == current and views.get("sched", POLICY_KEY) is not None:
-            return Outcome((), policy)  # already so: nothing to record
+            return Outcome((), _policy_shown(views))  # already so: nothing to record
         event = SchedPolicySet(policy.max_concurrent, policy.max_attempts,
                                policy.lease_ttl_ms, policy.backoff_base_ms,
                                policy.backoff_factor, policy.backoff_cap_ms,
                                dict(sorted(policy.sessions.items())), policy.max_total)
-        return Outcome([NewEvent(POLICY_SUBJECT, event)], policy)
+        # What the command prints is read in the writers' section, just after the fold.
+        return Outcome([NewEvent(POLICY_SUBJECT, event)], then=_policy_shown)
 
-    store.journal.write(decide)
-    return show_policy(store)
+    return store.journal.write(decide)
 
 
 def check_policy(values: dict[str, Any]) -> Policy:
