@@ -382,17 +382,20 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
     return None
 
 
+# A step's result as recorded: the error to raise (a failed step), and the summary.
+_Finished = tuple[StepFailed | None, ThreadSummary]
+
+
 def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
             retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
     secrets = secret_values(store.settings.environ, config)
-    Finished = tuple[StepFailed | None, ThreadSummary]
 
-    def recorded(events: list[NewEvent], error: StepFailed | None) -> Outcome[Finished]:
+    def recorded(events: list[NewEvent], error: StepFailed | None) -> Outcome[_Finished]:
         # The summary is read inside the writers' section, from the views just folded.
         return Outcome(events, then=lambda views: (
             error, summary(get_thread(views, plan.thread))))
 
-    def decide(views: Views) -> Outcome[Finished]:
+    def decide(views: Views) -> Outcome[_Finished]:
         state = get_thread(views, plan.thread)
         finish(state, plan.step_id)  # refused once the step was taken over
         subject = f"thread/{plan.thread}"
@@ -421,7 +424,7 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
 
     tries = 0
 
-    def write() -> Finished:
+    def write() -> _Finished:
         nonlocal tries
         tries += 1
         try:
@@ -446,8 +449,7 @@ def _failed(reason: str, message: str, state: ThreadState) -> StepFailed:
                       f"the head stays at {state.head or state.start}")
 
 
-def _recorded_result(store: Store, plan: Plan
-                     ) -> tuple[StepFailed | None, ThreadSummary] | None:
+def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
     """The result the log holds for step `plan.step_id` (its `thread.stepped` or
     `thread.step_failed`), or None when it has none."""
     for envelope in store.journal.read_subject(f"thread/{plan.thread}", reverse=True):
