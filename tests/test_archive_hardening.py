@@ -11,8 +11,11 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -235,6 +238,46 @@ def test_sigterm_while_follow_starts_exits_0(fleet: Fleet, tmp_path: Path, delay
     if folder.exists():
         assert cli.run("archive", "verify", str(folder)).code == 0
 
+
+
+def test_a_sigterm_whose_exception_was_swallowed_still_stops_a_follow(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by `.ci/run` (the test above, delay 0.08, under load): a SIGTERM that came
+    while `archive sync --follow` imported a module raised Terminated inside the import
+    lock's weakref callback, where Python ignores exceptions; the signal was spent and
+    the follow ran on until killed. The console script's handler keeps what it received,
+    and `until_signalled` stops at once on it."""
+    import weakref
+
+    from uwf.cli.common import until_signalled
+    from uwf.cli.render import Terminated, _quiet_termination, _Termination
+
+    ignored: list[type[BaseException]] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda raised: ignored.append(raised.exc_type))
+    handler = _Termination()
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        class Held:
+            pass
+
+        held = Held()
+        # The raise lands in a weakref callback, as in importlib's module-lock callback.
+        ref = weakref.ref(held, lambda _: handler(signal.SIGTERM, None))
+        del held
+        assert ref() is None
+        assert [kind.__name__ for kind in ignored] == ["Terminated"]  # ignored by Python
+        with until_signalled() as stop:
+            assert stop.is_set()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    with until_signalled() as stop:  # a handler that received nothing stops nothing
+        assert not stop.is_set()
+    # And the console script prints no traceback for it ("Exception ignored in ...").
+    printed: list[Any] = []
+    quiet = _quiet_termination(printed.append)
+    quiet(SimpleNamespace(exc_value=Terminated(143)))
+    quiet(SimpleNamespace(exc_value=ValueError("another")))
+    assert [type(raised.exc_value).__name__ for raised in printed] == ["ValueError"]
 
 # -- a file that no longer holds what the last sync left -------------------------------
 

@@ -103,6 +103,10 @@ def until_signalled(then: Callable[[], None] | None = None) -> Iterator[threadin
 
     previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM,
                                                                        signal.SIGINT)}
+    # A SIGTERM the console script's handler took before this one was installed, whose
+    # exception was swallowed where exceptions are ignored, stops the command all the same.
+    if getattr(previous[signal.SIGTERM], "received", 0):
+        stop.set()
     try:
         yield stop
     finally:

@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.context import Context, process_redactor
@@ -198,7 +198,19 @@ def console(group: Group, argv: Sequence[str] | None = None,
     # that comes while the command line is read waits until the command is known.
     _TERMINATION.deferred = True
     signal.signal(signal.SIGTERM, _TERMINATION)
+    sys.unraisablehook = _quiet_termination(sys.unraisablehook)
     sys.exit(run(group, None, environ))
+
+
+def _quiet_termination(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """`hook`, but silent for a Terminated raised where Python ignores exceptions (an
+    import's module-lock callback): no traceback on stderr; the handler kept the signal
+    (`_Termination.received`)."""
+    def quiet(raised: Any) -> object:
+        if isinstance(raised.exc_value, Terminated):
+            return None
+        return hook(raised)
+    return quiet
 
 
 def _option(options: argparse.Namespace, name: str) -> str | None:
@@ -232,11 +244,16 @@ class _Termination:
     def __init__(self) -> None:
         self.deferred = False
         self.pending = 0
+        # The last signal raised as Terminated. Kept: the raise may land where exceptions
+        # are ignored (an import's module-lock callback, a finalizer), and a command that
+        # stops on signals must still stop (`until_signalled` reads it).
+        self.received = 0
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.deferred:
             self.pending = signum
             return
+        self.received = signum
         raise Terminated(128 + signum)
 
     def release(self) -> int:
