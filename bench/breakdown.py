@@ -60,58 +60,52 @@ class Timers:
         self.seconds[label] = self.seconds.get(label, 0.0) + seconds
         self.calls[label] = self.calls.get(label, 0) + 1
 
+    def _replace(self, owner: Any, name: str, new: Any) -> None:
+        real = getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(lambda: setattr(owner, name, real))
+
     def wrap(self, owner: Any, name: str, label: str) -> None:
         real = getattr(owner, name)
-        timers = self
-
-        @functools.wraps(real)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return real(*args, **kwargs)
-            finally:
-                timers.add(label, time.perf_counter() - start)
-
-        setattr(owner, name, timed)
-        self._undo.append(lambda: setattr(owner, name, real))
+        self._replace(owner, name, functools.wraps(real)(self.wrapped(label)(real)))
 
     def wrap_context(self, owner: Any, name: str, label: str) -> None:
         """A context manager method: the time its body runs (a lock held)."""
         real = getattr(owner, name)
-        timers = self
+        add = self.add
 
         @contextlib.contextmanager
         def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
             with real(*args, **kwargs) as value:
                 start = time.perf_counter()
-                try:
-                    yield value
-                finally:
-                    timers.add(label, time.perf_counter() - start)
+                yield value
+                add(label, time.perf_counter() - start)
 
-        setattr(owner, name, timed)
-        self._undo.append(lambda: setattr(owner, name, real))
+        self._replace(owner, name, timed)
 
     def wrap_decide(self, owner: Any, name: str, label: str) -> None:
         """`Journal.write_at(decide)`: the time `decide` itself takes."""
         real = getattr(owner, name)
-        timers = self
+        timed = self.wrapped(label)
 
         def write_at(journal: Any, decide: Callable[..., Any], **kwargs: Any) -> Any:
-            def timed(*args: Any) -> Any:
-                start = time.perf_counter()
+            return real(journal, timed(decide), **kwargs)
+
+        self._replace(owner, name, write_at)
+
+    def wrapped(self, label: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A decorator timing each call of a function under `label`."""
+        add = self.add
+
+        def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()  # inline, not a context manager: cheap
                 try:
-                    return decide(*args)
+                    return function(*args, **kwargs)
                 finally:
-                    timers.add(label, time.perf_counter() - start)
-            return real(journal, timed, **kwargs)
-
-        setattr(owner, name, write_at)
-        self._undo.append(lambda: setattr(owner, name, real))
-
-    def reset(self) -> None:
-        self.seconds.clear()
-        self.calls.clear()
+                    add(label, time.perf_counter() - start)
+            return timed
+        return decorate
 
     def undo(self) -> None:
         for step in reversed(self._undo):
@@ -247,13 +241,10 @@ def steps(work: Path, count: int) -> dict[str, float]:
                           repo=str(root)).thread
     timers = Timers()
 
+    @timers.wrapped("the agent")
     def the_agent(ctx: StepContext) -> tuple[Any, str]:
-        began = time.perf_counter()
-        try:
-            role = ctx.role["name"]
-            return agent_output(role, ctx.visits.get(role, 0), reviews)
-        finally:
-            timers.add("the agent", time.perf_counter() - began)
+        role = ctx.role["name"]
+        return agent_output(role, ctx.visits.get(role, 0), reviews)
 
     engine_timers(timers)
     timers.wrap(stepping, "step_thread", "step")
