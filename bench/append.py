@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,8 +30,8 @@ from common import (
     EXAMPLE,
     add_common_args,
     begin,
-    data_dir,
     fmt_rate,
+    fresh_dir,
     interleave,
     load,
     median,
@@ -166,10 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.n = 2000
     blocks = max(1, args.n // args.block)
 
-    base = data_dir(args.dir)
-    work = base / "append"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "append")
     print_header("append: durable single-command appends", work)
     print(f"{blocks} blocks x {args.block} appends per side, rotating: uwf / raw / "
           "uwf without fsync / raw + SQLite upsert")

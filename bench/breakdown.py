@@ -39,7 +39,7 @@ from common import (
     REPO,
     add_common_args,
     begin,
-    data_dir,
+    fresh_dir,
     median,
     print_header,
     run_measured,
@@ -300,9 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.cycles, args.steps = 300, 200
-    work = data_dir(args.dir) / "breakdown"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "breakdown")
     print_header("where a command's and a step's time goes", work)
     begin(args.wait_quiet)
     commands(work, args.cycles)

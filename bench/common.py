@@ -95,6 +95,14 @@ def data_dir(explicit: str | None) -> Path:
     return chosen
 
 
+def fresh_dir(explicit: str | None, name: str) -> Path:
+    """An empty folder `name` under the data dir (`data_dir`): one benchmark's stores."""
+    work = data_dir(explicit) / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
 def machine() -> dict[str, str]:
     model = "?"
     try:

@@ -59,9 +59,9 @@ from common import (
     REPO,
     add_common_args,
     begin,
-    data_dir,
     env_with,
     fmt_rate,
+    fresh_dir,
     generate_log,
     load,
     median,
@@ -347,9 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Not its warning that the app is made in a main module: it is, on purpose.
     logging.getLogger("procrastinate").setLevel(logging.ERROR)
 
-    work = data_dir(args.dir) / "pgqueue"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "pgqueue")
     print_header("a store on PostgreSQL: cycles beside procrastinate and pgqueuer, appends, "
                  "rebuild", work)
     server = Server(work / "pg", pg_bin(), fsync=True)

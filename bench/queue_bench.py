@@ -56,10 +56,10 @@ from common import (
     begin,
     bytecode_env,
     check,
-    data_dir,
     env_with,
     fmt_ms,
     fmt_rate,
+    fresh_dir,
     load,
     median,
     pressure,
@@ -422,9 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.entries, args.file_size, args.repeat = 20_000, 5_000, 11
     procs = [int(p) for p in args.procs.split(",")]
 
-    work = data_dir(args.dir) / "queue"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "queue")
     print_header("queue: durable cycles, batch add, reads at scale", work)
     env = bytecode_env(env_with(UWF_DURABILITY="fsync"), work / "pycache")
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"

@@ -48,9 +48,9 @@ from common import (
     begin,
     bytecode_env,
     check,
-    data_dir,
     env_with,
     fmt_ms,
+    fresh_dir,
     load,
     median,
     pressure,
@@ -202,10 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.steps = max(args.steps or (15 if args.quick else 30), 15)
 
-    base = data_dir(args.dir)
-    work = base / "step"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "step")
+    base = work.parent
     store = work / "store"
     copy = work / "store-copy"
     print_header("step: engine overhead of `uwf thread step` beside `uwf thread show`", work)

@@ -58,9 +58,9 @@ from common import (
     Usage,
     add_common_args,
     begin,
-    data_dir,
     fmt_bytes,
     fmt_ms,
+    fresh_dir,
     load,
     median,
     pressure,
@@ -390,10 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = 1 + 2 * reviews
 
     versions = langgraph_versions()
-    base = data_dir(args.dir)
-    work = base / "thread-run"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "thread-run")
     print_header("thread run: a long looping thread, uwf run_thread vs LangGraph", work)
     print(f"{steps:,} steps: planner + {reviews:,} x (developer, reviewer); {args.rounds} "
           f"rounds; {versions}")

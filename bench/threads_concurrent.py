@@ -66,7 +66,7 @@ from common import (
     EXAMPLE,
     add_common_args,
     begin,
-    data_dir,
+    fresh_dir,
     load,
     median,
     pressure,
@@ -385,10 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = 1 + 2 * reviews
 
     versions = langgraph_versions()
-    base = data_dir(args.dir)
-    work = base / "threads-concurrent"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = fresh_dir(args.dir, "threads-concurrent")
     print_header(f"threads concurrent: {threads} threads stepped at once in one process, "
                  "uwf vs LangGraph", work)
     workers = min(32, (os.cpu_count() or 1) + 4)
