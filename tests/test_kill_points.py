@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, EXAMPLE, ROOT, Cli
+from tests.test_crash import assert_verify_ok
 from tests.test_fsyncs import strace_binary
 
 CALLS = ("write", "pwrite64", "fsync", "fdatasync", "rename", "mkdir", "ftruncate",
@@ -74,8 +75,7 @@ def ok(cli: Cli, *args: str, prog: str = "uwf") -> str:
 
 def check_store(cli: Cli) -> None:
     """The log and every node it refers to verify; rebuilt views print the same."""
-    report = json.loads(ok(cli, "log", "verify"))
-    assert report["ok"] is True, report
+    assert_verify_ok(cli)
     ok(cli, "verify", "--all", prog="json-cas")
     before = ok(cli, "workflow", "list"), ok(cli, "thread", "list")
     shutil.rmtree(cli.home / "views")
