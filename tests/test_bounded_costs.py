@@ -9,6 +9,7 @@ which is fast; the agents under test then run as real processes on the same stor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -119,6 +120,8 @@ def test_default_context_of_100_steps_holds_the_last_20(store: Store, tmp_path: 
 
 def test_default_context_reads_only_the_last_20_step_nodes(
         store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The older layout (UWF_NODES=loose): each step's nodes are files, so one can go.
+    store.settings = dataclasses.replace(store.settings, node_records=False)
     thread = loop_thread(store, tmp_path, 100)
     steps = [node.hash for node in chain(store, get_thread(store.read(), thread).head)]
     assert len(steps) == 100

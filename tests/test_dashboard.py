@@ -211,6 +211,7 @@ def test_a_missing_node_is_shown_missing_never_live(tmp_path: Path) -> None:
     from uwf.cas.backends import node_path
 
     kit = make_kit(new_cli(tmp_path), tmp_path)
+    kit.cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     kit.put_workflow()
     thread = kit.start()
     kit.ok("thread", "run", thread)

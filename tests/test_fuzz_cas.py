@@ -58,6 +58,9 @@ class Seeded:
 def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sandbox, Seeded]:
     """A store with a thread stepped once (by uwf-mock) and a node of a custom schema."""
     sandbox = Sandbox.create(tmp_path_factory.mktemp("cas") / "template", path=str(BIN))
+    # The older layout: a step's nodes as loose files, so each can be damaged alone (a
+    # node record is damaged only by editing the log: tests/test_node_records.py).
+    sandbox.env["UWF_NODES"] = "loose"
 
     def ok(prog: str, *argv: str, stdin: bytes = b"") -> str:
         done = fuzzkit.run_in_process(sandbox, prog, "--json", *argv, stdin=stdin)

@@ -75,6 +75,7 @@ def test_a_stale_view_names_the_runs_it_has_not_folded(cli: Cli, tmp_path: Path)
 
 def test_a_run_whose_head_is_gone_is_a_missing_run(cli: Cli, tmp_path: Path) -> None:
     kit = make_kit(cli, tmp_path)
+    cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     kit.put_workflow()
     thread = kit.start()
     assert kit.step(thread).code == 0
@@ -149,6 +150,7 @@ def test_a_run_whose_node_is_damaged_is_corrupt_never_valid(
     missing, never as success. A node edited in place is not "valid" because its file
     still exists: it is `corrupt`, told apart from `missing`, with the next action."""
     kit = make_kit(cli, tmp_path)
+    cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     kit.put_workflow()
     thread = kit.start()
     assert kit.step(thread).code == 0

@@ -344,6 +344,7 @@ def test_resume_with_no_agent_configured_fails_closed_as_blocked(fleet: Fleet,
 # -- a run whose nodes are gone ------------------------------------------------------------
 
 def test_a_run_whose_nodes_are_gone_shows_as_missing_never_live(fleet: Fleet) -> None:
+    fleet.cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     done = fleet.start(prompt="Its head will be lost")
     fleet.ok("run", "resume", done, "--drive")
     queued = fleet.start(prompt="Its start will be lost")

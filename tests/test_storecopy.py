@@ -81,7 +81,8 @@ def test_a_folder_to_postgresql_and_back_is_the_same_store(pg_url: str, tmp_path
     assert again == {**there, "from": shown(pg_url), "to": str(back)}
     assert len(segments(first)) > 2
     assert segments(back) == segments(first)
-    # Every node the log reaches, byte for byte, and no other: what json-cas gc keeps.
+    # Every loose node the log reaches, byte for byte, and no other (what json-cas gc
+    # keeps); the node records (a step's nodes) came with the log's lines.
     def unreachable(home: Path) -> list[str]:
         found = cli.run("--store", str(home), "gc", "--dry-run", "--grace", "0", "--json",
                         prog="json-cas")
@@ -90,7 +91,15 @@ def test_a_folder_to_postgresql_and_back_is_the_same_store(pg_url: str, tmp_path
     def nodes(home: Path) -> dict[str, bytes]:
         return {path.stem: path.read_bytes() for path in (home / "cas").rglob("*.json")}
 
-    assert len(nodes(back)) == there["nodes"]
+    def records(home: Path) -> set[str]:
+        return {json.loads(line)["data"]["hash"]
+                for segment in sorted((home / "events").glob("*.jsonl"))
+                for line in segment.read_bytes().splitlines()
+                if json.loads(line)["type"] == "cas.node"}
+
+    assert records(first) and records(back) == records(first)
+    assert not records(first) & set(nodes(first))
+    assert len(nodes(back)) + len(records(first)) == there["nodes"]
     assert nodes(back) == {name: data for name, data in nodes(first).items()
                            if name not in unreachable(first)}
     assert unreachable(back) == []

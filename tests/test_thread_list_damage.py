@@ -22,6 +22,7 @@ def node_file(home: Path, hash_: str) -> Path:
 def test_a_damaged_head_is_listed_as_such_and_the_list_fails_closed(cli: Cli, tmp_path: Path
                                                                     ) -> None:
     kit = make_kit(cli, tmp_path)
+    cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     kit.put_workflow()
     missing, healthy, corrupt = (kit.start(prompt=p) for p in ("one", "two", "three"))
     head = kit.ok("thread", "step", missing)["head"]

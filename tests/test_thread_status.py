@@ -327,6 +327,7 @@ def remove_node(home: Path, hash_: str) -> None:
 
 def test_a_missing_head_fails_closed(cli: Cli, tmp_path: Path) -> None:
     kit = make_kit(cli, tmp_path)
+    cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
     put(kit)
     stepped, fresh, ended = kit.start(prompt="one"), kit.start(prompt="two"), kit.start(
         prompt="three")

@@ -118,7 +118,17 @@ def test_solve_issue_loop_step_by_step(cli: Cli, tmp_path: Path) -> None:
         [e["data"]["stepId"] for e in started]
     ended = kit.events("thread.ended")
     assert [(e["subject"], e["data"]["reason"]) for e in ended] == [(f"thread/{thread}", "end")]
-    assert ended[0]["batch"] == [2, 2]  # written with the last step, atomically
+    # Written with the last step, atomically: the step's new nodes (its output, detail
+    # and StepNode, as records) first, then its result, then the end.
+    n = ended[0]["batch"][1]
+    assert ended[0]["batch"] == [n, n]
+    assert stepped_events[-1]["batch"] == [n - 1, n]
+    assert stepped_events[-1]["seq"] == ended[0]["seq"] - 1
+    records = {e["seq"]: e for e in kit.events("cas.node")}
+    batch = [records[seq] for seq in range(ended[0]["seq"] - n + 1, ended[0]["seq"] - 1)]
+    assert [e["batch"] for e in batch] == [[k, n] for k in range(1, n - 1)]
+    assert {e["data"]["hash"] for e in batch} == {heads[-1], step["output"], step["detail"]}
+    assert all(e["data"]["node"] == kit.node(e["data"]["hash"]) for e in batch)
     assert kit.events("thread.step_failed") == []
     assert kit.events("thread.blocked") == []
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uwf.cas.backends import FileBlobs, MemoryBlobs
+from uwf.cas.records import LoggedBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import Settings, process_settings, store_root
 from uwf.engine.dburl import is_database_url
@@ -29,6 +30,7 @@ from uwf.engine.filelog import FileLog
 from uwf.engine.journal import Journal, Progress, Views
 from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
+from uwf.engine.nodeview import NodeRecords, NodesProjection
 from uwf.engine.projection import StructProjection
 from uwf.engine.storeview import StoreProjection
 from uwf.engine.viewspec import ViewStore
@@ -49,7 +51,7 @@ from uwf.workflows.projection import WorkflowsProjection
 def all_projections() -> list[StructProjection]:
     """Every view uwf maintains, in a fixed order."""
     return [StoreProjection(), WorkflowsProjection(), ThreadsProjection(), RunsProjection(),
-            StepsProjection(), QueueProjection(), SchedProjection()]
+            StepsProjection(), QueueProjection(), SchedProjection(), NodesProjection()]
 
 
 def event_catalog() -> EventCatalog:
@@ -138,8 +140,9 @@ class Store:
         views = SqliteViewStore(path / "views" / "views.sqlite3",
                                 [projection.spec() for projection in projections])
         journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact)
-        cas = Cas(FileBlobs(path / "cas", settings.durable), clock=clock, redact=redact)
-        cas.refuse_old_bootstrap(path)
+        loose = FileBlobs(path / "cas", settings.durable)
+        Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
+        cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)
         return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings)
 
     @classmethod
@@ -160,7 +163,8 @@ class Store:
             views = PgViewStore(database, [projection.spec() for projection in projections])
             journal = Journal(PgLog(database, durable=settings.durable), views, projections,
                               event_catalog(), clock=clock, redact=redact)
-            cas = Cas(PgBlobs(database), clock=clock, redact=redact)
+            cas = Cas(LoggedBlobs(PgBlobs(database), NodeRecords(journal)), clock=clock,
+                      redact=redact)
         except BaseException:
             database.close()
             raise
@@ -177,7 +181,8 @@ class Store:
         views = MemoryViewStore([projection.spec() for projection in projections])
         journal = Journal(MemoryLog(), views, projections, event_catalog(), clock=clock,
                           redact=redact)
-        return cls(None, journal, Cas(MemoryBlobs(), clock=clock, redact=redact), redact=redact,
+        cas = Cas(LoggedBlobs(MemoryBlobs(), NodeRecords(journal)), clock=clock, redact=redact)
+        return cls(None, journal, cas, redact=redact,
                    settings=settings if settings is not None else process_settings())
 
     def read(self, progress: Progress | None = None) -> Views:

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 
 from uwf.audit.results import AnchorHeld, LineProblem, LogVerified
 from uwf.cas.hashing import is_hash
+from uwf.cas.store import record_problem
 from uwf.engine.clock import parse_instant
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,
+    CasNode,
     Envelope,
     StoreCreated,
     digest,
@@ -37,7 +39,11 @@ _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def _matches(envelope: Envelope, type_: str | None, subject: str | None) -> bool:
+    """Whether `log tail` shows the line: node records (`cas.node`: content, not events)
+    only when `--type` names them."""
     if type_ and envelope.type != type_ and not envelope.type.startswith(type_.rstrip(".") + "."):
+        return False
+    if not type_ and isinstance(envelope.data, CasNode):
         return False
     return not subject or envelope.subject == subject or envelope.subject.startswith(
         subject.rstrip("/") + "/"
@@ -170,6 +176,13 @@ class _Verifier:
             self.problem(seq, segment, number, f"ts {envelope.ts!r} is not RFC 3339 with ms")
         self._check_batch(envelope, segment, number)
         self._check_order(envelope, segment, number)
+        if isinstance(envelope.data, CasNode):
+            node = envelope.data
+            problem = record_problem(node.hash, bytes(node.node))
+            if problem is None and envelope.subject != f"cas/{node.hash}":
+                problem = f"node record {node.hash} has the subject {envelope.subject!r}"
+            if problem is not None:
+                self.problem(seq, segment, number, problem)
         for ref in envelope.data.cas_refs():
             if not is_hash(ref) or not self.store.cas.has(ref):
                 self.problem(seq, segment, number, f"refers to CAS node {ref} which is missing")

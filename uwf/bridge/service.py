@@ -258,6 +258,10 @@ class _Head(msgspec.Struct):
     seq: int
     subject: str
     batch: tuple[int, int]
+    type: str = ""
+
+
+NODE_RECORD = "cas.node"  # a node kept in the log: content, not an event; never published
 
 
 _head = msgspec.json.Decoder(_Head)
@@ -296,7 +300,8 @@ def ready(log: EventLog, after: int, limit: int = CHUNK, upto: int | None = None
         if head.seq != line.seq:
             raise Corrupt(f"line {line.number} of {line.where} has seq {head.seq} where "
                           f"{line.seq} is due", "run `uwf log verify`")
-        found.append((head.seq, head.subject, line.raw))
+        if head.type != NODE_RECORD:
+            found.append((head.seq, head.subject, line.raw))
         if head.batch[0] >= head.batch[1]:
             whole = len(found)
             if whole >= limit:

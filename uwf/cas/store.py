@@ -23,6 +23,7 @@ from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, normalize, self_hash
 from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
+from uwf.cas.records import LoggedBlobs, PendingBlobs
 from uwf.cas.subset import (
     DRAFT07_BOOTSTRAP,
     REF_FORMAT,
@@ -122,6 +123,18 @@ class Cas:
                 "re-create it, then register the workflows again (docs/json-cas.md#bootstrap)")
 
     # -- writing ---------------------------------------------------------
+
+    def pending(self) -> tuple[Cas, PendingBlobs]:
+        """A Cas whose puts are gathered, not written: what a command puts before it
+        takes the writers' lock, read back as if stored; `PendingBlobs.records()` hands
+        them to the journal, which appends them with the command's events
+        (`uwf.cas.records`). Schemas' validators are shared; checked nodes are not (a
+        node pending here is in the store only once its command is written)."""
+        blobs = PendingBlobs(self.blobs)
+        gathering = Cas(blobs, self.clock, self.redact)
+        gathering._validators = self._validators
+        gathering._rule = self._rule
+        return gathering, blobs
 
     def ensure_builtins(self) -> None:
         """Write the meta-schema and the built-in schemas (idempotent; once per process,
@@ -454,10 +467,28 @@ class Cas:
     def garbage(self, roots: Iterable[str], grace_seconds: float) -> list[str]:
         """Nodes unreachable from `roots` and older than the grace period."""
         keep = self.kept(roots)
+        logged = self.blobs.in_log if isinstance(self.blobs, LoggedBlobs) else None
         return [
             hash_ for hash_ in self.blobs.hashes()
-            if hash_ not in keep and self.blobs.age(hash_) >= grace_seconds
+            if hash_ not in keep and not (logged is not None and logged(hash_))
+            and self.blobs.age(hash_) >= grace_seconds
         ]
+
+
+def record_problem(hash_: str, data: bytes) -> str | None:
+    """What is wrong with a node record naming `hash_` whose node JSON is `data`
+    (`log verify`): not a node, or content that does not hash to its name."""
+    try:
+        node = json.loads(data)
+        loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
+        return f"node record {hash_} does not hold a node {{type, payload, timestamp}}"
+    if not is_hash(hash_) or not is_hash(loaded.type):
+        return f"node record {hash_} names a hash or type that is not a hash"
+    actual = _content_hash(loaded)
+    if actual != hash_:
+        return f"node record {hash_} holds content that hashes to {actual}"
+    return None
 
 
 def _content_hash(node: Node) -> str | None:

@@ -51,6 +51,9 @@ class Settings:
     # A store on a PostgreSQL server (`postgresql://...` as --store or UWF_HOME), else
     # None: the store is the folder `store_root`, which is then never a URL.
     store_url: str | None = None
+    # UWF_NODES: where a step's new nodes go: records in the log (True, the default), or
+    # loose files as an older uwf wrote them (`loose`: a store an older uwf still reads).
+    node_records: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], cwd: Path | None, *,
@@ -85,6 +88,7 @@ class Settings:
             lock_timeout=env_number("UWF_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S,
                                     environ=environ),
             config_path=config_path(environ),
+            node_records=node_records(environ),
         )
 
     @property
@@ -135,6 +139,16 @@ def durability(environ: Mapping[str, str]) -> bool:
     if mode not in ("fsync", "none"):
         raise UsageError(f"UWF_DURABILITY must be fsync or none, not {mode!r}", "fix or unset it")
     return mode == "fsync"
+
+
+def node_records(environ: Mapping[str, str]) -> bool:
+    """`UWF_NODES=loose` writes a step's nodes as loose files, as an older uwf did (one
+    file and two fsyncs each), so a store an older uwf shares stays readable to it; the
+    default, `log`, writes them as records with the step's events (docs/format.md)."""
+    mode = environ.get("UWF_NODES", "log")
+    if mode not in ("log", "loose"):
+        raise UsageError(f"UWF_NODES must be log or loose, not {mode!r}", "fix or unset it")
+    return mode == "log"
 
 
 def config_path(environ: Mapping[str, str]) -> Path:

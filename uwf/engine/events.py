@@ -20,7 +20,9 @@ import msgspec
 
 from uwf.errors import Corrupt
 
-FORMAT_VERSION = 1
+# 2: the log may hold node records (`cas.node`); a store of format 1 never does until
+# this uwf writes one, and an older uwf refuses both (the format, or the unknown type).
+FORMAT_VERSION = 2
 GENESIS_PREV = "0" * 32
 
 
@@ -54,6 +56,18 @@ class LogRepaired(EventData, frozen=True):
     dropped_lines: int
     digest: str
     reason: str
+
+
+class CasNode(EventData, frozen=True):
+    """A node of the content-addressed store, kept in the log (SPEC §4): written in the
+    same batch as, and before, the events that name it, so the batch's one fsync makes
+    both durable and the chain covers the node. `node` is the node's JSON as json-cas
+    writes it, `{"type","payload","timestamp"}`, compact (on one line) and kept as
+    bytes: a replay never parses a payload it does not need."""
+
+    type: ClassVar[str] = "cas.node"
+    hash: str
+    node: msgspec.Raw
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -108,7 +122,7 @@ def encode_line(envelope: Envelope) -> bytes:
     return _encoder.encode(envelope)
 
 
-CORE_EVENTS: tuple[type[EventData], ...] = (StoreCreated, LogRepaired)
+CORE_EVENTS: tuple[type[EventData], ...] = (StoreCreated, LogRepaired, CasNode)
 
 
 @cache
@@ -267,4 +281,11 @@ def digest(line: bytes) -> str:
 
 def to_builtins(data: EventData) -> Any:
     """The JSON-ready form of an event's data (for `log tail` and exports)."""
-    return msgspec.to_builtins(data)
+    return msgspec.to_builtins(data, enc_hook=_raw_json)
+
+
+def _raw_json(value: Any) -> Any:
+    """A `msgspec.Raw` (a node record's node) as the JSON value its bytes hold."""
+    if isinstance(value, msgspec.Raw):
+        return msgspec.json.decode(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -251,14 +251,21 @@ class _FileSession:
         self._head: Checkpoint | None = None
         self._unrecorded = 0
         self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
+        self._deferred = False  # `defer_sync`: nothing waits for this section's appends
+
+    def defer_sync(self) -> None:
+        self._deferred = True
 
     def settle(self) -> None:
         """fsync what this section appended (its last segment: any before it were
-        fsynced when the next one started); a no-op when nothing waits."""
+        fsynced when the next one started); a no-op when nothing waits, or when the
+        section's appends acknowledge nothing (`defer_sync`: the next durable append
+        to the segment, or the fsync before a new segment starts, covers them)."""
         fd, self._unsynced = self._unsynced, None
         if fd is not None:
             try:
-                os.fsync(fd)
+                if not self._deferred:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 

@@ -33,6 +33,7 @@ import msgspec
 from uwf.engine.clock import Clock, format_ts
 from uwf.engine.events import (
     FORMAT_VERSION,
+    CasNode,
     Envelope,
     EventCatalog,
     EventData,
@@ -269,18 +270,27 @@ class Journal:
     # -- writes ----------------------------------------------------------
 
     def write(self, decide: Callable[[Views], Outcome[T]], *,
-              expected: Mapping[str, int] | None = None) -> T:
+              expected: Mapping[str, int] | None = None,
+              nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True) -> T:
         """Run one command under the write protocol; its result once its events are durable.
 
         `decide` gets read-only views at the log's head; raising rejects the command
         and nothing is written. `expected` gives the version (`version`) of each
         subject the command decided on: when one has moved, nothing is written and
-        `Conflict` is raised, before `decide` runs.
+        `Conflict` is raised, before `decide` runs. `nodes`: the CAS nodes the events
+        name that the store lacks, as (hash, compact JSON) (`uwf.cas.records.
+        PendingBlobs`), gathered before the section: appended as `cas.node` records
+        ahead of the events, in the same write, when the command writes any event.
+        `sync=False`: this write is not waited for (no fsync of its own): the next
+        durable write of the log covers it. Only for what acknowledges nothing (a
+        step's start, which its result's fsync covers).
         """
-        return self.write_at(lambda views, _now: decide(views), expected=expected)
+        return self.write_at(lambda views, _now: decide(views), expected=expected,
+                             nodes=nodes, sync=sync)
 
     def write_at(self, decide: Callable[[Views, int], Outcome[T]], *,
-                 expected: Mapping[str, int] | None = None) -> T:
+                 expected: Mapping[str, int] | None = None,
+                 nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True) -> T:
         """`write`, with `decide` also given the instant (epoch ms) the command happens
         at: the clock read inside the exclusive section, after every earlier write, and
         the `ts` of the events it appends. A command that judges time (a lease's expiry)
@@ -314,7 +324,11 @@ class Journal:
             finally:
                 self._local.deciding = False
             if outcome.events:
-                head, current = self._append(session, head, outcome.events, now)
+                if not sync:
+                    session.defer_sync()
+                events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
+                            for hash_, data in nodes), *outcome.events]
+                head, current = self._append(session, head, events, now)
                 if outcome.then is not None and not current:
                     head = self.refresh()  # the views did not follow: catch them up
             if outcome.then is not None:
@@ -366,7 +380,9 @@ class Journal:
         return new_head, True
 
     def _redacted(self, data: EventData) -> EventData:
-        if self.redact is None:
+        # A node record is as its hash says: a payload is masked before it is hashed
+        # (`Cas.put`), never after.
+        if self.redact is None or isinstance(data, CasNode):
             return data
         plain = msgspec.to_builtins(data)
         hidden = redact_value(plain, self.redact)

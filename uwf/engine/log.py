@@ -73,6 +73,12 @@ class LogSession(Protocol):
         the new head."""
         ...
 
+    def defer_sync(self) -> None:
+        """This section's appends acknowledge nothing: the section may end without
+        waiting for them to be durable (the next durable append covers them: a step's
+        start, covered by its result's fsync). A backend that cannot tell may ignore it."""
+        ...
+
 
 class EventLog(Protocol):
     """Storage for the log's lines. Readers take no lock and see only complete lines."""
@@ -213,3 +219,6 @@ class _MemorySession:
 
     def append(self, lines: Sequence[bytes]) -> Checkpoint:
         return self._log._append(lines)
+
+    def defer_sync(self) -> None:
+        """Memory is as durable as it gets."""

@@ -230,6 +230,9 @@ class _PgSession:
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         return self._head()[0], []  # a section that did not commit left nothing behind
 
+    def defer_sync(self) -> None:
+        """Ignored: a section's commit is durable (synchronous_commit)."""
+
     def append(self, lines: Sequence[bytes]) -> Checkpoint:
         from psycopg.errors import IntegrityError
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from uwf.cas.records import LoggedBlobs
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogSession, digest
 from uwf.errors import Corrupt, NotFound, Rejected
 from uwf.store import Store
@@ -110,7 +111,10 @@ def copy(src: Store, dst: Store) -> Copied:
         _refuse_filled(dst, session.tail())  # a writer may have come first
         if rule is not None and dst.cas.blobs.hash_rule() is None:
             dst.cas.blobs.record_hash_rule(rule)
+        logged = src.cas.blobs.in_log if isinstance(src.cas.blobs, LoggedBlobs) else None
         for hash_ in nodes:
+            if logged is not None and logged(hash_):
+                continue  # a node record: copied with the log's lines
             data = src.cas.blobs.read(hash_)
             if data is None:  # found a moment ago: removed since (`json-cas gc`)
                 raise Corrupt(f"node {hash_} left {src.location} while it was copied",

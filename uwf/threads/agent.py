@@ -146,8 +146,12 @@ def submit_step(
     started_at_ms: int | None = None,
     edge_prompt: str | None = None,
     usage: Any = None,
+    cas: Cas | None = None,
 ) -> str:
     """Validate `output`, write output/detail/StepNode nodes; return the StepNode hash.
+
+    The nodes go to `cas` (a command's gathered nodes, written with its result:
+    `Cas.pending`), by default the store's own (loose files).
 
     `detail` is text stored as a Text node; `detail_ref` instead names an existing
     node (a sub-workflow's terminal StepNode, say). `usage` (`{inputTokens,
@@ -162,7 +166,8 @@ def submit_step(
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
     facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt)
-    return write_step(store.cas, facts, output, detail, detail_ref=detail_ref, agent=agent,
+    return write_step(cas or store.cas, facts, output, detail, detail_ref=detail_ref,
+                      agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=store.clock(),
                       usage=usage)
 

@@ -41,8 +41,14 @@ def route(cas: Cas, state: ThreadState, role: str, output: Any, head: str | None
           ) -> tuple[dict[str, Any], Decision]:
     """The workflow and the moderator's decision after `role` produced `output` in
     the StepNode `head` (None: `$START`)."""
-    workflow: dict[str, Any] = cas.get(state.workflow).payload
-    prompt = cas.get(state.start).payload["prompt"]
+    return route_from(cas, state.workflow, state.start, role=role, output=output, head=head)
+
+
+def route_from(cas: Cas, workflow_hash: str, start: str, *, role: str, output: Any,
+               head: str | None) -> tuple[dict[str, Any], Decision]:
+    """`route` for the thread of Workflow `workflow_hash` and StartNode `start`."""
+    workflow: dict[str, Any] = cas.get(workflow_hash).payload
+    prompt = cas.get(start).payload["prompt"]
     return workflow, evaluate(workflow["graph"], role, output, prompt,
                               conditions=workflow.get("conditions"),
                               steps=lambda: history(cas, head))

@@ -18,14 +18,16 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import msgspec
 
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import builtin_hash
+from uwf.cas.records import PendingBlobs
+from uwf.cas.store import Cas, builtin_hash
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
@@ -33,7 +35,16 @@ from uwf.config.secrets import MIN_LENGTH, secret_values
 from uwf.engine.dburl import is_database_url
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import Corrupt, NotFound, Rejected, StoreUnavailable, UsageError, UwfError
+from uwf.errors import (
+    Conflict,
+    Corrupt,
+    NotFound,
+    Rejected,
+    StoreBusy,
+    StoreUnavailable,
+    UsageError,
+    UwfError,
+)
 from uwf.redact import redactor
 from uwf.store import Store
 from uwf.threads.agentproc import collect
@@ -47,7 +58,8 @@ from uwf.threads.events import (
 )
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
-from uwf.threads.routing import last_step, next_decision, route
+from uwf.threads.routing import last_step, next_decision, route_from
+from uwf.threads.rules import AFTER_END, refusal
 from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
 from uwf.workflow.moderator import END, Decision, NoTransition, status_of
@@ -72,6 +84,8 @@ class Plan:
     agent: AgentChoice
     started_ms: int
     repo: str
+    start: str  # the thread's StartNode and Workflow: a step in flight never moves them
+    workflow: str
 
 
 class StepFailed(Rejected):
@@ -107,19 +121,24 @@ def step_thread(
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
         return summary(get_thread(store.read(), thread))
+    # The step's new nodes are gathered here, then written with its result (one write,
+    # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
+    cas, pending = (store.cas.pending() if store.settings.node_records
+                    else (store.cas, PendingBlobs(store.cas.blobs)))
     try:
         if in_process is not None:
-            hash_or_failure = _run_in_process(store, plan, in_process)
+            hash_or_failure = _run_in_process(store, cas, plan, in_process)
         else:
-            hash_or_failure = _run_agent(store, plan, timeout, config, on_agent)
+            hash_or_failure = _run_agent(store, cas, plan, timeout=timeout, config=config,
+                                         on_agent=on_agent)
     except (KeyboardInterrupt, SystemExit):
         # Interrupted (Ctrl-C, SIGTERM): the agent is gone; say so now rather than
         # leave the step in flight until its deadline.
         with contextlib.suppress(Exception):
-            _finish(store, plan, Failure("interrupted", "the step was interrupted; its "
-                                         "agent was killed"), config, retry_for=0)
+            _finish(store, cas, plan, Failure("interrupted", "the step was interrupted; its "
+                                              "agent was killed"), config, retry_for=0)
         raise
-    return _finish(store, plan, hash_or_failure, config)
+    return _finish(store, cas, plan, hash_or_failure, config, nodes=pending.records)
 
 
 def run_thread(
@@ -147,59 +166,99 @@ def run_thread(
 
 # -- phase 1 ---------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Next:
+    """What a step's beginning needs that does not depend on the log's head, gathered
+    before the writers' section from the thread at one version: the moderator's
+    decision (or why there is none) and the agent to run."""
+
+    workflow: dict[str, Any]
+    decision: Decision | None
+    blocked: ThreadBlocked | None
+    error: UwfError | None
+    agent: AgentChoice | None
+
+
 def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
            config: Config, *, in_process: bool = False) -> Plan | None:
+    """Record `thread.step_started` (or the thread's end, or why it is blocked). The
+    moderator and the agent are chosen before the writers' section, from the thread as
+    the views show it; the write states that version (`expected`), so a thread moved
+    meanwhile is read and decided again. The start is not fsynced on its own: it
+    acknowledges nothing, and the step's result's fsync covers it."""
+    subject = f"thread/{thread}"
+    for _attempt in range(20):
+        state = get_thread(store.read(), thread)
+        version = store.journal.version(subject)
+        if refusal(state.phase, "step_started") == AFTER_END:
+            take_over(state, store.clock(), max_timeout_s=MAX_TIMEOUT_S)  # says it ended
+        gathered = _next(store, state, agent_flag, config, in_process=in_process)
+        try:
+            result = store.journal.write_at(
+                partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
+                        store=store, config=config),
+                expected={subject: version}, sync=False)
+        except Conflict:
+            continue  # the thread moved since it was read: decide again
+        if isinstance(result, UwfError):
+            raise result
+        return result
+    raise StoreBusy(f"thread {thread} kept moving while its step was being decided",
+                    "retry")
+
+
+def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeout: float,
+                  store: Store, config: Config) -> Outcome[Plan | UwfError | None]:
+    """Inside the writers' section, at the version the step was gathered at: take over
+    a stranded step, then record what was gathered. A blocked thread's event is
+    written, then its reason raised. The deadline of a step in flight is judged at the
+    instant the writers' section was entered."""
     from ulid import ULID
 
-    def decide(views: Views, now: int) -> Outcome[Plan | UwfError | None]:
-        state = get_thread(views, thread)
-        subject = f"thread/{thread}"
-        abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
-        events = [] if abandoned is None else [NewEvent(subject, abandoned)]
-        taken_over = None if abandoned is None else abandoned.step_id
-        workflow, decision, blocked = _decide(store, state, events)
-        if decision is None:
-            return Outcome(events, blocked)
-        if decision.ends:
-            events.append(NewEvent(subject, ThreadEnded("end")))
-            return Outcome(events, None)
-        choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
-                  else resolve_agent(config, workflow["name"], decision.role, agent_flag))
-        if choice is None:
-            where = config.path or store.settings.config_path
-            message = (f'no agent configured for workflow "{workflow["name"]}" '
-                       f'role "{decision.role}"')
-            events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
-            return Outcome(events, Rejected(
-                message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
-        step_id = str(ULID.from_timestamp(now))
-        events.append(NewEvent(subject, ThreadStepStarted(
-            step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
-            taken_over)))
-        plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo)
-        return Outcome(events, plan)
-
-    # A blocked thread's event is written, then its reason raised. The deadline of a
-    # step in flight is judged at the instant the writers' section was entered.
-    result = store.journal.write_at(decide)
-    if isinstance(result, UwfError):
-        raise result
-    return result
+    state = get_thread(views, thread)
+    subject = f"thread/{thread}"
+    abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
+    events = [] if abandoned is None else [NewEvent(subject, abandoned)]
+    decision = gathered.decision
+    if decision is None:
+        if gathered.blocked is not None:
+            events.append(NewEvent(subject, gathered.blocked))
+        return Outcome(events, gathered.error)
+    if decision.ends:
+        events.append(NewEvent(subject, ThreadEnded("end")))
+        return Outcome(events, None)
+    choice = gathered.agent
+    if choice is None:
+        where = config.path or store.settings.config_path
+        message = (f'no agent configured for workflow "{gathered.workflow["name"]}" '
+                   f'role "{decision.role}"')
+        events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
+        return Outcome(events, Rejected(
+            message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
+    step_id = str(ULID.from_timestamp(now))
+    events.append(NewEvent(subject, ThreadStepStarted(
+        step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
+        None if abandoned is None else abandoned.step_id)))
+    return Outcome(events, Plan(thread, step_id, state.head, decision, choice, now,
+                                state.repo, state.start, state.workflow))
 
 
-def _decide(store: Store, state: ThreadState, events: list[NewEvent]
-            ) -> tuple[dict[str, Any], Decision | None, UwfError | None]:
+def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
+          in_process: bool) -> _Next:
     try:
         workflow, decision = next_decision(store.cas, state)
     except NoTransition as exc:  # no edge for the status, or no condition holds or one failed
         last_role, _ = last_step(store.cas, state)
-        events.append(NewEvent(f"thread/{state.thread}",
-                               ThreadBlocked("no-transition", exc.what, last_role, exc.status)))
-        return {}, None, exc
+        return _Next({}, None, ThreadBlocked("no-transition", exc.what, last_role, exc.status),
+                     exc, None)
     except NotFound as exc:
         raise Rejected(f"thread {state.thread} refers to a missing node: {exc.what}",
                        "run `uwf log verify`") from None
-    return workflow, decision, None
+    if decision.ends:
+        return _Next(workflow, decision, None, None, None)
+    choice = (AgentChoice(agent_flag or "in-process", [], "in-process") if in_process
+              else resolve_agent(config, workflow["name"], decision.role, agent_flag))
+    return _Next(workflow, decision, None, None, choice)
 
 
 # -- phase 2 ---------------------------------------------------------------------
@@ -210,7 +269,7 @@ class Failure:
     message: str
 
 
-def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
+def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Config,
                on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
                ) -> str | Failure:
     from uwf.threads import staging
@@ -240,7 +299,7 @@ def _run_agent(store: Store, plan: Plan, timeout: float, config: Config,
         result = _spawn(store, plan, timeout, config, env, on_agent=on_agent)
         if isinstance(result, str):
             try:
-                _while_unavailable(lambda: staging.bring_in(folder, store.cas, result),
+                _while_unavailable(lambda: staging.bring_in(folder, cas, result),
                                    RECORD_RETRY_S)
             except (Corrupt, Rejected) as exc:
                 hidden = secret_values(store.settings.environ, config)
@@ -328,7 +387,8 @@ def _spawn(store: Store, plan: Plan, timeout: float, config: Config, env: dict[s
     return last
 
 
-def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Failure:
+def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
+                    ) -> str | Failure:
     from uwf.errors import UwfError
     from uwf.threads.agent import agent_context, submit_step
 
@@ -336,7 +396,8 @@ def _run_in_process(store: Store, plan: Plan, agent: InProcessAgent) -> str | Fa
     try:
         output, detail = agent(agent_context(store, plan.thread, role, history_limit=0))
         return submit_step(store, plan.thread, role, output, detail, agent=plan.agent.name,
-                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt)
+                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt,
+                           cas=cas)
     except UwfError as exc:
         return Failure("exit", exc.line())
 
@@ -352,30 +413,30 @@ def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
 
 # -- phase 3 ---------------------------------------------------------------------
 
-def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Failure | None:
+def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
     """Why the agent's StepNode is refused, or None when it is accepted."""
-    if not store.cas.has(hash_):
+    if not cas.has(hash_):
         return Failure("not-found", f"StepNode {hash_} is not in the CAS")
-    node = store.cas.get(hash_)
+    node = cas.get(hash_)
     if node.type != builtin_hash("StepNode"):
         return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
     step = node.payload
-    if step["start"] != state.start:
+    if step["start"] != plan.start:
         return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
-                                      f"StartNode {state.start}")
-    if step["prev"] != state.head:
+                                      f"StartNode {plan.start}")
+    if step["prev"] != plan.head:
         return Failure("stale-prev", f"its prev is {step['prev'] or 'null'}, but the head is "
-                                     f"{state.head or 'null (no step yet)'}")
+                                     f"{plan.head or 'null (no step yet)'}")
     if step["role"] != plan.decision.role:
         return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
                                      f"{plan.decision.role!r}")
-    workflow = store.cas.get(state.workflow).payload
+    workflow = cas.get(plan.workflow).payload
     schema = workflow["roles"][plan.decision.role]["meta"]
     for field in ("output", "detail"):
-        if not store.cas.has(step[field]):
+        if not cas.has(step[field]):
             return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
-    output = store.cas.get(step["output"]).payload
-    problems = store.cas.problems(schema, output)
+    output = cas.get(step["output"]).payload
+    problems = cas.problems(schema, output)
     if problems:
         return Failure("schema", f"its output violates the {plan.decision.role} schema: "
                                  + "; ".join(problems))
@@ -386,41 +447,53 @@ def check_step(store: Store, state: ThreadState, plan: Plan, hash_: str) -> Fail
 _Finished = tuple[StepFailed | None, ThreadSummary]
 
 
-def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
-            retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
-    secrets = secret_values(store.settings.environ, config)
+def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: list[str]
+            ) -> tuple[list[NewEvent], StepFailed | None]:
+    """The events that record the step's result, and the error it raises (a failed
+    step): decided before the writers' section, from the step's plan and its nodes (a
+    step in flight holds its thread: its head, StartNode and workflow cannot move)."""
+    subject = f"thread/{plan.thread}"
+    at = plan.head or plan.start
 
-    def recorded(events: list[NewEvent], error: StepFailed | None) -> Outcome[_Finished]:
+    def failed(reason: str, message: str) -> tuple[list[NewEvent], StepFailed]:
+        message = _redact(message, secrets)
+        return ([NewEvent(subject, ThreadStepFailed(plan.step_id, plan.decision.role,
+                                                    reason, message))],
+                StepFailed(f"step failed ({reason}): {message}", f"the head stays at {at}"))
+
+    failure = result if isinstance(result, Failure) else check_step(cas, plan, result)
+    if failure is not None:
+        return failed(failure.reason, failure.message)
+    assert isinstance(result, str)
+    step = cas.get(result).payload
+    try:  # what the agent spent, from its detail (uwf/threads/usage.py)
+        usage = step_usage(cas, step)
+    except Rejected as exc:
+        return failed("usage", exc.what)
+    output_hash = step["output"]
+    output = cas.get(output_hash).payload
+    status = status_of(plan.decision.role, output)
+    events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
+        plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
+    events += _after(cas, plan, output, result)
+    return events, None
+
+
+def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: Config, *,
+            nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple,
+            retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
+    """Record the step's result: inside the writers' section only the check that the
+    step is still the one in flight, the append (with the step's new nodes, when it is
+    accepted) and the fold."""
+    secrets = secret_values(store.settings.environ, config)
+    events, error = _result(store, cas, plan, result, secrets)
+    records = nodes() if error is None else ()
+
+    def decide(views: Views) -> Outcome[_Finished]:
+        finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
         # The summary is read inside the writers' section, from the views just folded.
         return Outcome(events, then=lambda views: (
             error, summary(get_thread(views, plan.thread))))
-
-    def decide(views: Views) -> Outcome[_Finished]:
-        state = get_thread(views, plan.thread)
-        finish(state, plan.step_id)  # refused once the step was taken over
-        subject = f"thread/{plan.thread}"
-        failure = result if isinstance(result, Failure) else check_step(store, state, plan, result)
-        if failure is not None:
-            message = _redact(failure.message, secrets)
-            return recorded([NewEvent(subject, ThreadStepFailed(
-                plan.step_id, plan.decision.role, failure.reason, message))],
-                _failed(failure.reason, message, state))
-        assert isinstance(result, str)
-        step = store.cas.get(result).payload
-        try:  # what the agent spent, from its detail (uwf/threads/usage.py)
-            usage = step_usage(store.cas, step)
-        except Rejected as exc:
-            message = _redact(exc.what, secrets)
-            return recorded([NewEvent(subject, ThreadStepFailed(
-                plan.step_id, plan.decision.role, "usage", message))],
-                _failed("usage", message, state))
-        output_hash = step["output"]
-        output = store.cas.get(output_hash).payload
-        status = status_of(plan.decision.role, output)
-        events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
-            plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
-        events += _after(store, state, plan.decision.role, output, result)
-        return recorded(events, None)
 
     tries = 0
 
@@ -428,7 +501,7 @@ def _finish(store: Store, plan: Plan, result: str | Failure, config: Config, *,
         nonlocal tries
         tries += 1
         try:
-            return store.journal.write(decide)
+            return store.journal.write(decide, nodes=records)
         except Rejected:
             # A write the store lost contact with may have been committed all the same
             # (the connection dropped after its COMMIT): retried, its step is no longer
@@ -479,16 +552,16 @@ def _while_unavailable(call: Callable[[], T], seconds: float) -> T:
         pause = min(2 * pause, 2.0)
 
 
-def _after(store: Store, state: ThreadState, role: str, output: Any, head: str
-           ) -> list[NewEvent]:
+def _after(cas: Cas, plan: Plan, output: Any, head: str) -> list[NewEvent]:
     """Step 8: ask the moderator again (from the new StepNode `head`); `$END` ends
     the thread in the same batch."""
     try:
-        _, decision = route(store.cas, state, role, output, head)
+        _, decision = route_from(cas, plan.workflow, plan.start, role=plan.decision.role,
+                                 output=output, head=head)
     except NoTransition:
         return []  # the next step finds no transition and blocks the thread
     data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
-    return [NewEvent(f"thread/{state.thread}", item) for item in data]
+    return [NewEvent(f"thread/{plan.thread}", item) for item in data]
 
 
 def _redact(text: str, secrets: list[str]) -> str:
