@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, EXAMPLE, Cli
+from tests.conftest import BIN, EXAMPLE, ROOT, Cli
 
 SYNC = re.compile(r"\b(fsync|fdatasync)\((\d+)<([^>]*)>\)")
 
@@ -52,6 +52,33 @@ def test_a_command_fsyncs_its_log_append_and_nothing_else(cli: Cli) -> None:
         assert synced(cli, *args) == [str(segment)], args
     for args in (("queue", "list"), ("registry", "show"), ("log", "verify")):
         assert synced(cli, *args) == [], args  # reads fsync nothing
+
+
+def test_a_step_fsyncs_once_its_result_covering_its_start_and_nodes(cli: Cli) -> None:
+    """Issue 30: a step's start is written and not fsynced; its result is written with
+    its new nodes (records) in one write, and that write's fsync is the step's only
+    one, in every process of the step (uwf-mock writes to an unsynced staging folder)."""
+    cli.env["UWF_DURABILITY"] = "fsync"
+    cli.env["UWF_CONFIG"] = str(ROOT / "examples" / "config.yaml")
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    started = cli.run("thread", "start", "solve-issue", "-p", "Fix it", "--json")
+    thread = json.loads(started.out)["thread"]
+    segment = str(next((cli.home / "events").iterdir()))
+    assert synced(cli, "thread", "step", thread) == [segment]  # all processes
+    calls = traced(cli, "thread", "step", thread)  # the second step, the developer's
+    writes = [i for i, (call, path) in enumerate(calls) if call == "write" and path == segment]
+    syncs = [i for i, (call, _) in enumerate(calls) if call in ("fsync", "fdatasync")]
+    assert len(writes) == 2, calls  # the start, then the result with its nodes
+    assert [calls[i][1] for i in syncs] == [segment], calls
+    assert writes[0] < writes[1] < syncs[0], calls
+    lines = [json.loads(line) for line in Path(segment).read_bytes().splitlines()]
+    last = lines[-lines[-1]["batch"][1]:]  # the result's batch
+    kinds = [line["type"] for line in last]
+    assert kinds[0] == "cas.node"
+    assert "thread.stepped" in kinds
+    stepped = next(line for line in last if line["type"] == "thread.stepped")
+    assert stepped["data"]["head"] in {line["data"]["hash"] for line in last
+                                       if line["type"] == "cas.node"}
 
 
 def traced(cli: Cli, *args: str) -> list[tuple[str, str]]:

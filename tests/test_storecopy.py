@@ -97,7 +97,8 @@ def test_a_folder_to_postgresql_and_back_is_the_same_store(pg_url: str, tmp_path
                 for line in segment.read_bytes().splitlines()
                 if json.loads(line)["type"] == "cas.node"}
 
-    assert records(first) and records(back) == records(first)
+    assert records(first)
+    assert records(back) == records(first)
     assert not records(first) & set(nodes(first))
     assert len(nodes(back)) + len(records(first)) == there["nodes"]
     assert nodes(back) == {name: data for name, data in nodes(first).items()
