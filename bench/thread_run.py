@@ -102,6 +102,7 @@ class Run:
     label: str
     steps: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0  # CPU seconds of this process (all its threads) over the run
     stored: Usage = field(default_factory=lambda: Usage(0, 0, 0))
     costs: list[float] = field(default_factory=list)  # per step, seconds
     parts: dict[str, Usage] = field(default_factory=dict)  # stored, by folder
@@ -170,12 +171,13 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
 
     stepping.step_thread = timed
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if profiled:
             profile(execute, top=30)
         else:
             execute()
         run.seconds = time.perf_counter() - start
+        run.cpu = time.process_time() - cpu
     finally:
         stepping.step_thread = original
     result = results[0]
@@ -323,7 +325,7 @@ def langgraph_run(path: Path, reviews: int, steps: int, label: str, *,
     with SqliteSaver.from_conn_string(str(path)) as saver:
         app = langgraph_app(reviews, saver, marks)
         saver.setup()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         state: Any = {"prompt": PROMPT}
         while True:
             count, began = len(marks), time.perf_counter()
@@ -341,6 +343,7 @@ def langgraph_run(path: Path, reviews: int, steps: int, label: str, *,
             if finished:
                 break
         run.seconds = time.perf_counter() - start
+        run.cpu = time.process_time() - cpu
     run.steps = len(marks)
     if run.steps != steps or len(result["messages"]) != steps:
         sys.exit(f"bench: LangGraph ran {run.steps} nodes, wanted {steps}")
@@ -359,6 +362,9 @@ def show(label: str, runs: list[Run], note: str = "") -> None:
     first = [median(run.window(False)) for run in runs]
     last = [median(run.window(True)) for run in runs]
     print(f"{label}{note}")
+    cpu = [run.cpu / run.steps for run in runs]
+    print(f"  CPU per step               {median(cpu) * 1e6:7,.0f} us   per round: "
+          + ", ".join(f"{value * 1e6:,.0f} us" for value in cpu))
     print(f"  steps/s                    {median(rates):10,.1f}   per round: "
           + ", ".join(f"{rate:,.1f}" for rate in rates))
     print(f"  stored per step            {fmt_bytes(median(per_step)):>10}   "

@@ -25,6 +25,10 @@ class NodeIndex(Protocol):
 
     def exists(self, hash_: str) -> bool: ...
 
+    def indexed(self, hash_: str) -> bool:
+        """Whether the nodes view has folded a record of `hash_` (no look further)."""
+        ...
+
     def hashes(self) -> Iterator[str]: ...
 
 
@@ -44,6 +48,12 @@ class LoggedBlobs:
 
     def exists(self, hash_: str) -> bool:
         return self.loose.exists(hash_) or self.records.exists(check_hash(hash_))
+
+    def known(self, hash_: str) -> bool:
+        """`exists`, without looking through the lines the nodes view has not folded:
+        what a writer asks before it gathers a node (a node it misses there is written
+        again, and its first record stays the one read)."""
+        return self.loose.exists(hash_) or self.records.indexed(check_hash(hash_))
 
     def write(self, hash_: str, data: bytes) -> bool:
         if self.records.exists(check_hash(hash_)):
@@ -85,6 +95,11 @@ class PendingBlobs:
     def __init__(self, base: Blobs) -> None:
         self.base = base
         self._new: dict[str, bytes] = {}
+        self._known = base.known if isinstance(base, LoggedBlobs) else base.exists
+
+    def gathered(self, hash_: str) -> bool:
+        """Whether `hash_` is one of the nodes gathered here (not yet in the store)."""
+        return hash_ in self._new
 
     def records(self) -> list[tuple[str, bytes]]:
         """The new nodes as (hash, compact JSON), in the order they were put (a schema
@@ -96,7 +111,7 @@ class PendingBlobs:
         return found if found is not None else self.base.read(hash_)
 
     def exists(self, hash_: str) -> bool:
-        return hash_ in self._new or self.base.exists(hash_)
+        return hash_ in self._new or self._known(hash_)
 
     def write(self, hash_: str, data: bytes) -> bool:
         """Gathered (`Cas.put` writes only what `exists` did not find)."""

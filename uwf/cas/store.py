@@ -106,6 +106,9 @@ class Cas:
         # Nodes are immutable: a step reads the same workflow, StartNode and head
         # several times, so decoded nodes are kept (verify always rereads the file).
         self._nodes: dict[str, Node] = {}
+        # A gathering Cas (`pending`): the store's checked nodes, shared with it (a node
+        # it gathers itself is kept apart: in the store only once its command is written).
+        self._stored: dict[str, Node] | None = None
         self._builtins_stored = False
         self._rule: str | None = None  # the store's hash rule, once read
         self._rule_settled = False  # recorded (or found to be legacy) before a write
@@ -134,6 +137,7 @@ class Cas:
         gathering = Cas(blobs, self.clock, self.redact)
         gathering._validators = self._validators
         gathering._rule = self._rule
+        gathering._stored = self._nodes  # what it reads of the store is checked once
         return gathering, blobs
 
     def ensure_builtins(self) -> None:
@@ -249,6 +253,8 @@ class Cas:
         once per process per node: the cache holds only checked nodes.
         """
         cached = self._nodes.get(hash_)
+        if cached is None and self._stored is not None:
+            cached = self._stored.get(hash_)
         if cached is not None and not fresh:
             return cached
         loaded = self._load(hash_)
@@ -259,9 +265,13 @@ class Cas:
                                     and self._old_rule_name(loaded)):
             raise Corrupt(f"node {hash_} does not hash to its name: the file was altered",
                           "run `json-cas verify`")
-        if len(self._nodes) >= 4096:
-            self._nodes.clear()
-        self._nodes[hash_] = loaded
+        kept = self._nodes
+        if self._stored is not None and not (isinstance(self.blobs, PendingBlobs)
+                                             and self.blobs.gathered(hash_)):
+            kept = self._stored
+        if len(kept) >= 4096:
+            kept.clear()
+        kept[hash_] = loaded
         return loaded
 
     def _load(self, hash_: str) -> Node:

@@ -118,6 +118,9 @@ class NodeRecords:
     def exists(self, hash_: str) -> bool:
         return self._seq(hash_) is not None
 
+    def indexed(self, hash_: str) -> bool:
+        return self._journal.views.load(NODES, hash_) is not None
+
     def hashes(self) -> Iterator[str]:
         """Every hash with a record."""
         self._journal.refresh()
