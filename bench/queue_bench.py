@@ -231,6 +231,13 @@ def _pq_worker(path: str, count: int, barrier: Any, out: Any) -> None:
 
 def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
               ) -> dict[str, Any]:
+    import resource
+
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    cpu = children_cpu()
     barrier = CTX.Barrier(procs)
     out = CTX.Queue()
     share = [total // procs + (1 if i < total % procs else 0) for i in range(procs)]
@@ -243,11 +250,13 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
         child.join()
         if child.exitcode != 0:
             sys.exit(f"bench: a {target.__name__} process failed (exit {child.exitcode})")
+    cpu = children_cpu() - cpu  # every process's, its set-up (opening the store) included
     wall = max(r[1] for r in results) - min(r[0] for r in results)
     ids = [i for r in results for i in r[2]]
     return {"wall": wall, "done": sum(len(r[2]) for r in results) or total,
             "dupes": len(ids) - len(set(ids)), "held": sum(r[3] for r in results),
-            "waited": sum(r[4] for r in results), "waits": sum(r[5] for r in results)}
+            "waited": sum(r[4] for r in results), "waits": sum(r[5] for r in results),
+            "cpu": cpu}
 
 
 def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
@@ -325,6 +334,10 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
         print(f"{procs:>2}  {uwf:>13,.0f} {huey:>9,.0f} {pq:>9,.0f} {raw:>10,.0f}  "
               f"{uwf / huey:>8.2f} {uwf / pq:>7.2f} {2 * uwf / raw:>8.2f}  "
               f"{held:>8.0%}  {waited:.0%} of process time, {waits:.1f} waits/cycle")
+        cpu = {side: median([r["cpu"] / r["done"] for r in extra[(procs, side)]]) * 1e6
+               for side in ("uwf", "huey", "persist-queue")}
+        print(f"    CPU per cycle, all processes: uwf {cpu['uwf']:,.0f} us, huey "
+              f"{cpu['huey']:,.0f} us, persist-queue {cpu['persist-queue']:,.0f} us")
         dupes = [r["dupes"] for r in extra[(procs, "persist-queue")]]
         udupes = [r["dupes"] for r in runs]
         if any(dupes) or any(udupes):

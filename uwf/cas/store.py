@@ -131,8 +131,9 @@ class Cas:
         """A Cas whose puts are gathered, not written: what a command puts before it
         takes the writers' lock, read back as if stored; `PendingBlobs.records()` hands
         them to the journal, which appends them with the command's events
-        (`uwf.cas.records`). Schemas' validators are shared; checked nodes are not (a
-        node pending here is in the store only once its command is written)."""
+        (`uwf.cas.records`). Schemas' validators and the store's checked nodes are
+        shared; a node gathered here is kept apart (it is in the store only once its
+        command is written)."""
         blobs = PendingBlobs(self.blobs)
         gathering = Cas(blobs, self.clock, self.redact)
         gathering._validators = self._validators

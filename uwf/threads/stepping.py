@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 import msgspec
 
 from uwf.cas.hashing import is_hash
-from uwf.cas.records import PendingBlobs
 from uwf.cas.store import Cas, builtin_hash
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
 from uwf.config.env import with_dotenv
@@ -123,8 +122,11 @@ def step_thread(
         return summary(get_thread(store.read(), thread))
     # The step's new nodes are gathered here, then written with its result (one write,
     # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
-    cas, pending = (store.cas.pending() if store.settings.node_records
-                    else (store.cas, PendingBlobs(store.cas.blobs)))
+    cas: Cas = store.cas
+    nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple
+    if store.settings.node_records:
+        cas, pending = store.cas.pending()
+        nodes = pending.records
     try:
         if in_process is not None:
             hash_or_failure = _run_in_process(store, cas, plan, in_process)
@@ -138,7 +140,7 @@ def step_thread(
             _finish(store, cas, plan, Failure("interrupted", "the step was interrupted; its "
                                               "agent was killed"), config, retry_for=0)
         raise
-    return _finish(store, cas, plan, hash_or_failure, config, nodes=pending.records)
+    return _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
 
 
 def run_thread(
@@ -188,8 +190,10 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
     acknowledges nothing, and the step's result's fsync covers it."""
     subject = f"thread/{thread}"
     for _attempt in range(20):
-        state = get_thread(store.read(), thread)
+        # The version first: the state read after it is at least as new, so a write that
+        # states it is refused if the decision was made on anything later.
         version = store.journal.version(subject)
+        state = get_thread(store.read(), thread)
         if refusal(state.phase, "step_started") == AFTER_END:
             take_over(state, store.clock(), max_timeout_s=MAX_TIMEOUT_S)  # says it ended
         gathered = _next(store, state, agent_flag, config, in_process=in_process)
