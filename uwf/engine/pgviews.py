@@ -165,6 +165,11 @@ class PgViewStore:
             else:
                 yield connection
 
+    def signatures(self) -> dict[str, str]:
+        """Each view's signature as its checkpoint row keeps it (and the stream index's):
+        what a server-side command checks before it folds (uwf/queue/pgcalls.py)."""
+        return dict(self._signatures)
+
     def close(self) -> None:
         """Forget what was seen; the database is closed by whoever opened it."""
         with self._tables_lock:
