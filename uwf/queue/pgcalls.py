@@ -40,7 +40,7 @@ from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
 
 if TYPE_CHECKING:
-    from uwf.engine.pglog import Procedure
+    from uwf.engine.pglog import PgLog, Procedure
     from uwf.store import Store
 
 # A lease of more entries than this goes the ordinary way (its ids are minted first).
@@ -348,22 +348,24 @@ END $proc$"""
 
 # -- calling them ------------------------------------------------------------------------
 
-def _server(store: Store) -> tuple[Any, Any] | None:
-    """The log's `call` and the view store's signatures when the store is on a server
-    whose views can be folded there (no secrets to redact: that is Python's)."""
-    log, views = store.journal.log, store.journal.views
-    call = getattr(log, "call", None)
-    signatures = getattr(views, "signatures", None)
-    if call is None or signatures is None or store.journal.redact is not None:
-        return None
-    return call, signatures()
+def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
+    """The log and the views' signatures when the store is on a server whose views can
+    be folded there (no secrets to redact: that is Python's)."""
+    from uwf.engine.pglog import PgLog
 
-
-def _head_args(store: Store, now: int, signatures: dict[str, str]) -> list[Any]:
     log = store.journal.log
-    lock_ms = max(round(log.db.lock_timeout * 1000), 1)  # type: ignore[attr-defined]
-    return [log.durable, lock_ms, now, format_ts(now),  # type: ignore[attr-defined]
-            list(signatures), list(signatures.values())]
+    if not isinstance(log, PgLog) or store.journal.redact is not None:
+        return None
+    from uwf.engine.pgviews import PgViewStore  # psycopg is there: the log is on a server
+
+    views = store.journal.views
+    return (log, views.signatures()) if isinstance(views, PgViewStore) else None
+
+
+def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
+    lock_ms = max(round(log.db.lock_timeout * 1000), 1)
+    return [log.durable, lock_ms, now, format_ts(now), list(signatures),
+            list(signatures.values())]
 
 
 def _ulids(now: int, count: int) -> list[str]:
@@ -377,11 +379,11 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
     server = _server(store)
     if server is None or limit is None or not 1 <= limit <= MOST:
         return None
-    call, signatures = server
+    log, signatures = server
     for _try in range(CLOCK_TRIES):
         now = store.clock()
         lease_ids = _ulids(now, limit)  # the k-th lease granted takes the k-th
-        got = call(lease_procedure(), [*_head_args(store, now, signatures), session, limit,
+        got = log.call(lease_procedure(), [*_head_args(log, now, signatures), session, limit,
                                        lease_ids, _ulids(now, limit)])
         if got is None or got[0] != "clock":
             break
@@ -402,10 +404,10 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
     server = _server(store)
     if server is None:
         return None
-    call, signatures = server
+    log, signatures = server
     for _try in range(CLOCK_TRIES):
         now = store.clock()
-        got = call(complete_procedure(), [*_head_args(store, now, signatures), entry_id,
+        got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
                                           lease_id, run, _ulids(now, 1)])
         if got is None or got[0] != "clock":
             break
