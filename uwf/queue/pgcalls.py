@@ -19,8 +19,8 @@ answers, and `registry verify` (the views against a replay in Python) and `log v
 to the same bytes.
 
 Only the command's success is decided in the server. Anything else (nothing to
-lease, a wrong or expired lease, views behind the log, an empty log, the clock behind
-the log's last instant, a session label json.dumps would escape, secrets to redact)
+lease, a wrong or expired lease, views behind the log, an empty log, a session label
+json.dumps would escape, secrets to redact)
 answers "not here", and the command runs the ordinary way (`journal.write_at`), which
 words the refusal: each refusal is still written once, in Python.
 """
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 # A lease of more entries than this goes the ordinary way (its ids are minted first).
 MOST = 64
-CLOCK_TRIES = 3  # the clock read again when another writer logged a later instant
 
 
 # -- the JSON msgspec writes, as SQL over jsonb -------------------------------------------
@@ -113,8 +112,11 @@ def _sql_list(values: list[str]) -> str:
 
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
-# What every command's procedure does first: the lock, the head, the clock's check, the
-# views' check. Sets `h` (the head row), `head_digest`, `flush`.
+# What every command's procedure does first: the lock, the head, the instant, the views'
+# check. Sets `h` (the head row), `head_digest`, `flush`. The instant is the caller's
+# clock, read just before the call, or the log's last instant when another writer logged
+# a later one meanwhile: a command is judged at an instant no earlier than any before it
+# (SPEC §8: at the log's clock, the ceiling holds).
 _ENTER = """
   flush := p_durable AND has_function_privilege(
     'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
@@ -126,9 +128,12 @@ _ENTER = """
   SELECT e.seq, e.line, e.ends INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
   head_digest := left(encode(sha256(h.line), 'hex'), 32);
-  IF p_ts < convert_from(h.line, 'UTF8')::jsonb ->> 'ts' THEN
-    o_status := 'clock'; RETURN;
+  head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
+    p_ts := head_ts;
+    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
+  o_now := p_now;
   IF to_regclass('uwf_v_queue') IS NULL OR (
       SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
        WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
@@ -218,11 +223,12 @@ def lease_procedure() -> Procedure:
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
   p_signatures text[], p_session text, p_limit int, p_lease_ids text[], p_ids text[],
-  INOUT o_status text DEFAULT NULL, INOUT o_keys text[] DEFAULT NULL,
-  INOUT o_expires bigint DEFAULT NULL, INOUT o_attempts int[] DEFAULT NULL)
+  INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
+  INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
+  INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE
-  h record; head_digest text; flush boolean; s bigint; ends bigint; prev text;
+  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
   line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int; n int;
   pol jsonb; ttl bigint; most int; total int; want int; label text; is_default boolean;
   ceiling int; active int; r record; entry_key text; old_status text; old_pool text;
@@ -310,10 +316,11 @@ def complete_procedure() -> Procedure:
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
   p_signatures text[], p_key text, p_lease_id text, p_run text, p_ids text[],
-  INOUT o_status text DEFAULT NULL, INOUT o_value bytea DEFAULT NULL)
+  INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
+  INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE
-  h record; head_digest text; flush boolean; s bigint; ends bigint; prev text;
+  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
   line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int := 1;
   n int := 1; entry_key text := p_key; old_status text; old_pool text; new_status text;
   new_pool text; moves jsonb := '[]';
@@ -380,16 +387,13 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
     if server is None or limit is None or not 1 <= limit <= MOST:
         return None
     log, signatures = server
-    for _try in range(CLOCK_TRIES):
-        now = store.clock()
-        lease_ids = _ulids(now, limit)  # the k-th lease granted takes the k-th
-        got = log.call(lease_procedure(), [*_head_args(log, now, signatures), session, limit,
+    now = store.clock()
+    lease_ids = _ulids(now, limit)  # the k-th lease granted takes the k-th
+    got = log.call(lease_procedure(), [*_head_args(log, now, signatures), session, limit,
                                        lease_ids, _ulids(now, limit)])
-        if got is None or got[0] != "clock":
-            break
     if got is None or got[0] != "ok":
         return None
-    _status, keys, expires, attempts = got
+    _status, now, keys, expires, attempts = got
     return Leased(now=format_ts(now), granted=len(keys), leases=[
         Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
                 attempt=attempt)
@@ -405,13 +409,10 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
     if server is None:
         return None
     log, signatures = server
-    for _try in range(CLOCK_TRIES):
-        now = store.clock()
-        got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
+    now = store.clock()
+    got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
                                           lease_id, run, _ulids(now, 1)])
-        if got is None or got[0] != "clock":
-            break
     if got is None or got[0] != "ok":
         return None
-    entry: QueueEntry = QueueProjection().decode(bytes(got[1]))
+    entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
     return record(entry)
