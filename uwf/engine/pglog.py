@@ -20,6 +20,7 @@ database (`uwf.engine.pgdb`) checks it is installed first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import threading
@@ -66,13 +67,14 @@ class Procedure:
     params: tuple[str, ...]
     create: str
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         return f"{self.base}_{hashlib.sha256(self.create.encode()).hexdigest()[:12]}"
 
-    @property
+    @functools.cached_property
     def call_sql(self) -> str:
-        casts = ", ".join(f"%s::{kind}" for kind in self.params)
+        # In binary (%b): psycopg's text form escapes each array item in Python.
+        casts = ", ".join(f"%b::{kind}" for kind in self.params)
         return f"CALL {self.name}({casts})"
 
 
