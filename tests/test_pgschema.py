@@ -104,7 +104,7 @@ def test_a_newer_schema_is_refused_by_an_older_uwf(pg_url: str, tmp_path: Path,
     head = populated(pg_url, tmp_path)
     monkeypatch.setattr(pgschema, "MIGRATIONS", pgschema.MIGRATIONS[:-1])
     monkeypatch.setattr(pgschema, "SCHEMA_VERSION", pgschema.FIRST_VERSION)
-    with pytest.raises(OldFormat, match="written by a newer uwf .schema 2, this uwf reads 1"):
+    with pytest.raises(OldFormat, match=r"written by a newer uwf \(schema 2, this uwf reads 1\)"):
         Store.open(pg_url)
     monkeypatch.undo()
     store = Store.open(pg_url)
