@@ -327,6 +327,7 @@ class PgViewStore:
             if any(current.get(name) != want for name, want in expected.items()):
                 return False
             stored = {name: stored for name, stored, _seq, _digest in rows}
+            written: dict[str, int] = {}
             for number, (part, entries) in enumerate(chain([(changes, streams)], more)):
                 for name, want in expected.items():
                     # Emptied before the first part; later parts go onto its rows.
@@ -338,9 +339,17 @@ class PgViewStore:
                         continue
                     spec = self.specs[name]
                     indexes = self._empty(connection, spec, stored.get(name)) if fresh else []
-                    self._apply(connection, spec, part.get(name, {}), fresh=fresh)
+                    rows_in = part.get(name, {})
+                    self._apply(connection, spec, rows_in, fresh=fresh)
+                    written[name] = written.get(name, 0) + len(rows_in)
                     for statement in indexes:
                         connection.execute(statement)
+            # A table a bulk write filled (a batch, a first fold, a rebuild) is analyzed at
+            # once: planned on no statistics, a first lease sorted every ready entry
+            # instead of walking the queue's index (5.6 ms instead of 0.13 on 1,580).
+            for name, count in written.items():
+                if count > _MANY:
+                    connection.execute(f"ANALYZE {table(name)}")
             new = resolved(new)
             names = list(expected)
             connection.execute(

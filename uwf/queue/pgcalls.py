@@ -217,8 +217,6 @@ def lease_procedure() -> Procedure:
                     f"'{held['expires_at_ms']}', o_expires, '{held['attempt']}', "
                     f"o_attempts[k], '{held['session']}', p_session), "
                     f"'{entry['next_eligible_at_ms']}', NULL::bigint")
-    session_is = ("(CASE WHEN is_default THEN q.c_session IS NULL "
-                  "ELSE q.c_session = label END)")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -262,15 +260,33 @@ BEGIN
     is_default := p_session IS NULL AND label = '';
     ceiling := CASE WHEN is_default THEN most
       ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
-    SELECT count(*) INTO active FROM uwf_v_queue q
-     WHERE q.c_status = 'leased' AND {session_is} AND q.c_lease_expires > p_now;
-    CONTINUE WHEN ceiling - active <= 0;
-    FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
-       WHERE q.c_status = 'ready' AND {session_is} AND q.c_eligible_at <= p_now
-       ORDER BY q.c_priority, q.c_enqueued_at, q.key LIMIT least(ceiling - active, want)
-    LOOP
-      keys := keys || r.key; prios := prios || r.c_priority; enqs := enqs || r.c_enqueued_at;
-    END LOOP;
+    -- Two statements, not one with a CASE, ordered as the index is (NULLS FIRST): each a
+    -- range of the queue's (status, session, priority, enqueued_at, key) index.
+    IF is_default THEN
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_status = 'ready' AND q.c_session IS NULL AND q.c_eligible_at <= p_now
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, want)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
+    ELSE
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_status = 'ready' AND q.c_session = label AND q.c_eligible_at <= p_now
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, want)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
+    END IF;
   END LOOP;
   SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
                   '{{}}')
