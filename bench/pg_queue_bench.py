@@ -33,9 +33,10 @@ PostgreSQL side below has a database of its own on that one server.
 2. Appends: one process, `sched.set_policy(store, {"maxConcurrent": 64 or 65})`
    alternately (one small `sched.policy-set` event a command, fsync), on PostgreSQL
    and on a folder store.
-3. Rebuild: a store of --rebuild-events events (`common.generate_log`: workflow
-   registrations) in a folder, copied to PostgreSQL with `uwf store copy`'s service
-   (untimed); then `store.journal.rebuild()` in this process, timed, on each.
+3. Copy and rebuild: a store of --rebuild-events events (`common.generate_log`:
+   workflow registrations) in a folder, copied to PostgreSQL with `uwf store copy`'s
+   service (timed, with its phases: the log copied, the views rebuilt, the copy
+   verified); then `store.journal.rebuild()` in this process, timed, on each.
 Every figure is printed beside the CPU time it took: the workers' (from the barrier to
 their end) and the server's processes' (the postmaster and its children, ended or not),
 in µs a cycle or an append.
@@ -87,6 +88,7 @@ sys.path.insert(0, str(REPO))
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
 
 REBUILD_TARGET = 100_000
+COPY_TARGET = 20_000  # issue 31: store copy folder -> PostgreSQL, verify included
 SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer"]
 
 
@@ -400,10 +402,24 @@ def rebuild(server: Server, work: Path, events: int, rounds: int) -> None:
     folder = work / "rebuild"
     made = generate_log(folder, events, fresh=True)
     url = server.create_database()
+    phases: list[float] = []
     started = time.perf_counter()
-    copy_between(str(folder), url, process_settings())
-    print(f"generated in {made.seconds:.1f} s; copied to PostgreSQL in "
-          f"{time.perf_counter() - started:.1f} s (untimed)")
+
+    def progress(done: int, total: int) -> None:
+        if done >= total:
+            phases.append(time.perf_counter() - started)
+
+    served, cpu = server_cpu(server), time.process_time()
+    copy_between(str(folder), url, process_settings(), progress)
+    wall = time.perf_counter() - started
+    cpu, served = time.process_time() - cpu, server_cpu(server) - served
+    print(f"generated in {made.seconds:.1f} s")
+    print(f"store copy folder -> PostgreSQL: {events / wall:,.0f} events/s ({wall:.1f} s; "
+          f"CPU {cpu / events * 1e6:,.1f} µs an event here + {served / events * 1e6:,.1f} "
+          f"server); phases ended at {', '.join(f'{at:.1f}' for at in phases)} s "
+          "(log copied, views rebuilt, log verified; then registry verify)")
+    print(f"store copy into PostgreSQL >= {COPY_TARGET:,} events/s: "
+          f"{verdict(events / wall >= COPY_TARGET)}")
     rates: dict[str, list[float]] = {"pg": [], "folder": []}
     for index in range(rounds):
         order = [("pg", url), ("folder", str(folder))]

@@ -234,3 +234,35 @@ def test_the_row_json_is_msgspecs(pg_url: str) -> None:
                                  {"e": raw.decode()}).fetchone()
     assert row is not None
     assert row[0].encode() == raw
+
+
+def test_a_log_held_too_long_is_store_busy(store: Store, tmp_path: Path) -> None:
+    from uwf.engine.pglog import LOG_LOCK
+    from uwf.errors import StoreBusy
+
+    add(store, tmp_path, [{"prompt": "p"}])
+    head = store.log.head()
+    store.journal.log.db.lock_timeout = 0.05  # type: ignore[attr-defined]
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (LOG_LOCK,))
+        with pytest.raises(StoreBusy, match="another writer held the log"):
+            sched.lease(store, 1)
+    assert store.log.head() == head
+
+
+def test_a_damaged_view_fails_the_call_in_one_line_writing_nothing(store: Store,
+                                                                    tmp_path: Path) -> None:
+    from uwf.errors import Corrupt
+
+    add(store, tmp_path, [{"prompt": "p"}])
+    head = store.log.head()
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute('ALTER TABLE uwf_v_queue DROP COLUMN "c_ready_pool"')
+    with pytest.raises(Corrupt, match="the server's uwf_lease failed") as failed:
+        sched.lease(store, 1)
+    assert "\n" not in failed.value.line()
+    assert store.log.head() == head

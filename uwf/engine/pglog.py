@@ -206,16 +206,30 @@ class PgLog:
             return None
         for _attempt in range(2):
             try:
-                with self.db.reached():
-                    row = self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
-                return None if row is None else tuple(row)
+                row = self._call(procedure, args)
             except errors.UndefinedFunction:
                 self._create(procedure)
+                continue
+            except errors.DatabaseError as exc:  # a fault of the procedure, not the network
+                said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise Corrupt(f"the server's {procedure.base} failed: {said}",
+                              "see whether it was recorded with `uwf log tail`; run `uwf "
+                              "log verify` and `uwf registry verify`") from None
+            return None if row is None else tuple(row)
+        return None
+
+    def _call(self, procedure: Procedure, args: Sequence[Any]) -> Any:
+        """The CALL's row; a lock not had in time is StoreBusy (before `reached` makes
+        every OperationalError a lost server)."""
+        from psycopg import errors
+
+        with self.db.reached():
+            try:
+                return self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
             except errors.LockNotAvailable:
                 raise StoreBusy(f"store is busy: another writer held the log for "
                                 f"{self.db.lock_timeout:g}s",
                                 "retry, or raise UWF_LOCK_TIMEOUT") from None
-        return None
 
     def _create(self, procedure: Procedure) -> None:
         from uwf.engine.pgdb import SCHEMA_LOCK
