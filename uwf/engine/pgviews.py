@@ -74,6 +74,7 @@ _META = (
 _LOCK = (0x757766, 2)
 _CHUNK = 10_000  # rows per statement: a rebuild's arrays stay a few megabytes
 _MANY = 100  # more new rows than this are copied (COPY), fewer inserted in one statement
+_ANALYZED = 100  # a commit writing more rows than this to a view's table analyzes it
 # What a hand edit of the tables looks like to a statement: a damaged view.
 # (Values of other types than their columns' are refused before any statement.)
 _DAMAGED = (errors.UndefinedTable, errors.UndefinedColumn, errors.DatatypeMismatch,
@@ -348,7 +349,7 @@ class PgViewStore:
             # once: planned on no statistics, a first lease sorted every ready entry
             # instead of walking the queue's index (5.6 ms instead of 0.13 on 1,580).
             for name, count in written.items():
-                if count > _MANY:
+                if count > _ANALYZED:
                     connection.execute(f"ANALYZE {table(name)}")
             new = resolved(new)
             names = list(expected)
