@@ -137,7 +137,9 @@ def test_the_server_chooses_as_python_does(store: Store, clock: Clock, tmp_path:
     add(store, tmp_path, [
         {"prompt": f"p{n} \u00e9 \x01 \"q\"", "priority": 100 + n % 3,
          **({"session": "a"} if n % 3 == 1 else {"session": "b"} if n % 3 == 2 else {}),
-         **({"expectedArtifacts": ["x", "y"]} if n == 4 else {})}
+         **({"expectedArtifacts": ["x", "y"]} if n == 4 else {}),
+         **({"broker": "mqtt://bot@broker.example:8883", "brokerPasswordEnv": "MQTT_PW",
+             "topicPrefix": "jobs/\u00e9"} if n in (0, 5) else {})}
         for n in range(18)])
     sched.set_policy(store, {"maxConcurrent": 2, "maxAttempts": 5})
     sched.set_policy(store, {"maxConcurrent": 3}, session="a")
