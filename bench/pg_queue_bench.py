@@ -33,12 +33,16 @@ PostgreSQL side below has a database of its own on that one server.
 2. Appends: one process, `sched.set_policy(store, {"maxConcurrent": 64 or 65})`
    alternately (one small `sched.policy-set` event a command, fsync), on PostgreSQL
    and on a folder store.
-3. Rebuild: a store of --rebuild-events events (`common.generate_log`: workflow
-   registrations) in a folder, copied to PostgreSQL with `uwf store copy`'s service
-   (untimed); then `store.journal.rebuild()` in this process, timed, on each.
-Targets (issue 20): at 8 and 16 processes uwf on PostgreSQL at least matches
-procrastinate and pgqueuer and beats the embedded store; rebuild on PostgreSQL
->= 100,000 events/s.
+3. Copy and rebuild: a store of --rebuild-events events (`common.generate_log`:
+   workflow registrations) in a folder, copied to PostgreSQL with `uwf store copy`'s
+   service (timed, with its phases: the log copied, the views rebuilt, the copy
+   verified); then `store.journal.rebuild()` in this process, timed, on each.
+Every figure is printed beside the CPU time it took: the workers' (from the barrier to
+their end) and the server's processes' (the postmaster and its children, ended or not),
+in µs a cycle or an append.
+Targets (issue 31): lease+complete cycles >= 1.5 x pgqueuer at P = 4, 8 and 16, and
+>= 1 x at P = 1; durable appends on PostgreSQL >= 0.8 x the folder's; (issue 20)
+rebuild on PostgreSQL >= 100,000 events/s.
 """
 
 from __future__ import annotations
@@ -84,7 +88,69 @@ sys.path.insert(0, str(REPO))
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
 
 REBUILD_TARGET = 100_000
+COPY_TARGET = 20_000  # issue 31: store copy folder -> PostgreSQL, verify included
 SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer"]
+
+
+# -- CPU time: the workers' (from the barrier to their end) and the server's ------------
+
+def _timed(target: Any, cpu: Any) -> Any:
+    """`target` (a run_procs worker) that also puts its CPU seconds from the barrier to its
+    end on `cpu` (forked: a closure is fine)."""
+    def worker(*args: Any) -> None:
+        barrier, out = args[-2], args[-1]
+
+        class Barrier:
+            def wait(self) -> None:
+                barrier.wait()
+                self.cpu = time.process_time()
+
+        class Out:
+            def put(self, result: Any) -> None:
+                cpu.put(time.process_time() - started.cpu)
+                out.put(result)
+
+        started = Barrier()
+        target(*args[:-2], started, Out())
+
+    worker.__name__ = getattr(target, "__name__", "worker")
+    return worker
+
+
+def server_cpu(server: Server) -> float:
+    """CPU seconds the server's processes have used: the postmaster, its children that
+    ended (cutime, cstime) and those still running."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pid = int((server.folder / "data" / "postmaster.pid").read_text().split()[0])
+
+    def fields(of: int) -> list[int]:
+        text = Path(f"/proc/{of}/stat").read_text()
+        return [int(x) for x in text.rsplit(")", 1)[1].split()[11:15]]
+
+    utime, stime, cutime, cstime = fields(pid)
+    total = utime + stime + cutime + cstime
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                child_u, child_s, _, _ = fields(int(child))
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended between the two reads: in cutime next time
+            total += child_u + child_s
+    return total / tick
+
+
+def run_timed(server: Server, target: Any, procs: int, total: int, *args: Any
+              ) -> dict[str, Any]:
+    """run_procs, with the workers' CPU and the server's for the run (µs a cycle)."""
+    from queue_bench import CTX
+
+    cpu = CTX.Queue()
+    before = server_cpu(server)
+    got = run_procs(_timed(target, cpu), procs, total, *args)
+    time.sleep(0.2)  # the backends of the workers' connections end and are reaped
+    got["server_us"] = (server_cpu(server) - before) / got["done"] * 1e6
+    got["client_us"] = sum(cpu.get() for _ in range(procs)) / got["done"] * 1e6
+    return got
 
 
 # -- workers (forked; each opens its own connections) -----------------------------------
@@ -219,22 +285,24 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
     os.sync()
     begin(0)
     figures: dict[tuple[int, str], list[float]] = {}
+    cpus: dict[tuple[int, str], list[tuple[float, float]]] = {}
     dupes: dict[tuple[int, str], list[int]] = {}
     for index in range(rounds):
         for procs in procs_list:
             shift = (index + procs) % len(SIDES)
             for side in SIDES[shift:] + SIDES[:shift]:
                 if side == "uwf-pg":
-                    got = run_procs(_uwf_worker, procs, total, pg_stores[procs])
+                    got = run_timed(server, _uwf_worker, procs, total, pg_stores[procs])
                 elif side == "uwf-folder":
-                    got = run_procs(_uwf_worker, procs, total, str(folders[procs]))
+                    got = run_timed(server, _uwf_worker, procs, total, str(folders[procs]))
                 elif side == "procrastinate":
                     asyncio.run(_procrastinate_fill(peers[side], total, False))
-                    got = run_procs(_procrastinate_worker, procs, total, peers[side])
+                    got = run_timed(server, _procrastinate_worker, procs, total, peers[side])
                 else:
                     asyncio.run(_pgqueuer_fill(peers[side], total, False))
-                    got = run_procs(_pgqueuer_worker, procs, total, peers[side])
+                    got = run_timed(server, _pgqueuer_worker, procs, total, peers[side])
                 figures.setdefault((procs, side), []).append(got["done"] / got["wall"])
+                cpus.setdefault((procs, side), []).append((got["client_us"], got["server_us"]))
                 dupes.setdefault((procs, side), []).append(got["dupes"])
         print(f"  round {index + 1}/{rounds} done ({load()})")
 
@@ -248,24 +316,42 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
         twice = {side: dupes[(procs, side)] for side in SIDES if any(dupes[(procs, side)])}
         if twice:
             print(f"    items handed out twice: {twice}")
-        if procs >= 8:
-            print(f"    P={procs}: matches procrastinate: {verdict(pg >= procr)}; pgqueuer: "
-                  f"{verdict(pg >= pgq)}; beats the embedded store: {verdict(pg > folder)}")
+        ratio = pg / pgq
+        if procs == 1:
+            print(f"    P=1: >= 1 x pgqueuer: {verdict(ratio >= 1)}")
+        else:
+            print(f"    P={procs}: >= 1.5 x pgqueuer: {verdict(ratio >= 1.5)}")
+    print("\nCPU a cycle, µs (medians): the workers' (from the barrier) + the server's "
+          "processes' (the folder store: its workers only, the server idle)")
+    print(f"{'P':>2}  " + " ".join(f"{side:>22}" for side in SIDES))
+    for procs in procs_list:
+        cells = []
+        for side in SIDES:
+            client = median([c for c, _ in cpus[(procs, side)]])
+            served = median([s for _, s in cpus[(procs, side)]])
+            cells.append(f"{client:>7,.0f} + {served:>6,.0f} = {client + served:>5,.0f}")
+        print(f"{procs:>2}  " + " ".join(f"{cell:>22}" for cell in cells))
 
 
 # -- 2. appends -------------------------------------------------------------------------
 
-def _appends(at: str, count: int) -> float:
+def _appends(server: Server, at: str, count: int) -> tuple[float, float, float]:
+    """Appends a second; this process's and the server's CPU µs an append."""
     from uwf.queue import sched
     from uwf.store import Store
 
     store = Store.open(at)
     try:
         store.read()
+        served = server_cpu(server)
+        cpu = time.process_time()
         start = time.perf_counter()
         for n in range(count):
             sched.set_policy(store, {"maxConcurrent": 64 + n % 2})
-        return count / (time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        served = server_cpu(server) - served
+        return count / wall, cpu / count * 1e6, served / count * 1e6
     finally:
         store.close()
 
@@ -279,13 +365,18 @@ def appends(server: Server, work: Path, count: int, rounds: int, env: dict[str, 
         _uwf(["--store", at, "workflow", "put", str(EXAMPLE)],
              env)
     os.environ["UWF_DURABILITY"] = "fsync"
-    rates: dict[str, list[float]] = {"pg": [], "folder": []}
+    rates: dict[str, list[tuple[float, float, float]]] = {"pg": [], "folder": []}
     for index in range(rounds):
         order = [("pg", url), ("folder", str(folder))]
         for name, at in order[index % 2:] + order[:index % 2]:
-            rates[name].append(_appends(at, count))
-    pg, fo = median(rates["pg"]), median(rates["folder"])
-    print(f"uwf-pg {fmt_rate(pg)}  uwf-folder {fmt_rate(fo)}  pg/folder {pg / fo:.2f}")
+            rates[name].append(_appends(server, at, count))
+    (pg, pg_cpu, pg_served), (fo, fo_cpu, _) = (
+        tuple(median([got[k] for got in rates[name]]) for k in range(3))
+        for name in ("pg", "folder"))
+    print(f"uwf-pg {fmt_rate(pg)} (CPU µs an append: {pg_cpu:,.0f} here + {pg_served:,.0f} "
+          f"server)  uwf-folder {fmt_rate(fo)} (CPU {fo_cpu:,.0f} µs)  pg/folder "
+          f"{pg / fo:.2f}")
+    print(f"durable appends on PostgreSQL >= 0.8 x the folder's: {verdict(pg >= 0.8 * fo)}")
 
 
 # -- 3. rebuild -------------------------------------------------------------------------
@@ -311,10 +402,24 @@ def rebuild(server: Server, work: Path, events: int, rounds: int) -> None:
     folder = work / "rebuild"
     made = generate_log(folder, events, fresh=True)
     url = server.create_database()
+    phases: list[float] = []
     started = time.perf_counter()
-    copy_between(str(folder), url, process_settings())
-    print(f"generated in {made.seconds:.1f} s; copied to PostgreSQL in "
-          f"{time.perf_counter() - started:.1f} s (untimed)")
+
+    def progress(done: int, total: int) -> None:
+        if done >= total:
+            phases.append(time.perf_counter() - started)
+
+    served, cpu = server_cpu(server), time.process_time()
+    copy_between(str(folder), url, process_settings(), progress)
+    wall = time.perf_counter() - started
+    cpu, served = time.process_time() - cpu, server_cpu(server) - served
+    print(f"generated in {made.seconds:.1f} s")
+    print(f"store copy folder -> PostgreSQL: {events / wall:,.0f} events/s ({wall:.1f} s; "
+          f"CPU {cpu / events * 1e6:,.1f} µs an event here + {served / events * 1e6:,.1f} "
+          f"server); phases ended at {', '.join(f'{at:.1f}' for at in phases)} s "
+          "(log copied, views rebuilt, log verified; then registry verify)")
+    print(f"store copy into PostgreSQL >= {COPY_TARGET:,} events/s: "
+          f"{verdict(events / wall >= COPY_TARGET)}")
     rates: dict[str, list[float]] = {"pg": [], "folder": []}
     for index in range(rounds):
         order = [("pg", url), ("folder", str(folder))]

@@ -157,6 +157,7 @@ def test_rebuild_verify_sync_and_copy_show_bars_only_on_a_terminal(kit: Kit,
     assert code == 0, text
     assert f"{events}/{events}" in last_frame(text, "copying the log")
     assert f"{events}/{events}" in last_frame(text, "rebuilding views")
+    assert f"{events}/{events}" in last_frame(text, "verifying the copy")
 
     for command in [*bars, ("archive", "sync", str(tmp_path / "archive2")),
                     ("store", "copy", str(kit.cli.home), str(tmp_path / "copy2"))]:

@@ -12,7 +12,7 @@ file backend lists them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from uwf.cas.backends import check_hash
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 NODES = "uwf_nodes"
 RULE = "uwf_hash_rule"
 LISTED = 1000  # hashes per round trip while listing
+MANY_BYTES = 8 << 20  # node bytes per statement when many are written at once
 
 _CREATE = (
     f"CREATE TABLE IF NOT EXISTS {NODES} (hash text COLLATE \"C\" PRIMARY KEY, "
@@ -53,6 +54,7 @@ class PgBlobs:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._known: frozenset[str] = frozenset()  # `known`'s, while its block runs
         with db.reached():
             db.create(NODES, _CREATE[0])
             db.create(RULE, _CREATE[1])
@@ -75,8 +77,56 @@ class PgBlobs:
                 (hash_, data))
         return cursor.rowcount == 1
 
+    def write_many(self, nodes: Iterable[tuple[str, bytes]]) -> int:
+        """Many nodes (a store's copy) in few statements, each up to MANY_BYTES of them;
+        how many were new."""
+        added = 0
+        chunk: list[tuple[str, bytes]] = []
+        size = 0
+        for hash_, data in nodes:
+            chunk.append((check_hash(hash_), data))
+            size += len(data)
+            if size >= MANY_BYTES:
+                added += self._insert(chunk)
+                chunk, size = [], 0
+        return added + (self._insert(chunk) if chunk else 0)
+
+    def _insert(self, chunk: list[tuple[str, bytes]]) -> int:
+        with self.db.reached():
+            cursor = self._connection().execute(
+                f"INSERT INTO {NODES} (hash, data) SELECT * FROM unnest(%b::text[], "
+                "%b::bytea[]) ON CONFLICT DO NOTHING",
+                ([hash_ for hash_, _ in chunk], [data for _, data in chunk]))
+        return cursor.rowcount
+
+    def missing(self, hashes: Iterable[str]) -> list[str]:
+        """Those of `hashes` that are not stored, asked LISTED at a time."""
+        wanted = [check_hash(hash_) for hash_ in hashes]
+        found: list[str] = []
+        for start in range(0, len(wanted), LISTED):
+            with self.db.reached():
+                rows = self._connection().execute(
+                    f"SELECT h FROM unnest(%b::text[]) AS h WHERE NOT EXISTS (SELECT FROM "
+                    f"{NODES} n WHERE n.hash = h)", (wanted[start:start + LISTED],)
+                ).fetchall()
+            found += [hash_ for hash_, in rows]
+        return found
+
+    @contextlib.contextmanager
+    def known(self, hashes: Iterable[str]) -> Iterator[None]:
+        """While the block runs, `exists` answers yes for `hashes` without asking the
+        server: nodes just found there (`missing`), checked again by a verify that asks
+        of each reference (a store's copy). Nothing else is taken on trust."""
+        self._known = frozenset(hashes)
+        try:
+            yield
+        finally:
+            self._known = frozenset()
+
     def exists(self, hash_: str) -> bool:
         check_hash(hash_)
+        if hash_ in self._known:
+            return True
         with self.db.reached():
             row = self._connection().execute(f"SELECT 1 FROM {NODES} WHERE hash = %s",
                                              (hash_,)).fetchone()

@@ -21,14 +21,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from uwf.engine import pgschema
 from uwf.engine.dburl import where
 from uwf.errors import OldFormat, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
     import psycopg
 
-# The version of the tables below; a database written by a newer uwf fails closed.
-SCHEMA_VERSION = 1
+# The version of the tables (uwf/engine/pgschema.py); a newer database fails closed.
+SCHEMA_VERSION = pgschema.SCHEMA_VERSION
 # The advisory lock creating tables takes (any 64-bit key no other lock uses: "uwf_ddl").
 SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
 # psycopg logs a warning for an error it ignored while leaving a pipeline (or rolling
@@ -112,17 +113,29 @@ class PgDatabase:
             raise self.unavailable(exc) from None
 
     def _check_schema(self) -> None:
+        """Refuse a newer schema; bring an older one (or a new database) to this uwf's
+        through the migrations (uwf/engine/pgschema.py), once, under the schema's lock.
+        A database at this version costs one statement."""
         self.create("uwf_schema", "CREATE TABLE IF NOT EXISTS uwf_schema "
                     "(id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)")
+        row = self.reader.execute("SELECT version FROM uwf_schema").fetchone()
+        self._refuse_newer(row)
+        if row is not None and row[0] == pgschema.SCHEMA_VERSION:
+            return
         with self.transaction() as connection:
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             row = connection.execute("SELECT version FROM uwf_schema").fetchone()
-            if row is None:  # another process opening it too may have just written it
-                connection.execute("INSERT INTO uwf_schema VALUES (1, %s) "
-                                   "ON CONFLICT DO NOTHING", (SCHEMA_VERSION,))
-            elif row[0] > SCHEMA_VERSION:
-                raise OldFormat(f"{where(self.url)} was written by a newer uwf (schema "
-                                f"{row[0]}, this uwf reads {SCHEMA_VERSION})",
-                                "upgrade uwf; the database is left as it is")
+            self._refuse_newer(row)  # another process opening it too may have moved it
+            if row is None:
+                connection.execute("INSERT INTO uwf_schema VALUES (1, %s)",
+                                   (pgschema.FIRST_VERSION,))
+            pgschema.migrate(connection, pgschema.FIRST_VERSION if row is None else row[0])
+
+    def _refuse_newer(self, row: tuple[Any, ...] | None) -> None:
+        if row is not None and row[0] > pgschema.SCHEMA_VERSION:
+            raise OldFormat(f"{where(self.url)} was written by a newer uwf (schema "
+                            f"{row[0]}, this uwf reads {pgschema.SCHEMA_VERSION})",
+                            "upgrade uwf; the database is left as it is")
 
     @property
     def in_transaction(self) -> bool:

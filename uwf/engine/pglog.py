@@ -20,10 +20,13 @@ database (`uwf.engine.pgdb`) checks it is installed first.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import itertools
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uwf.engine.events import LogRepaired
@@ -51,6 +54,28 @@ _CREATE = (
     " line bytea NOT NULL CHECK (position('\\x0a'::bytea IN line) = 0),"
     " ends bigint NOT NULL)"
 )
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A server-side command: `create` is the `CREATE PROCEDURE` of `{name}` with `params`
+    (the SQL types of the IN parameters, in order). The procedure's name on the server is
+    `base` and a digest of its text, so each uwf calls the text it was built with, and
+    two versions of uwf side by side never replace each other's."""
+
+    base: str
+    params: tuple[str, ...]
+    create: str
+
+    @functools.cached_property
+    def name(self) -> str:
+        return f"{self.base}_{hashlib.sha256(self.create.encode()).hexdigest()[:12]}"
+
+    @functools.cached_property
+    def call_sql(self) -> str:
+        # In binary (%b): psycopg's text form escapes each array item in Python.
+        casts = ", ".join(f"%b::{kind}" for kind in self.params)
+        return f"CALL {self.name}({casts})"
 
 
 def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:
@@ -168,6 +193,50 @@ class PgLog:
             listener.close()
 
     # -- writing -----------------------------------------------------------
+
+    def call(self, procedure: Procedure, args: Sequence[Any]) -> tuple[Any, ...] | None:
+        """Run a server-side command (SPEC §11: decided, appended and folded in one
+        round trip, `CALL`); its INOUT values. The procedure is created on first use
+        (when the server says it does not exist), under the schema's lock. None inside a
+        writer's section of this thread: a procedure commits on its own, so it cannot
+        join that transaction."""
+        from psycopg import errors
+
+        if self.db.in_transaction:
+            return None
+        for _attempt in range(2):
+            try:
+                row = self._call(procedure, args)
+            except errors.UndefinedFunction:
+                self._create(procedure)
+                continue
+            except errors.DatabaseError as exc:  # a fault of the procedure, not the network
+                said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise Corrupt(f"the server's {procedure.base} failed: {said}",
+                              "see whether it was recorded with `uwf log tail`; run `uwf "
+                              "log verify` and `uwf registry verify`") from None
+            return None if row is None else tuple(row)
+        return None
+
+    def _call(self, procedure: Procedure, args: Sequence[Any]) -> Any:
+        """The CALL's row; a lock not had in time is StoreBusy (before `reached` makes
+        every OperationalError a lost server)."""
+        from psycopg import errors
+
+        with self.db.reached():
+            try:
+                return self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
+            except errors.LockNotAvailable:
+                raise StoreBusy(f"store is busy: another writer held the log for "
+                                f"{self.db.lock_timeout:g}s",
+                                "retry, or raise UWF_LOCK_TIMEOUT") from None
+
+    def _create(self, procedure: Procedure) -> None:
+        from uwf.engine.pgdb import SCHEMA_LOCK
+
+        with self.db.transaction() as connection, self.db.reached():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            connection.execute(procedure.create.replace("{name}", procedure.name))
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[LogSession]:

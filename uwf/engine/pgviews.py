@@ -74,6 +74,7 @@ _META = (
 _LOCK = (0x757766, 2)
 _CHUNK = 10_000  # rows per statement: a rebuild's arrays stay a few megabytes
 _MANY = 100  # more new rows than this are copied (COPY), fewer inserted in one statement
+_ANALYZED = 100  # a commit writing more rows than this to a view's table analyzes it
 # What a hand edit of the tables looks like to a statement: a damaged view.
 # (Values of other types than their columns' are refused before any statement.)
 _DAMAGED = (errors.UndefinedTable, errors.UndefinedColumn, errors.DatatypeMismatch,
@@ -164,6 +165,11 @@ class PgViewStore:
                     yield connection
             else:
                 yield connection
+
+    def signatures(self) -> dict[str, str]:
+        """Each view's signature as its checkpoint row keeps it (and the stream index's):
+        what a server-side command checks before it folds (uwf/queue/pgcalls.py)."""
+        return dict(self._signatures)
 
     def close(self) -> None:
         """Forget what was seen; the database is closed by whoever opened it."""
@@ -322,6 +328,7 @@ class PgViewStore:
             if any(current.get(name) != want for name, want in expected.items()):
                 return False
             stored = {name: stored for name, stored, _seq, _digest in rows}
+            written: dict[str, int] = {}
             for number, (part, entries) in enumerate(chain([(changes, streams)], more)):
                 for name, want in expected.items():
                     # Emptied before the first part; later parts go onto its rows.
@@ -333,9 +340,17 @@ class PgViewStore:
                         continue
                     spec = self.specs[name]
                     indexes = self._empty(connection, spec, stored.get(name)) if fresh else []
-                    self._apply(connection, spec, part.get(name, {}), fresh=fresh)
+                    rows_in = part.get(name, {})
+                    self._apply(connection, spec, rows_in, fresh=fresh)
+                    written[name] = written.get(name, 0) + len(rows_in)
                     for statement in indexes:
                         connection.execute(statement)
+            # A table a bulk write filled (a batch, a first fold, a rebuild) is analyzed at
+            # once: planned on no statistics, a first lease sorted every ready entry
+            # instead of walking the queue's index (5.6 ms instead of 0.13 on 1,580).
+            for name, count in written.items():
+                if count > _ANALYZED:
+                    connection.execute(f"ANALYZE {table(name)}")
             new = resolved(new)
             names = list(expected)
             connection.execute(

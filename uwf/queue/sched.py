@@ -29,6 +29,7 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import UsageError, UwfError
 from uwf.queue import decide as decider
+from uwf.queue import pgcalls
 from uwf.queue.events import POLICY_SUBJECT, SchedPolicySet
 from uwf.queue.projection import (
     DEFAULT_POOL,
@@ -279,7 +280,11 @@ def _grant(views: Views, now: int, limit: int | None, session: str | None
 
 def lease(store: Store, limit: int | None = None, session: str | None = None) -> Leased:
     """Lease the first eligible entries (of a session) up to the concurrency ceiling;
-    nothing to lease is exit 3."""
+    nothing to lease is exit 3. On PostgreSQL one round trip decides it in the server
+    (`uwf.queue.pgcalls`); anything but a grant there is decided here."""
+    leased = pgcalls.lease(store, limit, session)
+    if leased is not None:
+        return leased
     return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
 
 
@@ -299,7 +304,11 @@ def _recorded(entry_id: str, data: EventData) -> Outcome[EntryRecord]:
 
 def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = None
              ) -> EntryRecord:
-    """Terminal success; `run` records the run the holder worked on."""
+    """Terminal success; `run` records the run the holder worked on. On PostgreSQL one
+    round trip (`uwf.queue.pgcalls`); a refusal is decided and worded here."""
+    done = pgcalls.complete(store, entry_id, lease_id, run)
+    if done is not None:
+        return done
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.complete(
         get_entry(views, entry_id), lease_id, now, run)))
 

@@ -17,15 +17,20 @@ What is copied, in this order:
 4. the copy, verified: its head is the source's, every node is there, and `log verify`
    and `registry verify` pass on it; a copy that does not verify is an error naming
    what differs.
+
+Progress (`Store.progress`): the events copied of the total, then the views rebuilt,
+then the lines `log verify` has read of the copy's head.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from uwf.cas.backends import Blobs
 from uwf.cas.records import LoggedBlobs
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogSession, digest
 from uwf.errors import Corrupt, NotFound, Rejected
@@ -111,18 +116,19 @@ def copy(src: Store, dst: Store) -> Copied:
         _refuse_filled(dst, session.tail())  # a writer may have come first
         if rule is not None and dst.cas.blobs.hash_rule() is None:
             dst.cas.blobs.record_hash_rule(rule)
+        loose = _loose(dst)
+        # A node record (a step's node) is copied with the log's lines; loose files as files.
         logged = src.cas.blobs.in_log if isinstance(src.cas.blobs, LoggedBlobs) else None
-        for hash_ in nodes:
-            if logged is not None and logged(hash_):
-                continue  # a node record: copied with the log's lines
-            data = src.cas.blobs.read(hash_)
-            if data is None:  # found a moment ago: removed since (`json-cas gc`)
-                raise Corrupt(f"node {hash_} left {src.location} while it was copied",
-                              "copy again into a new store")
-            dst.cas.blobs.write(hash_, data)
+        files = [hash_ for hash_ in nodes if logged is None or not logged(hash_)]
+        write_many = getattr(loose, "write_many", None)  # PostgreSQL's: few statements
+        if write_many is not None:
+            write_many(_nodes(src, files))
+        else:
+            for hash_, data in _nodes(src, files):
+                loose.write(hash_, data)
         _append(src, session, end, dst)
     dst.journal.rebuild(dst.progress)
-    problems = differences(src, dst, end, nodes)
+    problems = differences(src, dst, end, nodes, dst.progress)
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         raise Corrupt(f"the copy in {dst.location} does not verify: "
@@ -131,6 +137,23 @@ def copy(src: Store, dst: Store) -> Copied:
                       "and on the copy")
     return Copied(from_=src.location, to=dst.location, events=end.seq, nodes=len(nodes),
                   verified=True)
+
+
+def _loose(store: Store) -> Blobs:
+    """Where a store keeps its loose nodes: the backend under the log's records (a
+    folder's files, PostgreSQL's table, with its bulk calls)."""
+    blobs = store.cas.blobs
+    return blobs.loose if isinstance(blobs, LoggedBlobs) else blobs
+
+
+def _nodes(src: Store, nodes: list[str]) -> Iterator[tuple[str, bytes]]:
+    """Each node's hash and raw bytes, read from `src`."""
+    for hash_ in nodes:
+        data = src.cas.blobs.read(hash_)
+        if data is None:  # found a moment ago: removed since (`json-cas gc`)
+            raise Corrupt(f"node {hash_} left {src.location} while it was copied",
+                          "copy again into a new store")
+        yield hash_, data
 
 
 def _refuse_filled(dst: Store, head: Checkpoint | None) -> None:
@@ -223,10 +246,16 @@ def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> Non
                       f"seq {head.seq}, not {end.seq}", "copy again into a new store")
 
 
-def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str]) -> list[str]:
+def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str],
+                progress: Progress | None = None) -> list[str]:
     """What is wrong with the copy in `dst` of `src`'s log up to `end` and `nodes`:
     empty when its head is `end`, every node is there, and `log verify` and `registry
-    verify` pass on it."""
+    verify` pass on it. `progress` is told the lines `log verify` has read of the head.
+
+    On PostgreSQL the nodes are asked after in few statements (`missing`), and `log
+    verify`, which asks after each node an event refers to, is told those found
+    (`known`) instead of asking each again: one round trip a reference would be most
+    of a copy's time."""
     from uwf.audit.verify import verify as verify_log
     from uwf.runs.registry import verify as verify_views
 
@@ -235,10 +264,20 @@ def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str]) -> li
     if head != end:
         found.append(f"its log ends at seq {head.seq} (digest {head.digest}), the copied "
                      f"one at seq {end.seq} (digest {end.digest})")
-    missing = [hash_ for hash_ in nodes if not dst.cas.has(hash_)]
+    blobs = _loose(dst)
+    # The node records the copy's log holds (its nodes view: one read), then the files.
+    records = (set(dst.cas.blobs.records.hashes()) if isinstance(dst.cas.blobs, LoggedBlobs)
+               else set())
+    files = [hash_ for hash_ in nodes if hash_ not in records]
+    asked = getattr(blobs, "missing", None)
+    missing = asked(files) if asked is not None else [
+        hash_ for hash_ in files if not dst.cas.has(hash_)]
     if missing:
         found.append(f"{len(missing)} of {len(nodes)} nodes are missing, {missing[0]} first")
-    log = verify_log(dst)
+    known = getattr(blobs, "known", None)
+    with (known(set(nodes).difference(missing)) if known is not None
+          else contextlib.nullcontext()):
+        log = verify_log(dst, progress=progress)
     found += [f"log verify: seq {problem.seq} ({problem.segment}): {problem.problem}"
               for problem in log.problems]
     views = verify_views(dst)

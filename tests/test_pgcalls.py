@@ -1,0 +1,270 @@
+"""A lease and a complete on PostgreSQL in one round trip (uwf/queue/pgcalls.py, issue 31),
+against a real server (tests/pgkit.py): the server chooses what `sched._choose` chooses,
+writes the bytes the Python fold writes (`registry verify` replays the log in Python and
+compares every row, `log verify` checks every line), sends one statement a command in
+steady state, and leaves every refusal to the ordinary path, which words it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.conftest import EXAMPLE
+from uwf.audit.verify import verify as verify_log
+from uwf.engine.clock import parse_instant
+from uwf.errors import NothingToDo, Rejected
+from uwf.queue import pgcalls, sched
+from uwf.queue.projection import QueueEntry
+from uwf.queue.service import add_batch
+from uwf.runs.registry import verify as verify_views
+from uwf.store import Store
+from uwf.workflows.service import put_workflow
+
+psycopg = pytest.importorskip("psycopg")
+
+START = parse_instant("2026-03-02T09:00:00Z")
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(pg_url: str, clock: Clock) -> Iterator[Store]:
+    opened = Store.open(pg_url, clock=clock)
+    put_workflow(opened, EXAMPLE)
+    yield opened
+    opened.close()
+
+
+def add(store: Store, tmp_path: Path, entries: list[dict[str, Any]]) -> list[str]:
+    path = tmp_path / "batch.jsonl"
+    path.write_text("".join(json.dumps({"workflow": "solve-issue", "repo": str(tmp_path),
+                                        **entry}) + "\n" for entry in entries))
+    return add_batch(store, str(path)).ids
+
+
+def counted(store: Store) -> list[str]:
+    """Every statement the store's connections send from now on (set-up aside)."""
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return original(self, query, *args, **kwargs)
+
+    psycopg.Cursor.execute = execute  # undone by the fixture below
+    return sent
+
+
+def called(statement: str) -> str:
+    """A statement, the digest of a procedure's name and its arguments left out."""
+    return re.sub(r"_[0-9a-f]{12}\(.*", "", statement, flags=re.DOTALL)
+
+
+@pytest.fixture
+def statements() -> Iterator[None]:
+    original = psycopg.Cursor.execute
+    yield
+    psycopg.Cursor.execute = original
+
+
+def check_verified(store: Store) -> None:
+    views = verify_views(store)
+    assert views.ok, views.differences[:3]
+    log = verify_log(store)
+    assert log.ok, log.problems[:3]
+
+
+def test_one_statement_a_lease_and_a_complete(store: Store, tmp_path: Path,
+                                              statements: None) -> None:
+    add(store, tmp_path, [{"prompt": f"p{n}"} for n in range(3)])
+    sched.set_policy(store, {"maxConcurrent": 8})
+    store.read()
+    warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
+    sched.complete(store, warm.id, warm.lease_id)
+    sent = counted(store)
+    leased = sched.lease(store, 1).leases[0]
+    assert [called(text) for text in sent] == ["CALL uwf_lease"]
+    record = sched.complete(store, leased.id, leased.lease_id)
+    assert [called(text) for text in sent] == ["CALL uwf_lease", "CALL uwf_complete"]
+    assert record.status == "drained"
+    assert record.lease is None
+    check_verified(store)
+
+
+def answers(store: Store) -> list[str]:
+    """What each server-side call answers from now on ('ok': decided there)."""
+    told: list[str] = []
+    log: Any = store.journal.log
+    call = log.call
+
+    def spy(procedure: Any, args: Any) -> Any:
+        got = call(procedure, args)
+        told.append("none" if got is None else got[0])
+        return got
+
+    log.call = spy
+    return told
+
+
+def predicted(store: Store, limit: int, session: str | None) -> list[str]:
+    views = store.read()
+    chosen, _ = sched._choose(views, store.clock(), limit, session)
+    return [entry.id for entry in chosen]
+
+
+def test_the_server_chooses_as_python_does(store: Store, clock: Clock, tmp_path: Path) -> None:
+    """Pools, per-session ceilings, the overall cap, priorities, backoff and expiry: before
+    each lease the Python selection is asked what it would grant; the server grants that."""
+    add(store, tmp_path, [
+        {"prompt": f"p{n} \u00e9 \x01 \"q\"", "priority": 100 + n % 3,
+         **({"session": "a"} if n % 3 == 1 else {"session": "b"} if n % 3 == 2 else {}),
+         **({"expectedArtifacts": ["x", "y"]} if n == 4 else {}),
+         **({"broker": "mqtt://bot@broker.example:8883", "brokerPasswordEnv": "MQTT_PW",
+             "topicPrefix": "jobs/\u00e9"} if n in (0, 5) else {})}
+        for n in range(18)])
+    sched.set_policy(store, {"maxConcurrent": 2, "maxAttempts": 5})
+    sched.set_policy(store, {"maxConcurrent": 3}, session="a")
+    told = answers(store)
+    grants: list[Any] = []
+    for limit, session in [(1, None), (4, None), (2, "a"), (3, "b"), (5, None)]:
+        want = predicted(store, limit, session)
+        if not want:
+            with pytest.raises(NothingToDo):
+                sched.lease(store, limit, session)
+            continue
+        got = sched.lease(store, limit, session)
+        assert [lease.id for lease in got.leases] == want
+        assert told[-1] == "ok"
+        grants += got.leases
+        clock.now += 1000
+    assert len(grants) >= 7
+    # A failed release puts one entry in backoff; complete one; let the rest expire.
+    first, second, *_ = grants
+    sched.release(store, first.id, first.lease_id, failed=True, reason="flaky")
+    sched.complete(store, second.id, second.lease_id)
+    sched.set_policy(store, {"maxTotal": 4})
+    for _ in range(2):
+        want = predicted(store, 3, None)
+        if want:
+            assert [lease.id for lease in sched.lease(store, 3).leases] == want
+            assert told[-1] == "ok"
+    clock.now += 10 * 60 * 1000  # every lease expired: the ceilings count none of them
+    sched.set_policy(store, {"maxTotal": 0})
+    want = predicted(store, 6, None)
+    assert want
+    assert [lease.id for lease in sched.lease(store, 6).leases] == want
+    assert told[-1] == "ok"
+    check_verified(store)
+
+
+def test_refusals_are_worded_by_the_ordinary_path(store: Store, clock: Clock,
+                                                  tmp_path: Path) -> None:
+    entry, _other = add(store, tmp_path, [{"prompt": "first"}, {"prompt": "second"}])
+    sched.set_policy(store, {"maxConcurrent": 1, "leaseTtlMs": 1000})
+    told = answers(store)
+    lease = sched.lease(store, 1).leases[0]
+    with pytest.raises(NothingToDo, match="1 of 1 leases are active"):
+        sched.lease(store, 1)
+    with pytest.raises(Rejected, match="is not queue entry"):
+        sched.complete(store, entry, "01J00000000000000000000000")
+    clock.now += 1000
+    with pytest.raises(Rejected, match="expired"):
+        sched.complete(store, entry, lease.lease_id)
+    clock.now += 1
+    with pytest.raises(NothingToDo, match="no queue entry is eligible"):
+        sched.lease(store, 1, "nobody")
+    assert told == ["ok", "none", "refused", "refused", "none"]
+    check_verified(store)
+
+
+def test_a_complete_records_its_run(store: Store, tmp_path: Path) -> None:
+    add(store, tmp_path, [{"prompt": "with a run"}])
+    lease = sched.lease(store, 1).leases[0]
+    record = sched.complete(store, lease.id, lease.lease_id, run="01J0000000000000000000RUN0")
+    assert record.run == "01J0000000000000000000RUN0"
+    check_verified(store)
+
+
+def test_a_clock_behind_the_log_acts_at_the_logs_last_instant(store: Store, clock: Clock,
+                                                              tmp_path: Path) -> None:
+    """A lease whose clock was read before another writer logged a later instant happens
+    at that instant: each line's instant is at least the one before, and expiry is
+    judged no earlier than any write before it."""
+    add(store, tmp_path, [{"prompt": "p"}, {"prompt": "q"}])
+    sched.set_policy(store, {"maxConcurrent": 2})
+    told = answers(store)
+    first = sched.lease(store, 1)
+    clock.now -= 5000
+    second = sched.lease(store, 1)
+    assert told == ["ok", "ok"]
+    assert second.now == first.now
+    assert second.leases[0].lease_expires_at == first.leases[0].lease_expires_at
+    clock.now -= 5000
+    record = sched.complete(store, second.leases[0].id, second.leases[0].lease_id)
+    assert record.updated_at == first.now
+    check_verified(store)
+
+
+def test_the_row_json_is_msgspecs(pg_url: str) -> None:
+    """Every field of an entry as the server rewrites it prints as msgspec prints it."""
+    entry = QueueEntry(id="x", repo="/r \u2028 \x7f", priority=1, enqueued_at="t",
+                       updated_at="t", prompt="a\"b\\c\n\u00e9\x01", expected_artifacts=["p", "q"],
+                       undelivered=[3, 4])
+    raw = msgspec.json.encode(entry)
+    sql = pgcalls.json_sql(pgcalls._struct(QueueEntry), "%s::jsonb")
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        row = connection.execute(f"SELECT {sql.replace('%s::jsonb', '(%(e)s::jsonb)')}",
+                                 {"e": raw.decode()}).fetchone()
+    assert row is not None
+    assert row[0].encode() == raw
+
+
+def test_a_log_held_too_long_is_store_busy(store: Store, tmp_path: Path) -> None:
+    from uwf.engine.pglog import LOG_LOCK
+    from uwf.errors import StoreBusy
+
+    add(store, tmp_path, [{"prompt": "p"}])
+    head = store.log.head()
+    store.journal.log.db.lock_timeout = 0.05  # type: ignore[attr-defined]
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (LOG_LOCK,))
+        with pytest.raises(StoreBusy, match="another writer held the log"):
+            sched.lease(store, 1)
+    assert store.log.head() == head
+
+
+def test_a_damaged_view_fails_the_call_in_one_line_writing_nothing(store: Store,
+                                                                    tmp_path: Path) -> None:
+    from uwf.errors import Corrupt
+
+    add(store, tmp_path, [{"prompt": "p"}])
+    head = store.log.head()
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute('ALTER TABLE uwf_v_queue DROP COLUMN "c_ready_pool"')
+    with pytest.raises(Corrupt, match="the server's uwf_lease failed") as failed:
+        sched.lease(store, 1)
+    assert "\n" not in failed.value.line()
+    assert store.log.head() == head

@@ -1,0 +1,68 @@
+"""The versions of a store's PostgreSQL schema and the migrations between them (issue 31).
+
+`uwf_schema` holds the version a database is at. Opening a database at an older version
+applies each later migration in order, in one transaction under the schema's advisory
+lock, so a migration interrupted halfway leaves the database at the version it was
+(PostgreSQL's DDL is transactional) and two processes opening it at once migrate it
+once. `uwf_migrations` records each one applied: when, and by which uwf. A database
+at a newer version than this uwf knows is refused (`OldFormat`), before anything is
+read or written: its tables may mean something this uwf does not know.
+
+The tables of the log, the views and the CAS are made by their backends when absent
+(`CREATE ... IF NOT EXISTS`, at the newest shape), so a migration's statements must
+also hold on a database where some of them were never made (`IF EXISTS`).
+
+To change the schema: add a `Migration` with the next version at the end of
+`MIGRATIONS`, change the backend's `CREATE` to the new shape, and add the database at
+the old version to tests/test_pgschema.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from uwf import __version__
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+@dataclass(frozen=True)
+class Migration:
+    """The statements that take a database from `version - 1` to `version`."""
+
+    version: int
+    what: str
+    statements: tuple[str, ...]
+
+
+FIRST_VERSION = 1  # the schema before any migration: issue 20's tables
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(2, "a history of the migrations applied: when, and by which uwf", (
+        "CREATE TABLE IF NOT EXISTS uwf_migrations (version int PRIMARY KEY, "
+        "applied_at timestamptz NOT NULL DEFAULT now(), by_uwf text NOT NULL)",
+    )),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
+
+
+def pending(version: int) -> list[Migration]:
+    """The migrations a database at `version` still needs, in order."""
+    return [migration for migration in MIGRATIONS if migration.version > version]
+
+
+def migrate(connection: psycopg.Connection[Any], version: int) -> list[int]:
+    """Apply every migration after `version` on `connection`, inside its transaction
+    (the caller holds the schema's lock); the versions applied."""
+    applied = []
+    for migration in pending(version):
+        for statement in migration.statements:
+            connection.execute(statement)
+        connection.execute("INSERT INTO uwf_migrations (version, by_uwf) VALUES (%s, %s) "
+                           "ON CONFLICT (version) DO NOTHING",
+                           (migration.version, f"uwf {__version__}"))
+        applied.append(migration.version)
+    if applied:
+        connection.execute("UPDATE uwf_schema SET version = %s", (applied[-1],))
+    return applied

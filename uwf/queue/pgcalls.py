@@ -1,0 +1,437 @@
+"""A lease and a complete on PostgreSQL in one round trip each (SPEC §11, issue 31).
+
+On a store in PostgreSQL, `sched lease --limit N` and `sched complete` are one `CALL`
+of a procedure that, under the log's advisory lock, reads the chain's head, checks that
+every view is folded to it, decides as `uwf.queue.sched` does, appends the lines (their
+`prev` computed in the server), folds them into the `queue` view, its kept counts, the
+stream index and the checkpoints, NOTIFYs, and commits with `synchronous_commit` off
+(the lock goes at that commit); then it commits a small synchronous transaction, so the
+call returns only once a WAL flush covers the first commit, and the flushes of
+concurrent callers group.
+
+Written once: what the server writes is generated here from the Python definitions,
+the envelope's and the events' fields and the `queue` view's state (`QueueEntry`, its
+JSON as msgspec writes it, field by field), the statuses the transition table
+(`uwf.queue.rules.TRANSITIONS`) lets a lease or a complete follow and the status it
+leads to, the policy's defaults. The selection (pools, ceilings, backoff, queue order)
+is `sched._choose`'s, restated in SQL; tests/test_pgcalls.py holds the two to the same
+answers, and `registry verify` (the views against a replay in Python) and `log verify`
+to the same bytes.
+
+Only the command's success is decided in the server. Anything else (nothing to
+lease, a wrong or expired lease, views behind the log, an empty log, a session label
+json.dumps would escape, secrets to redact)
+answers "not here", and the command runs the ordinary way (`journal.write_at`), which
+words the refusal: each refusal is still written once, in Python.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec import inspect
+
+from uwf.engine.clock import format_ts
+from uwf.queue.events import QueueCompleted, QueueLeased
+from uwf.queue.projection import Lease, QueueEntry, QueueProjection
+from uwf.queue.results import EntryRecord, Granted, Leased
+from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
+
+if TYPE_CHECKING:
+    from uwf.engine.pglog import PgLog, Procedure
+    from uwf.store import Store
+
+# A lease of more entries than this goes the ordinary way (its ids are minted first).
+MOST = 64
+
+
+# -- the JSON msgspec writes, as SQL over jsonb -------------------------------------------
+
+def json_sql(kind: inspect.Type, expr: str) -> str:
+    """SQL text: the compact JSON msgspec writes for a value of `kind`, held as the
+    jsonb `expr`. Strings, integers, booleans and null print alike (PostgreSQL escapes a
+    string as msgspec does); a struct's fields go in its order, every field written."""
+    if isinstance(kind, inspect.StrType | inspect.IntType | inspect.BoolType
+                  | inspect.NoneType):
+        return f"({expr})::text"
+    if isinstance(kind, inspect.UnionType):
+        others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
+        if all(isinstance(member, inspect.StrType | inspect.IntType | inspect.BoolType)
+               for member in others):
+            return f"({expr})::text"
+        if len(others) == 1:
+            return (f"(CASE WHEN jsonb_typeof({expr}) = 'null' THEN 'null' ELSE "
+                    f"{json_sql(others[0], expr)} END)")
+    if isinstance(kind, inspect.ListType) and isinstance(
+            kind.item_type, inspect.StrType | inspect.IntType):
+        return (f"(SELECT '[' || coalesce(string_agg(uwf_items.uwf_item::text, ',' ORDER BY "
+                f"uwf_items.uwf_at), '') || ']' FROM jsonb_array_elements({expr}) WITH "
+                "ORDINALITY AS uwf_items(uwf_item, uwf_at))")
+    if isinstance(kind, inspect.StructType) and not (
+            kind.cls.__struct_config__.omit_defaults or kind.array_like or kind.tag_field):
+        parts = [f"'{'{' if number == 0 else ','}\"{field.encode_name}\":' || "
+                 f"{json_sql(field.type, f'{expr}->{_quote(field.encode_name)}')}"
+                 for number, field in enumerate(kind.fields)]
+        return "(" + " || ".join(parts) + " || '}')"
+    raise TypeError(f"no SQL for a value of {kind!r}")
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _struct(kind: type[msgspec.Struct]) -> inspect.StructType:
+    found = inspect.type_info(kind)
+    assert isinstance(found, inspect.StructType)
+    return found
+
+
+def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
+    """Each field's name in the JSON, by its attribute name."""
+    return {field.name: field.encode_name for field in _struct(kind).fields}
+
+
+# -- what the server runs, generated -------------------------------------------------------
+
+def _to(status: str, kind: str) -> str:
+    target = follows(status).get(kind)
+    assert target is not None, (status, kind)
+    return target
+
+
+def _from(kind: str) -> list[str]:
+    """The statuses the transition table lets `kind` follow."""
+    return [status for status in TRANSITIONS if status is not None and kind in
+            TRANSITIONS[status]]
+
+
+def _sql_list(values: list[str]) -> str:
+    return "ARRAY[" + ", ".join(_quote(value) for value in values) + "]::text[]"
+
+
+_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
+# What every command's procedure does first: the lock, the head, the instant, the views'
+# check. Sets `h` (the head row), `head_digest`, `flush`. The instant is the caller's
+# clock, read just before the call, or the log's last instant when another writer logged
+# a later one meanwhile: a command is judged at an instant no earlier than any before it
+# (SPEC §8: at the log's clock, the ceiling holds).
+_ENTER = """
+  flush := p_durable AND has_function_privilege(
+    'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
+  PERFORM set_config('lock_timeout', p_lock_ms || 'ms', true);
+  -- Each statement planned once a session, not five times with its arguments first
+  -- (the server's default): a new worker's first leases took 15-20 ms each.
+  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  IF flush OR NOT p_durable THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  PERFORM pg_advisory_xact_lock({log_lock});
+  SELECT e.seq, e.line, e.ends INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
+  IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
+  head_digest := left(encode(sha256(h.line), 'hex'), 32);
+  head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
+    p_ts := head_ts;
+    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
+  END IF;
+  o_now := p_now;
+  IF to_regclass('uwf_v_queue') IS NULL OR (
+      SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
+       WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
+         AND v.digest = head_digest) <> cardinality(p_names) THEN
+    o_status := 'stale'; RETURN;
+  END IF;
+"""
+# And last: the checkpoints, the NOTIFY, the commit that lets the lock go, and the small
+# synchronous commit that waits for a WAL flush past it.
+_LEAVE = """
+  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
+  PERFORM pg_notify({channel}, s::text);
+  o_status := 'ok';
+  COMMIT;
+  IF flush THEN
+    PERFORM pg_logical_emit_message(true, 'uwf', '');
+    COMMIT;
+  END IF;
+"""
+
+
+def _line(kind: str) -> str:
+    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
+    `prev`) in the envelope's field order, and appending it."""
+    return f"""
+    line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
+      || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
+      || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
+      || '"}}', 'UTF8');
+    ends := ends + octet_length(line) + 1;
+    INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends);
+    INSERT INTO uwf_streams (subject, seq) VALUES (subject, s);
+    prev := left(encode(sha256(line), 'hex'), 32);"""
+
+
+def _row_update() -> str:
+    """SQL writing the entry's new state `e` (jsonb) to its row: the value as msgspec
+    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does,
+    and the kept counts' moves into `moves`."""
+    names, held = _names(QueueEntry), _names(Lease)
+    value = json_sql(_struct(QueueEntry), "e")
+    live = _sql_list([status for status in TRANSITIONS if status is not None
+                      and status not in TERMINAL])
+    return f"""
+    new_status := e ->> '{names['status']}';
+    new_pool := CASE WHEN new_status = 'ready'
+      THEN coalesce(e ->> '{names['session']}', '') END;
+    UPDATE uwf_v_queue SET value = convert_to({value}, 'UTF8'), c_status = new_status,
+      c_live_key = CASE WHEN new_status = ANY({live}) THEN e ->> '{names['key']}' END,
+      c_lease_expires = (e -> '{names['lease']}' ->> '{held['expires_at_ms']}')::bigint,
+      c_eligible_at = coalesce((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
+      c_ready_pool = new_pool
+     WHERE key = entry_key;
+    moves := moves || jsonb_build_array(
+      jsonb_build_array('status', to_json(old_status)::text, -1),
+      jsonb_build_array('status', to_json(new_status)::text, 1),
+      jsonb_build_array('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
+      jsonb_build_array('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1));"""
+
+
+_COUNTS = """
+  INSERT INTO uwf_view_counts (view, col, value, n)
+  SELECT 'queue', m ->> 0, m ->> 1, sum((m ->> 2)::bigint) FROM jsonb_array_elements(moves) m
+   GROUP BY m ->> 0, m ->> 1 HAVING sum((m ->> 2)::bigint) <> 0
+  ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;"""
+
+
+@functools.cache
+def lease_procedure() -> Procedure:
+    """`sched lease --limit N [--session S]`, decided in the server."""
+    from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
+
+    entry, leased, policy = _names(QueueEntry), _names(QueueLeased), _names(Policy)
+    held = _names(Lease)
+    defaults = Policy()
+    leased_status = _to("ready", "leased")
+    data = json_sql(_struct(QueueLeased), "d")
+    state_fields = (f"'{entry['status']}', {_quote(leased_status)}, '{entry['updated_at']}', "
+                    f"p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1, "
+                    f"'{entry['lease']}', jsonb_build_object('{held['id']}', p_lease_ids[k], "
+                    f"'{held['expires_at_ms']}', o_expires, '{held['attempt']}', "
+                    f"o_attempts[k], '{held['session']}', p_session), "
+                    f"'{entry['next_eligible_at_ms']}', NULL::bigint")
+    create = f"""
+CREATE OR REPLACE PROCEDURE {{name}}(
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
+  p_signatures text[], p_session text, p_limit int, p_lease_ids text[], p_ids text[],
+  INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
+  INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
+  INOUT o_attempts int[] DEFAULT NULL)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
+  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int; n int;
+  pol jsonb; ttl bigint; most int; total int; want int; label text; is_default boolean;
+  ceiling int; active int; r record; entry_key text; old_status text; old_pool text;
+  new_status text; new_pool text; moves jsonb := '[]'; pools text[];
+  keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
+BEGIN
+{_ENTER.format(log_lock=LOG_LOCK)}
+  IF to_regclass('uwf_v_sched') IS NOT NULL THEN
+    SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' INTO pol
+      FROM uwf_v_sched v WHERE v.key = 'policy';
+  END IF;
+  ttl := coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint, {defaults.lease_ttl_ms});
+  most := coalesce((pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
+  want := p_limit;
+  IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
+    SELECT count(*) INTO total FROM uwf_v_queue q
+     WHERE q.c_status = 'leased' AND q.c_lease_expires > p_now;
+    want := least(want, (pol ->> '{policy['max_total']}')::int - total);
+  END IF;
+  IF want <= 0 THEN o_status := 'none'; RETURN; END IF;
+  IF p_session IS NOT NULL THEN
+    pools := ARRAY[p_session];
+  ELSE
+    SELECT coalesce(array_agg(x.label ORDER BY x.label <> '', x.label COLLATE "C"), '{{}}')
+      INTO pools FROM (SELECT c.value::jsonb #>> '{{}}' AS label FROM uwf_view_counts c
+       WHERE c.view = 'queue' AND c.col = 'ready_pool' AND c.n > 0 AND c.value <> 'null'
+         AND jsonb_typeof(c.value::jsonb) = 'string') x;
+  END IF;
+  FOREACH label IN ARRAY pools LOOP
+    IF label ~ '[^ -~]' THEN o_status := 'label'; RETURN; END IF;
+    is_default := p_session IS NULL AND label = '';
+    ceiling := CASE WHEN is_default THEN most
+      ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
+    -- Two statements, not one with a CASE, ordered as the index is (NULLS FIRST): each a
+    -- range of the queue's (status, session, priority, enqueued_at, key) index.
+    IF is_default THEN
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_status = 'ready' AND q.c_session IS NULL AND q.c_eligible_at <= p_now
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, want)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
+    ELSE
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_status = 'ready' AND q.c_session = label AND q.c_eligible_at <= p_now
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, want)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
+    END IF;
+  END LOOP;
+  SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
+                  '{{}}')
+    INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
+                      ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+  n := cardinality(o_keys);
+  IF n = 0 THEN o_status := 'none'; RETURN; END IF;
+  s := h.seq; ends := h.ends; prev := head_digest;
+  o_expires := p_now + ttl; o_attempts := '{{}}';
+  FOR k IN 1 .. n LOOP
+    entry_key := o_keys[k];
+    SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
+      INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = entry_key;
+    IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
+      RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
+    END IF;
+    o_attempts := o_attempts || ((old ->> '{entry['attempts']}')::int + 1);
+    d := jsonb_build_object('{leased['lease_id']}', p_lease_ids[k],
+      '{leased['expires_at_ms']}', o_expires, '{leased['attempt']}', o_attempts[k],
+      '{leased['session']}', p_session);
+    data_json := {data};
+    subject := 'queue/' || entry_key;
+    s := s + 1;
+{_line(QueueLeased.type)}
+    e := old || jsonb_build_object({state_fields});
+{_row_update()}
+  END LOOP;
+{_COUNTS}
+{_LEAVE.format(channel=_quote(CHANNEL))}
+END $proc$"""
+    return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
+
+
+@functools.cache
+def complete_procedure() -> Procedure:
+    """`sched complete ID --lease L`, decided in the server."""
+    from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
+
+    entry, completed, held = _names(QueueEntry), _names(QueueCompleted), _names(Lease)
+    drained = _to("leased", "completed")
+    data = json_sql(_struct(QueueCompleted), "d")
+    create = f"""
+CREATE OR REPLACE PROCEDURE {{name}}(
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
+  p_signatures text[], p_key text, p_lease_id text, p_run text, p_ids text[],
+  INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
+  INOUT o_value bytea DEFAULT NULL)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
+  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int := 1;
+  n int := 1; entry_key text := p_key; old_status text; old_pool text; new_status text;
+  new_pool text; moves jsonb := '[]';
+BEGIN
+{_ENTER.format(log_lock=LOG_LOCK)}
+  SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
+    INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = p_key;
+  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))})
+     OR old -> '{entry['lease']}' ->> '{held['id']}' IS DISTINCT FROM p_lease_id
+     OR (old -> '{entry['lease']}' ->> '{held['expires_at_ms']}')::bigint <= p_now THEN
+    o_status := 'refused'; RETURN;
+  END IF;
+  d := jsonb_build_object('{completed['lease_id']}', p_lease_id, '{completed['run']}', p_run);
+  data_json := {data};
+  subject := 'queue/' || p_key;
+  s := h.seq + 1; ends := h.ends; prev := head_digest;
+{_line(QueueCompleted.type)}
+  e := old || jsonb_build_object('{entry['status']}', {_quote(drained)},
+    '{entry['updated_at']}', p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1,
+    '{entry['lease']}', NULL::jsonb, '{entry['next_eligible_at_ms']}', NULL::bigint);
+  IF p_run IS NOT NULL THEN
+    e := e || jsonb_build_object('{entry['run']}', p_run);
+  END IF;
+{_row_update()}
+{_COUNTS}
+  SELECT q.value INTO o_value FROM uwf_v_queue q WHERE q.key = p_key;
+{_LEAVE.format(channel=_quote(CHANNEL))}
+END $proc$"""
+    return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
+                     create)
+
+
+# -- calling them ------------------------------------------------------------------------
+
+def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
+    """The log and the views' signatures when the store is on a server whose views can
+    be folded there (no secrets to redact: that is Python's)."""
+    from uwf.engine.pglog import PgLog
+
+    log = store.journal.log
+    if not isinstance(log, PgLog) or store.journal.redact is not None:
+        return None
+    from uwf.engine.pgviews import PgViewStore  # psycopg is there: the log is on a server
+
+    views = store.journal.views
+    return (log, views.signatures()) if isinstance(views, PgViewStore) else None
+
+
+def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
+    lock_ms = max(round(log.db.lock_timeout * 1000), 1)
+    return [log.durable, lock_ms, now, format_ts(now), list(signatures),
+            list(signatures.values())]
+
+
+def _ulids(now: int, count: int) -> list[str]:
+    from ulid import ULID
+
+    return [str(ULID.from_timestamp(now)) for _ in range(count)]
+
+
+def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
+    """`sched.lease` in one round trip; None: run it the ordinary way."""
+    server = _server(store)
+    if server is None or limit is None or not 1 <= limit <= MOST:
+        return None
+    log, signatures = server
+    now = store.clock()
+    lease_ids = _ulids(now, limit)  # the k-th lease granted takes the k-th
+    got = log.call(lease_procedure(), [*_head_args(log, now, signatures), session, limit,
+                                       lease_ids, _ulids(now, limit)])
+    if got is None or got[0] != "ok":
+        return None
+    _status, now, keys, expires, attempts = got
+    return Leased(now=format_ts(now), granted=len(keys), leases=[
+        Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
+                attempt=attempt)
+        for key, lease_id, attempt in zip(keys, lease_ids[:len(keys)], attempts, strict=True)])
+
+
+def complete(store: Store, entry_id: str, lease_id: str, run: str | None
+             ) -> EntryRecord | None:
+    """`sched.complete` in one round trip; None: run it the ordinary way."""
+    from uwf.queue.service import record
+
+    server = _server(store)
+    if server is None:
+        return None
+    log, signatures = server
+    now = store.clock()
+    got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
+                                          lease_id, run, _ulids(now, 1)])
+    if got is None or got[0] != "ok":
+        return None
+    entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
+    return record(entry)
