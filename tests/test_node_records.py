@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Cli
 from tests.threadkit import Kit, make_kit
 
@@ -96,10 +98,16 @@ def test_an_edited_record_fails_closed_and_is_named(cli: Cli, tmp_path: Path) ->
 
 
 def test_a_store_of_the_older_layout_reads_steps_verifies_copies_archives(
-        cli: Cli, tmp_path: Path) -> None:
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uwf.engine import journal
+
+    assert not cli.process  # the store is made in this process, as an older uwf made it:
+    monkeypatch.setattr(journal, "FORMAT_VERSION", 1)  # format 1, and loose node files
     kit = make_kit(cli, tmp_path)
     cli.env["UWF_NODES"] = "loose"
     thread = stepped(kit, 2)
+    monkeypatch.undo()
+    assert json.loads(cli.log_bytes().splitlines()[0])["data"] == {"format": 1}
     assert records(cli) == {}  # the older layout: nothing but loose files
     old_heads = [entry["hash"] for entry in kit.log(thread)]
     assert set(old_heads) <= loose(cli.home)
