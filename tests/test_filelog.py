@@ -78,13 +78,18 @@ def test_a_line_far_from_the_end_is_found_by_bisecting_the_segment(
         return data
 
     monkeypatch.setattr(log.segments, "read", counting)
+    far: list[int] = []  # bytes read for a line far from the last one
     for seq in [1, 2, 96, 97, 98, 700, 1499, 1500, *range(3, 1500, 41)]:
         read.clear()
         log._hint = None  # as another process would look it up
         assert log.line(seq) == lines[seq], seq
         assert sum(read) < size / 3, (seq, sum(read))
+        if 1500 - seq > 64:
+            far.append(sum(read))
         assert [line.seq for line in log.read(seq)][:2] == [s for s in (seq + 1, seq + 2)
                                                             if s <= 1500]
+    # Bisected at once, without first walking back 256 KiB from the end.
+    assert sorted(far)[len(far) // 2] < 256 << 10, far
     assert log.line(1501) is None
     assert log.line(0) is None
 

@@ -43,6 +43,10 @@ class FileSegments:
         self.lock_path = lock_path
         self._dir = str(events_dir)
         self._fds: dict[str, int] = {}
+        # Descriptors kept for reading, each with the file (device, inode) it was opened
+        # on: a read checks the name still names that file (a segment cut away whole and
+        # made again, or renamed, is opened anew), then preads.
+        self._readers: dict[str, tuple[int, tuple[int, int]]] = {}
         self._lock_fd: int | None = None
         self._held = False
 
@@ -97,12 +101,36 @@ class FileSegments:
         return os.path.exists(self._path(name))
 
     def read(self, name: str, start: int, end: int | None = None) -> bytes:
+        path = self._path(name)
         try:
-            with open(self._path(name), "rb") as handle:
-                handle.seek(start)
-                return handle.read() if end is None else handle.read(max(0, end - start))
+            found = os.stat(path)
         except FileNotFoundError:
             return b""
+        file = (found.st_dev, found.st_ino)
+        kept = self._readers.get(name)
+        if kept is None or kept[1] != file:
+            if kept is not None:
+                del self._readers[name]
+                os.close(kept[0])
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return b""
+            if len(self._readers) >= 16:  # a reader of many segments keeps a few open
+                self._close_readers()
+            kept = fd, file
+            self._readers[name] = kept
+        fd = kept[0]
+        size = found.st_size if end is None else end - start
+        chunks: list[bytes] = []
+        while size > 0:  # pread may return less than asked (never past the end: b"")
+            chunk = os.pread(fd, size, start)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            start += len(chunk)
+            size -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def append(self, name: str, data: bytes, durable: bool, *, defer: bool = False
                ) -> int | None:
@@ -255,7 +283,13 @@ class FileSegments:
             raise StoreBusy(f"cannot lock {self.lock_path}: {errors[0]}", "retry")
         return fd
 
+    def _close_readers(self) -> None:
+        readers, self._readers = self._readers, {}
+        for fd, _ in readers.values():
+            os.close(fd)
+
     def close(self) -> None:
+        self._close_readers()
         for name in list(self._fds):
             self._close(name)
         if self._lock_fd is not None:

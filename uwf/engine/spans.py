@@ -20,6 +20,7 @@ from uwf.engine.segments import FileSegments
 WINDOW = 64 * 1024  # bytes read at a time when reading many lines backward
 TAIL = 4096  # the first window at the end: a few lines, for the head and the tail check
 NEAR = 256 * 1024  # a line further from the end than this is found by bisecting
+FAR_LINES = 64  # ... as is one whose seq is this many lines before the last line's
 _PREFIX = 32  # bytes that hold `{"seq":N,` for any 20-digit N
 
 
@@ -102,7 +103,9 @@ def find(segments: FileSegments, name: str, seq: int) -> Span | None:
             return span
         if claimed is not None and claimed < seq:
             return None
-        if claimed is not None and not bisected and end - span.start > NEAR:
+        far = end - span.start > NEAR or (span.end == end and claimed is not None
+                                           and claimed - seq > FAR_LINES)
+        if claimed is not None and not bisected and far:
             found = _bisect(segments, name, span.start, seq)
             if found is not ...:
                 return found
@@ -117,10 +120,20 @@ def _bisect(segments: FileSegments, name: str, hi: int, seq: int
     middle, then read what is left. `...` when a probed line claims no seq."""
     lo = 0  # a line start whose line claims at most `seq` (or the segment's start)
     while hi - lo > WINDOW:
-        start = _line_start(segments, name, (lo + hi) // 2, hi)
-        if start is None:
-            break  # one long line fills the upper half: read the rest whole
-        claimed = seq_of(segments.read(name, start, start + _PREFIX))
+        at = (lo + hi) // 2
+        # One read finds the first line start past the middle and its prefix, mostly.
+        chunk = segments.read(name, at - 1, min(hi - 1, at - 1 + TAIL))
+        newline = chunk.find(b"\n")
+        if newline >= 0 and newline + 1 + _PREFIX <= len(chunk):
+            start = at + newline
+            prefix = chunk[newline + 1:newline + 1 + _PREFIX]
+        else:
+            found = _line_start(segments, name, at, hi)
+            if found is None:
+                break  # one long line fills the upper half: read the rest whole
+            start = found
+            prefix = segments.read(name, start, start + _PREFIX)
+        claimed = seq_of(prefix)
         if claimed is None:
             return ...
         if claimed <= seq:
@@ -128,13 +141,20 @@ def _bisect(segments: FileSegments, name: str, hi: int, seq: int
         else:
             hi = start
     data = segments.read(name, lo, hi)
-    found = None
-    position = lo
-    for raw in data.split(b"\n")[:-1]:
-        if seq_of(raw) == seq:  # the last such line, as the walk from the end finds
-            found = Span(name, position, position + len(raw) + 1, raw)
-        position += len(raw) + 1
-    return found
+    # The last line claiming `seq`, as the walk from the end finds it: its prefix right
+    # after a newline (a JSON line holds no raw newline), or at `lo`, a line start.
+    needle = b'{"seq":%d,' % seq
+    at = data.rfind(b"\n" + needle)
+    if at >= 0:
+        start = at + 1
+    elif data.startswith(needle):
+        start = 0
+    else:
+        return None
+    stop = data.find(b"\n", start)
+    if stop < 0:
+        return None
+    return Span(name, lo + start, lo + stop + 1, data[start:stop])
 
 
 def _line_start(segments: FileSegments, name: str, at: int, hi: int) -> int | None:
