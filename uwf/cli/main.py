@@ -83,10 +83,6 @@ def _registry_panel(payload: dict[str, Any]) -> str:
         if runs["staleCount"]:
             rows.append(("stale runs", f"{runs['staleCount']}: "
                          + " ".join(runs["staleRuns"])))
-        if runs["missingRuns"]:
-            rows.append(("missing runs", " ".join(runs["missingRuns"])))
-        if runs.get("corruptRuns"):
-            rows.append(("corrupt runs", " ".join(runs["corruptRuns"])))
     rows.append(("next", payload["nextAction"]))
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
@@ -132,7 +128,8 @@ COMMANDS = Group(
         Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
                 "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
-                "persisted views row by row (exit 1 on any difference).",
+                "persisted views row by row, and look for every open thread's head node in the CAS "
+                "(exit 1 on any difference or missing or damaged head).",
                 "uwf registry verify", NoArgs, on_store(runs.registry_verify),
                 ok_exit=True, read_only=True),
         *LOG_COMMANDS,
