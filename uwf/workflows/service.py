@@ -16,7 +16,6 @@ from uwf.errors import NotFound, Rejected, UwfError
 from uwf.payload import UNSET
 from uwf.redact import redact_value
 from uwf.store import Store
-from uwf.workflow.compile import compile_workflow, workflow_warnings
 from uwf.workflows.events import WorkflowRegistered
 from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
 
@@ -49,6 +48,10 @@ def put_workflow(store: Store, path: str | Path) -> Registered:
 def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
     """Read a workflow file (its `!include`s too) and check everything `put` checks;
     writes nothing."""
+    # Compiling (templates, conditions, output checks) is only for a file being put: a
+    # show or a list by name does not import it.
+    from uwf.workflow.compile import compile_workflow, workflow_warnings
+
     document = load_yaml(Path(path), includes=True)
     if store.redact is not None:
         # As the CAS will store it: schema hashes are computed over the redacted text.
