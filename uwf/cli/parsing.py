@@ -11,7 +11,6 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
@@ -42,9 +41,9 @@ class _Parser(argparse.ArgumentParser):
 
 # -- the declaration, as the command line sees it ----------------------------------
 
-@dataclass(frozen=True)
-class Param:
-    """One field of an `Args` Struct, read for the command line."""
+class Param(msgspec.Struct, frozen=True):
+    """One field of an `Args` Struct, read for the command line (a Struct: a dataclass
+    would compile its methods at every start-up)."""
 
     name: str  # the field's encoded name: argparse's dest, the schema's property
     help: str

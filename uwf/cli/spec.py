@@ -11,7 +11,6 @@ with `uwf.payload.to_payload`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
@@ -38,9 +37,11 @@ def on_store(operation: Callable[[A, Store], R]) -> Callable[[A, Context], R]:
     return handler
 
 
-@dataclass(frozen=True)
-class Command(Generic[A]):
-    """A command: `path` such as ("workflow", "put"), its arguments and its handler."""
+class Command(msgspec.Struct, Generic[A], frozen=True):
+    """A command: `path` such as ("workflow", "put"), its arguments and its handler.
+
+    A frozen Struct, not a dataclass: every process declares some sixty of these
+    classes' instances, and a dataclass compiles its methods at start-up."""
 
     path: tuple[str, ...]
     help: str
@@ -86,8 +87,7 @@ class Command(Generic[A]):
         return " ".join(self.path)
 
 
-@dataclass(frozen=True)
-class Lazy:
+class Lazy(msgspec.Struct, frozen=True):
     """Commands declared in a module that is imported only when a command line names
     one of `words` (the first word of each of their paths), or when every command is
     wanted (`--help`, an MCP server): `uwf workflow show` does not import the queue's,

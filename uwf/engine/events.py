@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Union
 
@@ -123,14 +122,14 @@ def _typed_envelope(data_type: type[EventData]) -> type[msgspec.Struct]:
     return typed
 
 
-@dataclass(frozen=True)
-class Upcaster:
+class Upcaster(msgspec.Struct, frozen=True):
     """Reads shape `version` of `event_type`'s `data` as shape `version + 1`.
 
     Versions are never written: a line's shape is its version. `applies` tells shape
     `version` from the later ones (a key it still has, a value of its old JSON type);
     `upcast` returns the next shape. Both are pure functions of the decoded `data`
     object: no clock, no I/O, nothing else from the line, so a replay reads the same.
+    (A Struct, not a dataclass, which would compile its methods at every start-up.)
     """
 
     event_type: str
