@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from uwf.cas.hashing import is_hash, node_hash
 from uwf.cas.store import builtin_hash, meta_hash
@@ -20,8 +21,7 @@ from uwf.workflows.events import WorkflowRegistered
 from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
 
 
-@dataclass(frozen=True)
-class CheckedWorkflow:
+class CheckedWorkflow(msgspec.Struct, frozen=True):
     """A workflow file read and checked, nothing written yet: what registering it
     would store and the hash its Workflow node will have."""
 
