@@ -91,6 +91,11 @@ class Command:
         return median([run.wall for run in self.runs])
 
     @property
+    def cpu(self) -> float:
+        """The median CPU time (user + system) of the child, seconds."""
+        return median([run.cpu for run in self.runs])
+
+    @property
     def rss(self) -> float:
         return median([float(kib) for kib in self.rss_kib])
 
@@ -186,17 +191,20 @@ def in_process(roots: dict[str, Path], limit: bool, calls: int, profiled: bool) 
         ("registry show", run_show, roots["threads-small"], roots["threads-big"]),
         ("log tail -n 1", run_tail, roots["log-small"], roots["log-big"]),
     ):
-        figures = []
+        figures, cpu = [], []
         for root in (small, big):
             call(root)
-            times = []
+            times, cpus = [], []
             for _ in range(calls):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 call(root)
                 times.append(time.perf_counter() - start)
+                cpus.append(time.process_time() - start_cpu)
             figures.append(median(times))
-        print(f"{label:<16} small {fmt_ms(figures[0]):>9}   big {fmt_ms(figures[1]):>9}   "
-              f"ratio {figures[1] / figures[0]:.2f}")
+            cpu.append(median(cpus))
+        print(f"{label:<16} small {fmt_ms(figures[0]):>9} (CPU {fmt_ms(cpu[0])})   "
+              f"big {fmt_ms(figures[1]):>9} (CPU {fmt_ms(cpu[1])})   "
+              f"ratio {figures[1] / figures[0]:.2f} (CPU {cpu[1] / max(cpu[0], 1e-9):.2f})")
     if profiled:
         for label, call, root in (("thread list", run_list, roots["threads-big"]),
                                   ("registry show", run_show, roots["threads-big"]),
@@ -317,19 +325,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     section(f"result (wall: medians of {args.runs} runs each, interleaved; peak RSS: medians "
             f"of {args.rss_runs} runs under GNU time; end: {load()}; {pressure()})")
-    print(f"{'command':<46} {'wall':>9} {'min':>9} {'max':>9}   {'peak RSS':>9} "
+    print(f"{'command':<46} {'wall':>9} {'min':>9} {'max':>9} {'CPU':>9}   {'peak RSS':>9} "
           f"{'(min-max)':>13}")
     for command in commands.values():
         walls = [run.wall for run in command.runs]
         print(f"{command.label:<46} {fmt_ms(command.wall):>9} {fmt_ms(min(walls)):>9} "
-              f"{fmt_ms(max(walls)):>9}   {command.rss / 1024:5.1f} MiB "
+              f"{fmt_ms(max(walls)):>9} {fmt_ms(command.cpu):>9}   "
+              f"{command.rss / 1024:5.1f} MiB "
               f"({min(command.rss_kib) / 1024:.1f}-{max(command.rss_kib) / 1024:.1f})")
     python = commands["python"].wall
     ratios = {}
     for what in ("list", "show", "tail"):
         big, small = commands[f"{what}-big"], commands[f"{what}-small"]
         ratios[what] = (big.wall / small.wall, big.rss / small.rss)
-        print(f"ratio {what} big/small: wall {ratios[what][0]:.2f}, peak RSS "
+        print(f"ratio {what} big/small: wall {ratios[what][0]:.2f}, CPU "
+              f"{big.cpu / small.cpu:.2f}, peak RSS "
               f"{ratios[what][1]:.2f};  over python -c pass: small "
               f"{small.wall / python:.2f} x, big {big.wall / python:.2f} x")
 

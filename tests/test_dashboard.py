@@ -106,6 +106,25 @@ def test_the_runs_page_lists_runs_with_the_lifecycle_bar(client: TestClient,
     assert "No runs match these filters." in client.get("/runs", params={"repo": "/nowhere"}).text
 
 
+def test_the_verify_page_names_a_missing_head_beside_matching_views(tmp_path: Path) -> None:
+    """`registry verify` checks the open threads' heads (`registry show` no longer
+    does): the page says the views match a replay and the verdict still fails."""
+    kit = make_kit(new_cli(tmp_path), tmp_path)
+    kit.cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
+    kit.put_workflow()
+    thread = kit.start()
+    head = kit.ok("thread", "step", thread)["head"]
+    [node] = list((kit.home / "cas").rglob(f"{head}.json"))
+    node.unlink()
+    with TestClient(create_app(context_of(kit.cli))) as client:
+        page = client.get("/verify").text
+        twin = _json(client, "/verify")["registry verify"]
+    assert ('<p class="verdict failed">FAILED: the views match a replay of the log; '
+            "the head nodes of 1 open thread checked: 1 missing from the CAS, 0 damaged</p>"
+            in page), page
+    assert twin["heads"]["missing"] == [{"thread": thread, "head": head}]
+
+
 def test_a_run_page_has_its_graph_steps_and_path(client: TestClient, fleet: Fleet) -> None:
     page = client.get(f"/runs/{fleet.done}").text
     assert '<span class="badge completed">completed</span>' in page

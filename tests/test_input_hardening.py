@@ -364,7 +364,8 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
     try:
         workflows.put_workflow(store, EXAMPLE)
         before = snapshot(cli.home)
-        monkeypatch.setattr(workflows, "compile_workflow", lax)
+        # (put imports the compiler when it runs: patched where it is defined)
+        monkeypatch.setattr("uwf.workflow.compile.compile_workflow", lax)
         with pytest.raises(Rejected, match="Workflow schema") as caught:
             workflows.put_workflow(store, EXAMPLE)
         assert "'extra' was unexpected" in caught.value.what

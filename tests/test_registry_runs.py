@@ -1,6 +1,7 @@
 """`registry show` on the run index: runs per lifecycle and per repo (kept counts),
-the runs a stale view has not folded yet, the runs whose nodes are gone, and the
-repo scope."""
+the runs a stale view has not folded yet and the repo scope; `registry verify` naming
+the open runs whose head node is gone or damaged (show reads no node: its cost must
+not grow with the threads in progress)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ def registry(kit: Kit, *args: str, cwd: Path | None = None) -> dict[str, Any]:
     return loaded
 
 
+def verified(kit: Kit, code: int) -> dict[str, Any]:
+    """`uwf registry verify`, expecting exit `code` (1: a difference or a damaged head)
+    and nothing on stderr; its JSON."""
+    result = kit.uwf("registry", "verify")
+    assert (result.code, result.err) == (code, ""), result
+    loaded: dict[str, Any] = json.loads(result.out)
+    return loaded
+
+
 def test_runs_per_lifecycle_and_repo(cli: Cli, tmp_path: Path) -> None:
     kit = make_kit(cli, tmp_path)
     kit.put_workflow()
@@ -47,7 +57,12 @@ def test_runs_per_lifecycle_and_repo(cli: Cli, tmp_path: Path) -> None:
     assert runs["archived"] == 1
     assert runs["repos"] == [{"repo": str(repo_a), "runs": 2, "queueEntries": 0},
                              {"repo": str(repo_b), "runs": 1, "queueEntries": 0}]
-    assert (runs["staleRuns"], runs["staleCount"], runs["missingRuns"]) == ([], 0, [])
+    assert (runs["staleRuns"], runs["staleCount"]) == ([], 0)
+    assert "missingRuns" not in runs  # the heads are verify's to check
+    assert "heads" not in registry(kit)
+    checked = verified(kit, 0)
+    assert (checked["ok"], checked["differences"]) == (True, [])
+    assert checked["heads"] == {"checked": 1, "missing": [], "corrupt": []}  # the open one
 
     scoped = registry(kit, "--scope", "repo", cwd=repo_b)["runs"]
     assert scoped["lifecycles"] == {"queued": 1}
@@ -81,15 +96,25 @@ def test_a_run_whose_head_is_gone_is_a_missing_run(cli: Cli, tmp_path: Path) -> 
     assert kit.step(thread).code == 0
     head = kit.show(thread)["head"]
     (kit.home / "cas" / head[:2] / f"{head}.json").unlink()
+    log = kit.cli.log_bytes()
 
-    shown = registry(kit)
-    assert shown["status"] == "missing-nodes"
-    assert shown["runs"]["missingRuns"] == [thread]
+    checked = verified(kit, 1)
+    assert checked["ok"] is False
+    assert checked["differences"] == []  # the views are right; the CAS lost the node
+    assert checked["heads"] == {"checked": 1, "missing": [{"thread": thread, "head": head}],
+                                "corrupt": []}
     run = kit.ok("run", "show", thread)
     assert (run["found"], run["freshness"]) == (False, "missing")
     assert run["missingNodes"] == [head]
     assert "run" not in run  # only the last-known record, flagged
     assert run["lastKnown"]["freshness"] == "missing"
+    # Not resumed: it fails closed, naming the node.
+    refused = kit.uwf("run", "resume", thread)
+    assert refused.code == 1
+    assert head in refused.err
+    # registry show reads no node: the views are as valid as they were.
+    assert registry(kit)["status"] == "valid"
+    assert kit.cli.log_bytes() == log
 
 
 def test_a_repo_given_by_a_subfolder_is_its_git_top_level(cli: Cli, tmp_path: Path) -> None:
@@ -167,12 +192,13 @@ def test_a_run_whose_node_is_damaged_is_corrupt_never_valid(
     assert "restore the nodes" in run["nextAction"]
     listed = kit.ok("run", "list")["runs"]
     assert [item["freshness"] for item in listed] == ["corrupt"]
-    if which == "head":  # registry show checks the head of every open thread
-        shown = registry(kit)
-        assert shown["status"] == "corrupt-nodes"
-        assert shown["runs"]["corruptRuns"] == [thread]
-        assert shown["runs"]["missingRuns"] == []
-        assert "is damaged in the CAS" in shown["nextAction"]
+    if which == "head":  # registry verify checks the head of every open thread
+        checked = verified(kit, 1)
+        assert checked["ok"] is False
+        assert checked["heads"] == {"checked": 1, "missing": [],
+                                    "corrupt": [{"thread": thread, "head": node}]}
+    else:  # not a head: json-cas verify --all finds it; the run fails closed (above)
+        assert verified(kit, 0)["heads"] == {"checked": 1, "missing": [], "corrupt": []}
     # Not resumed (nor rerun): it fails closed.
     refused = kit.uwf("run", "resume", thread)
     assert refused.code == 1

@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,27 +55,36 @@ def working_folder() -> Path | None:
         return None
 
 
-@dataclass
 class Context:
-    """The global options of one command; the settings and store they name, lazily."""
+    """The global options of one command; the settings and store they name, lazily.
 
-    store_root: str | None = None  # --store; else UWF_HOME and the defaults
-    json: bool = False  # --json
-    now: str | None = None  # --now; else UWF_NOW
-    # Shown while a read rebuilds absent views (the CLI passes a terminal progress bar).
-    progress: Callable[[int, int], None] | None = None
-    # Where a long command draws more bars (`thread run`'s steps, `log verify`'s events):
-    # the CLI's when stderr is a terminal; None draws nothing (piped, an MCP call).
-    bars: Bars | None = None
-    # The environment and working folder the command runs in (None: it has none).
-    environ: Mapping[str, str] = field(default_factory=process_environ)
-    cwd: Path | None = field(default_factory=working_folder)
-    _store: Store | None = field(default=None, init=False, repr=False)
+    A plain class (not a dataclass: making one compiles its methods, a cost every
+    command would pay at start-up)."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, *, store_root: str | None = None, json: bool = False,
+                 now: str | None = None, progress: Callable[[int, int], None] | None = None,
+                 bars: Bars | None = None, environ: Mapping[str, str] | None = None,
+                 cwd: Path | EllipsisType | None = ...) -> None:
         from uwf.engine.clock import clock_from
 
+        self.store_root = store_root  # --store; else UWF_HOME and the defaults
+        self.json = json  # --json
+        self.now = now  # --now; else UWF_NOW
+        # Shown while a read rebuilds absent views (the CLI passes a terminal progress bar).
+        self.progress = progress
+        # Where a long command draws more bars (`thread run`'s steps, `log verify`'s
+        # events): the CLI's when stderr is a terminal; None draws nothing (piped, MCP).
+        self.bars = bars
+        # The environment and working folder the command runs in (by default this
+        # process's, copied now; a cwd of None: it has none).
+        self.environ: Mapping[str, str] = process_environ() if environ is None else environ
+        self.cwd: Path | None = working_folder() if cwd is ... else cwd
+        self._store: Store | None = None
         clock_from(self.now, self.environ)  # a malformed --now / UWF_NOW: a usage error now
+
+    def __repr__(self) -> str:
+        return (f"Context(store_root={self.store_root!r}, json={self.json!r}, "
+                f"now={self.now!r}, cwd={self.cwd!r})")
 
     @functools.cached_property
     def settings(self) -> Settings:

@@ -1,34 +1,25 @@
 """`uwf`: every command declared once; handlers are thin calls into the features' services.
 
-Imports of the engine happen inside handlers, so `uwf --help` and each
-command pay only for what they use (the CLI runs once per agent step).
+Imports of the engine happen inside handlers, and each group's declarations
+(`uwf.cli.threads`, `uwf.cli.queue`, ...) are imported only when the command line
+names that group (`Lazy`), so `uwf workflow show` and each command pay only for
+what they use (the CLI runs once per agent step).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from uwf.cli.archive import ARCHIVE_COMMANDS
-from uwf.cli.bridge import BRIDGE_COMMANDS
-from uwf.cli.context import Context
-from uwf.cli.dashboard import DASHBOARD_COMMANDS
-from uwf.cli.demo import DEMO_COMMANDS
-from uwf.cli.log import LOG_COMMANDS
-from uwf.cli.mcp import MCP_COMMANDS
-from uwf.cli.queue import QUEUE_COMMANDS
 from uwf.cli.render import console, panel
-from uwf.cli.runs import RUN_COMMANDS
-from uwf.cli.spec import Command, Group, on_store
-from uwf.cli.storecmd import STORE_COMMANDS
-from uwf.cli.threads import THREAD_COMMANDS
-from uwf.cli.worker import WORKER_COMMANDS
+from uwf.cli.spec import Command, Group, Lazy, on_store
 from uwf.config.args import NoArgs
-from uwf.runs import commands as runs
-from uwf.runs.commands import Scoped
 from uwf.workflows import commands as workflows
 from uwf.workflows.commands import WorkflowPut, WorkflowShow
+
+if TYPE_CHECKING:
+    from uwf.cli.context import Context
 
 # -- workflow ----------------------------------------------------------------
 
@@ -83,13 +74,86 @@ def _registry_panel(payload: dict[str, Any]) -> str:
         if runs["staleCount"]:
             rows.append(("stale runs", f"{runs['staleCount']}: "
                          + " ".join(runs["staleRuns"])))
-        if runs["missingRuns"]:
-            rows.append(("missing runs", " ".join(runs["missingRuns"])))
-        if runs.get("corruptRuns"):
-            rows.append(("corrupt runs", " ".join(runs["corruptRuns"])))
     rows.append(("next", payload["nextAction"]))
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
+
+
+def _registry() -> Sequence[Command[Any]]:
+    from uwf.runs import commands as runs
+    from uwf.runs.commands import Scoped
+
+    return [
+        Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
+                "next action.", "uwf registry show", Scoped, on_store(runs.registry_show),
+                human=_registry_panel, read_only=True),
+        Command(("registry", "refresh"), "Catch the views up with the log.",
+                "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
+        Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
+                "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
+        Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
+                "persisted views row by row, and look for every open thread's head node in the CAS "
+                "(exit 1 on any difference or missing or damaged head).",
+                "uwf registry verify", NoArgs, on_store(runs.registry_verify),
+                ok_exit=True, read_only=True),
+    ]
+
+
+# -- the other groups, each imported when named ------------------------------------
+
+def _threads() -> Sequence[Command[Any]]:
+    from uwf.cli.threads import THREAD_COMMANDS
+    return THREAD_COMMANDS
+
+
+def _runs() -> Sequence[Command[Any]]:
+    from uwf.cli.runs import RUN_COMMANDS
+    return RUN_COMMANDS
+
+
+def _queue() -> Sequence[Command[Any]]:
+    from uwf.cli.queue import QUEUE_COMMANDS
+    return QUEUE_COMMANDS
+
+
+def _worker() -> Sequence[Command[Any]]:
+    from uwf.cli.worker import WORKER_COMMANDS
+    return WORKER_COMMANDS
+
+
+def _archive() -> Sequence[Command[Any]]:
+    from uwf.cli.archive import ARCHIVE_COMMANDS
+    return ARCHIVE_COMMANDS
+
+
+def _bridge() -> Sequence[Command[Any]]:
+    from uwf.cli.bridge import BRIDGE_COMMANDS
+    return BRIDGE_COMMANDS
+
+
+def _log() -> Sequence[Command[Any]]:
+    from uwf.cli.log import LOG_COMMANDS
+    return LOG_COMMANDS
+
+
+def _store() -> Sequence[Command[Any]]:
+    from uwf.cli.storecmd import STORE_COMMANDS
+    return STORE_COMMANDS
+
+
+def _demo() -> Sequence[Command[Any]]:
+    from uwf.cli.demo import DEMO_COMMANDS
+    return DEMO_COMMANDS
+
+
+def _mcp() -> Sequence[Command[Any]]:
+    from uwf.cli.mcp import MCP_COMMANDS
+    return MCP_COMMANDS
+
+
+def _dashboard() -> Sequence[Command[Any]]:
+    from uwf.cli.dashboard import DASHBOARD_COMMANDS
+    return DASHBOARD_COMMANDS
 
 
 COMMANDS = Group(
@@ -118,28 +182,18 @@ COMMANDS = Group(
                 human=_workflow_panel),
         Command(("workflow", "list"), "List registered workflows by name.",
                 "uwf workflow list", NoArgs, on_store(workflows.list_all), read_only=True),
-        *THREAD_COMMANDS,
-        *RUN_COMMANDS,
-        *QUEUE_COMMANDS,
-        *WORKER_COMMANDS,
-        *ARCHIVE_COMMANDS,
-        *BRIDGE_COMMANDS,
-        Command(("registry", "show"), "Show each view's freshness, rows, durability and the "
-                "next action.", "uwf registry show", Scoped, on_store(runs.registry_show),
-                human=_registry_panel, read_only=True),
-        Command(("registry", "refresh"), "Catch the views up with the log.",
-                "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
-        Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
-                "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
-        Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
-                "persisted views row by row (exit 1 on any difference).",
-                "uwf registry verify", NoArgs, on_store(runs.registry_verify),
-                ok_exit=True, read_only=True),
-        *LOG_COMMANDS,
-        *STORE_COMMANDS,
-        *DEMO_COMMANDS,
-        *MCP_COMMANDS,
-        *DASHBOARD_COMMANDS,
+        Lazy(("thread", "agent"), _threads),
+        Lazy(("run", "history"), _runs),
+        Lazy(("queue", "sched"), _queue),
+        Lazy(("worker",), _worker),
+        Lazy(("archive",), _archive),
+        Lazy(("bridge",), _bridge),
+        Lazy(("registry",), _registry),
+        Lazy(("log",), _log),
+        Lazy(("store",), _store),
+        Lazy(("demo",), _demo),
+        Lazy(("mcp",), _mcp),
+        Lazy(("dashboard",), _dashboard),
     ],
 )
 

@@ -11,7 +11,6 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
@@ -42,9 +41,9 @@ class _Parser(argparse.ArgumentParser):
 
 # -- the declaration, as the command line sees it ----------------------------------
 
-@dataclass(frozen=True)
-class Param:
-    """One field of an `Args` Struct, read for the command line."""
+class Param(msgspec.Struct, frozen=True):
+    """One field of an `Args` Struct, read for the command line (a Struct: a dataclass
+    would compile its methods at every start-up)."""
 
     name: str  # the field's encoded name: argparse's dest, the schema's property
     help: str
@@ -150,19 +149,18 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
     """The whole command line of `group`, each command's arguments from its Struct; with
     `only`, that command's branch alone: all a command line naming it needs (the whole
     tree costs tens of milliseconds of argparse and type inspection per process)."""
+    commands = group.commands if only is None else [only]  # (only: no other imported)
     parser = _Parser(
         prog=group.prog,
         description=group.description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n" + "\n".join(f"  {c.example}" for c in group.commands[:4]),
+        epilog="examples:\n" + "\n".join(f"  {c.example}" for c in commands[:4]),
     )
     _global_options(parser, argparse.SUPPRESS)
     top = parser.add_subparsers(dest="_group", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     subgroups: dict[str, argparse._SubParsersAction[Any]] = {}
-    for command in group.commands:
-        if only is not None and command is not only:
-            continue
+    for command in commands:
         if len(command.path) == 1:
             target = top
         else:
@@ -273,7 +271,9 @@ def named(group: Group, argv: Sequence[str]) -> Command[Any] | None:
             return None
         at += 2 if _GLOBALS[found[0]] and not equals else 1
     words = tuple(argv[at:at + 2])
-    for command in group.commands:
+    if not words:
+        return None
+    for command in group.named(words[0]):  # only the declarations that may hold it
         if words[:len(command.path)] == command.path:
             return command
     return None

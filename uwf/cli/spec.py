@@ -10,8 +10,7 @@ with `uwf.payload.to_payload`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
@@ -38,9 +37,11 @@ def on_store(operation: Callable[[A, Store], R]) -> Callable[[A, Context], R]:
     return handler
 
 
-@dataclass(frozen=True)
-class Command(Generic[A]):
-    """A command: `path` such as ("workflow", "put"), its arguments and its handler."""
+class Command(msgspec.Struct, Generic[A], frozen=True):
+    """A command: `path` such as ("workflow", "put"), its arguments and its handler.
+
+    A frozen Struct, not a dataclass: every process declares some sixty of these
+    classes' instances, and a dataclass compiles its methods at start-up."""
 
     path: tuple[str, ...]
     help: str
@@ -86,17 +87,56 @@ class Command(Generic[A]):
         return " ".join(self.path)
 
 
-@dataclass
-class Group:
-    """Commands under one binary, with the help of each group."""
+class Lazy(msgspec.Struct, frozen=True):
+    """Commands declared in a module that is imported only when a command line names
+    one of `words` (the first word of each of their paths), or when every command is
+    wanted (`--help`, an MCP server): `uwf workflow show` does not import the queue's,
+    the archive's or the worker's declarations."""
 
-    prog: str
-    description: str
-    groups: dict[str, str]
-    commands: list[Command[Any]]
+    words: tuple[str, ...]
+    load: Callable[[], Sequence[Command[Any]]]
+
+
+class Group:
+    """Commands under one binary, with the help of each group. `declared` holds
+    commands, and `Lazy` blocks of them, in the order `--help` lists them."""
+
+    def __init__(self, prog: str, description: str, groups: dict[str, str],
+                 commands: Sequence[Command[Any] | Lazy]) -> None:
+        self.prog = prog
+        self.description = description
+        self.groups = groups
+        self.declared = list(commands)
+        self._loaded: list[Command[Any]] | None = None
+
+    @property
+    def commands(self) -> list[Command[Any]]:
+        """Every command, each lazy block imported (once)."""
+        if self._loaded is None:
+            self._loaded = [command for entry in self.declared for command in _each(entry)]
+        return self._loaded
+
+    def named(self, word: str) -> list[Command[Any]]:
+        """The commands whose path may start with `word`: the ones declared here and the
+        lazy blocks that say they hold `word`, the others not imported."""
+        if self._loaded is not None:
+            return self._loaded
+        return [command for entry in self.declared
+                if not isinstance(entry, Lazy) or word in entry.words
+                for command in _each(entry)]
 
     def __iter__(self) -> Iterator[Command[Any]]:
         return iter(self.commands)
+
+
+def _each(entry: Command[Any] | Lazy) -> Sequence[Command[Any]]:
+    if not isinstance(entry, Lazy):
+        return (entry,)
+    commands = entry.load()
+    if stray := [command.name for command in commands if command.path[0] not in entry.words]:
+        raise TypeError(f"commands {stray} are not under {entry.words}: add their first "
+                        "word to the Lazy block that declares them")
+    return commands
 
 
 def command_schemas(group: Group) -> dict[str, dict[str, Any]]:

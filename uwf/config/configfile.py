@@ -7,8 +7,6 @@ values go into agent environments only: never into events, CAS nodes or output.
 
 from __future__ import annotations
 
-import logging
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +76,8 @@ def _quiet_dotenv() -> None:
     """python-dotenv logs a line it cannot parse (a quote left open) as a warning, which
     Python prints raw on stderr when no logging is configured: a second line beside a
     one-line error, on every command. The line is skipped, as it is for the agents."""
+    import logging  # (python-dotenv imports it anyway; a command without `.env` does not)
+
     logger = logging.getLogger("dotenv.main")
     if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
         logger.addHandler(logging.NullHandler())
@@ -178,6 +178,8 @@ def resolve_agent(config: Config, workflow: str, role: str, flag: str | None) ->
         if flag in agents:
             spec = agents[flag]
             return AgentChoice(flag, [spec.command, *spec.args], "--agent")
+        import shlex
+
         try:
             argv = shlex.split(flag)
         except ValueError as exc:

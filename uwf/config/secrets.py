@@ -53,11 +53,15 @@ def load_redactor(env: Mapping[str, str], config_path: Path) -> Redact | None:
     load still has its `.env` masked: the commands that use the config report the
     problem, and masking must not depend on it being valid.
     """
+    from uwf.redact import redactor
+
+    if not config_path.exists() and not (config_path.parent / ".env").exists():
+        # Nothing to read but the environment: the config's modules stay unimported.
+        return redactor(secret_values(env, None), min_length=MIN_LENGTH)
     from uwf.config.configfile import Config, WorkflowConfig, load_config
     from uwf.config.inputfile import read_input
     from uwf.config.yamlfile import MAX_FILE_BYTES
     from uwf.errors import Rejected, UwfError
-    from uwf.redact import redactor
 
     config = Config(WorkflowConfig(), None, config_path.parent / ".env")
     try:

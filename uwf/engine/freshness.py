@@ -5,15 +5,15 @@ folded) or unreadable, as `uwf registry show` reports it. Measuring changes noth
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from uwf.engine.log import Checkpoint, EventLog
 from uwf.engine.viewspec import ViewStore
 from uwf.errors import Corrupt
 
 
-@dataclass(frozen=True)
-class ViewFreshness:
+class ViewFreshness(msgspec.Struct, frozen=True):
     """How one persisted view stands against the log."""
 
     status: str  # valid | stale | absent | mismatch | unreadable
@@ -24,15 +24,15 @@ class ViewFreshness:
 _SEVERITY = ("valid", "stale", "absent", "mismatch", "unreadable")
 
 
-@dataclass(frozen=True)
-class Freshness:
-    """How the views stand against the log: the worst view decides `status`."""
+class Freshness(msgspec.Struct, frozen=True):
+    """How the views stand against the log: the worst view decides `status`.
+    (A frozen Struct: a dataclass compiles its methods at every start-up.)"""
 
     status: str
     checkpoint: int
     log_seq: int
     behind: int
-    views: dict[str, ViewFreshness] = field(default_factory=dict)
+    views: dict[str, ViewFreshness] = msgspec.field(default_factory=dict)
 
 
 def measure(log: EventLog, store: ViewStore, names: Sequence[str],

@@ -32,7 +32,9 @@ class StructProjection:
 
     def __init__(self) -> None:
         self._encoder = msgspec.json.Encoder()
-        self._decoder = msgspec.json.Decoder(self.state_type)
+        # Made on the first row read: making it resolves the state type's annotations,
+        # which a command that reads no row of this view (most of them) never needs.
+        self._decoder: msgspec.json.Decoder[Any] | None = None
 
     def spec(self) -> ViewSpec:
         return ViewSpec(self.name, self.version, self.columns, self.indexes, self.counted,
@@ -58,6 +60,8 @@ class StructProjection:
         return self._encoder.encode(state)
 
     def decode(self, raw: bytes) -> Any:
+        if self._decoder is None:
+            self._decoder = msgspec.json.Decoder(self.state_type)
         try:
             return self._decoder.decode(raw)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string not UTF-8 too

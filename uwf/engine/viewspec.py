@@ -30,8 +30,9 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
+
+import msgspec
 
 from uwf.engine.log import Checkpoint
 
@@ -47,9 +48,10 @@ ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstu
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
-@dataclass(frozen=True)
-class ViewSpec:
-    """What a projection declares about its view's storage."""
+class ViewSpec(msgspec.Struct, frozen=True, dict=True):
+    """What a projection declares about its view's storage. (A frozen Struct: a
+    dataclass compiles its methods at every start-up; `dict` holds the cached
+    `signature`.)"""
 
     name: str
     version: int
@@ -100,9 +102,9 @@ def resolved(new: Checkpoint | Callable[[], Checkpoint]) -> Checkpoint:
     return new() if callable(new) else new
 
 
-@dataclass(frozen=True)
-class Query:
-    """A read of one view: filter, search, order, page."""
+class Query(msgspec.Struct, frozen=True):
+    """A read of one view: filter, search, order, page. (A frozen Struct: a dataclass
+    compiles its methods at every start-up.)"""
 
     view: str
     where: tuple[tuple[str, str, Any], ...] = ()

@@ -35,7 +35,11 @@ _NEXT = {
 
 
 def show(store: Store, scope: str = "home") -> RegistryShown:
-    """Freshness of every view, row counts, durability and the next action."""
+    """Freshness of every view, row counts, durability and the next action.
+
+    Kept counts and index reads only, so its cost does not grow with the store: no
+    thread's head node is read here (`verify` checks them, and every command that
+    reads a run's nodes fails closed on a missing or damaged one)."""
     freshness = store.journal.freshness()
     status = freshness.status
     views = {}
@@ -45,28 +49,6 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
         views[name] = ViewStatus(status=label,
                                  rows=store.views.count(Query(name)) if readable else 0)
     readable = status in ("valid", "stale")
-    checked = 0
-    damaged: dict[str, list[DamagedHead]] = {"missing": [], "corrupt": []}
-    if readable:
-        try:
-            checked, damaged = _damaged_heads(store)
-        except Corrupt:  # a row that does not decode: the views file was edited
-            status = "unreadable"
-    next_action = _NEXT[status]
-    missing, corrupt = damaged["missing"], damaged["corrupt"]
-    for kind, found in (("corrupt", corrupt), ("missing", missing)):  # missing first
-        if not found:
-            continue
-        # A thread whose head node is gone or damaged cannot be shown or stepped: the
-        # store is not valid (fail closed: a damaged node is never read as healthy).
-        status = f"{kind}-nodes"
-        first = found[0]
-        more = (f" (and {len(found) - 1} more, in heads.{kind})" if len(found) > 1 else "")
-        what = ("is missing from the CAS" if kind == "missing" else
-                "is damaged in the CAS (it does not hash to its name)")
-        next_action = (f"thread {first.thread}'s head {first.head} {what}{more}: "
-                       "restore it from a backup (`json-cas verify --all` lists what else "
-                       "is damaged), or kill the thread")
     return RegistryShown(
         store=store.location,
         scope=scope,
@@ -79,22 +61,18 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
         views=views,
         counts=Counts(workflows=views["workflows"].rows,
                       threads=_thread_counts(store) if readable else {}),
-        heads=Heads(checked=checked, missing=missing, corrupt=corrupt),
-        runs=(_runs(store, freshness.views.get("runs"), scope, missing, corrupt)
-              if readable else RunIndex()),
-        next_action=next_action,
+        runs=(_runs(store, freshness.views.get("runs"), scope) if readable else RunIndex()),
+        next_action=_NEXT[status],
     )
 
 
 STALE_SHOWN = 20
 
 
-def _runs(store: Store, view: ViewFreshness | None, scope: str,
-          missing: list[DamagedHead], corrupt: list[DamagedHead]) -> RunIndex:
+def _runs(store: Store, view: ViewFreshness | None, scope: str) -> RunIndex:
     """The run index as persisted: its sourceFingerprint, runs per derived lifecycle and
-    per repo (kept counts, not a scan), the runs whose events the view has not folded yet
-    (`staleRuns`, from the log after its checkpoint: as many lines as it is behind),
-    `missingRuns` and `corruptRuns` (open runs whose head is gone or damaged)."""
+    per repo (kept counts, not a scan), and the runs whose events the view has not folded
+    yet (`staleRuns`, from the log after its checkpoint: as many lines as it is behind)."""
     from uwf.config.repo import find_repo
     from uwf.runs.service import lifecycle_counts, runs_after
 
@@ -122,34 +100,30 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str,
                if name is not None and (repo is None or name == repo)],
         stale_runs=stale[:STALE_SHOWN],
         stale_count=len(stale),
-        missing_runs=[entry.thread for entry in missing],
-        corrupt_runs=[entry.thread for entry in corrupt],
     )
 
 
-def _damaged_heads(store: Store) -> tuple[int, dict[str, list[DamagedHead]]]:
-    """Open (active or blocked) threads whose head node is not in the CAS (`missing`),
-    or is there but does not hash to its name (`corrupt`).
+def damaged_heads(store: Store) -> Heads:
+    """Open (idle, running or blocked) threads whose head node is not in the CAS
+    (`missing`), or is there but does not hash to its name (`corrupt`).
 
-    Only open threads: they are the ones a step or an agent will read, and their
-    number stays small while ended threads pile up. One index range of the view and
-    one read (and hash) per open thread; the views are read as persisted (show never
-    catches up).
+    Only open threads: they are the ones a step or an agent will read next, and
+    killing one is a way out. One index range of the view and one read (and hash) per
+    open thread: `verify`'s cost, never `show`'s.
     """
     from uwf.threads.service import head_damage
 
     decode = store.journal.projections["threads"].decode
-    checked = 0
-    # Of the open threads, in key (creation) order.
-    damaged: dict[str, list[DamagedHead]] = {"missing": [], "corrupt": []}
+    heads = Heads(checked=0, missing=[], corrupt=[])
     for key, raw in store.views.query(Query("threads", (("open", "=", 1),))):
         state = decode(raw)
         head = state.head or state.start
-        checked += 1
+        heads.checked += 1
         damage = head_damage(store.cas, head)
         if damage is not None:
-            damaged[damage].append(DamagedHead(thread=key, head=head))
-    return checked, damaged
+            (heads.missing if damage == "missing" else heads.corrupt).append(
+                DamagedHead(thread=key, head=head))
+    return heads
 
 
 def _thread_counts(store: Store) -> dict[str, int]:
@@ -175,14 +149,16 @@ def rebuild(store: Store, progress: Progress | None = None) -> Rebuilt:
 
 
 def verify(store: Store) -> Verified:
-    """Replay into a scratch copy and compare with the persisted views row by row."""
+    """Replay into a scratch copy and compare with the persisted views row by row; and
+    look for the head node of every open thread in the CAS (`damaged_heads`)."""
     differences: list[Difference] = []
     try:
         head = store.journal.refresh()
         expected = store.journal.replay()
     except Corrupt as exc:
         return Verified(ok=False, checkpoint=None, rows=0,
-                        differences=[Difference(view="*", key="*", problem=exc.line())])
+                        differences=[Difference(view="*", key="*", problem=exc.line())],
+                        heads=Heads(checked=0, missing=[], corrupt=[]))
     persisted = {
         (name, key): raw
         for name in store.journal.projections
@@ -217,5 +193,11 @@ def verify(store: Store) -> Verified:
             if store.views.counts(name, column) != want_counts:
                 differences.append(Difference(view=name, key="*",
                                               problem=f"counts by {column} differ from replay"))
-    return Verified(ok=not differences, checkpoint=head.seq, rows=len(persisted),
-                    differences=differences)
+    try:
+        heads = damaged_heads(store)
+    except Corrupt as exc:  # a threads row that does not decode: the views file was edited
+        heads = Heads(checked=0, missing=[], corrupt=[])
+        differences.append(Difference(view="threads", key="*", problem=exc.line()))
+    return Verified(ok=not differences and not heads.missing and not heads.corrupt,
+                    checkpoint=head.seq, rows=len(persisted), differences=differences,
+                    heads=heads)

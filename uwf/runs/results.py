@@ -211,7 +211,8 @@ class DamagedHead(Result):
 
 
 class Heads(Result):
-    """The open threads' heads checked, and those missing from or damaged in the CAS."""
+    """The open threads' heads checked (`registry verify`), and those missing from or
+    damaged in the CAS."""
 
     checked: int
     missing: list[DamagedHead]
@@ -233,8 +234,6 @@ class RunIndex(Result):
     repos: list[RepoRuns] | UnsetType = UNSET
     stale_runs: list[str] | UnsetType = UNSET
     stale_count: int | UnsetType = UNSET
-    missing_runs: list[str] | UnsetType = UNSET
-    corrupt_runs: list[str] | UnsetType = UNSET
 
 
 class RegistryShown(Result):
@@ -251,7 +250,6 @@ class RegistryShown(Result):
     durability: str
     views: dict[str, ViewStatus]
     counts: Counts
-    heads: Heads
     runs: RunIndex
     next_action: str
 
@@ -276,9 +274,11 @@ class Difference(Result):
 
 class Verified(Result):
     """`registry verify`: `ok` when a replay into a scratch copy matches the persisted
-    views row by row; else each difference (`checkpoint` null: the log is unreadable)."""
+    views row by row and every open thread's head node is in the CAS, undamaged; else
+    each difference (`checkpoint` null: the log is unreadable) and each damaged head."""
 
     ok: bool
     checkpoint: int | None
     rows: int
     differences: list[Difference]
+    heads: Heads

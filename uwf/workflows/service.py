@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from uwf.cas.hashing import is_hash, node_hash
 from uwf.cas.store import builtin_hash, meta_hash
@@ -16,13 +17,11 @@ from uwf.errors import NotFound, Rejected, UwfError
 from uwf.payload import UNSET
 from uwf.redact import redact_value
 from uwf.store import Store
-from uwf.workflow.compile import compile_workflow, workflow_warnings
 from uwf.workflows.events import WorkflowRegistered
 from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
 
 
-@dataclass(frozen=True)
-class CheckedWorkflow:
+class CheckedWorkflow(msgspec.Struct, frozen=True):
     """A workflow file read and checked, nothing written yet: what registering it
     would store and the hash its Workflow node will have."""
 
@@ -49,6 +48,10 @@ def put_workflow(store: Store, path: str | Path) -> Registered:
 def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
     """Read a workflow file (its `!include`s too) and check everything `put` checks;
     writes nothing."""
+    # Compiling (templates, conditions, output checks) is only for a file being put: a
+    # show or a list by name does not import it.
+    from uwf.workflow.compile import compile_workflow, workflow_warnings
+
     document = load_yaml(Path(path), includes=True)
     if store.redact is not None:
         # As the CAS will store it: schema hashes are computed over the redacted text.

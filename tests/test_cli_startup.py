@@ -1,0 +1,110 @@
+"""A command imports what it needs (issue 30, item 6): each group's declarations are
+imported only when the command line names that group (`uwf.cli.spec.Lazy`), and a
+read such as `uwf workflow show` loads none of the other groups' modules nor the
+workflow compiler. Measured with `python -X importtime` and bench/show.py; here only
+which modules load, never how long they take."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE
+from uwf.cli import main as uwf_cli
+from uwf.cli.parsing import named
+from uwf.cli.spec import Command, Group, Lazy
+from uwf.config.args import NoArgs
+
+# The modules a command of each kind may load from uwf.cli (the entry point's own).
+CLI_CORE = {"uwf.cli", "uwf.cli.main", "uwf.cli.render", "uwf.cli.spec", "uwf.cli.parsing",
+            "uwf.cli.context"}
+
+
+def loaded_after(argv: list[str], tmp_path: Path) -> list[str]:
+    """The uwf modules a fresh interpreter holds after `main(argv)` (exit 0)."""
+    probe = ("import contextlib, io, json, sys\nfrom uwf.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             f"    code = main({argv!r})\n"
+             "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('uwf'))]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60)
+    code, modules = json.loads(done.stdout)
+    assert code == 0, done.stderr
+    return list(modules)
+
+
+@pytest.fixture
+def store_with_workflow(tmp_path: Path) -> Path:
+    home = tmp_path / "store"
+    assert uwf_cli.main(["--store", str(home), "workflow", "put", str(EXAMPLE)]) == 0
+    return home
+
+
+def test_workflow_show_loads_no_other_group(store_with_workflow: Path, tmp_path: Path) -> None:
+    modules = loaded_after(["--store", str(store_with_workflow), "workflow", "show",
+                            "solve-issue"], tmp_path)
+    assert {m for m in modules if m.startswith("uwf.cli")} <= CLI_CORE
+    # No other feature's declarations (the store loads every feature's events and
+    # projections, not their commands), and no compiler: show reads the registered node.
+    for feature in ("threads", "runs", "queue", "archive", "worker", "bridge", "audit",
+                    "dashboard", "storecopy"):
+        assert f"uwf.{feature}.commands" not in modules, feature
+    assert not [m for m in modules if m.startswith("uwf.workflow.")]
+
+
+def test_a_named_group_loads_its_own_declarations_only(store_with_workflow: Path,
+                                                       tmp_path: Path) -> None:
+    modules = loaded_after(["--store", str(store_with_workflow), "thread", "list"], tmp_path)
+    assert "uwf.cli.threads" in modules
+    assert not {"uwf.cli.queue", "uwf.cli.archive", "uwf.cli.worker", "uwf.cli.runs",
+                "uwf.cli.mcp", "uwf.cli.log"} & set(modules)
+
+
+def test_help_and_every_surface_see_every_command() -> None:
+    """`uwf --help`, the MCP server and the docs iterate the group: every block loads,
+    in the order declared (the workflow commands first, then the threads')."""
+    group = uwf_cli.COMMANDS
+    names = [command.name for command in group]
+    assert names[:3] == ["workflow put", "workflow show", "workflow list"]
+    assert names[3].startswith("thread ")
+    for word in ("thread", "agent", "run", "history", "queue", "sched", "worker", "archive",
+                 "bridge", "registry", "log", "store", "demo", "mcp", "dashboard"):
+        assert any(command.path[0] == word for command in group), word
+    assert len(names) == len(set(names))
+
+
+def _two() -> list[Command[NoArgs]]:
+    def handler(args: NoArgs, ctx: object) -> str:
+        return "ok"
+    return [Command(("alpha", "one"), "One.", "x alpha one", NoArgs, handler),
+            Command(("beta", "two"), "Two.", "x beta two", NoArgs, handler)]
+
+
+def test_a_lazy_block_holding_an_undeclared_word_is_refused() -> None:
+    group = Group("x", "x", {}, [Lazy(("alpha",), _two)])
+    with pytest.raises(TypeError, match=r"\['beta two'\] are not under \('alpha',\)"):
+        group.named("alpha")
+    with pytest.raises(TypeError, match="beta two"):
+        list(group)
+
+
+def test_a_command_line_is_resolved_within_its_block() -> None:
+    loads: list[str] = []
+
+    def block(word: str) -> Lazy:
+        def load() -> list[Command[NoArgs]]:
+            loads.append(word)
+            return [command for command in _two() if command.path[0] == word]
+        return Lazy((word,), load)
+
+    group = Group("x", "x", {}, [block("alpha"), block("beta")])
+    found = named(group, ["--json", "beta", "two"])
+    assert found is not None
+    assert found.name == "beta two"
+    assert loads == ["beta"]  # alpha's block was not imported
+    assert named(group, ["gamma"]) is None  # unknown: argparse says so, with every block
+    assert [command.name for command in group] == ["alpha one", "beta two"]
