@@ -129,8 +129,13 @@ COMMANDS = Group(
                 human=_registry_panel, read_only=True),
         Command(("registry", "refresh"), "Catch the views up with the log.",
                 "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
-        Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
+        Command(("registry", "rebuild"), "New views: the kept snapshot and the log after "
+                "it, or the whole log replayed.",
                 "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
+        Command(("registry", "snapshot"), "Catch the views up and keep a snapshot of them "
+                "beside them: a rebuild, or a reader without views, restores it and folds "
+                "only the log after it.", "uwf registry snapshot", NoArgs,
+                on_store(runs.registry_snapshot)),
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row (exit 1 on any difference).",
                 "uwf registry verify", NoArgs, on_store(runs.registry_verify),

@@ -43,6 +43,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
+from uwf.engine.snapshot import Snapshot, Snapshots
 from uwf.engine.streams import Streams
 from uwf.engine.viewspec import (
     STREAMS,
@@ -53,7 +54,7 @@ from uwf.engine.viewspec import (
     ViewSpec,
     ViewStore,
 )
-from uwf.errors import Corrupt, UwfError
+from uwf.errors import Corrupt, UsageError, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
@@ -74,6 +75,18 @@ class _Folded:
 
     def __call__(self) -> Checkpoint:
         return self.head
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """What a rebuild did: the views' new head; the checkpoint of the snapshot it
+    restored (then only the log after it was folded), or why it refused the one kept."""
+
+    head: Checkpoint
+    restored: Checkpoint | None = None
+    refused: str | None = None
+
+
 Key = tuple[str, str]
 Progress = Callable[[int, int], None]
 # A long fold tells its progress (events folded of the head's seq) every this many lines.
@@ -156,9 +169,11 @@ class Journal:
         *,
         clock: Clock,
         redact: Redact | None = None,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.log = log
         self.views = views
+        self.snapshots = snapshots  # None: this view store keeps none (memory, PostgreSQL)
         self.projections = {projection.name: projection for projection in projections}
         self.catalog = catalog
         self.clock = clock
@@ -200,6 +215,7 @@ class Journal:
 
     def refresh(self, progress: Progress | None = None) -> Checkpoint:
         """Catch every view up with the log (building absent ones); fail on mismatch."""
+        restored = False
         for _attempt in range(100):
             checkpoints = self.views.checkpoints()
             for checkpoint in set(checkpoints.values()):
@@ -209,6 +225,11 @@ class Journal:
             target = self.log.head()  # folded to here: lines appended since wait their turn
             if target.seq == 0:
                 return GENESIS  # nothing logged: nothing to fold, nothing to create
+            if not checkpoints and not restored:
+                restored = True  # no views file: a snapshot the log holds, then its tail
+                snapshot, _refused = self._usable_snapshot()
+                if snapshot is not None and self._restore(snapshot, in_place=False):
+                    continue
             behind = {name: checkpoints.get(name) for name in self._folded
                       if checkpoints.get(name) != target}
             if not behind:
@@ -229,30 +250,81 @@ class Journal:
         raise Corrupt("the views would not take the caught-up state", "run `uwf registry rebuild`")
 
     def rebuild(self, progress: Progress | None = None) -> Checkpoint:
-        """Replay the whole log into new views, inside the writers' exclusive section
-        (so no write lands between the replay and its commit)."""
+        """`rebuild_views`' new head."""
+        return self.rebuild_views(progress).head
+
+    def rebuild_views(self, progress: Progress | None = None, *,
+                      snapshot: bool = True) -> Rebuild:
+        """New views, inside the writers' exclusive section (so no write lands between
+        the replay and its commit): the kept snapshot restored and the log after it
+        folded, when the log still holds its checkpoint (and `snapshot`); else the whole
+        log replayed."""
         self._not_deciding("rebuild the views")
         with self.log.exclusive():
-            for _attempt in range(100):
-                lines: Iterable[LogLine] = self.log.read()
-                if progress is not None:
-                    lines = self._with_progress(lines, progress, self.log.head().seq)
-                folded = _Folded(GENESIS)
-                parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
-                                    self._folded, folded)
-                changes, streams = next(parts, ({}, []))
-                try:
-                    checkpoints = self.views.checkpoints()
-                    expected = {name: checkpoints.get(name) for name in self._folded}
-                    if self.views.commit(changes, expected, folded,
-                                         reset=True, streams=streams, more=parts):
-                        return folded.head
-                except Corrupt:
-                    # The file itself is damaged (never merely busy: that is StoreBusy):
-                    # start a new one, and commit into it on the next round.
-                    self.views.drop()
-            raise Corrupt("the views would not take the rebuilt state",
-                          "check the views folder, then retry")
+            found, refused = self._usable_snapshot() if snapshot else (None, None)
+            if found is not None and self._restore(found, in_place=True):
+                return Rebuild(self.refresh(progress), restored=found.checkpoint)
+            return Rebuild(self._replay_all(progress), refused=refused)
+
+    def snapshot(self) -> Snapshot:
+        """Catch the views up with the log and keep a snapshot of them (SPEC §11)."""
+        if self.snapshots is None:
+            raise UsageError("this store's views keep no snapshots (only a folder store's "
+                             "SQLite views do)", "nothing to do: its views are rebuilt from "
+                             "the log")
+        self.refresh()
+        return self.snapshots.take()
+
+    def _usable_snapshot(self) -> tuple[Snapshot | None, str | None]:
+        """The kept snapshot when the log holds every checkpoint in it; else None, and why
+        it was refused (None: there is none)."""
+        found = None if self.snapshots is None else self.snapshots.latest()
+        if found is None:
+            return None, None
+        if found.problem is not None:
+            return None, f"snapshot {found.path.name} refused: {found.problem}"
+        for checkpoint in sorted(set(found.checkpoints.values())):
+            try:
+                self._check_match(checkpoint)
+            except Corrupt:
+                return None, (f"snapshot {found.path.name} refused: the log does not hold "
+                              f"its checkpoint (seq {checkpoint.seq}): it was cut or "
+                              "rewritten since")
+        return found, None
+
+    def _restore(self, snapshot: Snapshot, *, in_place: bool) -> bool:
+        assert self.snapshots is not None
+        try:
+            return self.snapshots.restore(snapshot, in_place=in_place)
+        except Corrupt:
+            if not in_place:
+                raise
+            # The views file itself is damaged: start a new one from the snapshot.
+            self.views.drop()
+            return self.snapshots.restore(snapshot, in_place=False)
+
+    def _replay_all(self, progress: Progress | None) -> Checkpoint:
+        """Replay the whole log into new views (inside the exclusive section)."""
+        for _attempt in range(100):
+            lines: Iterable[LogLine] = self.log.read()
+            if progress is not None:
+                lines = self._with_progress(lines, progress, self.log.head().seq)
+            folded = _Folded(GENESIS)
+            parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
+                                self._folded, folded)
+            changes, streams = next(parts, ({}, []))
+            try:
+                checkpoints = self.views.checkpoints()
+                expected = {name: checkpoints.get(name) for name in self._folded}
+                if self.views.commit(changes, expected, folded,
+                                     reset=True, streams=streams, more=parts):
+                    return folded.head
+            except Corrupt:
+                # The file itself is damaged (never merely busy: that is StoreBusy):
+                # start a new one, and commit into it on the next round.
+                self.views.drop()
+        raise Corrupt("the views would not take the rebuilt state",
+                      "check the views folder, then retry")
 
     def replay(self) -> dict[Key, Row]:
         """Every view row as a full replay would write it, without touching the views."""
