@@ -180,8 +180,17 @@ class Journal:
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
-        self._routes: dict[str, list[Projection]] = {}
+        # A projection whose state holds another's (`extends` names it, `apply_over`
+        # takes that one's new state for the same key and event): folded after it, from
+        # its result, so the state they share is folded once per event.
+        self._over: dict[str, tuple[str, Callable[[Any, Envelope, Any], Any]]] = {}
         for projection in projections:
+            base = getattr(projection, "extends", None)
+            if base in self.projections and base != projection.name:
+                self._over[projection.name] = (base, projection.apply_over)  # type: ignore[attr-defined]
+        self._bases = {base for base, _ in self._over.values()}
+        self._routes: dict[str, list[Projection]] = {}
+        for projection in sorted(projections, key=lambda p: p.name in self._over):
             for event_type in projection.event_types:
                 self._routes.setdefault(event_type, []).append(projection)
         self._local = threading.local()  # `decide` running in this thread
@@ -546,20 +555,32 @@ class Journal:
 
     def _apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
                present: set[str], known: Mapping[Key, Any] = _NOTHING) -> None:
+        folded: dict[str, tuple[str, Any]] | None = None  # a base's (key, new state)
         for projection in self._routes.get(envelope.type, ()):
-            if envelope.seq <= since[projection.name]:
+            name = projection.name
+            if envelope.seq <= since[name]:
                 continue  # this view folded it already
-            key = (projection.name, projection.key(envelope))
+            key = (name, projection.key(envelope))
             if key in states:
                 state = states[key]
             elif key in known:  # the stretch before's, already written
                 state = known[key]
-            elif projection.name in present:
+            elif name in present:
                 raw = self.views.load(*key)
                 state = None if raw is None else projection.decode(raw)
             else:
                 state = None
-            states[key] = projection.apply(state, envelope)
+            over = self._over.get(name)
+            if over is not None and folded is not None:
+                base = folded.get(over[0])
+                if base is not None and base[0] == key[1]:
+                    states[key] = over[1](state, envelope, base[1])
+                    continue
+            states[key] = new = projection.apply(state, envelope)
+            if name in self._bases:
+                if folded is None:
+                    folded = {}
+                folded[name] = (key[1], new)
 
     def _prefetch(self, envelopes: Sequence[Envelope]) -> dict[Key, Any]:
         """The current states of every entity the events change, read a view at a time
