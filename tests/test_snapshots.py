@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -307,3 +308,47 @@ def test_snapshot_of_an_empty_store_is_refused_with_one_line(env: Cli) -> None:
     assert result.err.count("\n") == 1
     assert "no views to keep a snapshot of" in result.err
     assert not list(env.home.glob("views/snapshot-*"))
+
+
+def journal_mode(home: Path) -> str:
+    import sqlite3
+
+    db = sqlite3.connect(home / "views" / "views.sqlite3")
+    try:
+        return str(db.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("another", [False, True])
+def test_a_restore_in_place_keeps_other_connections_valid(
+        env: Cli, store: Store, another: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uwf.engine import snapshot
+
+    unjournalled: list[bool] = []
+    original = snapshot._unjournalled
+
+    def recorded(db: Any, busy_timeout: float) -> bool:
+        unjournalled.append(original(db, busy_timeout))
+        return unjournalled[-1]
+
+    monkeypatch.setattr(snapshot, "_unjournalled", recorded)
+    write_runs(store, 0, 12)
+    kept = store.journal.snapshot()
+    write_runs(store, 12, 6)
+    head = store.log.head()
+    store.close()  # no connection of this store open: a restore with the journal off
+    reader = Store.open(env.home)
+    if another:  # a reader's connection open: the restore goes through the WAL
+        assert reader.read().get("runs", thread_id(13)) is not None
+    rebuilt = Store.open(env.home)
+    assert rebuilt.journal.rebuild_views().restored == kept.checkpoint
+    rebuilt.close()
+    assert unjournalled == [not another]
+    views = reader.read()
+    assert views.head == head
+    assert views.get("runs", thread_id(13)) is not None
+    assert reader.journal.freshness().status == "valid"
+    reader.close()
+    assert journal_mode(env.home) == "wal"
+    assert env.run("registry", "verify").code == 0
