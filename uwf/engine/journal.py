@@ -43,7 +43,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
-from uwf.engine.snapshot import Snapshot, Snapshots
+from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.streams import Streams
 from uwf.engine.viewspec import (
     STREAMS,
@@ -236,7 +236,7 @@ class Journal:
                 return GENESIS  # nothing logged: nothing to fold, nothing to create
             if not checkpoints and not restored:
                 restored = True  # no views file: a snapshot the log holds, then its tail
-                snapshot, _refused = self._usable_snapshot()
+                snapshot, _refused = usable(self.snapshots, self._check_match)
                 if snapshot is not None and self._restore(snapshot, in_place=False):
                     continue
             behind = {name: checkpoints.get(name) for name in self._folded
@@ -270,7 +270,7 @@ class Journal:
         log replayed."""
         self._not_deciding("rebuild the views")
         with self.log.exclusive():
-            found, refused = self._usable_snapshot() if snapshot else (None, None)
+            found, refused = usable(self.snapshots, self._check_match) if snapshot else (None, None)
             if found is not None and self._restore(found, in_place=True):
                 return Rebuild(self.refresh(progress), restored=found.checkpoint)
             return Rebuild(self._replay_all(progress), refused=refused)
@@ -283,23 +283,6 @@ class Journal:
                              "the log")
         self.refresh()
         return self.snapshots.take()
-
-    def _usable_snapshot(self) -> tuple[Snapshot | None, str | None]:
-        """The kept snapshot when the log holds every checkpoint in it; else None, and why
-        it was refused (None: there is none)."""
-        found = None if self.snapshots is None else self.snapshots.latest()
-        if found is None:
-            return None, None
-        if found.problem is not None:
-            return None, f"snapshot {found.path.name} refused: {found.problem}"
-        for checkpoint in sorted(set(found.checkpoints.values())):
-            try:
-                self._check_match(checkpoint)
-            except Corrupt:
-                return None, (f"snapshot {found.path.name} refused: the log does not hold "
-                              f"its checkpoint (seq {checkpoint.seq}): it was cut or "
-                              "rewritten since")
-        return found, None
 
     def _restore(self, snapshot: Snapshot, *, in_place: bool) -> bool:
         assert self.snapshots is not None

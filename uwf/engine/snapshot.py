@@ -23,7 +23,7 @@ import re
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -68,6 +68,25 @@ class Snapshots(Protocol):
         views file (a fresh reader: the file appears whole or not at all); with it
         (inside the writers' section), over the views as they are. Whether it did."""
         ...
+
+
+def usable(snapshots: Snapshots | None, match: Callable[[Checkpoint], None]
+           ) -> tuple[Snapshot | None, str | None]:
+    """The kept snapshot when the log holds every checkpoint in it (`match` raises
+    Corrupt when the line at a checkpoint's seq does not hash to its digest); else None,
+    and why it was refused (None: there is none)."""
+    found = None if snapshots is None else snapshots.latest()
+    if found is None:
+        return None, None
+    if found.problem is not None:
+        return None, f"snapshot {found.path.name} refused: {found.problem}"
+    for checkpoint in sorted(set(found.checkpoints.values())):
+        try:
+            match(checkpoint)
+        except Corrupt:
+            return None, (f"snapshot {found.path.name} refused: the log does not hold its "
+                          f"checkpoint (seq {checkpoint.seq}): it was cut or rewritten since")
+    return found, None
 
 
 class SqliteSnapshots:
