@@ -589,7 +589,7 @@ def test_torn_tail_is_ignored_reported_and_repaired(
         # after the append's write, before the views transaction (and the fsync)
         ("uwf/engine/segments.py", "append", "return", True, False),
         # inside the views transaction, before COMMIT
-        ("uwf/engine/viewstore.py", "_apply", "return", True, False),
+        ("uwf/engine/viewrows.py", "write_rows", "return", True, False),
         # the lock let go, the append not yet fsynced (the next writer's fsync covers it)
         ("uwf/engine/filelog.py", "settle", "call", True, False),
     ],

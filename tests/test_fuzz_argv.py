@@ -149,10 +149,13 @@ def _command_line(draw: st.DrawFn, group: Group) -> list[str]:
 
 
 def runnable(argv: Sequence[str]) -> list[str]:
-    """`argv` without what waits by design: a --follow flag goes, `worker` gets --once."""
+    """`argv` without what waits by design: a --follow flag goes, `worker` gets --once,
+    `dashboard` --check (it binds, prints its URL and stops instead of serving)."""
     words = [word for word in argv if word.split("=", 1)[0] not in FOLLOW]
     if "worker" in words:
         words.append("--once")
+    if "dashboard" in words:
+        words.append("--check")
     return words
 
 

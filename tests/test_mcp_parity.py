@@ -192,6 +192,7 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("archive verify", dir=str(archive))
     run("registry show")
     run("registry refresh")
+    run("registry snapshot")
     run("registry rebuild")
     run("registry verify")
     run("log tail", n=3)

@@ -32,6 +32,7 @@ from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.nodeview import NodeRecords, NodesProjection
 from uwf.engine.projection import StructProjection
+from uwf.engine.snapshot import SqliteSnapshots
 from uwf.engine.storeview import StoreProjection
 from uwf.engine.viewspec import ViewStore
 from uwf.engine.viewstore import SqliteViewStore
@@ -137,9 +138,11 @@ class Store:
         log = FileLog(path / "events", path / "lock", segment_bytes=settings.segment_bytes,
                       durable=settings.durable, lock_timeout=settings.lock_timeout)
         projections = all_projections()
-        views = SqliteViewStore(path / "views" / "views.sqlite3",
-                                [projection.spec() for projection in projections])
-        journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact)
+        specs = [projection.spec() for projection in projections]
+        views = SqliteViewStore(path / "views" / "views.sqlite3", specs)
+        snapshots = SqliteSnapshots(views.path, specs, durable=settings.durable)
+        journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact,
+                          snapshots=snapshots)
         loose = FileBlobs(path / "cas", settings.durable)
         Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
         cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)

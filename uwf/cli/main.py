@@ -89,8 +89,13 @@ def _registry() -> Sequence[Command[Any]]:
                 human=_registry_panel, read_only=True),
         Command(("registry", "refresh"), "Catch the views up with the log.",
                 "uwf registry refresh", Scoped, on_store(runs.registry_refresh)),
-        Command(("registry", "rebuild"), "Drop the views and replay the whole log.",
+        Command(("registry", "rebuild"), "New views: the kept snapshot and the log after "
+                "it, or the whole log replayed.",
                 "uwf registry rebuild", Scoped, on_store(runs.registry_rebuild)),
+        Command(("registry", "snapshot"), "Catch the views up and keep a snapshot of them "
+                "beside them: a rebuild, or a reader without views, restores it and folds "
+                "only the log after it.", "uwf registry snapshot", NoArgs,
+                on_store(runs.registry_snapshot)),
         Command(("registry", "verify"), "Replay into a scratch copy and compare with the "
                 "persisted views row by row, and look for every open thread's head node in the CAS "
                 "(exit 1 on any difference or missing or damaged head).",

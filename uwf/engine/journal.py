@@ -44,6 +44,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
+from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.streams import Streams
 from uwf.engine.viewspec import (
     STREAMS,
@@ -54,7 +55,7 @@ from uwf.engine.viewspec import (
     ViewSpec,
     ViewStore,
 )
-from uwf.errors import Corrupt, UwfError
+from uwf.errors import Corrupt, UsageError, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
@@ -75,6 +76,18 @@ class _Folded:
 
     def __call__(self) -> Checkpoint:
         return self.head
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """What a rebuild did: the views' new head; the checkpoint of the snapshot it
+    restored (then only the log after it was folded), or why it refused the one kept."""
+
+    head: Checkpoint
+    restored: Checkpoint | None = None
+    refused: str | None = None
+
+
 Key = tuple[str, str]
 Progress = Callable[[int, int], None]
 # A long fold tells its progress (events folded of the head's seq) every this many lines.
@@ -157,17 +170,28 @@ class Journal:
         *,
         clock: Clock,
         redact: Redact | None = None,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.log = log
         self.views = views
+        self.snapshots = snapshots  # None: this view store keeps none (memory, PostgreSQL)
         self.projections = {projection.name: projection for projection in projections}
         self.catalog = catalog
         self.clock = clock
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
-        self._routes: dict[str, list[Projection]] = {}
+        # A projection whose state holds another's (`extends` names it, `apply_over`
+        # takes that one's new state for the same key and event): folded after it, from
+        # its result, so the state they share is folded once per event.
+        self._over: dict[str, tuple[str, Callable[[Any, Envelope, Any], Any]]] = {}
         for projection in projections:
+            base = getattr(projection, "extends", None)
+            if base in self.projections and base != projection.name:
+                self._over[projection.name] = (base, projection.apply_over)  # type: ignore[attr-defined]
+        self._bases = {base for base, _ in self._over.values()}
+        self._routes: dict[str, list[Projection]] = {}
+        for projection in sorted(projections, key=lambda p: p.name in self._over):
             for event_type in projection.event_types:
                 self._routes.setdefault(event_type, []).append(projection)
         self._local = threading.local()  # `decide` running in this thread
@@ -201,6 +225,7 @@ class Journal:
 
     def refresh(self, progress: Progress | None = None) -> Checkpoint:
         """Catch every view up with the log (building absent ones); fail on mismatch."""
+        restored = False
         for _attempt in range(100):
             checkpoints = self.views.checkpoints()
             for checkpoint in set(checkpoints.values()):
@@ -210,6 +235,11 @@ class Journal:
             target = self.log.head()  # folded to here: lines appended since wait their turn
             if target.seq == 0:
                 return GENESIS  # nothing logged: nothing to fold, nothing to create
+            if not checkpoints and not restored:
+                restored = True  # no views file: a snapshot the log holds, then its tail
+                snapshot, _refused = usable(self.snapshots, self._check_match)
+                if snapshot is not None and self._restore(snapshot, in_place=False):
+                    continue
             behind = {name: checkpoints.get(name) for name in self._folded
                       if checkpoints.get(name) != target}
             if not behind:
@@ -230,30 +260,64 @@ class Journal:
         raise Corrupt("the views would not take the caught-up state", "run `uwf registry rebuild`")
 
     def rebuild(self, progress: Progress | None = None) -> Checkpoint:
-        """Replay the whole log into new views, inside the writers' exclusive section
-        (so no write lands between the replay and its commit)."""
+        """`rebuild_views`' new head."""
+        return self.rebuild_views(progress).head
+
+    def rebuild_views(self, progress: Progress | None = None, *,
+                      snapshot: bool = True) -> Rebuild:
+        """New views, inside the writers' exclusive section (so no write lands between
+        the replay and its commit): the kept snapshot restored and the log after it
+        folded, when the log still holds its checkpoint (and `snapshot`); else the whole
+        log replayed."""
         self._not_deciding("rebuild the views")
         with self.log.exclusive():
-            for _attempt in range(100):
-                lines: Iterable[LogLine] = self.log.read()
-                if progress is not None:
-                    lines = self._with_progress(lines, progress, self.log.head().seq)
-                folded = _Folded(GENESIS)
-                parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
-                                    self._folded, folded)
-                changes, streams = next(parts, ({}, []))
-                try:
-                    checkpoints = self.views.checkpoints()
-                    expected = {name: checkpoints.get(name) for name in self._folded}
-                    if self.views.commit(changes, expected, folded,
-                                         reset=True, streams=streams, more=parts):
-                        return folded.head
-                except Corrupt:
-                    # The file itself is damaged (never merely busy: that is StoreBusy):
-                    # start a new one, and commit into it on the next round.
-                    self.views.drop()
-            raise Corrupt("the views would not take the rebuilt state",
-                          "check the views folder, then retry")
+            found, refused = usable(self.snapshots, self._check_match) if snapshot else (None, None)
+            if found is not None and self._restore(found, in_place=True):
+                return Rebuild(self.refresh(progress), restored=found.checkpoint)
+            return Rebuild(self._replay_all(progress), refused=refused)
+
+    def snapshot(self) -> Snapshot:
+        """Catch the views up with the log and keep a snapshot of them (SPEC §11)."""
+        if self.snapshots is None:
+            raise UsageError("this store's views keep no snapshots (only a folder store's "
+                             "SQLite views do)", "nothing to do: its views are rebuilt from "
+                             "the log")
+        self.refresh()
+        return self.snapshots.take()
+
+    def _restore(self, snapshot: Snapshot, *, in_place: bool) -> bool:
+        assert self.snapshots is not None
+        try:
+            return self.snapshots.restore(snapshot, in_place=in_place)
+        except Corrupt:
+            if not in_place:
+                raise
+            # The views file itself is damaged: start a new one from the snapshot.
+            self.views.drop()
+            return self.snapshots.restore(snapshot, in_place=False)
+
+    def _replay_all(self, progress: Progress | None) -> Checkpoint:
+        """Replay the whole log into new views (inside the exclusive section)."""
+        for _attempt in range(100):
+            lines: Iterable[LogLine] = self.log.read()
+            if progress is not None:
+                lines = self._with_progress(lines, progress, self.log.head().seq)
+            folded = _Folded(GENESIS)
+            parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
+                                self._folded, folded)
+            changes, streams = next(parts, ({}, []))
+            try:
+                checkpoints = self.views.checkpoints()
+                expected = {name: checkpoints.get(name) for name in self._folded}
+                if self.views.commit(changes, expected, folded,
+                                     reset=True, streams=streams, more=parts):
+                    return folded.head
+            except Corrupt:
+                # The file itself is damaged (never merely busy: that is StoreBusy):
+                # start a new one, and commit into it on the next round.
+                self.views.drop()
+        raise Corrupt("the views would not take the rebuilt state",
+                      "check the views folder, then retry")
 
     def replay(self) -> dict[Key, Row]:
         """Every view row as a full replay would write it, without touching the views."""
@@ -490,20 +554,32 @@ class Journal:
 
     def _apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
                present: set[str], known: Mapping[Key, Any] = _NOTHING) -> None:
+        folded: dict[str, tuple[str, Any]] | None = None  # a base's (key, new state)
         for projection in self._routes.get(envelope.type, ()):
-            if envelope.seq <= since[projection.name]:
+            name = projection.name
+            if envelope.seq <= since[name]:
                 continue  # this view folded it already
-            key = (projection.name, projection.key(envelope))
+            key = (name, projection.key(envelope))
             if key in states:
                 state = states[key]
             elif key in known:  # the stretch before's, already written
                 state = known[key]
-            elif projection.name in present:
+            elif name in present:
                 raw = self.views.load(*key)
                 state = None if raw is None else projection.decode(raw)
             else:
                 state = None
-            states[key] = projection.apply(state, envelope)
+            over = self._over.get(name)
+            if over is not None and folded is not None:
+                base = folded.get(over[0])
+                if base is not None and base[0] == key[1]:
+                    states[key] = over[1](state, envelope, base[1])
+                    continue
+            states[key] = new = projection.apply(state, envelope)
+            if name in self._bases:
+                if folded is None:
+                    folded = {}
+                folded[name] = (key[1], new)
 
     def _prefetch(self, envelopes: Sequence[Envelope]) -> dict[Key, Any]:
         """The current states of every entity the events change, read a view at a time

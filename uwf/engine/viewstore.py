@@ -14,14 +14,12 @@ no log lock) never fold an event twice and a rebuild never moves a view backward
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +32,14 @@ from uwf.engine.sqlquery import (
     order_sql,
     where_sql,
 )
+from uwf.engine.viewrows import add_streams, create_table, index_table, write_rows
 from uwf.engine.viewspec import (
-    ASCII_LOWER,
     STREAMS,
     STREAMS_SIGNATURE,
     Changes,
     ColumnValue,
     Part,
     Query,
-    Row,
     StreamEntries,
     ViewSpec,
     resolved,
@@ -390,17 +387,15 @@ class SqliteViewStore:
                         # Emptied before the first part; later parts go onto its rows.
                         fresh = name in made and number == 0
                         if name == STREAMS:
-                            self._index(db, entries, fresh=fresh, ordered=name in made)
+                            add_streams(db, entries, fresh=fresh, ordered=name in made)
                             continue
                         spec = self.specs[name]
                         if fresh:
-                            self._create(db, spec)
-                        self._apply(db, spec, part.get(name, {}), fresh=fresh,
-                                    searched=name not in made)
-                for name in made - {STREAMS}:  # a new table's search index, filled once
-                    if self.specs[name].text:
-                        db.execute(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
-                                   f'FROM "v_{name}"')
+                            create_table(db, spec)
+                        write_rows(db, spec, part.get(name, {}), fresh=fresh,
+                                   searched=name not in made)
+                for name in made - {STREAMS}:  # a new table's indexes, made once, loaded
+                    index_table(db, self.specs[name])
                 new = resolved(new)
                 created = [name for name, want in expected.items() if want is None or reset]
                 if created:
@@ -420,129 +415,12 @@ class SqliteViewStore:
                 raise
             return True
 
-    def _index(self, db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
-               ordered: bool = False) -> None:
-        """Add events to the stream index; `fresh`: start a new, empty one first.
-        `ordered`: insert in key order (a rebuild adds every event of the log)."""
-        if fresh:
-            db.execute("DROP TABLE IF EXISTS streams")
-            db.execute("CREATE TABLE streams (subject TEXT NOT NULL, seq INTEGER NOT NULL, "
-                       "PRIMARY KEY (subject, seq)) WITHOUT ROWID")
-        if fresh or ordered:
-            entries = sorted(entries, key=itemgetter(0))  # (subject, seq): seqs come in order
-        if entries:
-            db.executemany("INSERT INTO streams VALUES (?, ?)", entries)
-
-    def _create(self, db: sqlite3.Connection, spec: ViewSpec) -> None:
-        """An empty table for the view at its declared shape (dropping any earlier one)."""
-        name = spec.name
-        db.execute(f'DROP TABLE IF EXISTS "v_{name}"')
-        db.execute(f'DROP TABLE IF EXISTS "f_{name}"')
-        db.execute("DELETE FROM counts WHERE view = ?", (name,))
-        columns = "".join(f', "c_{column}"' for column in spec.columns)
-        db.execute(f'CREATE TABLE "v_{name}" (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL'
-                   f"{columns}, text TEXT NOT NULL DEFAULT '')")
-        for number, index in enumerate(spec.indexes):
-            fields = ", ".join(column_sql(spec, column) for column in index)
-            db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})')
-        if spec.text:
-            db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
-                       "tokenize='trigram case_sensitive 1')")
-
-    def _apply(self, db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None],
-               *, fresh: bool = False, searched: bool = True) -> None:
-        """Write `rows` into the view's table; `fresh`: the table was just created, so
-        there is nothing to look up or delete. `searched`: keep its search index row by
-        row (else the commit fills a new table's index in bulk at its end).
-
-        A row already stored is updated in the columns that changed only: SQLite
-        rewrites an index entry for each column set, so a lease (3 of the queue's 9
-        columns) leaves the other indexes alone, and a row whose text is unchanged
-        keeps its search index row (a trigram index is costly to rewrite)."""
-        if not rows:
-            return
-        name = spec.name
-        columns = spec.columns
-        width = len(columns)
-        delta: dict[tuple[str, str], int] = {}
-        counted = [(column, columns.index(column)) for column in spec.counted]
-        # key -> (text, column values) as stored
-        old: dict[str, tuple[Any, ...]] = {}
-        if not fresh:
-            selected = "".join(f', "c_{column}"' for column in columns)
-            for chunk in chunks(list(rows)):
-                for found in db.execute(f'SELECT key, text{selected} FROM "v_{name}" WHERE '
-                                        f"key IN ({', '.join('?' * len(chunk))})", chunk):
-                    old[found[0]] = found[1:]
-            for before in old.values():
-                for column, position in counted:
-                    slot = (column, json.dumps(before[1 + position]))
-                    delta[slot] = delta.get(slot, 0) - 1
-        search = spec.text and searched
-        deletes: list[tuple[str]] = []
-        inserts: list[tuple[Any, ...]] = []
-        updates: dict[tuple[tuple[int, ...], bool], list[tuple[Any, ...]]] = {}
-        unindex: list[tuple[str]] = []  # search rows to remove first
-        reindex: list[tuple[str]] = []  # search rows to add last
-        for key, row in rows.items():
-            stored = old.get(key)
-            if row is None:
-                if stored is not None:
-                    deletes.append((key,))
-                continue
-            text = row.text.translate(ASCII_LOWER)
-            values = row.columns
-            for column, position in counted:
-                slot = (column, json.dumps(values[position]))
-                delta[slot] = delta.get(slot, 0) + 1
-            if stored is None:
-                inserts.append((key, row.value, *values, text))
-                reindex.append((key,))
-                continue
-            changed = tuple(position for position in range(width)
-                            if not _same(stored[1 + position], values[position]))
-            retext = stored[0] != text
-            updates.setdefault((changed, retext), []).append(
-                (row.value, *(values[position] for position in changed),
-                 *((text,) if retext else ()), key))
-            if retext:
-                unindex.append((key,))
-                reindex.append((key,))
-        if search and (unindex or deletes):
-            db.executemany(f'DELETE FROM "f_{name}" WHERE rowid = '
-                           f'(SELECT rowid FROM "v_{name}" WHERE key = ?)', [*unindex, *deletes])
-        if deletes:
-            db.executemany(f'DELETE FROM "v_{name}" WHERE key = ?', deletes)
-        if inserts:
-            names = "".join(f', "c_{column}"' for column in columns)
-            marks = ", ".join("?" * (width + 3))
-            db.executemany(f'INSERT INTO "v_{name}" (key, value{names}, text) VALUES ({marks})',
-                           inserts)
-        for (changed, retext), params in updates.items():
-            sets = "".join(f', "c_{columns[position]}" = ?' for position in changed)
-            db.executemany(f'UPDATE "v_{name}" SET value = ?{sets}'
-                           f'{", text = ?" if retext else ""} WHERE key = ?', params)
-        if search and reindex:
-            db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
-                           f'FROM "v_{name}" WHERE key = ?', reindex)
-        # A count that falls to 0 keeps its row (readers skip it): one statement, not two.
-        moved = [(name, column, value, n) for (column, value), n in delta.items() if n]
-        if moved:
-            db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
-                           "value) DO UPDATE SET n = n + excluded.n", moved)
-
     def drop(self) -> None:
         """Delete the file (and its WAL): the way out of a corrupt view store."""
         self.close()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
-
-
-def _same(stored: Any, value: Any) -> bool:
-    """Whether a stored column value is the one a row has (the same type too: an int
-    read back for a float written is a change, so an update never keeps a stale type)."""
-    return stored == value and type(stored) is type(value)
 
 
 def _optimize(db: sqlite3.Connection) -> None:

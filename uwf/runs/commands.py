@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         RunCounts,
         RunPage,
         RunShown,
+        SnapshotKept,
         Verified,
     )
     from uwf.store import Store
@@ -212,6 +213,13 @@ def registry_rebuild(args: Scoped, store: Store) -> Rebuilt:
     from uwf.runs import registry
 
     return registry.rebuild(store, store.progress)
+
+
+def registry_snapshot(args: NoArgs, store: Store) -> SnapshotKept:
+    """Catch the views up and keep a snapshot of them beside them."""
+    from uwf.runs import registry
+
+    return registry.snapshot(store)
 
 
 def registry_verify(args: NoArgs, store: Store) -> Verified:

@@ -127,6 +127,7 @@ def title_of(prompt: str) -> str:
 
 
 _replace = msgspec.structs.replace
+_UNFOLDED = object()  # `apply_over`: no thread state given, fold it
 
 
 class RunsProjection(StructProjection):
@@ -173,14 +174,26 @@ class RunsProjection(StructProjection):
             words.append("archived")
         return "\n".join(words)
 
+    # A run's record holds its thread's state, which the `threads` view folds from the
+    # same events: a fold of both views takes it from there (`apply_over`), so each
+    # thread event is folded into a thread once, not twice.
+    extends: ClassVar[str] = ThreadsProjection.name
+
     def apply(self, state: RunState | None, event: Envelope) -> RunState | None:
-        folded = self._apply(state, event)
+        return self.apply_over(state, event, _UNFOLDED)
+
+    def apply_over(self, state: RunState | None, event: Envelope,
+                   thread: object) -> RunState | None:
+        """`apply`, given the thread's state after `event` (a ThreadState or None) as the
+        threads view folded it from the same events (`_UNFOLDED`: fold it here)."""
+        folded = self._apply(state, event, thread)
         if folded is None:
             return None
         return _replace(folded, source_fingerprint=fingerprint(folded.source_fingerprint,
                                                                event))
 
-    def _apply(self, state: RunState | None, event: Envelope) -> RunState | None:
+    def _apply(self, state: RunState | None, event: Envelope,
+               thread_after: object) -> RunState | None:
         data = event.data
         if isinstance(data, RunArchived | RunUnarchived | RunRerunLinked):
             if state is None:  # before its thread began: `log verify` reports it
@@ -193,8 +206,9 @@ class RunsProjection(StructProjection):
                 return _replace(state, archived=True, archived_at=event.ts,
                                 archive_reason=data.reason)
             return _replace(state, archived=False, archived_at=None, archive_reason=None)
-        thread = self._threads.apply(None if state is None else state.thread, event)
-        if thread is None:
+        thread = (self._threads.apply(None if state is None else state.thread, event)
+                  if thread_after is _UNFOLDED else thread_after)
+        if not isinstance(thread, ThreadState):
             return None
         if state is None:
             inputs = getattr(data, "inputs_digest", "")

@@ -20,6 +20,7 @@ from uwf.runs.results import (
     RegistryShown,
     RepoRuns,
     RunIndex,
+    SnapshotKept,
     Verified,
     ViewStatus,
 )
@@ -142,10 +143,20 @@ def refresh(store: Store, progress: Progress | None = None) -> Refreshed:
 
 
 def rebuild(store: Store, progress: Progress | None = None) -> Rebuilt:
-    """Drop the views and replay the whole log."""
-    head = store.journal.rebuild(progress)
+    """New views: the kept snapshot and the log after it when the log holds its
+    checkpoint, else the whole log replayed."""
+    done = store.journal.rebuild_views(progress)
     rows = sum(store.views.count(Query(name)) for name in store.journal.projections)
-    return Rebuilt(checkpoint=head.seq, rows=rows, status="valid")
+    return Rebuilt(checkpoint=done.head.seq, rows=rows, status="valid",
+                   from_snapshot=UNSET if done.restored is None else done.restored.seq,
+                   snapshot_refused=UNSET if done.refused is None else done.refused)
+
+
+def snapshot(store: Store) -> SnapshotKept:
+    """Catch the views up and keep a snapshot of them beside them (SPEC §11)."""
+    kept = store.journal.snapshot()
+    return SnapshotKept(snapshot=str(kept.path), checkpoint=kept.checkpoint.seq,
+                        digest=kept.checkpoint.digest)
 
 
 def verify(store: Store) -> Verified:

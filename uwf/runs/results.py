@@ -264,6 +264,20 @@ class Rebuilt(Result):
     checkpoint: int
     rows: int
     status: str
+    # The seq of the snapshot restored (then only the log after it was folded); absent
+    # when the whole log was replayed.
+    from_snapshot: int | UnsetType = UNSET
+    # Why the snapshot kept was not used (its checkpoint is not the log's): absent when
+    # there was none, or it was used.
+    snapshot_refused: str | UnsetType = UNSET
+
+
+class SnapshotKept(Result):
+    """A snapshot of the views, kept beside them (`uwf registry snapshot`)."""
+
+    snapshot: str  # its file
+    checkpoint: int  # the seq of the log line it folded last
+    digest: str  # that line's chain digest
 
 
 class Difference(Result):
