@@ -232,11 +232,29 @@ def test_streamable_http_on_loopback(env: dict[str, str], tmp_path: Path) -> Non
             listed = portal.call(client.call_tool, "uwf_workflow_list", {})
             assert [row["name"] for row in listed.structured_content["items"]] == [
                 "solve-issue"]
+        # Malformed bodies get JSON-RPC's answers, as stdio lines do.
+        for line, request_id, code in MALFORMED:
+            status, answer = _post(f"http://127.0.0.1:{port}/mcp", line)
+            assert (status, answer["id"], answer["error"]["code"]) == (
+                400, request_id, code), line
     finally:
         server.send_signal(signal.SIGTERM)
         _, err = server.communicate(timeout=20)
     assert server.returncode == 0, err
     assert Cli(tmp_path / "store", env).run("log", "verify").code == 0
+
+
+def _post(url: str, body: str) -> tuple[int, dict[str, Any]]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, body.encode(), method="POST", headers={
+        "content-type": "application/json", "accept": "application/json, text/event-stream"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(json.loads(exc.read()))
 
 
 def test_http_is_refused_off_loopback(env: dict[str, str], tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ text and as structured content, which MCP wants an object: a list (the rows of `
 list`, the lines of `log tail`) is `{"items": [...]}`, a string (a hash) `{"text": ...}`,
 and each tool's output schema says which. A refused call (a bad argument, a missing
 thread, a rejected step) is a tool error carrying the CLI's one-line message and
-exit code, its parameters named as the tool's input schema names them. On stdio, a
-line that is not a JSON-RPC message gets JSON-RPC's error response
-(`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread, so a long one (`thread
+exit code, its parameters named as the tool's input schema names them. A line (on
+stdio) or body (over HTTP) that is not a JSON-RPC message gets JSON-RPC's error
+response (`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread, so a long one (`thread
 run`, `worker --once`) reports progress while the event loop stays responsive.
 
 The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
@@ -314,7 +314,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
     import uvicorn
 
     host, port = http
-    app = server.streamable_http_app(host=host)
+    app = _checked_posts(server.streamable_http_app(host=host))
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
@@ -412,6 +412,47 @@ class _CheckedLines:
                             f"{error['msg']}" for error in exc.errors()[:1])
             return error_response(request_id, INVALID_REQUEST, "Invalid Request", why)
         return None
+
+
+def _checked_posts(app: Any) -> Any:
+    """The SDK's HTTP app, each POSTed message checked as a stdio line is: a malformed
+    one is answered with HTTP 400 and JSON-RPC's error (the SDK alone says -32602,
+    invalid params, for what JSON-RPC calls an invalid request); the rest go on, body
+    and all."""
+    import json
+
+    async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        answer = refusal(body.decode("utf-8", "replace"))
+        if answer is not None:
+            data = json.dumps(answer).encode()
+            await send({"type": "http.response.start", "status": 400, "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body", "body": data})
+            return
+        given = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal given
+            if given:
+                return dict(await receive())
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return checked
 
 
 def _tool_result(types: Any, outcome: Outcome) -> mcp_types.CallToolResult:
