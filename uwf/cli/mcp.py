@@ -4,15 +4,16 @@ The tools are generated from the same declarations the command line is rendered
 from (`uwf.cli.spec`): `uwf workflow put` is the tool `uwf_workflow_put`, its
 input schema the JSON Schema of the command's `Args`, its description the
 command's help. A call runs the command's handler with the server's one open
-store and returns exactly the payload `uwf workflow put --json` prints, as
-text and as structured content, which MCP wants an object: a list (the rows of `workflow
-list`, the lines of `log tail`) is `{"items": [...]}`, a string (a hash) `{"text": ...}`,
-and each tool's output schema says which. A refused call (a bad argument, a missing
-thread, a rejected step) is a tool error carrying the CLI's one-line message and
-exit code, its parameters named as the tool's input schema names them. A line (on
-stdio) or body (over HTTP) that is not a JSON-RPC message gets JSON-RPC's error
-response (`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread, so a long one (`thread
-run`, `worker --once`) reports progress while the event loop stays responsive.
+store and returns exactly the payload `uwf workflow put --json` prints, as text
+and as structured content, which MCP wants an object: a list (the rows of
+`workflow list`, the lines of `log tail`) is `{"items": [...]}`, a string (a hash)
+`{"text": ...}`, and each tool's output schema says which. A refused call (a bad
+argument, a missing thread, a rejected step) is a tool error carrying the CLI's
+one-line message and exit code, a parameter named as the tool's input schema names
+it. A line (stdio) or body (HTTP) that is not a JSON-RPC message gets JSON-RPC's
+error response (`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread,
+so a long one (`thread run`, `worker --once`) reports progress while the event
+loop stays responsive.
 
 The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 """
