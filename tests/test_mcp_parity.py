@@ -3,12 +3,16 @@
 One scripted scenario (register, start, step with uwf-mock, show, list, runs, the
 queue, the scheduler, the worker, the archive, the registry, the log, json-cas) runs
 twice on two new stores with the same clock: once through `main(argv)` with `--json`,
-once through a real `uwf mcp` process over stdio, driven by the MCP SDK's client. Each
-step's exit code and payload must be the same, once the ids that are random by design
+once through a real `uwf mcp` process over stdio, driven by the official MCP SDK's
+`ClientSession`, which validates every result as any client of it does (structured
+content an object, conforming to the tool's output schema). Each step's exit code and
+payload must be the same, a list or string payload read from the object wrapping it as
+the tool's output schema says, once the ids that are random by design
 (ULIDs, and the hashes and digests of what holds them) are numbered in order of
 appearance, each run's scratch folder is named alike and the demo's duration is left
-out. A command declared later fails here until the scenario calls it, and fails
-`test_every_command_is_a_tool` until it is offered as a tool.
+out. A refused argument is said in the tool's words (its parameter, not the flag); the
+rest of the line is the CLI's. A command declared later fails here until the scenario
+calls it, and fails `test_every_command_is_a_tool` until it is offered as a tool.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +31,8 @@ from tests.brokerkit import Broker
 from tests.conftest import BIN, EXAMPLE, Cli
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
-from uwf.cli.mcp import tool_name
-from uwf.cli.parsing import params
+from uwf.cli.mcp import LIST_SCHEMA, TEXT_SCHEMA, tool_name
+from uwf.cli.parsing import flag_name, params
 from uwf.cli.spec import Command, Group
 
 pytest.importorskip("mcp")  # the `mcp` extra; `dev` installs it, so CI never skips
@@ -94,25 +98,56 @@ def cli_call(cli: Cli) -> Call:
 
 
 @contextmanager
-def mcp_call(env: dict[str, str]) -> Iterator[tuple[Call, list[str]]]:
-    """A real `uwf mcp` process and a sync call into it; also the tools it lists."""
+def stdio_session(env: dict[str, str]) -> Iterator[tuple[Any, Any]]:
+    """A real `uwf mcp` process, a `ClientSession` initialized with it over stdio (as an
+    agent host's client does), and the portal to call it from sync code."""
     from anyio.from_thread import start_blocking_portal
-    from mcp import Client, StdioServerParameters
+    from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    server = StdioServerParameters(command=str(BIN / "uwf"), args=["mcp"], env=env)
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[ClientSession]:
+        server = StdioServerParameters(command=str(BIN / "uwf"), args=["mcp"], env=env)
+        async with stdio_client(server) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
     with start_blocking_portal() as portal, \
-            portal.wrap_async_context_manager(Client(server)) as client:
-        listed = portal.call(client.list_tools)
-        names = [tool.name for tool in listed.tools]
+            portal.wrap_async_context_manager(opened()) as session:
+        yield portal, session
+
+
+def unwrapped(content: Any, schema: dict[str, Any] | None) -> Any:
+    """The `--json` payload in a tool's structured content, as docs/mcp.md says to read
+    it: a list under `items`, a string under `text` (a list tool's or string tool's
+    output schema says so; an object tool gives `{"text": ...}` for a string only)."""
+    assert isinstance(content, dict), "MCP structured content is an object"
+    if schema == LIST_SCHEMA:
+        return content["items"]
+    if schema == TEXT_SCHEMA or (set(content) == {"text"} and isinstance(content["text"], str)):
+        return content["text"]
+    return content
+
+
+@contextmanager
+def mcp_call(env: dict[str, str]) -> Iterator[tuple[Call, dict[str, Any]]]:
+    """A real `uwf mcp` process and a sync call into it; also the tools it lists, with
+    their output schemas (each call's result was validated against its by the SDK)."""
+    with stdio_session(env) as (portal, session):
+        listed = portal.call(session.list_tools)
+        schemas = {tool.name: tool.output_schema for tool in listed.tools}
 
         def call(name: str, arguments: dict[str, Any]) -> tuple[int, Any]:
             group, cmd = command(name)
-            result = portal.call(client.call_tool, tool_name(group, cmd), arguments)
-            payload = result.structured_content
-            if result.is_error and isinstance(payload, dict) and "exitCode" in payload:
-                return payload["exitCode"], payload["error"]
-            return (1 if result.is_error else 0), payload
-        yield call, names
+            tool = tool_name(group, cmd)
+            result = portal.call(session.call_tool, tool, arguments)
+            content = result.structured_content
+            assert isinstance(content, dict), (name, content)
+            assert result.content[0].text  # the text the CLI prints, beside
+            if result.is_error and "exitCode" in content:
+                return content["exitCode"], content["error"]
+            return (1 if result.is_error else 0), unwrapped(content, schemas[tool])
+        yield call, schemas
 
 
 # -- the scenario ----------------------------------------------------------------------------
@@ -245,6 +280,21 @@ def transcript(call: Call, root: Path, broker: str) -> list[tuple[str, int, Any]
             for name, code, payload in scenario(call, root, broker)]
 
 
+def in_tool_words(step: tuple[str, int, Any]) -> tuple[str, int, Any]:
+    """A CLI step as the tool says it: a refused argument (exit 2) names the tool and its
+    parameter, and points at the tool's input schema rather than `--help`."""
+    name, code, line = step
+    if code != 2 or not isinstance(line, str):
+        return step
+    group, cmd = command(name)
+    tool = tool_name(group, cmd)
+    for param in params(cmd.args):
+        line = line.replace(f"error: {flag_name(param)}:",
+                            f"error: {tool}: parameter {param.name}:")
+    return name, code, line.replace(f"see `{' '.join((group.prog, *cmd.path))} --help`",
+                                    "see the tool's inputSchema")
+
+
 def stores(tmp_path: Path) -> tuple[tuple[Path, dict[str, str]], tuple[Path, dict[str, str]]]:
     made = []
     for side in ("cli", "mcp"):
@@ -260,14 +310,19 @@ def stores(tmp_path: Path) -> tuple[tuple[Path, dict[str, str]], tuple[Path, dic
 def test_every_tool_result_is_the_commands_json(tmp_path: Path, broker: Broker) -> None:
     (cli_root, cli_env), (mcp_root, mcp_env) = stores(tmp_path)
     by_cli = transcript(cli_call(Cli(cli_root / "store", cli_env)), cli_root, broker.url)
-    with mcp_call(mcp_env) as (call, _):
+    with mcp_call(mcp_env) as (call, schemas):
         by_mcp = transcript(call, mcp_root, broker.url)
     assert [step[:2] for step in by_mcp] == [step[:2] for step in by_cli]
     for mine, theirs in zip(by_mcp, by_cli, strict=True):
-        assert mine == theirs, mine[0]
+        assert mine == in_tool_words(theirs), mine[0]
     assert {step[1] for step in by_cli} >= {0, 1, 2}  # successes and both kinds of refusal
     missing = set(declared().values()) - {step[0] for step in by_cli}
     assert missing == set(), "commands the scenario never calls"
+    # Each list-valued tool said so, and gave a list (under `items`) at least once.
+    listed = {name for name, code, payload in by_cli if code == 0 and isinstance(payload, list)}
+    said = {declared()[tool] for tool, schema in schemas.items() if schema == LIST_SCHEMA}
+    assert listed == said
+    assert {"workflow list", "thread list", "log tail", "json-cas walk"} <= said
 
 
 def declared() -> dict[str, str]:

@@ -4,27 +4,35 @@ The tools are generated from the same declarations the command line is rendered
 from (`uwf.cli.spec`): `uwf workflow put` is the tool `uwf_workflow_put`, its
 input schema the JSON Schema of the command's `Args`, its description the
 command's help. A call runs the command's handler with the server's one open
-store and returns exactly the payload `uwf workflow put --json` prints, as
-structured content and as text. A refused call (a bad argument, a missing
-thread, a rejected step) is a tool error carrying the CLI's one-line message and
-exit code. Calls run one at a time, in a worker thread, so a long one (`thread
-run`, `worker --once`) reports progress while the event loop stays responsive.
+store and returns exactly the payload `uwf workflow put --json` prints, as text
+and as structured content, which MCP wants an object: a list (the rows of
+`workflow list`, the lines of `log tail`) is `{"items": [...]}`, a string (a hash)
+`{"text": ...}`, and each tool's output schema says which. A refused call (a bad
+argument, a missing thread, a rejected step) is a tool error carrying the CLI's
+one-line message and exit code, a parameter named as the tool's input schema names
+it. A line (stdio) or body (HTTP) that is not a JSON-RPC message gets JSON-RPC's
+error response (`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread,
+so a long one (`thread run`, `worker --once`) reports progress while the event
+loop stays responsive.
 
 The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.parsing import collect, invalid, masked, one_line, params
+from uwf.cli.mcpwire import INVALID_REQUEST, error_response, refusal, usable_id
+from uwf.cli.parsing import Param, collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command, Group, command_schemas
 from uwf.config.args import Args, arg
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UsageError, UwfError
@@ -43,6 +51,53 @@ PREFIXES = {"uwf": "uwf", "json-cas": "jsoncas"}
 def tool_name(group: Group, command: Command[Any]) -> str:
     """`uwf_workflow_put` for `uwf workflow put`, `jsoncas_get` for `json-cas get`."""
     return "_".join((PREFIXES[group.prog], *command.path)).replace("-", "_")
+
+
+# What a tool's structured content holds: MCP wants an object, so a list or a string
+# payload is wrapped in one, under the one key its output schema names.
+LIST_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["items"],
+               "properties": {"items": {
+                   "type": "array", "description": "the rows or lines `--json` prints, "
+                   "in order (each JSON line parsed)"}}}
+TEXT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["text"],
+               "properties": {"text": {
+                   "type": "string", "description": "the one string the command prints "
+                   "(an id, a hash)"}}}
+OBJECT_SCHEMA = {"type": "object", "description": "the object `--json` prints (a string "
+                 "it prints instead, as `queue add` with quiet does, is {\"text\": ...})"}
+
+
+def output_schema(command: Command[Any]) -> dict[str, Any]:
+    """The output schema of the command's tool: its result is a list (a command that
+    prints lines, or whose operation returns `list[...]`), a string, or an object."""
+    if command.plain:
+        return TEXT_SCHEMA
+    if command.streams or _returns_list(command.handler):
+        return LIST_SCHEMA
+    return OBJECT_SCHEMA
+
+
+def _returns_list(handler: Callable[..., Any]) -> bool:
+    """Whether the handler (or the feature operation `on_store` wraps) is annotated as
+    returning a list; the annotation is read as written (a string, under postponed
+    evaluation), as evaluating it would import what the module imports for type
+    checking only. The parity test fails for a list result this misses."""
+    operation = inspect.getclosurevars(handler).nonlocals.get("operation", handler)
+    returned = inspect.signature(operation).return_annotation
+    return (isinstance(returned, str) and returned.startswith("list[")) or (
+        getattr(returned, "__origin__", None) is list)
+
+
+def structured(payload: Any) -> dict[str, Any]:
+    """A payload as MCP structured content (an object): a list under `items`, a string
+    under `text`, an object as it is."""
+    if isinstance(payload, dict):
+        return payload
+    if isinstance(payload, list):
+        return {"items": payload}
+    if isinstance(payload, str):
+        return {"text": payload}
+    raise TypeError(f"a command's payload is an object, a list or a string, not {payload!r}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +143,7 @@ class Tools:
                     "title": f"{group.prog} {command.name}",
                     "description": f"{command.help}\nExample: {command.example}",
                     "inputSchema": schemas[command.name],
+                    "outputSchema": output_schema(command),
                     "readOnly": command.read_only,
                 })
         return found
@@ -99,18 +155,16 @@ class Tools:
             raise KeyError(name)
         group, command = self._commands[name]
         with self._lock:
-            return self._call(group, command, arguments or {}, progress)
+            return self._call(group, command, name, arguments or {}, progress)
 
-    def _call(self, group: Group, command: Command[Any], arguments: dict[str, Any],
-              progress: Progress | None) -> Outcome:
+    def _call(self, group: Group, command: Command[Any], name: str,
+              arguments: dict[str, Any], progress: Progress | None) -> Outcome:
         prog = group.prog
         try:
-            args = _convert(prog, command, arguments)
+            args = _convert(name, command, arguments)
             if command.endless is not None and command.endless(args):
-                raise UsageError(f"`{prog} {command.name}` with these arguments runs until "
-                                 "it is stopped, and a tool call must end",
-                                 "leave out follow (call again with the last seq you saw), "
-                                 "or give once")
+                raise UsageError(f"{name} with these arguments runs until it is stopped, "
+                                 "and a tool call must end", _bounded(command))
             store, notify = self.context.store, _Notifier(progress)
             if progress is not None:
                 store.progress = notify.counting("views caught up")
@@ -129,13 +183,30 @@ class Tools:
                            EXIT_REJECTED, self.context)
 
 
-def _convert(prog: str, command: Command[Any], arguments: dict[str, Any]) -> Any:
-    """The command's Args; what they refuse is said as the command line says it."""
+def _convert(name: str, command: Command[Any], arguments: dict[str, Any]) -> Any:
+    """The command's Args; what they refuse is said as the command line says it, each
+    parameter named as the tool's input schema names it."""
     try:
         return msgspec.convert(arguments, command.args)
     except msgspec.ValidationError as exc:
-        raise UsageError(invalid(exc, params(command.args), arguments),
-                         f"see `{prog} {command.name} --help`") from None
+        line = invalid(exc, params(command.args), arguments, _parameter)
+        raise UsageError(f"{name}: {line}", "see the tool's inputSchema") from None
+
+
+def _parameter(param: Param) -> str:
+    return f"parameter {param.name}"
+
+
+def _bounded(command: Command[Any]) -> str:
+    """How to call an endless command so that it ends, in its own parameters' words."""
+    names = {param.name for param in params(command.args)}
+    ways = []
+    if "follow" in names:
+        ways.append("leave out follow" + (" (call again with since, the last seq you saw)"
+                                          if "since" in names else ""))
+    if "once" in names:
+        ways.append("give once: true")
+    return " or ".join(ways) or "it cannot be a tool call"
 
 
 @dataclass
@@ -200,7 +271,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
             types.Tool(name=tool["name"], title=tool["title"], description=tool["description"],
-                       input_schema=tool["inputSchema"],
+                       input_schema=tool["inputSchema"], output_schema=tool["outputSchema"],
                        annotations=types.ToolAnnotations(
                            read_only_hint=tool["readOnly"],
                            destructive_hint=False if tool["readOnly"] else None))
@@ -228,8 +299,12 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
         from mcp.server.stdio import stdio_server
 
         async def run_stdio() -> None:
-            async with stdio_server(*_std_streams(anyio)) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            with _stdin_lines(anyio) as stdin:
+                lines = _CheckedLines(stdin, types)
+                # The SDK reads its stdin with `async for`: the checked lines are that.
+                async with stdio_server(cast("Any", lines), _stdout(anyio)) as (read, write):
+                    lines.answer_on(write)
+                    await server.run(read, write, server.create_initialization_options())
 
         try:
             anyio.run(run_stdio)
@@ -240,7 +315,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
     import uvicorn
 
     host, port = http
-    app = server.streamable_http_app(host=host)
+    app = _checked_posts(server.streamable_http_app(host=host))
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
@@ -248,24 +323,143 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
         worker.shutdown()
 
 
-def _std_streams(anyio: Any) -> tuple[Any, Any]:
-    """None, None for a process's own stdin and stdout (the SDK takes their descriptors,
-    so a child's stray output misses the wire); the text streams themselves when they
-    have no descriptor (`main(argv)` called with other streams)."""
+def _stdout(anyio: Any) -> Any:
+    """None for the process's own stdout (the SDK takes its descriptor, so a child's
+    stray output misses the wire); the text stream itself when it has no descriptor
+    (`main(argv)` called with other streams)."""
+    import sys
+
+    try:
+        sys.stdout.fileno()
+    except (OSError, ValueError):
+        return anyio.wrap_file(sys.stdout)
+    return None
+
+
+@contextlib.contextmanager
+def _stdin_lines(anyio: Any) -> Iterator[Any]:
+    """The wire's lines: stdin read through a private copy of descriptor 0 while fd 0
+    itself reads the null device, so an agent the server starts cannot read the wire (as
+    the SDK does when it reads stdin itself); fd 0 is put back after. The text stream
+    itself when it has no descriptor."""
+    import fcntl
+    import os
     import sys
 
     try:
         sys.stdin.fileno()
-        sys.stdout.fileno()
     except (OSError, ValueError):
-        return anyio.wrap_file(sys.stdin), anyio.wrap_file(sys.stdout)
-    return None, None
+        yield anyio.wrap_file(sys.stdin)
+        return
+    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    # Never closed: a worker thread may still block reading it after the server ends.
+    text = open(wire, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    try:
+        yield anyio.wrap_file(text)
+    finally:
+        os.dup2(wire, 0)
+
+
+class _CheckedLines:
+    """stdin's lines as the SDK reads them (`async for`), less the ones JSON-RPC answers
+    with an error (`mcpwire.refusal`, or one the SDK cannot read), which are answered
+    here on the SDK's own write stream (so the replies never tear its frames)."""
+
+    def __init__(self, lines: AsyncIterable[str], types: Any) -> None:
+        import anyio
+
+        self._lines, self._types = lines, types
+        self._write: Any = None
+        self._ready = anyio.Event()
+
+    def answer_on(self, write: Any) -> None:
+        self._write = write
+        self._ready.set()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            if not line.strip():
+                continue  # no message at all: nothing to answer
+            answer = refusal(line)
+            if answer is None:
+                answer = self._unreadable(line)
+            if answer is None:
+                yield line
+                continue
+            from mcp.shared.message import SessionMessage
+
+            await self._ready.wait()
+            await self._write.send(SessionMessage(
+                self._types.JSONRPCError.model_validate(answer)))
+
+    def _unreadable(self, line: str) -> dict[str, Any] | None:
+        """An invalid request for a line of the right shape that the SDK still cannot
+        read (it would drop it); None for one it reads, or a notification (never
+        answered)."""
+        import json
+
+        from pydantic import ValidationError
+
+        try:
+            self._types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValidationError as exc:
+            request_id = usable_id(json.loads(line))
+            if request_id is None:
+                return None
+            why = "; ".join(f"{'.'.join(map(str, error['loc'][1:])) or 'message'}: "
+                            f"{error['msg']}" for error in exc.errors()[:1])
+            return error_response(request_id, INVALID_REQUEST, "Invalid Request", why)
+        return None
+
+
+def _checked_posts(app: Any) -> Any:
+    """The SDK's HTTP app, each POSTed message checked as a stdio line is: a malformed
+    one is answered with HTTP 400 and JSON-RPC's error (the SDK alone says -32602,
+    invalid params, for what JSON-RPC calls an invalid request); the rest go on, body
+    and all."""
+    import json
+
+    async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        answer = refusal(body.decode("utf-8", "replace"))
+        if answer is not None:
+            data = json.dumps(answer).encode()
+            await send({"type": "http.response.start", "status": 400, "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body", "body": data})
+            return
+        given = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal given
+            if given:
+                return dict(await receive())
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return checked
 
 
 def _tool_result(types: Any, outcome: Outcome) -> mcp_types.CallToolResult:
     result: mcp_types.CallToolResult = types.CallToolResult(
-        content=[types.TextContent(text=outcome.text)], structured_content=outcome.payload,
-        is_error=outcome.is_error)
+        content=[types.TextContent(text=outcome.text)],
+        structured_content=structured(outcome.payload), is_error=outcome.is_error)
     return result
 
 

@@ -326,25 +326,38 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
+def flag_name(param: Param) -> str:
+    """How the command line names an argument: `argument --limit/-n`."""
+    return "argument " + ("/".join(param.flags) or param.metavar or param.name)
+
+
 def invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
-             values: dict[str, Any]) -> str:
+            values: dict[str, Any], naming: Callable[[Param], str] = flag_name) -> str:
     """argparse's wording for a value the Struct refused: `argument -n: must be 0 or
-    more, not -1`."""
+    more, not -1`. `naming` says how the surface names an argument (an MCP tool names
+    its parameter, as its input schema does)."""
     text = str(exc)
-    match = re.search(r" - at `\$\.(\w+)", text)
+    if unknown := re.fullmatch(r"Object contains unknown field `(.+)`", text):
+        known = ", ".join(p.name for p in declared) or "none"
+        return f"unknown parameter {unknown[1]!r} (the parameters: {known})"
+    match = re.search(r" - at `\$\.(\w+)(\[)?", text)
     param = next((p for p in declared if match and p.name == match[1]), None)
     if param is None:
         return text
-    name = "/".join(param.flags) or param.metavar or param.name
-    if "matching regex" in text and param.expect:
-        return f"argument {name}: {values.get(param.name)!r} is not {param.expect}"
-    if "matching regex" in text and param.metavar:  # say what the pattern means
-        return f"argument {name}: must be {param.metavar}, not {values.get(param.name)!r}"
-    if not param.bounds:
-        return f"argument {name}: {text.partition(' - at ')[0]}"
+    name = naming(param)
     value = values.get(param.name)
+    if wrong := re.match(r"Expected `([^`]+)`, got `(\w+)`", text):  # not JSON's type
+        expected = " or ".join(_KIND_WORDS.get(kind, kind) for kind in wrong[1].split(" | "))
+        each = "each item " if match and match[2] else ""  # `$.tags[0]`: an item of a list
+        return f"{name}: {each}must be {expected}, not {_shown(value)}"
+    if "matching regex" in text and param.expect:
+        return f"{name}: {value!r} is not {param.expect}"
+    if "matching regex" in text and param.metavar:  # say what the pattern means
+        return f"{name}: must be {param.metavar}, not {value!r}"
+    if not param.bounds:
+        return f"{name}: {text.partition(' - at ')[0]}"
     shown = f"{value:g}" if isinstance(value, float) else str(value)
-    text = f"argument {name}: {_violated(param.bounds, value)}, not {shown}"
+    text = f"{name}: {_violated(param.bounds, value)}, not {shown}"
     lower = [(op, limit) for op, limit in param.bounds if op in ("ge", "gt")]
     upper = [(op, limit) for op, limit in param.bounds if op in ("le", "lt")]
     # A float: name the whole range, as nan or inf break both ends.
@@ -353,6 +366,22 @@ def invalid(exc: msgspec.ValidationError, declared: Sequence[Param],
         high = ("less than " if upper[0][0] == "lt" else "") + _number(upper[0][1])
         text += f" (range: {low} to {high})"
     return text
+
+
+# msgspec's names of the JSON types a value was not, in words.
+_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string",
+               "bool": "true or false", "array": "a list", "object": "an object",
+               "null": "null"}
+
+
+def _shown(value: Any) -> str:
+    """A value a caller gave, shown as JSON writes it (`"many"`, `null`, `[1]`)."""
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 _BOUND_WORDS = {"ge": "{} or more", "gt": "more than {}", "le": "at most {}", "lt": "less than {}"}
