@@ -74,11 +74,20 @@ def ok(cli: Cli, *args: str, prog: str = "uwf") -> str:
 
 
 def check_store(cli: Cli) -> None:
-    """The log and every node it refers to verify; rebuilt views print the same."""
+    """The log and every node it refers to verify; views restored from the snapshot the
+    template kept (and the log after it), and views rebuilt from the whole log, print the
+    same."""
     assert_verify_ok(cli)
     ok(cli, "verify", "--all", prog="json-cas")
     before = ok(cli, "workflow", "list"), ok(cli, "thread", "list")
-    shutil.rmtree(cli.home / "views")
+    views = cli.home / "views"
+    snapshots = list(views.glob("snapshot-*.sqlite3"))
+    for path in views.glob("views.sqlite3*"):  # the snapshot stays: a reader restores it
+        path.unlink()
+    assert (ok(cli, "workflow", "list"), ok(cli, "thread", "list")) == before
+    assert snapshots
+    assert list(views.glob("snapshot-*.sqlite3")) == snapshots
+    shutil.rmtree(views)
     assert (ok(cli, "workflow", "list"), ok(cli, "thread", "list")) == before
 
 
@@ -88,6 +97,7 @@ def template(tmp_path: Path, cli: Cli) -> tuple[Path, str]:
     ok(cli, "workflow", "put", str(EXAMPLE))
     thread = json.loads(ok(cli, "thread", "start", "solve-issue", "-p", "Fix the login bug",
                            "--json"))["thread"]
+    ok(cli, "registry", "snapshot")  # kept beside the views: each check restores it
     saved = tmp_path / "template"
     shutil.copytree(cli.home, saved)
     return saved, thread
