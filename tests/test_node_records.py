@@ -143,3 +143,13 @@ def test_a_store_of_the_older_layout_reads_steps_verifies_copies_archives(
     transitions = (archive / "runs" / thread / "transitions.jsonl").read_bytes()
     assert b"cas.node" not in transitions
     assert all(hash_.encode() in transitions for hash_ in [*old_heads, head])
+
+
+def test_a_bad_uwf_nodes_is_one_line_and_exit_2(cli: Cli) -> None:
+    cli.env["UWF_NODES"] = "files"
+    before = cli.log_bytes()
+    result = cli.run("workflow", "list")
+    assert result.code == 2
+    assert result.err == ("uwf: error: UWF_NODES must be log or loose, not 'files'; "
+                          "fix or unset it\n")
+    assert cli.log_bytes() == before
