@@ -33,7 +33,9 @@ class NodeIndex(Protocol):
 
 
 class LoggedBlobs:
-    """A store's nodes: the log's records first, then the loose files. Writes (a put
+    """A store's nodes: the loose files, then the log's records (a file's absence costs
+    one failed open; a record's, a look through the lines the nodes view has not
+    folded, so the cheap question is asked first). Writes (a put
     outside a command: `json-cas put`, the built-in schemas) go to the loose files;
     records are written only by the journal, and never removed (the log is
     append-only: gc collects loose files alone)."""
@@ -43,8 +45,8 @@ class LoggedBlobs:
         self.records = records
 
     def read(self, hash_: str) -> bytes | None:
-        found = self.records.read(check_hash(hash_))
-        return found if found is not None else self.loose.read(hash_)
+        found = self.loose.read(hash_)
+        return found if found is not None else self.records.read(check_hash(hash_))
 
     def exists(self, hash_: str) -> bool:
         return self.loose.exists(hash_) or self.records.exists(check_hash(hash_))
