@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 import msgspec
 
 from uwf.bridge.results import Bridged
+from uwf.engine.events import CasNode
 from uwf.engine.log import EventLog
 from uwf.errors import (
     BrokerUnavailable,
@@ -261,7 +262,6 @@ class _Head(msgspec.Struct):
     type: str = ""
 
 
-NODE_RECORD = "cas.node"  # a node kept in the log: content, not an event; never published
 
 
 _head = msgspec.json.Decoder(_Head)
@@ -300,7 +300,7 @@ def ready(log: EventLog, after: int, limit: int = CHUNK, upto: int | None = None
         if head.seq != line.seq:
             raise Corrupt(f"line {line.number} of {line.where} has seq {head.seq} where "
                           f"{line.seq} is due", "run `uwf log verify`")
-        if head.type != NODE_RECORD:
+        if head.type != CasNode.type:  # a node kept in the log: content, never published
             found.append((head.seq, head.subject, line.raw))
         if head.batch[0] >= head.batch[1]:
             whole = len(found)

@@ -49,7 +49,7 @@ class _RecordOnly(msgspec.Struct):
     data: _NodeOnly
 
 
-_MARK = b'"type":"cas.node"'
+_MARK = f'"type":"{CasNode.type}"'.encode()
 
 
 class _NodeOnly(msgspec.Struct):
