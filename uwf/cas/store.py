@@ -139,6 +139,7 @@ class Cas:
         gathering._validators = self._validators
         gathering._rule = self._rule
         gathering._stored = self._nodes  # what it reads of the store is checked once
+        gathering._builtins_stored = self._builtins_stored
         return gathering, blobs
 
     def adopt(self, gathering: Cas) -> None:
@@ -151,6 +152,7 @@ class Cas:
         if len(kept) + len(gathering._nodes) >= 4096:
             kept.clear()
         kept.update(gathering._nodes)
+        self._builtins_stored = self._builtins_stored or gathering._builtins_stored
 
     def ensure_builtins(self) -> None:
         """Write the meta-schema and the built-in schemas (idempotent; once per process,
