@@ -43,6 +43,7 @@ from tests.conftest import BIN, EXAMPLE
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.cli.spec import Group
+from uwf.engine import ulids
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "cli.txt"
 Main = Callable[[Sequence[str] | None], int]
@@ -238,7 +239,9 @@ def _prepare(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir("/")
     # The random part of every ULID from a counter: ids, and the hashes of what holds
     # them, are the same on every run (python-ulid's documented hook).
+    # uwf mints its own (uwf.engine.ulids); python-ulid's hook too, for any left to it.
     counter = itertools.count(1)
+    monkeypatch.setattr(ulids, "randomness", lambda: next(counter).to_bytes(10, "big"))
     monkeypatch.setattr(ulid, "default_generator", ulid.ULIDGenerator(
         randomness=lambda _ms: next(counter).to_bytes(10, "big")))
 

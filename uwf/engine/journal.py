@@ -46,6 +46,7 @@ from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.streams import Streams
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import (
     STREAMS,
     ColumnValue,
@@ -432,8 +433,6 @@ class Journal:
         """Append the events durably, stamped `ms`; the new head, and the states the
         views now hold of what was read (`read`: states as of `head`) and folded, or None
         when the views did not follow."""
-        from ulid import ULID  # imported here: only writers pay for it
-
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         ts = format_ts(ms)
@@ -442,7 +441,7 @@ class Journal:
         prev = head.digest
         for index, event in enumerate(events):
             envelope = Envelope(
-                seq=head.seq + index + 1, id=str(ULID.from_timestamp(ms)), ts=ts,
+                seq=head.seq + index + 1, id=new_ulid(ms), ts=ts,
                 type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
                 data=self._redacted(event.data), prev=prev,
             )

@@ -15,6 +15,7 @@ from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.config.repo import find_repo
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
@@ -125,8 +126,6 @@ def start_thread(
     registered first (as `uwf workflow put` does): one command from YAML to a thread.
     A name is also looked for in the repo's `.workflow/` folder (uwf.workflows.discovery).
     """
-    from ulid import ULID
-
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
     # A path it cannot use is refused before any node is put.
@@ -134,7 +133,7 @@ def start_thread(
     workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
-    thread = str(ULID.from_timestamp(store.clock()))
+    thread = new_ulid(store.clock())
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     return store.journal.write(lambda _views: Outcome(
@@ -279,15 +278,13 @@ def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
 
 def fork_thread(store: Store, thread: str, at: str) -> Forked:
     """A new thread whose head is an earlier step of `thread` (same StartNode)."""
-    from ulid import ULID
-
     state = get_thread(store.read(), thread)
     steps = chain(store, state.head)
     hashes = [node.hash for node in steps]
     if at not in hashes:
         raise NotFound(f"{at} is not a step of thread {thread}",
                        f"see its steps with `uwf thread log {thread}`")
-    new = str(ULID.from_timestamp(store.clock()))
+    new = new_ulid(store.clock())
     kept = steps[: hashes.index(at) + 1]
     visits: dict[str, int] = {}
     for node in kept:

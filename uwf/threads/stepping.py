@@ -34,6 +34,7 @@ from uwf.config.secrets import MIN_LENGTH, secret_values
 from uwf.engine.dburl import is_database_url
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.errors import (
     Conflict,
     Corrupt,
@@ -220,8 +221,6 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
     a stranded step, then record what was gathered. A blocked thread's event is
     written, then its reason raised. The deadline of a step in flight is judged at the
     instant the writers' section was entered."""
-    from ulid import ULID
-
     state = get_thread(views, thread)
     subject = f"thread/{thread}"
     abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
@@ -242,7 +241,7 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
         events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
         return Outcome(events, Rejected(
             message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
-    step_id = str(ULID.from_timestamp(now))
+    step_id = new_ulid(now)
     events.append(NewEvent(subject, ThreadStepStarted(
         step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
         None if abandoned is None else abandoned.step_id)))
