@@ -173,11 +173,12 @@ def test_every_page_holds_at_390_px(phone: Any, with_token: str, fleet: Fleet) -
     """Nothing wider than the screen: wide tables scroll in their own box, not the page."""
     pages = ["/runs", "/queue", "/history", "/log", "/verify", f"/runs/{fleet.done}",
              f"/runs/{fleet.failed}"]
-    for path in pages:
+    for number, path in enumerate(pages):
         phone.goto(f"{with_token}{path}")
         phone.wait_for_selector("main h1")
         width = phone.evaluate("document.scrollingElement.scrollWidth")
         assert width <= 390, (path, width)
+        phone.screenshot(path=str(SHOTS / f"phone-{number}.png"), full_page=True)
     phone.goto(f"{with_token}/queue")
     assert phone.locator("form.action button").count() > 0  # the actions are on the page
     phone.screenshot(path=str(SHOTS / "dashboard-queue-390.png"), full_page=True)
