@@ -161,6 +161,14 @@ def test_the_queue_page_shows_entries_leases_and_why_they_wait(client: TestClien
     reasons = {skip["reason"] for skip in twin["sched plan"]["skipped"]}
     assert {"leased", "parked"} <= reasons
     assert "tests fail" in page  # the parked entry's reason
+    counts = twin["queue counts"]
+    assert counts["statuses"] == {"ready": 1, "leased": 1, "drained": 0, "parked": 1,
+                                  "cancelled": 0}
+    for state, count in counts["statuses"].items():
+        assert f'<span class="badge {state}">{state}</span> <strong>{count}</strong>' in page
+    assert (f"In the last 60 min: <strong>{counts['finished']}</strong> finished, "
+            f"<strong>{counts['added']}</strong> added") in page
+    assert '<form class="action"' not in page  # no token: read-only
     assert "parked" in client.get("/queue", params={"status": "parked"}).text
 
 
@@ -191,6 +199,7 @@ def test_every_twin_is_the_clis_json(client: TestClient, fleet: Fleet) -> None:
     assert queue["queue list"] == _cli_json(cli, "queue", "list", "--session", "s1",
                                             "--limit", "100")
     assert queue["sched plan"] == _cli_json(cli, "sched", "plan")
+    assert queue["queue counts"] == _cli_json(cli, "queue", "counts")
     assert _json(client, "/history")["history"] == _cli_json(cli, "history")
     assert _json(client, "/log?n=7&type=thread.")["log tail"] == _cli_json(
         cli, "log", "tail", "-n", "7", "--type", "thread.", lines=True)

@@ -43,7 +43,7 @@ def next_action(text: str) -> str | None:
         nonlocal unknown
         preposition, first, second = found[1], found[2], found[3]
         named = PLACES.get(f"{first} {second}") or PLACES.get(first)
-        if named is None:
+        if named is None or "--" in found[0]:  # a flag: the page has none
             unknown = True
             return ""
         words, button = named
