@@ -102,24 +102,22 @@ def create_app(context: Context, token: str | None = None,
     async def in_worker(function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(worker, function, *args)
 
-    def render(page: pages.Page, request: Request, live: str = "refresh",
+    def render(page: pages.Page, request: Request | None, live: str = "refresh",
                stream: str = "/log/stream") -> str:
-        head = context.store.log.head().seq
+        """`page` as HTML; without `request` (an action's refusal) it has no JSON link,
+        no live updates and no forms."""
         return environment.get_template(page.template).render(
-            page=page, calls=page.calls, path=request.url.path, head=head, live=live,
+            page=page, calls=page.calls, path=request.url.path if request else "",
+            head=context.store.log.head().seq, live=live if request else "off",
             stream=stream, nav=[(path, title) for path, (title, _) in pages.PAGES.items()],
-            now_ms=context.store.clock(), csrf=actions.csrf_for(request, token),
-            **page.extra)
+            now_ms=context.store.clock(),
+            csrf=actions.csrf_for(request, token) if request else None, **page.extra)
 
     def refused(action: actions.Action, ident: str, called: Called) -> str:
         """An action's refusal: its page, in the page's words."""
-        page = pages.Page("refused.html", f"{action.label} refused", {action.command: called},
-                          {"action": action, "ident": ident})
-        return environment.get_template(page.template).render(
-            page=page, calls=page.calls, path="", head=context.store.log.head().seq,
-            live="off", stream="", nav=[(path, title) for path, (title, _)
-                                        in pages.PAGES.items()],
-            now_ms=context.store.clock(), csrf=None, **page.extra)
+        return render(pages.Page("refused.html", f"{action.label} refused",
+                                 {action.command: called}, {"action": action, "ident": ident}),
+                      None)
 
     async def answer(request: Request, build: Callable[[], pages.Page],
                      **live: str) -> Response:
