@@ -281,3 +281,22 @@ def test_a_script_with_the_bearer_token_needs_no_form(two: tuple[Cli, Cli]) -> N
         crossed = client.post(f"/queue/{ready}/cancel", headers={
             **bearer, "Origin": "http://evil.example"})
         assert crossed.status_code == 403
+
+
+def test_a_form_too_long_or_not_a_form_is_refused(two: tuple[Cli, Cli],
+                                                 web: TestClient) -> None:
+    cli = two[0]
+    before = cli.log_bytes()
+    ready = entries_of(cli)["ready"]
+    action = f"/queue/{ready}/cancel"
+    csrf = csrf_of(web, "/queue", action)
+    long = web.post(action, data={"csrf": csrf, "reason": "x" * 20_000},
+                    headers={"Origin": ORIGIN})
+    assert long.status_code == 400
+    assert "the form could not be read" in long.text
+    garbled = web.post(action, content=b"\xff\xfe", headers={
+        "Origin": ORIGIN, "Content-Type": "application/x-www-form-urlencoded"})
+    assert garbled.status_code == 400
+    unknown = web.post(f"/queue/{ready}/frob", data={"csrf": csrf}, headers={"Origin": ORIGIN})
+    assert unknown.status_code == 404
+    assert cli.log_bytes() == before

@@ -83,6 +83,16 @@ def csrf_for(request: Request, token: str | None) -> str | None:
     return csrf_token(token, session)
 
 
+async def _read_at_most(request: Request, limit: int) -> bytes | None:
+    """The request's body, None once it is longer than `limit` (not read further)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return body
+
+
 async def take(request: Request, token: str, caller: Caller,
                in_worker: Callable[..., Any], refused: Callable[[Action, str, Called], str]
                ) -> Response:
@@ -98,8 +108,8 @@ async def take(request: Request, token: str, caller: Caller,
     if action is None:
         return PlainTextResponse("404: no such action\n", 404)
     ident = request.path_params["ident"]
-    body = await request.body()
-    fields = form_fields(body) if len(body) <= FORM_BYTES else None
+    body = await _read_at_most(request, FORM_BYTES)
+    fields = form_fields(body) if body is not None else None
     if fields is None:
         return PlainTextResponse("400: the form could not be read; send it again from "
                                  "the page\n", 400)
