@@ -139,3 +139,82 @@ def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: F
     row.wait_for(timeout=15_000)
     assert page.locator("#log-rows tr").count() == before + 1
     assert "queue.added" in row.inner_text()
+
+
+# -- a phone's width, and an action taken in the browser ----------------------------------------
+
+TOKEN = "browser-test-token"
+
+
+@pytest.fixture
+def with_token(fleet: Fleet) -> Iterator[str]:
+    from uwf.dashboard.app import create_app
+
+    with served(create_app(context_of(fleet.cli), token=TOKEN)) as url:
+        yield url
+
+
+@pytest.fixture
+def phone(browser: Any, with_token: str) -> Iterator[Any]:
+    """A page 390 px wide (a phone's), signed in with the token (so the actions show)."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("console", lambda message: problems.append(message.text)
+              if message.type == "error" else None)
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    opened.goto(f"{with_token}/runs?token={TOKEN}")
+    yield opened
+    context.close()
+    assert problems == []
+
+
+def test_every_page_holds_at_390_px(phone: Any, with_token: str, fleet: Fleet) -> None:
+    """Nothing wider than the screen: wide tables scroll in their own box, not the page."""
+    pages = ["/runs", "/queue", "/history", "/log", "/verify", f"/runs/{fleet.done}",
+             f"/runs/{fleet.failed}"]
+    for number, path in enumerate(pages):
+        phone.goto(f"{with_token}{path}")
+        phone.wait_for_selector("main h1")
+        width = phone.evaluate("document.scrollingElement.scrollWidth")
+        assert width <= 390, (path, width)
+        phone.screenshot(path=str(SHOTS / f"phone-{number}.png"), full_page=True)
+    phone.goto(f"{with_token}/queue")
+    assert phone.locator("form.action button").count() > 0  # the actions are on the page
+    phone.screenshot(path=str(SHOTS / "dashboard-queue-390.png"), full_page=True)
+
+
+def test_times_read_relative_with_the_utc_time_on_hover(phone: Any, with_token: str,
+                                                        fleet: Fleet) -> None:
+    phone.goto(f"{with_token}/runs/{fleet.done}")
+    created = phone.locator("dl.record time").first
+    assert created.inner_text().endswith(" ago") or created.inner_text() == "just now"
+    stamp = created.get_attribute("datetime")
+    assert created.get_attribute("title") == f"{stamp} (UTC)"
+    assert stamp.endswith("Z")
+    assert phone.locator("li.step .duration").count() == 5
+
+
+def test_the_log_s_data_opens_on_a_click(phone: Any, with_token: str) -> None:
+    phone.goto(f"{with_token}/log?type=thread.started")
+    row = phone.locator("#log-rows tr").first
+    assert not row.locator("details pre").is_visible()
+    assert "workflow" in row.locator("summary").inner_text()
+    row.locator("summary").click()
+    assert '"workflow"' in row.locator("details pre").inner_text()
+
+
+def test_an_action_in_the_browser_does_what_the_cli_does(phone: Any, with_token: str,
+                                                         fleet: Fleet) -> None:
+    """Cancel a ready entry from the queue page: the browser's own form (its Origin, the
+    session's CSRF token) is taken; the entry is cancelled with the reason given."""
+    entry = fleet.cli.run("queue", "add", "--workflow", "solve-issue", "-p", "cancel me",
+                          "--session", "s9", "--json")
+    assert entry.code == 0, entry
+    entry_id = json.loads(entry.out)["entry"]["id"]
+    phone.goto(f"{with_token}/queue?session=s9")
+    form = phone.locator(f'form.action[action="/queue/{entry_id}/cancel"]')
+    form.locator("button").click()
+    phone.wait_for_url(f"{with_token}/queue")
+    shown = json.loads(fleet.cli.run("queue", "show", entry_id, "--json").out)
+    assert shown["status"] == "cancelled"

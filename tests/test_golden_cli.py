@@ -298,6 +298,8 @@ def script(s: Session) -> None:
     _store_copy(s)
     _dashboard(s)
     _snapshot(s)
+    # Added after the rest, so the times and ids before it stay as they were.
+    s.both("uwf", "queue", "counts", "--minutes", "600")
 
 
 def _snapshot(s: Session) -> None:

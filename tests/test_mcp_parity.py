@@ -216,6 +216,7 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("queue cancel", id=cancelled, reason="changed my mind")
     run("queue logs", id=entry)
     run("queue logs", list=True)
+    run("queue counts", minutes=120)
     job = run("queue add", workflow="solve-issue", prompt="Over MQTT", broker=broker)
     run("queue subscribe", id=job["entry"]["id"], wait=0.2)
     run("queue publish", id=job["entry"]["id"], event='{"type": "progress", "pct": 40}')

@@ -12,6 +12,7 @@ from uwf.queue.commands import (
     EntryRef,
     QueueAdd,
     QueueCancel,
+    QueueCounts,
     QueueDrain,
     QueueList,
     QueueLogs,
@@ -70,6 +71,17 @@ def _entries_panel(payload: dict[str, Any]) -> str:
     return table(rows) + "\n" + foot if rows else foot
 
 
+def _counts_panel(payload: dict[str, Any]) -> str:
+    from uwf.cli.render import table
+
+    rows = [{"status": status, "entries": count}
+            for status, count in payload["statuses"].items()]
+    foot = (f"{payload['total']} entries; in the last {payload['minutes']} min: "
+            f"{payload['added']} added, {payload['finished']} finished"
+            + ("" if payload["exact"] else " (the newest log lines only)"))
+    return table(rows) + "\n" + foot
+
+
 def _logs_panel(payload: dict[str, Any]) -> str:
     import json
 
@@ -97,6 +109,10 @@ QUEUE_COMMANDS: list[Command[Any]] = [
     Command(("queue", "list"), "List entries in queue order (priority, enqueuedAt, id), "
             "filtered.", "uwf queue list --status pending --session tmux:a",
             QueueList, on_store(queue.list_entries), human=_entries_panel, read_only=True),
+    Command(("queue", "counts"), "Count entries per status (kept counts: no scan), and the "
+            "entries added and finished in the last minutes (the throughput).",
+            "uwf queue counts --minutes 60", QueueCounts, on_store(queue.counts),
+            human=_counts_panel, read_only=True),
     Command(("queue", "show"), "Show one entry with every field.",
             f"uwf queue show {_ID}", EntryRef, on_store(queue.show), read_only=True),
     Command(("queue", "drain"), "Mark the next ready entries drained and return them (no "

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         BatchAdded,
         Drained,
         EntryAdded,
+        EntryCounts,
         EntryPage,
         EntryRecord,
         Leased,
@@ -112,6 +113,12 @@ class QueueList(Args, frozen=True, kw_only=True):
     limit: Annotated[Page | None, arg("at most N entries (default: all)",
                                       metavar="N")] = None
     offset: Annotated[Page, arg("skip the first N entries", metavar="N")] = 0
+
+
+class QueueCounts(Args, frozen=True, kw_only=True):
+    minutes: Annotated[Annotated[int, msgspec.Meta(ge=1, le=10_080)],
+                       arg("the throughput's window: the last N minutes (default 60, at "
+                           "most a week)", metavar="N")] = 60
 
 
 class EntryRef(Args, frozen=True, kw_only=True):
@@ -258,6 +265,13 @@ def list_entries(args: QueueList, store: Store) -> EntryPage:
 
     return queue.list_entries(store, args.status, args.repo, args.session,
                               limit=args.limit, offset=args.offset)
+
+
+def counts(args: QueueCounts, store: Store) -> EntryCounts:
+    """Entries per status, and how many were added and finished in the window."""
+    from uwf.queue.counts import counts as count_entries
+
+    return count_entries(store, args.minutes)
 
 
 def show(args: EntryRef, store: Store) -> EntryRecord:
