@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from uwf.redact import Redact
 
 # What `arg(..., **extra)` may say about the command line.
-_CLI_EXTRAS = {"positional", "short", "metavar", "expect", "alias"}
+_CLI_EXTRAS = {"positional", "short", "metavar", "expect", "alias", "ids"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +57,7 @@ class Param(msgspec.Struct, frozen=True):
     metavar: str | None
     bounds: tuple[tuple[str, float], ...]  # ("ge", 0), ("gt", 0), ...
     expect: str | None = None  # what a value that misses the pattern must be
+    ids: str | None = None  # the kind of id it holds, made whole by uwf.cli.ids
 
 
 _PARAMS: dict[type[Args], tuple[Param, ...]] = {}
@@ -116,7 +117,8 @@ def _param(args: type[Args], field: mi.Field) -> Param:
         if alias := extra.get("alias"):
             flags = (*flags, alias)
     return Param(field.encode_name, help_text, kind, field.required, default, nullable,
-                 choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"))
+                 choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"),
+                 extra.get("ids"))
 
 
 def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,

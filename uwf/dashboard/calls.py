@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from uwf.cli.context import Context
+from uwf.cli.ids import call
 from uwf.cli.parsing import collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command
 from uwf.errors import EXIT_REJECTED, NotFound, UsageError, UwfError
@@ -67,7 +68,7 @@ class Caller:
                 # A node deleted or altered since the last page is seen so, never as live.
                 self.context.store.cas.forget_checked()
                 args = _convert(command, given)
-                result = command.handler(args, self.context)
+                result = call(command, args, self.context)
                 if command.streams:
                     result = collect(result)
                 return Called(name, self._payload(result))

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     )
     from uwf.store import Store
 
-RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]
+RunId = Annotated[str, arg("run id (a thread's ULID, in any case, or its first characters)",
+                          positional=True, metavar="RUN", ids="runs")]
 DEFAULT_LIMIT = 50  # runs on a page of `run search|list` and `history`
 DEFAULT_RECENT = 5  # steps `run resume` shows
 
