@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 import msgspec.inspect as mi
 
+from uwf import __version__
 from uwf.cli.context import GLOBAL_OPTIONS, process_redactor
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
@@ -159,6 +160,8 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
         epilog="examples:\n" + "\n".join(f"  {c.example}" for c in commands[:4]),
     )
     _global_options(parser, argparse.SUPPRESS)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the program's name and version, and exit")
     top = parser.add_subparsers(dest="_group", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     subgroups: dict[str, argparse._SubParsersAction[Any]] = {}

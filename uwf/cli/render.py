@@ -195,6 +195,10 @@ def console(group: Group, argv: Sequence[str] | None = None,
     default this process's environment) and return."""
     if argv is not None:
         return run(group, argv, environ)
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (uwf.cli.completion)
+        from uwf.cli.completion import answer
+
+        answer(group)
     # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so; one
     # that comes while the command line is read waits until the command is known.
     _TERMINATION.deferred = True
