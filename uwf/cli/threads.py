@@ -133,8 +133,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
     Command(("thread", "kill"), "End a thread now; its history stays.",
             'uwf thread kill 01J7K9M2XNPQR5VWBCDF8G3H4T --reason "superseded"', ThreadKill,
             on_store(threads.kill)),
-    Command(("thread", "log"), "Print the thread's steps oldest first, one JSON line each "
-            "(on a terminal, each step's heading and output).",
+    Command(("thread", "log"), "Print the thread's steps oldest first, one JSON line each.",
             "uwf thread log 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, _log, streams=True,
             read_only=True),
     Command(("thread", "fork"), "Start a new thread whose head is an earlier step of this one.",

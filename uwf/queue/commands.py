@@ -111,7 +111,7 @@ class QueueList(Args, frozen=True, kw_only=True):
     repo: Annotated[str | None, arg("only entries of this repo", metavar="PATH")] = None
     session: Annotated[str | None, arg("only entries of this session label",
                                        metavar="LABEL")] = None
-    limit: Annotated[Page | None, arg("at most N entries (default: all)",
+    limit: Annotated[Page | None, arg("at most N entries (default: all; 50 on a terminal)",
                                       metavar="N")] = None
     offset: Annotated[Page, arg("skip the first N entries", metavar="N")] = 0
 
