@@ -71,6 +71,15 @@ def test_an_id_in_lower_case_or_a_unique_prefix_is_accepted(
     assert kit.show(first)["status"] == "killed"
 
 
+def test_a_node_hash_in_lower_case_is_accepted(twins: tuple[Kit, list[str]]) -> None:
+    kit, (first, _) = twins
+    assert kit.step(first).code == 0
+    [step] = kit.log(first)
+    assert kit.node(step["hash"].lower())["payload"]["role"] == step["role"]
+    forked = kit.ok("thread", "fork", first.lower(), "--at", step["hash"].lower())
+    assert forked["head"] == step["hash"]
+
+
 def test_an_ambiguous_prefix_is_refused_naming_the_matches(
         twins: tuple[Kit, list[str]]) -> None:
     kit, ids = twins

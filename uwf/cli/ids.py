@@ -1,5 +1,6 @@
 """Ids as people type them: a thread, run, queue entry or lease id in any case (Crockford
-Base32 is case-insensitive), whole or as the first few characters of one.
+Base32 is case-insensitive), whole or as the first few characters of one; a node's hash
+in any case.
 
 Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through `call`, which
 makes each id argument whole before the handler sees it: upper case, and a prefix
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from uwf.config.args import Args
 
 _PREFIX = re.compile(ULID_PREFIX_PATTERN)
+_HASH = re.compile(r"[0-9A-Fa-f][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{12}")  # uwf.cas.hashing's
 # What each kind of id (an argument's `arg(..., ids=KIND)`) is looked up in: the view,
 # the noun, and where the whole ids are listed.
 KINDS = {
@@ -45,16 +47,20 @@ def whole_ids(args: Args, ctx: Context) -> Args:
     changed: dict[str, str] = {}
     for name, kind in given.items():
         value = getattr(args, name)
-        if not isinstance(value, str) or not _PREFIX.match(value):
+        if not isinstance(value, str):
             continue
-        value = value.upper()
-        if len(value) < ULID_LENGTH:
-            if kind == "lease":
-                value = _lease(value, changed.get("id", getattr(args, "id", None)), ctx)
-            else:
-                value = unique(kind, value, ctx)
-        if value != getattr(args, name):
-            changed[name] = value
+        if kind == "hash":  # a node's hash: any case, whole (a prefix would need a scan)
+            whole = value.upper() if _HASH.fullmatch(value) else value
+        elif not _PREFIX.match(value):
+            continue
+        elif len(value) == ULID_LENGTH:
+            whole = value.upper()
+        elif kind == "lease":
+            whole = _lease(value.upper(), changed.get("id", getattr(args, "id", None)), ctx)
+        else:
+            whole = unique(kind, value.upper(), ctx)
+        if whole != value:
+            changed[name] = whole
     if not changed:
         return args
     import msgspec

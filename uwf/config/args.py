@@ -50,8 +50,8 @@ def arg(help: str, *, positional: bool = False, short: str | None = None,
     `short` alias such as `-p`, another long flag (`alias`, such as `--app`), the
     `metavar` shown in usage, for a string with a pattern what a value must be
     (`expect`), said when one does not match, and for an id the kind it is (`ids`:
-    threads, runs, queue or lease), which every surface accepts in any case and as a
-    unique prefix (uwf.cli.ids)."""
+    threads, runs, queue or lease, which every surface accepts in any case and as a
+    unique prefix; or hash, in any case: uwf.cli.ids)."""
     extra: dict[str, Any] = {}
     if positional:
         extra["positional"] = True

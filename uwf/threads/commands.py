@@ -86,7 +86,8 @@ class ThreadKill(Args, frozen=True, kw_only=True):
 
 class ThreadFork(Args, frozen=True, kw_only=True):
     thread: ThreadId
-    at: Annotated[str, arg("StepNode hash in the thread's chain", metavar="STEP_HASH")]
+    at: Annotated[str, arg("StepNode hash in the thread's chain", metavar="STEP_HASH",
+                           ids="hash")]
 
 
 class AgentContext(Args, frozen=True, kw_only=True):
