@@ -2,11 +2,11 @@
 Base32 is case-insensitive), whole or as the first few characters of one; a node's hash
 in any case.
 
-Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through `call`, which
-makes each id argument whole before the handler sees it: upper case, and a prefix
-looked up in the view that holds such ids by a range scan of its key (never a scan of
-every row). A prefix no id has is not found (exit 1); one several ids have is refused
-naming a few of them (exit 2). The features' services take whole ids only.
+Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through `Command.call`,
+which makes each id argument whole (`whole_ids`) before the handler sees it: upper case,
+and a prefix looked up in the view that holds such ids by a range scan of its key (never
+a scan of every row). A prefix no id has is not found (exit 1); one several ids have is
+refused naming a few of them (exit 2). The features' services take whole ids only.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from uwf.ids import ULID_LENGTH, ULID_PREFIX_PATTERN
 
 if TYPE_CHECKING:
     from uwf.cli.context import Context
-    from uwf.cli.spec import Command
-    from uwf.config.args import Args
+    from uwf.cli.spec import A
 
 _PREFIX = re.compile(ULID_PREFIX_PATTERN)
 _HASH = re.compile(r"[0-9A-Fa-f][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{12}")  # uwf.cas.hashing's
@@ -33,12 +32,7 @@ KINDS = {
 SHOWN = 3  # the matches an ambiguous prefix names
 
 
-def call(command: Command[Any], args: Args, ctx: Context) -> Any:
-    """The command's handler, run with its id arguments made whole."""
-    return command.handler(whole_ids(args, ctx), ctx)
-
-
-def whole_ids(args: Args, ctx: Context) -> Args:
+def whole_ids(args: A, ctx: Context) -> A:
     """`args` with every id argument whole and upper case (the store is read only for
     a prefix); a value that is no id's start is left for the handler to refuse."""
     from uwf.cli.parsing import params

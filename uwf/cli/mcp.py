@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.ids import call
 from uwf.cli.mcpwire import INVALID_REQUEST, error_response, refusal, usable_id
 from uwf.cli.parsing import Param, collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command, Group, command_schemas
@@ -171,7 +170,7 @@ class Tools:
                 store.progress = notify.counting("views caught up")
                 store.steps = notify.counting("steps taken")
             try:
-                result = call(command, args, self.context)
+                result = command.call(args, self.context)
                 if command.streams:
                     result = collect(result, notify.say)
             finally:

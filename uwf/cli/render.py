@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.context import Context, process_redactor
-from uwf.cli.ids import call
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
@@ -215,7 +214,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
                           progress=bars.bar("rebuilding views") if bars else None, bars=bars,
                           environ=dict(os.environ) if environ is None else environ)
         try:
-            result = call(command, args, context)
+            result = command.call(args, context)
             if command.streams:
                 _stream(result, context.redact)
                 return 0

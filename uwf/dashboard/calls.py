@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.ids import call
 from uwf.cli.parsing import collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command
 from uwf.errors import EXIT_REJECTED, NotFound, UsageError, UwfError
@@ -68,7 +67,7 @@ class Caller:
                 # A node deleted or altered since the last page is seen so, never as live.
                 self.context.store.cas.forget_checked()
                 args = _convert(command, given)
-                result = call(command, args, self.context)
+                result = command.call(args, self.context)
                 if command.streams:
                     result = collect(result)
                 return Called(name, self._payload(result))
