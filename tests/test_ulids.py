@@ -35,11 +35,22 @@ def test_a_run_of_ulids_increases_within_its_millisecond(ms: int, count: int) ->
     assert values == list(range(values[0], values[0] + count))
 
 
-def test_random_bits_differ_between_calls() -> None:
-    assert len({new_ulid(1_700_000_000_000) for _ in range(200)}) == 200
+def test_each_millisecond_draws_its_own_random_bits() -> None:
+    firsts = {new_ulid(ms)[10:] for ms in range(1_700_000_000_000, 1_700_000_000_200)}
+    assert len(firsts) == 200
 
 
 @pytest.mark.parametrize("ms", [-1, 1 << 48])
 def test_a_time_a_ulid_cannot_hold_is_refused(ms: int) -> None:
     with pytest.raises(ValueError, match="2\\*\\*48"):
         new_ulid(ms)
+
+
+@given(MS, st.lists(st.integers(min_value=1, max_value=20), min_size=2, max_size=20))
+def test_ids_of_one_millisecond_sort_in_the_order_they_were_minted(
+        ms: int, counts: list[int]) -> None:
+    minted: list[str] = []
+    for count in counts:
+        minted += new_ulids(ms, count) if count > 1 else [new_ulid(ms)]
+    assert minted == sorted(minted)
+    assert len(set(minted)) == len(minted)

@@ -170,7 +170,7 @@ class Tools:
                 store.progress = notify.counting("views caught up")
                 store.steps = notify.counting("steps taken")
             try:
-                result = command.handler(args, self.context)
+                result = command.call(args, self.context)
                 if command.streams:
                     result = collect(result, notify.say)
             finally:

@@ -57,17 +57,23 @@ def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
                if human else line)
 
 
+def _list(args: QueueList, ctx: Context) -> Any:
+    """On a terminal, a page unless --limit says otherwise; piped or --json, every entry."""
+    if ctx.terminal and args.limit is None:
+        import msgspec
+
+        args = msgspec.structs.replace(args, limit=PAGE)
+    return queue.list_entries(args, ctx.store)
+
+
 def _entries_panel(payload: dict[str, Any]) -> str:
-    from uwf.cli.render import table
+    from uwf.cli.render import page_footer, table
 
     rows = [{"id": e["id"], "status": e["status"], "priority": e["priority"],
              "session": e["session"], "work": e["workflow"] or f"run {e['run']}",
              "attempts": e["attempts"], "enqueued": e["enqueuedAt"]}
             for e in payload["entries"]]
-    foot = f"{payload['total']} entries"
-    if rows:
-        start = payload["offset"]
-        foot += f"; showing {start + 1}-{start + len(rows)}"
+    foot = page_footer(payload["total"], payload["offset"], len(rows), ("entry", "entries"))
     return table(rows) + "\n" + foot if rows else foot
 
 
@@ -83,21 +89,23 @@ def _counts_panel(payload: dict[str, Any]) -> str:
 
 
 def _logs_panel(payload: dict[str, Any]) -> str:
-    import json
-
-    from uwf.cli.render import table
+    from uwf.cli.render import inline, table
 
     if "events" not in payload or not isinstance(payload["events"], list):
         return table(payload["entries"])
     lines = [f"{payload['id']}  {payload['status']}"]
     for item in payload["events"]:
-        change = (f"{item['from']} -> {item['to']}" if item["from"] != item["to"]
-                  else item["to"])
-        data = json.dumps(item["data"], ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"{item['seq']:>6}  {item['ts']}  {item['event']:<15} {change}  {data}")
+        change = (f"{item['from']} -> {item['to']}"
+                  if item["from"] is not None and item["from"] != item["to"] else item["to"])
+        data = item["data"]
+        if isinstance(data, dict):  # what the event set, its empty fields left out
+            data = {key: value for key, value in data.items() if value not in (None, "", [])}
+        lines.append(f"{item['seq']:>6}  {item['ts']}  {item['event']:<15} {change}  "
+                     f"{inline(data)}".rstrip())
     return "\n".join(lines)
 
 
+PAGE = 50  # entries `queue list` shows on a terminal without --limit
 _ID = "01MB23Y70010GPA2PQX31XGT24"
 _LEASE = "01MB23Y7001K9T4VQ2D6WZ8E3C"
 
@@ -108,7 +116,7 @@ QUEUE_COMMANDS: list[Command[Any]] = [
             QueueAdd, on_store(queue.add)),
     Command(("queue", "list"), "List entries in queue order (priority, enqueuedAt, id), "
             "filtered.", "uwf queue list --status pending --session tmux:a",
-            QueueList, on_store(queue.list_entries), human=_entries_panel, read_only=True),
+            QueueList, _list, human=_entries_panel, read_only=True),
     Command(("queue", "counts"), "Count entries per status (kept counts: no scan), and the "
             "entries added and finished in the last minutes (the throughput).",
             "uwf queue counts --minutes 60", QueueCounts, on_store(queue.counts),

@@ -26,20 +26,14 @@ if TYPE_CHECKING:
 
 
 def _runs_panel(payload: dict[str, Any]) -> str:
-    from uwf.cli.render import table
+    from uwf.cli.render import page_footer, table
 
     rows = [{"run": run["runId"], "lifecycle": run["lifecycle"],
              "workflow": run["workflow"]["name"], "steps": run["steps"],
              "created": run["createdAt"], "title": run["title"]}
             for run in payload["runs"]]
-    shown = len(rows)
-    start = payload["offset"]
-    total = payload["total"]
-    foot = f"{total} run{'' if total == 1 else 's'} ({payload['scope']})"
-    if shown:
-        foot += f"; showing {start + 1}-{start + shown}"
-    if start + shown < total:
-        foot += f"; next page: --offset {start + shown}"
+    foot = page_footer(payload["total"], payload["offset"], len(rows), ("run", "runs"),
+                       f" ({payload['scope']})")
     return table(rows) + "\n" + foot if rows else foot
 
 

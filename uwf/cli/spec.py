@@ -75,6 +75,13 @@ class Command(msgspec.Struct, Generic[A], frozen=True):
     # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
     mcp: bool = True
 
+    def call(self, args: A, ctx: Context) -> Any:
+        """The handler, run with the id arguments made whole (any case, a unique prefix:
+        uwf.cli.ids), as every surface (CLI, MCP, dashboard) runs a command."""
+        from uwf.cli.ids import whole_ids
+
+        return self.handler(whole_ids(args, ctx), ctx)
+
     def failed(self, payload: Any) -> bool:
         """Whether `payload` (what `--json` prints) makes the command exit 1 though it
         is printed: a verify's `{"ok": false}`, or what `fails` says is damage."""

@@ -62,10 +62,19 @@ def _damaged(rows: Any) -> bool:
 
 
 def _log(args: ThreadRef, ctx: Context) -> Iterator[str]:
+    """A JSON line per step; on a terminal, a heading per step and its output beneath."""
     from uwf.threads.service import iter_log
 
     for record in iter_log(ctx.store, args.thread):
-        yield json.dumps(to_payload(record), ensure_ascii=False, separators=(",", ":"))
+        payload = to_payload(record)
+        if not ctx.terminal:
+            yield json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+            continue
+        from uwf.cli.render import panel
+
+        yield (f"{record.step:>3}  {record.role}  {record.status}  by {record.agent}  "
+               f"(step {record.hash}, detail {record.detail})\n"
+               + panel(payload["output"], "     "))
 
 
 def _staged(ctx: Context) -> Any:

@@ -87,7 +87,7 @@ class Caller:
                         invalid(exc, params(command.args), given),
                         f"see `uwf {command.name} --help`"), 400,
                         f"{said}; change it and try again")
-                result = command.handler(args, self.context)
+                result = command.call(args, self.context)
                 if command.streams:
                     result = collect(result)
                 return Called(name, self._payload(result))
