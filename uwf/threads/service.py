@@ -102,10 +102,13 @@ def in_flight(state: ThreadState) -> StepInFlight | None:
 def describe(cas: Cas, state: ThreadState) -> ThreadShown:
     """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
     `inFlight` while a step is in flight (status `running`)."""
+    from uwf.threads.attempts import last_failure
+
     return ThreadShown(workflow=state.workflow, thread=state.thread, head=head_of(state),
                        done=state.done, status=state.state,
                        current_role=current_role(cas, state),
-                       in_flight=in_flight(state) or UNSET)
+                       in_flight=in_flight(state) or UNSET,
+                       last_failure=last_failure(state) or UNSET)
 
 
 def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
@@ -142,12 +145,16 @@ def start_thread(
 
 
 def show_thread(store: Store, thread: str) -> ThreadShown:
-    """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
+    """Where a thread is: the seed's StepOutput, `status` and `currentRole`, and its last
+    attempts when one of them failed or was reused.
 
     Fails closed when the head node is missing from the CAS (or damaged): a thread
     whose head is gone cannot be stepped, so it is not shown as live.
     """
-    state = get_thread(store.read(), thread)
+    from uwf.threads.attempts import attempts, telling
+
+    views = store.read()
+    state = get_thread(views, thread)
     head = head_of(state)
     try:
         store.cas.get(head)
@@ -155,7 +162,11 @@ def show_thread(store: Store, thread: str) -> ThreadShown:
         raise Corrupt(f"thread {thread}'s head {head} is missing from the CAS",
                       "restore that node from a backup (`json-cas verify --all` lists what "
                       "else is damaged), or kill the thread") from None
-    return describe(store.cas, state)
+    shown = describe(store.cas, state)
+    tried = attempts(views, thread)
+    if telling(tried):
+        shown.attempts = tried
+    return shown
 
 
 def head_damage(cas: Cas, head: str) -> str | None:
