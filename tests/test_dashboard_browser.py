@@ -147,16 +147,18 @@ def test_a_failed_run_leads_with_why_and_a_retry_adds_its_attempt(page: Any, bas
     assert page.locator("tr.attempt").count() == 1
     assert " s" in page.inner_text("#attempt-1 td.duration")
     page.wait_for_selector("#live.on")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dashboard-failed-run.png"), full_page=True)
     stepped = fleet.cli.processes().run("thread", "step", run)  # uwf-mock: the planner
     assert stepped.code == 0, stepped
-    page.wait_for_selector("#attempt-2", timeout=15_000)  # swapped in, not reloaded
+    # Swapped in, not reloaded (first `running`, while the retry is in flight).
+    page.wait_for_selector("tr#attempt-2.stepped", timeout=15_000)
     assert page.locator("#failure").count() == 0
     rows = [page.inner_text(f"#attempt-{n}") for n in (1, 2)]
     assert "failed" in rows[0]
     assert "exit: agent exited with status 3: boom" in rows[0]
     assert "stepped" in rows[1]
     assert "ready" in rows[1]
-    page.screenshot(path=str(SHOTS / "dashboard-failed-run.png"), full_page=True)
 
 
 def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: Fleet) -> None:
