@@ -49,7 +49,11 @@ def refused(kit: Kit, thread: str, agent: Path, reason: str, role: str, *fragmen
     assert started["type"] == "thread.step_started"
     assert started["data"]["stepId"] == event["data"]["stepId"]
     assert started["data"]["role"] == role
-    assert kit.show(thread) == before
+    shown = kit.show(thread)  # as before, and why it failed
+    assert shown.pop("lastFailure")["reason"] == reason
+    assert shown.pop("attempts")[-1]["reason"] == reason
+    before.pop("attempts", None)
+    assert shown == before
     # Nothing is left in flight: the next step (uwf-mock) is accepted on the old head.
     after = kit.ok("thread", "step", thread)
     log = kit.log(thread)
