@@ -6,6 +6,7 @@ before any of this still fold. Agents are real subprocesses; the views are SQLit
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,31 @@ def test_a_long_message_is_cut_in_the_threads_view_and_whole_in_the_steps_view()
     row = fold(StepsProjection(), [step, failed])
     assert isinstance(row, StepState)
     assert row.message == long
+
+
+def test_on_postgresql_the_attempts_read_the_same(pg_url: str, tmp_path: Path) -> None:
+    """The steps view's range of a thread's attempts, newest first then turned, on a
+    PostgreSQL store."""
+    pytest.importorskip("psycopg")
+    import yaml
+
+    from tests.conftest import BIN, EXAMPLE
+    from tests.test_pgstore import env_for
+
+    env = env_for(pg_url, tmp_path)
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    config = tmp_path / "config" / "uwf" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump({"defaultAgent": "mock", "agents": {
+        "mock": {"command": "uwf-mock", "args": [str(EXAMPLE.parent / "mock-solve-issue.yaml")]},
+        "boom": {"command": "sh", "args": ["-c", "echo boom >&2; exit 3"]}}}), "utf-8")
+    cli = Cli(tmp_path / "unused", env)
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    run = json.loads(cli.run("thread", "start", "solve-issue", "-p", "x").out)["thread"]
+    assert cli.run("thread", "step", run, "--agent", "boom").code == 1
+    failed = json.loads(cli.run("run", "show", run).out)["run"]
+    assert failed["lastFailure"]["message"] == BOOM
+    assert cli.run("thread", "step", run).code == 0
+    shown = json.loads(cli.run("thread", "show", run).out)
+    assert [a["outcome"] for a in shown["attempts"]] == ["failed", "stepped"]
+    assert shown["attempts"][0]["stderr"] == "boom"
