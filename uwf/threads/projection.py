@@ -49,7 +49,7 @@ class LastFailure(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
     exit_status: int | None = None
 
 
-def last_failure(data: ThreadStepFailed, at: str) -> LastFailure:
+def _last_failure(data: ThreadStepFailed, at: str) -> LastFailure:
     message = data.message
     if len(message) > FAILURE_MESSAGE_CHARS:
         message = message[:FAILURE_MESSAGE_CHARS - 3] + "..."
@@ -149,7 +149,7 @@ class ThreadsProjection(StructProjection):
             )
         if isinstance(data, ThreadStepFailed):
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
-                            last_failure=last_failure(data, event.ts),
+                            last_failure=_last_failure(data, event.ts),
                             failures=state.failures + 1)
         if isinstance(data, ThreadBlocked):
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,

@@ -20,6 +20,7 @@ from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.payload import UNSET
 from uwf.store import Store
+from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.decide import kill
 from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
 from uwf.threads.projection import ThreadState
@@ -100,10 +101,9 @@ def in_flight(state: ThreadState) -> StepInFlight | None:
 
 
 def describe(cas: Cas, state: ThreadState) -> ThreadShown:
-    """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
-    `inFlight` while a step is in flight (status `running`)."""
-    from uwf.threads.attempts import last_failure
-
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`,
+    `inFlight` while a step is in flight (status `running`), and `lastFailure` while
+    the last attempt is one that failed."""
     return ThreadShown(workflow=state.workflow, thread=state.thread, head=head_of(state),
                        done=state.done, status=state.state,
                        current_role=current_role(cas, state),
@@ -151,8 +151,6 @@ def show_thread(store: Store, thread: str) -> ThreadShown:
     Fails closed when the head node is missing from the CAS (or damaged): a thread
     whose head is gone cannot be stepped, so it is not shown as live.
     """
-    from uwf.threads.attempts import attempts, telling
-
     views = store.read()
     state = get_thread(views, thread)
     head = head_of(state)
