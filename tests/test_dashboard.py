@@ -150,6 +150,21 @@ def test_a_run_page_has_its_graph_steps_and_path(client: TestClient, fleet: Flee
     assert "No steps yet." in failed
 
 
+def test_a_failed_run_page_leads_with_why_and_lists_its_attempts(client: TestClient,
+                                                                  fleet: Fleet) -> None:
+    page = client.get(f"/runs/{fleet.failed}").text
+    lead = page.index('<div class="failure" role="alert" id="failure">')
+    assert lead < page.index('<dl class="record">')  # before the record: why comes first
+    assert "<strong>failed</strong>: exit (planner) — agent exited with status 1" in page
+    assert ", exit status 1</p>" in page
+    assert page.count('<tr class="attempt failed"') == 1
+    twin = _json(client, f"/runs/{fleet.failed}")["run show"]["run"]
+    assert twin["lastFailure"]["reason"] == "exit"
+    done = client.get(f"/runs/{fleet.done}").text  # never failed: neither section
+    assert 'id="failure"' not in done
+    assert "<h2>Attempts</h2>" not in done
+
+
 def test_the_queue_page_shows_entries_leases_and_why_they_wait(client: TestClient,
                                                                 fleet: Fleet) -> None:
     page = client.get("/queue").text

@@ -127,6 +127,40 @@ def test_a_step_appears_without_a_reload(page: Any, base: str, fleet: Fleet) -> 
     assert graph.locator('g.edge.taken[data-source="$START"]').count() == 1
 
 
+def test_a_failed_run_leads_with_why_and_a_retry_adds_its_attempt(page: Any, base: str,
+                                                                   fleet: Fleet) -> None:
+    """An agent that exits 3 saying `boom`, then a passing retry: the page leads with
+    the reason and lists each attempt with its reason and duration."""
+    import yaml
+
+    config = yaml.safe_load(fleet.kit.config_path.read_text("utf-8"))
+    config["agents"]["boom"] = {"command": "sh", "args": ["-c", "echo boom >&2; exit 3"]}
+    fleet.kit.write_config(config)
+    run = fleet.kit.start(prompt="Fails, then passes")
+    assert fleet.kit.uwf("thread", "step", run, "--agent", "boom").code == 1
+    page.goto(f"{base}/runs/{run}")
+    failure = page.locator("#failure")
+    assert failure.is_visible()
+    assert "exit (planner) — agent exited with status 3: boom" in failure.inner_text()
+    assert failure.locator("pre.stderr").inner_text() == "boom"
+    assert page.locator("main > :is(h1, div, dl)").nth(1).get_attribute("id") == "failure"
+    assert page.locator("tr.attempt").count() == 1
+    assert " s" in page.inner_text("#attempt-1 td.duration")
+    page.wait_for_selector("#live.on")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dashboard-failed-run.png"), full_page=True)
+    stepped = fleet.cli.processes().run("thread", "step", run)  # uwf-mock: the planner
+    assert stepped.code == 0, stepped
+    # Swapped in, not reloaded (first `running`, while the retry is in flight).
+    page.wait_for_selector("tr#attempt-2.stepped", timeout=15_000)
+    assert page.locator("#failure").count() == 0
+    rows = [page.inner_text(f"#attempt-{n}") for n in (1, 2)]
+    assert "failed" in rows[0]
+    assert "exit: agent exited with status 3: boom" in rows[0]
+    assert "stepped" in rows[1]
+    assert "ready" in rows[1]
+
+
 def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: Fleet) -> None:
     page.goto(f"{base}/log?type=queue.")
     before = page.locator("#log-rows tr").count()

@@ -110,6 +110,9 @@ FAILED = frozenset({"rejected", "failed", "failure", "error", "declined", "block
                     "changes_requested", "changes-requested", "needs_changes"})
 
 
+STDERR_SHOWN = 3  # a failed attempt's last lines of stderr a panel shows (--json: all)
+
+
 def timeline(steps: Sequence[Mapping[str, Any]], in_flight: Mapping[str, Any] | None,
              reached_end: bool) -> str:
     """A run's steps (`thread log`'s records) as lines: number, role, status, duration;
@@ -134,6 +137,37 @@ def timeline(steps: Sequence[Mapping[str, Any]], in_flight: Mapping[str, Any] | 
     if reached_end:
         path.append(END)
     lines.append("path  " + " → ".join(path))
+    return "\n".join(lines)
+
+
+def failure_line(failure: Mapping[str, Any]) -> str:
+    """`lastFailure` in one line: the reason, the role and the message."""
+    return f"{failure.get('reason', '?')} ({failure.get('role', '?')}): " \
+           f"{failure.get('message', '')}"
+
+
+def attempts_lines(attempts: Sequence[Mapping[str, Any]]) -> str:
+    """A run's last attempts (`attempts`) as lines: role, outcome, duration, and a
+    failure's message and its agent's last lines of stderr, or the StepNode a reused
+    step was taken over from."""
+    rows = []
+    for attempt in attempts:
+        ms = attempt.get("durationMs")
+        took = "-" if not isinstance(ms, int) else _duration({"startedAtMs": 0,
+                                                               "completedAtMs": ms})
+        outcome = str(attempt.get("outcome", "?"))
+        note = str(attempt.get("message") or attempt.get("status") or "")
+        if outcome == "reused":
+            note = f"{note}, reused from {attempt.get('reused')}"
+        rows.append((str(attempt.get("role", "?")), outcome, took, note,
+                     str(attempt.get("stderr") or "").splitlines()[-STDERR_SHOWN:]))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)] if rows else [0, 0, 0]
+    lines = ["attempts"]
+    for number, (role, outcome, took, note, stderr) in enumerate(rows, 1):
+        cells = [str(number).rjust(len(str(len(rows)))), role.ljust(widths[0]),
+                 outcome.ljust(widths[1]), took.ljust(widths[2]), note]
+        lines.append("  " + "  ".join(cells).rstrip())
+        lines += [f"      stderr  {line}" for line in stderr]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
+from uwf.payload import UNSET
 from uwf.runs.commands import DEFAULT_LIMIT
 from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.results import (
@@ -37,6 +38,7 @@ from uwf.runs.results import (
 )
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
+from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import StepInFlight
 from uwf.threads.service import check_thread_id, head_of
@@ -148,6 +150,7 @@ def record(run: RunState, now_ms: int, freshness: str = "valid", *,
         provenance=provenance,
         freshness=freshness,
         stale=stale,
+        last_failure=last_failure(thread) or UNSET,
     )
 
 
@@ -323,15 +326,16 @@ def show(store: Store, run_id: str, scope: str = "home") -> RunShown:
     stale = run_id in _stale_since(store, views)
     damage = damaged_nodes(store, run)
     freshness = freshness_of(damage)
-    source = state_path(store)
+    shown = record(run, now, freshness, source=state_path(store), stale=stale)
+    tried = attempts(views, run_id)
+    if telling(tried):
+        shown.attempts = tried
     if freshness != "valid":
         return RunShown(found=False, freshness=freshness, missing_nodes=damage["missing"],
-                        corrupt_nodes=damage["corrupt"],
-                        last_known=record(run, now, freshness, source=source, stale=stale),
+                        corrupt_nodes=damage["corrupt"], last_known=shown,
                         next_action="restore the nodes from a backup, or archive the run; "
                                     "`json-cas verify --all` lists what else is damaged")
-    return RunShown(found=True, freshness="valid",
-                    run=record(run, now, source=source, stale=stale))
+    return RunShown(found=True, freshness="valid", run=shown)
 
 
 # -- archive -------------------------------------------------------------------------

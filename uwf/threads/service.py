@@ -21,6 +21,7 @@ from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.payload import UNSET
 from uwf.store import Store
+from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.decide import kill
 from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
 from uwf.threads.projection import ThreadState
@@ -101,12 +102,14 @@ def in_flight(state: ThreadState) -> StepInFlight | None:
 
 
 def describe(cas: Cas, state: ThreadState) -> ThreadShown:
-    """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
-    `inFlight` while a step is in flight (status `running`)."""
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`,
+    `inFlight` while a step is in flight (status `running`), and `lastFailure` while
+    the last attempt is one that failed."""
     return ThreadShown(workflow=state.workflow, thread=state.thread, head=head_of(state),
                        done=state.done, status=state.state,
                        current_role=current_role(cas, state),
-                       in_flight=in_flight(state) or UNSET)
+                       in_flight=in_flight(state) or UNSET,
+                       last_failure=last_failure(state) or UNSET)
 
 
 def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
@@ -141,12 +144,14 @@ def start_thread(
 
 
 def show_thread(store: Store, thread: str) -> ThreadShown:
-    """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
+    """Where a thread is: the seed's StepOutput, `status` and `currentRole`, and its last
+    attempts when one of them failed or was reused.
 
     Fails closed when the head node is missing from the CAS (or damaged): a thread
     whose head is gone cannot be stepped, so it is not shown as live.
     """
-    state = get_thread(store.read(), thread)
+    views = store.read()
+    state = get_thread(views, thread)
     head = head_of(state)
     try:
         store.cas.get(head)
@@ -154,7 +159,11 @@ def show_thread(store: Store, thread: str) -> ThreadShown:
         raise Corrupt(f"thread {thread}'s head {head} is missing from the CAS",
                       "restore that node from a backup (`json-cas verify --all` lists what "
                       "else is damaged), or kill the thread") from None
-    return describe(store.cas, state)
+    shown = describe(store.cas, state)
+    tried = attempts(views, thread)
+    if telling(tried):
+        shown.attempts = tried
+    return shown
 
 
 def head_damage(cas: Cas, head: str) -> str | None:
