@@ -96,6 +96,8 @@ def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redac
                 ) -> str:
     """The text of `result`, a payload (`to_payload`'s): plain, JSON or a panel."""
     plain = command.plain or isinstance(result, Plain)
+    if command.exact and as_json:
+        redact = None  # stored content, printed for a pipe: exactly as stored
     if redact is not None:
         from uwf.redact import redact_value
 
