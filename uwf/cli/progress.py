@@ -11,6 +11,7 @@ stderr is a terminal: what tests capture never changes.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 DELAY = 0.5
 # From this many on, counts and rates are shown scaled (120k, not 120000).
 SCALED = 10_000
+# A bar's size on a terminal that reports none (0 columns or rows).
+FALLBACK_COLUMNS, FALLBACK_ROWS = 80, 24
 
 
 class Bar:
@@ -53,8 +56,8 @@ class Bar:
 
             bar = self._bar = tqdm(total=shown_total, desc=self.label, unit=f" {self.unit}",
                                    unit_scale=(shown_total or 0) >= SCALED, file=self._stream,
-                                   dynamic_ncols=True, leave=self._leave, mininterval=0.1,
-                                   smoothing=0.1, delay=self._delay)
+                                   leave=self._leave, mininterval=0.1, smoothing=0.1,
+                                   delay=self._delay, **_width(self._stream))
         bar.update(done - bar.n)
         if shown_total is not None and done >= shown_total:
             self.close()
@@ -79,6 +82,20 @@ class Bar:
             yield
         finally:
             bar.refresh()
+
+
+def _width(stream: IO[str]) -> dict[str, Any]:
+    """How wide a bar is: the terminal's width, followed as it changes; a fixed
+    FALLBACK_COLUMNS x FALLBACK_ROWS when the terminal reports no size (0 columns or
+    rows, as a serial console or a container's pseudo-terminal may), where tqdm would
+    draw nothing."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    if size.columns > 0 and size.lines > 0:
+        return {"dynamic_ncols": True}
+    return {"ncols": size.columns or FALLBACK_COLUMNS, "nrows": size.lines or FALLBACK_ROWS}
 
 
 class Bars:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.context import Context, process_redactor
+from uwf.cli.entry import TERMINATION as _TERMINATION
+from uwf.cli.entry import Terminated, install_termination
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
@@ -158,6 +159,8 @@ def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redac
                 ) -> str:
     """The text of `result`, a payload (`to_payload`'s): plain, JSON or a panel."""
     plain = command.plain or isinstance(result, Plain)
+    if command.exact and as_json:
+        redact = None  # stored content, printed for a pipe: exactly as stored
     if redact is not None:
         from uwf.redact import redact_value
 
@@ -261,22 +264,10 @@ def console(group: Group, argv: Sequence[str] | None = None,
 
         answer(group)
     # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so; one
-    # that comes while the command line is read waits until the command is known.
-    _TERMINATION.deferred = True
-    signal.signal(signal.SIGTERM, _TERMINATION)
-    sys.unraisablehook = _quiet_termination(sys.unraisablehook)
+    # that comes while the command line is read waits until the command is known. The
+    # console scripts (uwf.cli.entry) install it before this module is even imported.
+    install_termination()
     sys.exit(run(group, None, environ))
-
-
-def _quiet_termination(hook: Callable[[Any], object]) -> Callable[[Any], object]:
-    """`hook`, but silent for a Terminated raised where Python ignores exceptions (an
-    import's module-lock callback): no traceback on stderr; the handler kept the signal
-    (`_Termination.received`)."""
-    def quiet(raised: Any) -> object:
-        if isinstance(raised.exc_value, Terminated):
-            return None
-        return hook(raised)
-    return quiet
 
 
 def _option(options: argparse.Namespace, name: str) -> str | None:
@@ -287,49 +278,6 @@ def _option(options: argparse.Namespace, name: str) -> str | None:
 def _error(line: str, context: Context | None) -> None:
     redact = context.redact if context is not None else process_redactor()
     sys.stderr.write(one_line(masked(line, redact)) + "\n")
-
-
-# What ends a line (for a terminal or for str.splitlines) or drives a terminal: C0 and
-# C1 controls but tab, DEL, and the Unicode line and paragraph separators.
-class Terminated(SystemExit):
-    """SIGTERM, unwinding the command like Ctrl-C (exit 128 + the signal)."""
-
-    def exit_code(self, command: Command[Any] | None, args: Args | None) -> int:
-        """0 when the command stops cleanly on a signal with these arguments."""
-        if command is not None and command.stops_on_signal is not None and (
-                command.stops_on_signal(args)):
-            return 0
-        return self.code if isinstance(self.code, int) else 128 + signal.SIGTERM
-
-
-class _Termination:
-    """The console scripts' SIGTERM handler. While `deferred` (from the start until the
-    command line is parsed) it only remembers the signal; afterwards it raises
-    Terminated, which a command that stops on signals turns into exit 0."""
-
-    def __init__(self) -> None:
-        self.deferred = False
-        self.pending = 0
-        # The last signal raised as Terminated. Kept: the raise may land where exceptions
-        # are ignored (an import's module-lock callback, a finalizer), and a command that
-        # stops on signals must still stop (`until_signalled` reads it).
-        self.received = 0
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.deferred:
-            self.pending = signum
-            return
-        self.received = signum
-        raise Terminated(128 + signum)
-
-    def release(self) -> int:
-        """End the deferral; the signal that came meanwhile (0: none)."""
-        self.deferred = False
-        pending, self.pending = self.pending, 0
-        return pending
-
-
-_TERMINATION = _Termination()
 
 
 def _stream(lines: Iterable[str], redact: Redact | None) -> None:

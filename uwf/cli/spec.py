@@ -64,6 +64,9 @@ class Command(msgspec.Struct, Generic[A], frozen=True):
     streams: bool = False
     # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.
     plain: bool = False
+    # The payload is stored content (`json-cas get`'s node): its JSON, piped or with
+    # --json, is printed exactly, so `get | put` copies it; only a panel is masked.
+    exact: bool = False
     # True for the arguments with which SIGTERM (or Ctrl-C) ends the command cleanly,
     # exit 0, whenever it comes (`archive sync --follow`); else SIGTERM exits 143.
     stops_on_signal: Callable[[Any], bool] | None = None

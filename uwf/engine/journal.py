@@ -339,11 +339,15 @@ class Journal:
         raise Corrupt("the views would not take the rebuilt state",
                       "check the views folder, then retry")
 
-    def replay(self) -> dict[Key, Row]:
-        """Every view row as a full replay would write it, without touching the views."""
+    def replay(self, progress: Progress | None = None) -> dict[Key, Row]:
+        """Every view row as a full replay would write it, without touching the views;
+        `progress` is told the events replayed of the log's head."""
         states: dict[Key, Any] = {}
         since = {**dict.fromkeys(self.projections, 0), STREAMS: sys.maxsize}  # rows only
-        self._fold(states, [], self.log.read(), GENESIS, since, present=set())
+        lines: Iterable[LogLine] = self.log.read()
+        if progress is not None:
+            lines = self._with_progress(lines, progress, self.log.head().seq)
+        self._fold(states, [], lines, GENESIS, since, present=set())
         return {key: self.projections[key[0]].row(state)
                 for key, state in states.items() if state is not None}
 
