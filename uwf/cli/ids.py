@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from uwf.cli.context import Context
     from uwf.cli.spec import A
 
-_PREFIX = re.compile(ULID_PREFIX_PATTERN)
-_HASH = re.compile(r"[0-9A-Fa-f][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{12}")  # uwf.cas.hashing's
+_HASH = r"[0-9A-Fa-f][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{12}"  # uwf.cas.hashing's
+# (Patterns, compiled by `re`'s own cache on first use: most commands take no id.)
 # What each kind of id (an argument's `arg(..., ids=KIND)`) is looked up in: the view,
 # the noun, and where the whole ids are listed.
 KINDS = {
@@ -44,8 +44,8 @@ def whole_ids(args: A, ctx: Context) -> A:
         if not isinstance(value, str):
             continue
         if kind == "hash":  # a node's hash: any case, whole (a prefix would need a scan)
-            whole = value.upper() if _HASH.fullmatch(value) else value
-        elif not _PREFIX.match(value):
+            whole = value.upper() if re.fullmatch(_HASH, value) else value
+        elif not re.match(ULID_PREFIX_PATTERN, value):
             continue
         elif len(value) == ULID_LENGTH:
             whole = value.upper()
