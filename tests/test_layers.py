@@ -122,6 +122,79 @@ def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
     assert allowed("uwf.worker.service", "uwf.queue.sched")
 
 
+# -- no circles ---------------------------------------------------------------------
+
+# The one circle left: the dashboard calls the CLI's command table (uwf.cli.main's
+# COMMANDS, its parsing and context) and the CLI serves the dashboard. It goes with the
+# one surface-neutral invoker under the features (issue 33, item 3).
+KNOWN_CIRCLES = [{"uwf.cli", "uwf.dashboard"}]
+
+
+def module_imports(path: Path, known: set[str]) -> set[str]:
+    """The uwf modules `path` imports, lazily too, `TYPE_CHECKING` blocks aside (they
+    run only under a type checker); `from P import M` of a module M counts as P.M."""
+    tree = ast.parse(path.read_text("utf-8"))
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(block.test)
+                   for node in ast.walk(block)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name in known and name != "uwf"}
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            part = set()
+            while True:
+                other = stack.pop()
+                part.add(other)
+                if other == module:
+                    break
+            if len(part) > 1:
+                found.append(part)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    known = {module for module, _ in modules()}
+    graph = {module: module_imports(path, known) - {module} for module, path in modules()}
+    left = [sorted(part) for part in circles(graph)
+            if not any({name.split(".")[0] + "." + name.split(".")[1] for name in part}
+                       <= allowed_circle for allowed_circle in KNOWN_CIRCLES)]
+    assert left == []
+
+
+def test_the_circle_rule_can_fail() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
 # -- settings at the edge ---------------------------------------------------------------
 
 # What reads the process's environment or working folder. Below the entry points

@@ -229,7 +229,7 @@ def store_with_entry_in(status: str) -> Store:
     elif status == "drained":
         queue.drain(store)
     elif status != "ready":
-        queue.set_status(store, ENTRY, status)
+        sched.set_status(store, ENTRY, status)
     assert queue.show(store, ENTRY).status == status
     return store
 

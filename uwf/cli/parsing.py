@@ -18,11 +18,11 @@ import msgspec.inspect as mi
 
 from uwf import __version__
 from uwf.cli.context import GLOBAL_OPTIONS, process_redactor
-from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_USAGE
 
 if TYPE_CHECKING:
+    from uwf.cli.spec import Command, Group
     from uwf.redact import Redact
 
 # What `arg(..., **extra)` may say about the command line.

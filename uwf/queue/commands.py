@@ -300,9 +300,9 @@ def pick(args: QueuePick, store: Store) -> str:
 
 def set_status(args: QueueStatus, store: Store) -> EntryRecord:
     """Set an entry's status by hand."""
-    from uwf.queue import service as queue
+    from uwf.queue import sched
 
-    return queue.set_status(store, args.id, args.set)
+    return sched.set_status(store, args.id, args.set)
 
 
 def cancel(args: QueueCancel, store: Store) -> EntryRecord:

@@ -54,7 +54,7 @@ from uwf.queue.results import (
     SkippedCounts,
 )
 from uwf.queue.rules import TERMINAL, Policy, out_of_backoff, pool_room, total_room
-from uwf.queue.service import get_entry, ms_ts, record
+from uwf.queue.service import artifact_failure, canonical_status, get_entry, ms_ts, record, show
 from uwf.store import Store
 
 PLAN_SKIPPED_SHOWN = 20
@@ -325,8 +325,6 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
     live lease is released as one failed attempt (backoff, or parked at maxAttempts),
     recorded, then the command is refused naming `why`. An entry not leased (or whose
     lease expired) is refused with nothing recorded: there is no attempt to count."""
-    from uwf.queue.service import artifact_failure
-
     def decide(views: Views, now: int) -> Outcome[UwfError]:
         entry = get_entry(views, entry_id)
         data, refused = decider.fail_attempt(entry, artifact_failure(entry) or why, now,
@@ -334,6 +332,26 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
         return Outcome([NewEvent(f"queue/{entry_id}", data)], refused)
 
     raise store.journal.write_at(decide)
+
+
+def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
+    """The job registry's `status --set`: any status but `leased` (a lease is granted,
+    never set); a lease the entry had is void. `completed` of a leased entry whose
+    expected artifacts are not all in its repo is a failed attempt instead
+    (`fail_attempt`: backoff or park), and refused."""
+    target = canonical_status(status)
+    decider.settable(target)
+    if target == "drained":
+        entry = get_entry(store.read(), entry_id)
+        if (why := artifact_failure(entry)) is not None:
+            return fail_attempt(store, entry_id, why)
+
+    def decide(views: Views) -> Outcome[None]:
+        data = decider.set_status(get_entry(views, entry_id), target)
+        return Outcome([NewEvent(f"queue/{entry_id}", data)])
+
+    store.journal.write(decide)
+    return show(store, entry_id)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> EntryRecord:

@@ -390,28 +390,6 @@ def artifact_failure(entry: QueueEntry) -> str | None:
     return f"expected artifact {missing[0]!r} is missing from {entry.repo}{more}"
 
 
-def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
-    """The job registry's `status --set`: any status but `leased` (a lease is granted,
-    never set); a lease the entry had is void. `completed` of a leased entry whose
-    expected artifacts are not all in its repo is a failed attempt instead
-    (`uwf.queue.sched.fail_attempt`: backoff or park), and refused."""
-    target = canonical_status(status)
-    decider.settable(target)
-    if target == "drained":
-        entry = get_entry(store.read(), entry_id)
-        if (why := artifact_failure(entry)) is not None:
-            from uwf.queue import sched
-
-            return sched.fail_attempt(store, entry_id, why)
-
-    def decide(views: Views) -> Outcome[None]:
-        data = decider.set_status(get_entry(views, entry_id), target)
-        return Outcome([NewEvent(f"queue/{entry_id}", data)])
-
-    store.journal.write(decide)
-    return show(store, entry_id)
-
-
 def cancel(store: Store, entry_id: str, reason: str = "") -> EntryRecord:
     """The entry will never run; a live lease on it is void (its holder's complete is
     then refused)."""

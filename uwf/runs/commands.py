@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from uwf.config.args import Args, NoArgs, NonNegative, Seconds, arg
-from uwf.runs.terms import Derived, Lifecycle, Scope
+from uwf.runs.terms import DEFAULT_LIMIT, DEFAULT_RECENT, Derived, Lifecycle, Scope
 
 if TYPE_CHECKING:
     from uwf.runs.results import (
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 RunId = Annotated[str, arg("run id (a thread's ULID, in any case, or its first characters)",
                           positional=True, metavar="RUN", ids="runs")]
-DEFAULT_LIMIT = 50  # runs on a page of `run search|list` and `history`
-DEFAULT_RECENT = 5  # steps `run resume` shows
 
 
 class RunSearch(Args, frozen=True, kw_only=True):

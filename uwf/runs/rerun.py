@@ -25,7 +25,6 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
-from uwf.runs.commands import DEFAULT_RECENT
 from uwf.runs.decide import link, rerunnable
 from uwf.runs.projection import RunState
 from uwf.runs.results import (
@@ -38,6 +37,7 @@ from uwf.runs.results import (
     Resumed,
 )
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
+from uwf.runs.terms import DEFAULT_RECENT
 from uwf.store import Store
 from uwf.threads.events import (
     INPUTS_DIGEST_CHARS,

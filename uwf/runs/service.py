@@ -23,7 +23,6 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.payload import UNSET
-from uwf.runs.commands import DEFAULT_LIMIT
 from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.results import (
     Retained,
@@ -36,7 +35,7 @@ from uwf.runs.results import (
     Tasks,
     UsageTotals,
 )
-from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
+from uwf.runs.terms import DEFAULT_LIMIT, DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.projection import ThreadState

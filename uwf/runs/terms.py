@@ -14,3 +14,7 @@ LIFECYCLES: tuple[str, ...] = get_args(Lifecycle)
 # Which repos a read covers: every repo (home, the default) or the current one.
 Scope = Literal["home", "repo"]
 SCOPES: tuple[str, ...] = get_args(Scope)
+
+# Pages: the runs `run search|list` and `history` show, the steps `run resume` shows.
+DEFAULT_LIMIT = 50
+DEFAULT_RECENT = 5

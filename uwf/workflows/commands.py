@@ -35,7 +35,7 @@ def put(args: WorkflowPut, store: Store) -> Registered:
 def show(args: WorkflowShow, store: Store) -> WorkflowShown:
     """A workflow by name, hash or file, looked for in the working directory's repo."""
     from uwf.config.repo import find_repo
-    from uwf.workflows.service import show_workflow
+    from uwf.workflows.discovery import show_workflow
 
     return show_workflow(store, args.ref, find_repo(None, store.settings))
 

@@ -16,6 +16,7 @@ from typing import Any
 from uwf.cas.hashing import is_hash
 from uwf.errors import NotFound, Rejected, UwfError
 from uwf.store import Store
+from uwf.workflows.results import WorkflowShown
 from uwf.workflows.service import (
     CheckedWorkflow,
     check_workflow_file,
@@ -108,3 +109,11 @@ def _conflict(checked: CheckedWorkflow, found: Path, registered: str) -> UwfErro
         f"another version ({checked.hash})",
         f"register the file's version with `uwf workflow put {found}`, or make the file "
         f"match the registered one (`uwf workflow show {registered}`)")
+
+
+def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> WorkflowShown:
+    """A workflow by name (the registered version), by hash, or from a file: a path, or
+    with `repo`, `NAME.yaml` in its `.workflow/` folder (found here), registered
+    on first use."""
+    workflow_hash, payload = use_workflow(store, ref, None if repo is None else Path(repo))
+    return WorkflowShown(workflow=workflow_hash, name=payload["name"], definition=payload)

@@ -18,7 +18,7 @@ from uwf.payload import UNSET
 from uwf.redact import redact_value
 from uwf.store import Store
 from uwf.workflows.events import WorkflowRegistered
-from uwf.workflows.results import Registered, WorkflowListed, WorkflowShown
+from uwf.workflows.results import Registered, WorkflowListed
 
 
 class CheckedWorkflow(msgspec.Struct, frozen=True):
@@ -117,16 +117,6 @@ def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[st
         raise NotFound(f"{ref} is not a Workflow node", "give a workflow name or hash")
     payload: dict[str, Any] = node.payload
     return workflow_hash, payload
-
-
-def show_workflow(store: Store, ref: str, repo: str | Path | None = None) -> WorkflowShown:
-    """A workflow by name (the registered version), by hash, or from a file: a path, or
-    with `repo`, `NAME.yaml` in its `.workflow/` folder (uwf.workflows.discovery), registered
-    on first use."""
-    from uwf.workflows.discovery import use_workflow
-
-    workflow_hash, payload = use_workflow(store, ref, None if repo is None else Path(repo))
-    return WorkflowShown(workflow=workflow_hash, name=payload["name"], definition=payload)
 
 
 def list_workflows(store: Store) -> list[WorkflowListed]:
