@@ -1,4 +1,5 @@
-"""Collecting an agent's output: until it exits (plus a short grace) or its deadline.
+"""An agent's process: its environment, its run, its output collected until it exits
+(plus a short grace) or its deadline.
 
 `Popen.communicate` waits for end-of-file on stdout and stderr, which never
 comes while any descendant of the agent (a daemon it started, `setsid sleep`)
@@ -10,15 +11,25 @@ out, whatever its descendants do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
+import signal
 import subprocess
 import time
-from typing import IO
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
 
+from uwf.cas.hashing import is_hash
 from uwf.config.secrets import MIN_LENGTH
+from uwf.engine.dburl import is_database_url
 from uwf.redact import redactor
+from uwf.threads.checks import Failure
 from uwf.threads.events import STDERR_TAIL_BYTES, STDERR_TAIL_LINES
+
+if TYPE_CHECKING:
+    from uwf.config.configfile import Config
+    from uwf.store import Store
 
 EXIT_GRACE = 0.5  # seconds the pipes may drain after the agent exits
 _POLL = 0.05  # how often an agent that prints nothing is checked for exit
@@ -80,3 +91,94 @@ def stderr_tail(err: bytes, secrets: list[str]) -> str | None:
     if len(tail) > STDERR_TAIL_BYTES:  # a partial character at the cut is dropped
         tail = tail[-STDERR_TAIL_BYTES:].decode("utf-8", "ignore").encode()
     return tail.decode() or None
+
+
+def agent_environment(store: Store, config: Config) -> dict[str, str]:
+    """The environment an agent starts from: the entry point's over the config's
+    secrets, with what opens the store taken out. An agent on a folder store gets
+    UWF_HOME (a subflow starts its child threads there); on PostgreSQL it gets no URL,
+    no password and no libpq variable (PG*)."""
+    # As with dotenv: the environment (the entry point's) wins over `.env`.
+    env = {**config.secrets(), **store.settings.environ}
+    env.pop("UWF_HOME", None)
+    if store.root is not None:
+        env["UWF_HOME"] = str(store.root)
+        return env
+    url = store.settings.store_url or ""
+    password = _url_password(url)
+    return {name: value for name, value in env.items()
+            if not name.startswith("PG") and not is_database_url(value)
+            and not (url and url in value) and not (password and password in value)}
+
+
+def _url_password(url: str) -> str | None:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def spawn(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout: float,
+          nested: bool, secrets: list[str],
+          on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
+          ) -> str | Failure:
+    """Run the agent `argv` to its end or `timeout` (in a process group of its own
+    unless `nested`, the step of an agent's own thread); the StepNode hash its last line
+    printed, or why the step failed (its exit status and stderr's tail, `secrets`
+    masked)."""
+    try:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, start_new_session=not nested, cwd=cwd,  # agents work in the repo
+        )
+    except FileNotFoundError:
+        return Failure("spawn", f"agent command {argv[0]!r} not found")
+    except PermissionError:
+        return Failure("spawn", f"agent command {argv[0]!r} is not executable")
+    try:
+        if on_agent is not None:
+            on_agent(process)
+        collected = collect(process, timeout)
+    except BaseException:
+        kill(process, nested)  # interrupted: leave no agent behind
+        raise
+    if collected is None:
+        kill(process, nested)
+        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
+    out, err = collected
+    process.wait()
+    tail = stderr_tail(err, secrets)
+    if process.returncode != 0:
+        said = (tail or "").rpartition("\n")[2].strip()[:200]
+        said = f": {said}" if said else ""
+        return Failure("exit", f"agent exited with status {process.returncode}{said}",
+                       process.returncode, tail)
+    # As the seed's agents do: the last non-empty line is the hash; what comes before
+    # it (progress, logs) is the agent's business.
+    text = out.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if not is_hash(last):
+        shown = masked(text, secrets).strip()
+        shown = shown if len(shown) <= 200 else "..." + shown[-197:]
+        return Failure("garbage", f"agent printed {shown!r} instead of a StepNode hash on "
+                                  "its last line", process.returncode, tail)
+    return last
+
+
+def kill(process: subprocess.Popen[bytes], nested: bool) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if nested:
+            process.kill()
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()  # the pipes are closed: nothing of a descendant can hold this up
+
+
+def masked(text: str, secrets: list[str]) -> str:
+    """`text` with `secrets` masked."""
+    redact = redactor(secrets, min_length=MIN_LENGTH)
+    return redact(text) if redact is not None else text

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -25,13 +24,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
-from uwf.config.secrets import MIN_LENGTH, secret_values
-from uwf.engine.dburl import is_database_url
+from uwf.config.secrets import secret_values
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
@@ -45,9 +42,8 @@ from uwf.errors import (
     UsageError,
     UwfError,
 )
-from uwf.redact import redactor
 from uwf.store import Store
-from uwf.threads.agentproc import collect, stderr_tail
+from uwf.threads.agentproc import agent_environment, masked, spawn
 from uwf.threads.checks import Failure, check_step
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
@@ -297,95 +293,25 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
         return Failure("spawn", f"the step's context cannot be staged: {exc.what}")
     env[staging.STEP_DIR] = str(folder)
     try:
-        result = _spawn(store, plan, timeout, config, env, on_agent=on_agent)
+        # An agent runs in a process group of its own, killed as one on timeout. A step
+        # run by an agent (uwf-subflow) stays in its parent's group instead, so the
+        # parent's timeout reaches the whole tree.
+        result = spawn([*plan.agent.argv, plan.thread, plan.decision.role], env=env,
+                       cwd=plan.repo if os.path.isdir(plan.repo) else None, timeout=timeout,
+                       nested="UWF_STEP_ID" in store.settings.environ,
+                       secrets=secret_values(store.settings.environ, config),
+                       on_agent=on_agent)
         if isinstance(result, str):
             try:
                 _while_unavailable(lambda: staging.bring_in(folder, cas, result),
                                    RECORD_RETRY_S)
             except (Corrupt, Rejected) as exc:
                 hidden = secret_values(store.settings.environ, config)
-                return Failure("invalid", _redact(f"its nodes cannot be taken in: "
+                return Failure("invalid", masked(f"its nodes cannot be taken in: "
                                                   f"{exc.what}", hidden))
         return result
     finally:
         staging.remove(folder)
-
-
-def agent_environment(store: Store, config: Config) -> dict[str, str]:
-    """The environment an agent starts from: the entry point's over the config's
-    secrets, with what opens the store taken out. An agent on a folder store gets
-    UWF_HOME (a subflow starts its child threads there); on PostgreSQL it gets no URL,
-    no password and no libpq variable (PG*)."""
-    # As with dotenv: the environment (the entry point's) wins over `.env`.
-    env = {**config.secrets(), **store.settings.environ}
-    env.pop("UWF_HOME", None)
-    if store.root is not None:
-        env["UWF_HOME"] = str(store.root)
-        return env
-    url = store.settings.store_url or ""
-    password = _url_password(url)
-    return {name: value for name, value in env.items()
-            if not name.startswith("PG") and not is_database_url(value)
-            and not (url and url in value) and not (password and password in value)}
-
-
-def _url_password(url: str) -> str | None:
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return None
-    return unquote(password) if password else None
-
-
-def _spawn(store: Store, plan: Plan, timeout: float, config: Config, env: dict[str, str], *,
-           on_agent: Callable[[subprocess.Popen[bytes]], None] | None) -> str | Failure:
-    argv = [*plan.agent.argv, plan.thread, plan.decision.role]
-    # An agent runs in a process group of its own, killed as one on timeout. A step
-    # run by an agent (uwf-subflow) stays in its parent's group instead, so the
-    # parent's timeout reaches the whole tree.
-    nested = "UWF_STEP_ID" in store.settings.environ
-    try:
-        process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=not nested,
-            cwd=plan.repo if os.path.isdir(plan.repo) else None,  # agents work in the repo
-        )
-    except FileNotFoundError:
-        return Failure("spawn", f"agent command {argv[0]!r} not found")
-    except PermissionError:
-        return Failure("spawn", f"agent command {argv[0]!r} is not executable")
-    try:
-        if on_agent is not None:
-            on_agent(process)
-        collected = collect(process, timeout)
-    except BaseException:
-        _kill(process, nested)  # interrupted: leave no agent behind
-        raise
-    if collected is None:
-        _kill(process, nested)
-        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
-    out, err = collected
-    process.wait()
-    hidden = secret_values(store.settings.environ, config)
-    tail = stderr_tail(err, hidden)
-    if process.returncode != 0:
-        said = (tail or "").rpartition("\n")[2].strip()[:200]
-        said = f": {said}" if said else ""
-        return Failure("exit", f"agent exited with status {process.returncode}{said}",
-                       process.returncode, tail)
-    # As the seed's agents do: the last non-empty line is the hash; what comes before
-    # it (progress, logs) is the agent's business.
-    text = out.decode("utf-8", "replace")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
-    if not is_hash(last):
-        shown = _redact(text, hidden).strip()
-        shown = shown if len(shown) <= 200 else "..." + shown[-197:]
-        return Failure("garbage", f"agent printed {shown!r} instead of a StepNode hash on "
-                                  "its last line", process.returncode, tail)
-    return last
 
 
 def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
@@ -403,15 +329,6 @@ def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
         return Failure("exit", exc.line())
 
 
-def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        if nested:
-            process.kill()
-        else:
-            os.killpg(process.pid, signal.SIGKILL)
-    process.wait()  # the pipes are closed: nothing of a descendant can hold this up
-
-
 # -- phase 3 ---------------------------------------------------------------------
 
 # A step's result as recorded: the error to raise (a failed step), and the summary.
@@ -427,7 +344,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
     at = plan.head or plan.start
 
     def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
-        message = _redact(failure.message, secrets)
+        message = masked(failure.message, secrets)
         return ([NewEvent(subject, ThreadStepFailed(
                     plan.step_id, plan.decision.role, failure.reason, message,
                     failure.exit_status, failure.stderr))],
@@ -535,8 +452,3 @@ def _after(cas: Cas, plan: Plan, output: Any, head: str) -> list[NewEvent]:
         return []  # the next step finds no transition and blocks the thread
     data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
     return [NewEvent(f"thread/{plan.thread}", item) for item in data]
-
-
-def _redact(text: str, secrets: list[str]) -> str:
-    redact = redactor(secrets, min_length=MIN_LENGTH)
-    return redact(text) if redact is not None else text
