@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from uwf.audit.results import AnchorHeld, LineProblem, LogVerified
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import record_problem
+from uwf.cas.nodes import record_problem
 from uwf.engine.clock import parse_instant
 from uwf.engine.events import (
     FORMAT_VERSION,

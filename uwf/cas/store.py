@@ -20,10 +20,12 @@ from functools import cache
 from typing import Any
 
 from uwf.cas.backends import Blobs, check_hash
-from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, normalize, self_hash
+from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, self_hash
 from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
+from uwf.cas.nodes import Node, content_hash
 from uwf.cas.records import LoggedBlobs, PendingBlobs
+from uwf.cas.refs import js_view, schema_refs
 from uwf.cas.subset import (
     DRAFT07_BOOTSTRAP,
     REF_FORMAT,
@@ -35,14 +37,6 @@ from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
 BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
-
-
-@dataclass(frozen=True)
-class Node:
-    hash: str
-    type: str
-    payload: Any
-    timestamp: int
 
 
 @dataclass(frozen=True)
@@ -272,7 +266,7 @@ class Cas:
         if cached is not None and not fresh:
             return cached
         loaded = self._load(hash_)
-        actual = _content_hash(loaded)
+        actual = content_hash(loaded)
         if actual is None:
             raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
         if actual != hash_ and not (self.hash_rule() == LEGACY_RULE
@@ -360,7 +354,7 @@ class Cas:
             return schema_problems(payload)
         validator = self._validator(type_hash)
         return [f"{_path(err.instance_path)}: {err.message}"
-                for err in validator.iter_errors(_js_view(payload))]
+                for err in validator.iter_errors(js_view(payload))]
 
     def _validator(self, type_hash: str) -> Any:
         validator = self._validators.get(type_hash)
@@ -374,7 +368,7 @@ class Cas:
             if not problems:
                 try:
                     validator = jsonschema_rs.validator_for(
-                        _js_view(schema), formats={REF_FORMAT: is_hash},
+                        js_view(schema), formats={REF_FORMAT: is_hash},
                         validate_formats=True)
                 except Exception as exc:
                     problems = [_first_line(exc)]
@@ -405,7 +399,7 @@ class Cas:
             node = self._load(hash_)
         except (NotFound, Corrupt) as exc:
             return [exc.what]
-        actual = _content_hash(node)
+        actual = content_hash(node)
         if actual is None:
             return ["the payload cannot be hashed: it is not a JSON value within the limits"]
         if node.type == hash_:
@@ -429,7 +423,7 @@ class Cas:
         """(path, hash) of every cas_ref in a node's payload, by its schema."""
         if node.type == node.hash or node.type == meta_hash():
             return
-        yield from _refs(self.schema(node.type), node.payload, "")
+        yield from schema_refs(self.schema(node.type), node.payload, "")
 
     def walk(self, hash_: str, depth: int | None = None) -> list[WalkEntry]:
         """The node and everything it references, depth first, each node once.
@@ -497,59 +491,3 @@ class Cas:
             if hash_ not in keep and not (logged is not None and logged(hash_))
             and self.blobs.age(hash_) >= grace_seconds
         ]
-
-
-def record_problem(hash_: str, data: bytes) -> str | None:
-    """What is wrong with a node record naming `hash_` whose node JSON is `data`
-    (`log verify`): not a node, or content that does not hash to its name."""
-    try:
-        node = json.loads(data)
-        loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-    except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
-        return f"node record {hash_} does not hold a node {{type, payload, timestamp}}"
-    if not is_hash(hash_) or not is_hash(loaded.type):
-        return f"node record {hash_} names a hash or type that is not a hash"
-    actual = _content_hash(loaded)
-    if actual != hash_:
-        return f"node record {hash_} holds content that hashes to {actual}"
-    return None
-
-
-def _content_hash(node: Node) -> str | None:
-    """The hash a node's content gives (self-typed: its payload alone); None when the
-    content cannot be hashed (a hand-edited file: too deep, a number beyond float64)."""
-    try:
-        if node.type == node.hash:
-            return self_hash(node.payload)
-        return node_hash(node.type, node.payload)
-    except (ValueError, TypeError, OverflowError, RecursionError):
-        return None
-
-
-def _js_view(value: Any) -> Any:
-    """`value` with its numbers as json-cas sees them; as it is when it is not a JSON
-    value within the limits (`put` refuses it then, naming why)."""
-    try:
-        return normalize(value)
-    except (TypeError, OverflowError, RecursionError):
-        return value
-
-
-def _refs(schema: Any, value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if not isinstance(schema, dict):
-        return
-    if schema.get("format") == REF_FORMAT and is_hash(value):
-        yield path, value
-    for combinator in ("anyOf", "oneOf"):
-        for option in schema.get(combinator, ()):
-            yield from _refs(option, value, path)
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            sub = properties.get(key, extra)
-            yield from _refs(sub, item, f"{path}.{key}" if path else key)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        for index, item in enumerate(value):
-            yield from _refs(items, item, f"{path}[{index}]")

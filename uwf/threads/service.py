@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import Cas, Node, builtin_hash
+from uwf.cas.nodes import Node
+from uwf.cas.store import Cas, builtin_hash
 from uwf.config.repo import find_repo
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views

@@ -32,7 +32,8 @@ import msgspec
 
 from uwf.cas.backends import FileBlobs
 from uwf.cas.limits import MAX_NODE_BYTES
-from uwf.cas.store import Cas, Node, meta_hash
+from uwf.cas.nodes import Node
+from uwf.cas.store import Cas, meta_hash
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.redact import Redact
 from uwf.threads.agent import HistoryLimit, StepFacts, write_step
