@@ -20,18 +20,17 @@ The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 
 from uwf.cli.context import Context
-from uwf.cli.mcpwire import INVALID_REQUEST, error_response, refusal, usable_id
+from uwf.cli.mcpwire import CheckedLines, checked_posts, stdin_lines
 from uwf.cli.parsing import Param, collect, invalid, masked, one_line, params
 from uwf.cli.spec import Command, Group, command_schemas
 from uwf.config.args import Args, arg
@@ -299,8 +298,8 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
         from mcp.server.stdio import stdio_server
 
         async def run_stdio() -> None:
-            with _stdin_lines(anyio) as stdin:
-                lines = _CheckedLines(stdin, types)
+            with stdin_lines(anyio) as stdin:
+                lines = CheckedLines(stdin, types)
                 # The SDK reads its stdin with `async for`: the checked lines are that.
                 async with stdio_server(cast("Any", lines), _stdout(anyio)) as (read, write):
                     lines.answer_on(write)
@@ -315,7 +314,7 @@ def serve(tools: Tools, http: tuple[str, int] | None = None) -> None:
     import uvicorn
 
     host, port = http
-    app = _checked_posts(server.streamable_http_app(host=host))
+    app = checked_posts(server.streamable_http_app(host=host))
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
@@ -334,126 +333,6 @@ def _stdout(anyio: Any) -> Any:
     except (OSError, ValueError):
         return anyio.wrap_file(sys.stdout)
     return None
-
-
-@contextlib.contextmanager
-def _stdin_lines(anyio: Any) -> Iterator[Any]:
-    """The wire's lines: stdin read through a private copy of descriptor 0 while fd 0
-    itself reads the null device, so an agent the server starts cannot read the wire (as
-    the SDK does when it reads stdin itself); fd 0 is put back after. The text stream
-    itself when it has no descriptor."""
-    import fcntl
-    import os
-    import sys
-
-    try:
-        sys.stdin.fileno()
-    except (OSError, ValueError):
-        yield anyio.wrap_file(sys.stdin)
-        return
-    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    # Never closed: a worker thread may still block reading it after the server ends.
-    text = open(wire, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    try:
-        yield anyio.wrap_file(text)
-    finally:
-        os.dup2(wire, 0)
-
-
-class _CheckedLines:
-    """stdin's lines as the SDK reads them (`async for`), less the ones JSON-RPC answers
-    with an error (`mcpwire.refusal`, or one the SDK cannot read), which are answered
-    here on the SDK's own write stream (so the replies never tear its frames)."""
-
-    def __init__(self, lines: AsyncIterable[str], types: Any) -> None:
-        import anyio
-
-        self._lines, self._types = lines, types
-        self._write: Any = None
-        self._ready = anyio.Event()
-
-    def answer_on(self, write: Any) -> None:
-        self._write = write
-        self._ready.set()
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self._lines:
-            if not line.strip():
-                continue  # no message at all: nothing to answer
-            answer = refusal(line)
-            if answer is None:
-                answer = self._unreadable(line)
-            if answer is None:
-                yield line
-                continue
-            from mcp.shared.message import SessionMessage
-
-            await self._ready.wait()
-            await self._write.send(SessionMessage(
-                self._types.JSONRPCError.model_validate(answer)))
-
-    def _unreadable(self, line: str) -> dict[str, Any] | None:
-        """An invalid request for a line of the right shape that the SDK still cannot
-        read (it would drop it); None for one it reads, or a notification (never
-        answered)."""
-        import json
-
-        from pydantic import ValidationError
-
-        try:
-            self._types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValidationError as exc:
-            request_id = usable_id(json.loads(line))
-            if request_id is None:
-                return None
-            why = "; ".join(f"{'.'.join(map(str, error['loc'][1:])) or 'message'}: "
-                            f"{error['msg']}" for error in exc.errors()[:1])
-            return error_response(request_id, INVALID_REQUEST, "Invalid Request", why)
-        return None
-
-
-def _checked_posts(app: Any) -> Any:
-    """The SDK's HTTP app, each POSTed message checked as a stdio line is: a malformed
-    one is answered with HTTP 400 and JSON-RPC's error (the SDK alone says -32602,
-    invalid params, for what JSON-RPC calls an invalid request); the rest go on, body
-    and all."""
-    import json
-
-    async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
-            return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        answer = refusal(body.decode("utf-8", "replace"))
-        if answer is not None:
-            data = json.dumps(answer).encode()
-            await send({"type": "http.response.start", "status": 400, "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body", "body": data})
-            return
-        given = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal given
-            if given:
-                return dict(await receive())
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await app(scope, replay, send)
-
-    return checked
 
 
 def _tool_result(types: Any, outcome: Outcome) -> mcp_types.CallToolResult:
