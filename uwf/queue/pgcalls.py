@@ -34,6 +34,7 @@ import msgspec
 from msgspec import inspect
 
 from uwf.engine.clock import format_ts
+from uwf.engine.pgwrite import LEAVE
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -142,18 +143,6 @@ _ENTER = """
        WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
          AND v.digest = head_digest) <> cardinality(p_names) THEN
     o_status := 'stale'; RETURN;
-  END IF;
-"""
-# And last: the checkpoints, the NOTIFY, the commit that lets the lock go, and the small
-# synchronous commit that waits for a WAL flush past it.
-_LEAVE = """
-  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
-  PERFORM pg_notify({channel}, s::text);
-  o_status := 'ok';
-  COMMIT;
-  IF flush THEN
-    PERFORM pg_logical_emit_message(true, 'uwf', '');
-    COMMIT;
   END IF;
 """
 
@@ -318,7 +307,7 @@ BEGIN
 {_row_update()}
   END LOOP;
 {_COUNTS}
-{_LEAVE.format(channel=_quote(CHANNEL))}
+{LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
@@ -366,7 +355,7 @@ BEGIN
 {_row_update()}
 {_COUNTS}
   SELECT q.value INTO o_value FROM uwf_v_queue q WHERE q.key = p_key;
-{_LEAVE.format(channel=_quote(CHANNEL))}
+{LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
