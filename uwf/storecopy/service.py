@@ -117,9 +117,12 @@ def copy(src: Store, dst: Store) -> Copied:
         if rule is not None and dst.cas.blobs.hash_rule() is None:
             dst.cas.blobs.record_hash_rule(rule)
         loose = _loose(dst)
-        # A node record (a step's node) is copied with the log's lines; loose files as files.
-        logged = src.cas.blobs.in_log if isinstance(src.cas.blobs, LoggedBlobs) else None
-        files = [hash_ for hash_ in nodes if logged is None or not logged(hash_)]
+        # A node record (a step's node) is copied with the log's lines; loose files as
+        # files. The records are listed at once (one scan of the nodes view): asked one
+        # by one, a node without a record looked through the log's tail each time.
+        logged = (set(src.cas.blobs.records.hashes()) if isinstance(src.cas.blobs, LoggedBlobs)
+                  else set())
+        files = [hash_ for hash_ in nodes if hash_ not in logged]
         write_many = getattr(loose, "write_many", None)  # PostgreSQL's: few statements
         if write_many is not None:
             write_many(_nodes(src, files))
