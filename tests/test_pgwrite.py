@@ -107,3 +107,28 @@ def test_a_refusal_is_worded_and_writes_nothing(store: Store) -> None:
     with pytest.raises(UsageError):
         sched.set_policy(store, {"maxConcurrent": 0})
     assert store.journal.log.head() == head
+
+
+def test_a_steps_result_and_its_nodes_are_one_call(store: Store) -> None:
+    """A step on PostgreSQL: its start and its result, with the new nodes the agent
+    wrote as records in the same batch, each written by one call."""
+    from uwf.config.configfile import Config, WorkflowConfig
+    from uwf.threads.results import StepContext
+    from uwf.threads.service import start_thread
+    from uwf.threads.stepping import step_thread
+
+    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    told = answers(store)
+
+    def agent(ctx: StepContext) -> tuple[Any, str]:
+        return {"status": "ready", "plan": "check the password"}, "planned"
+
+    step_thread(store, thread, in_process=agent, config=Config(WorkflowConfig(), None, None))
+    assert told == ["one call", "one call"]  # the step's start, then its result
+    last = list(store.journal.log.read(store.journal.log.head().seq - 1))[-1]
+    types = [envelope.type for envelope in store.journal.read_subject(f"thread/{thread}")]
+    assert types[-1] == "thread.stepped", types
+    batch = [store.journal.catalog.decode(line.raw) for line in store.journal.log.read(
+        last.seq - store.journal.catalog.decode(last.raw).batch[1])]
+    assert batch[0].type == "cas.node"
+    check_verified(store)

@@ -104,6 +104,15 @@ class _Reads:
         self.kept[(view, key)] = found
         return found
 
+    def load_many(self, view: str, keys: Sequence[str]) -> None:
+        """Keep the rows of `keys` not kept yet, read in one statement."""
+        wanted = [key for key in dict.fromkeys(keys) if (view, key) not in self.kept]
+        if len(wanted) > 1:
+            found = self._views.load_many(view, wanted)
+            for key in wanted:
+                raw = found.get(key)
+                self.kept[(view, key)] = None if raw is None else bytes(raw)
+
     def _server(self) -> PgViewStore:
         if self._after:
             raise _NotHere
@@ -236,6 +245,12 @@ class OneCall:
         the kept counts' moves (view, column, value as JSON, by how much)."""
         states: dict[Key, Any] = {}
         before: dict[Key, Row | None] = {}
+        wanted: dict[str, list[str]] = {}
+        for envelope in envelopes:
+            for projection in journal._routes.get(envelope.type, ()):
+                wanted.setdefault(projection.name, []).append(projection.key(envelope))
+        for view, keys in wanted.items():  # a view at a time, as `Journal._prefetch`
+            reads.load_many(view, keys)
         for envelope in envelopes:
             for projection in journal._routes.get(envelope.type, ()):
                 key = (projection.name, projection.key(envelope))
