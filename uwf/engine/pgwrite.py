@@ -149,13 +149,14 @@ class OneCall:
             for _attempt in range(2):
                 known = self._known or self._look(journal)
                 if known is None:
-                    return None
+                    break
                 try:
                     return self._once(journal, known, decide, expected, nodes, sync=sync)
                 except _Moved:
                     self._known = None
                 except _NotHere:
-                    return None
+                    break
+            self._known = None  # the ordinary way moves the head
             return None
         finally:
             self._lock.release()

@@ -34,7 +34,7 @@ import msgspec
 from msgspec import inspect
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgwrite import LEAVE
+from uwf.engine.pgwrite import LEAVE, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -377,6 +377,14 @@ def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
     return (log, views.signatures()) if isinstance(views, PgViewStore) else None
 
 
+def _moved(store: Store) -> None:
+    """The head this call moved is not the one a one-call write kept (uwf/engine/pgwrite.py):
+    it looks again rather than try a call bound to fail first."""
+    first = store.journal.first
+    if isinstance(first, OneCall):
+        first.forget()
+
+
 def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
     lock_ms = max(round(log.db.lock_timeout * 1000), 1)
     return [log.durable, lock_ms, now, format_ts(now), list(signatures),
@@ -401,6 +409,7 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
                                        lease_ids, _ulids(now, limit)])
     if got is None or got[0] != "ok":
         return None
+    _moved(store)
     _status, now, keys, expires, attempts = got
     return Leased(now=format_ts(now), granted=len(keys), leases=[
         Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
@@ -422,5 +431,6 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
                                           lease_id, run, _ulids(now, 1)])
     if got is None or got[0] != "ok":
         return None
+    _moved(store)
     entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
     return record(entry)
