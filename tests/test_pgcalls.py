@@ -127,7 +127,7 @@ def answers(store: Store) -> list[str]:
 
 def predicted(store: Store, limit: int, session: str | None) -> list[str]:
     views = store.read()
-    chosen, _ = sched._choose(views, store.clock(), limit, session)
+    chosen, _ = sched._choose(views, store.clock(), limit, session, sched.current_policy(views))
     return [entry.id for entry in chosen]
 
 

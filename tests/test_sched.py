@@ -293,21 +293,25 @@ WORKER = textwrap.dedent('''
     from uwf.errors import NothingToDo, UwfError
     from uwf.payload import to_payload
 
-    home, out, start, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), \\
-        float(sys.argv[4]), int(sys.argv[5])
+    home, out, start, quota, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), \\
+        int(sys.argv[4]), int(sys.argv[5])
     # The sessions to lease as (one drawn per lease; "" leases from every pool).
     sessions = sys.argv[6].split(",") if len(sys.argv) > 6 else [""]
     rng = random.Random(seed)
     store = Store.open(home)
     while time.time() < start:
         time.sleep(0.001)
+    # A quota of leases, not a time: a loaded machine slows the storm, never shrinks it
+    # (the bound only stops a worker starved for minutes; the counts then fail).
+    taken = 0
     with open(out, "w") as acks:
-        while time.time() < start + seconds:
+        while taken < quota and time.time() < start + 300:
             try:
                 granted = sched.lease(store, rng.choice([1, 2]), rng.choice(sessions) or None)
             except NothingToDo:
                 time.sleep(0.001)  # the ceiling is reached: give the lock to the holders
                 continue
+            taken += len(granted.leases)
             for lease in granted.leases:
                 acks.write(json.dumps({"op": "lease", **to_payload(lease)}) + "\\n")
             acks.flush()
@@ -329,20 +333,20 @@ WORKER = textwrap.dedent('''
                 acks.flush()
 ''')
 
-def storm(cli: Cli, tmp_path: Path, *, processes: int, seconds: float,
+def storm(cli: Cli, tmp_path: Path, *, processes: int, leases: int,
           sessions: str | None = None) -> list[dict[str, Any]]:
-    """`processes` WORKER processes leasing at once for `seconds` (as `sessions`, a
-    comma list, "" for every pool) on the store of `cli` (its UWF_HOME: a folder or a
-    postgresql:// URL); every acknowledgement they wrote."""
+    """`processes` WORKER processes leasing at once until each holds `leases` leases (as
+    `sessions`, a comma list, "" for every pool) on the store of `cli` (its UWF_HOME: a
+    folder or a postgresql:// URL); every acknowledgement they wrote."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER, "utf-8")
     start = time.time() + 1.0
     workers = [subprocess.Popen(
         [sys.executable, str(script), cli.env["UWF_HOME"], str(tmp_path / f"acks{n}.jsonl"),
-         str(start), str(seconds), str(n), *([sessions] if sessions is not None else [])],
+         str(start), str(leases), str(n), *([sessions] if sessions is not None else [])],
         env=cli.env, stderr=subprocess.PIPE, text=True) for n in range(processes)]
     for worker in workers:
-        _, err = worker.communicate(timeout=120)
+        _, err = worker.communicate(timeout=400)
         assert worker.returncode == 0, err
     return [json.loads(line) for n in range(processes)
             for line in (tmp_path / f"acks{n}.jsonl").read_text("utf-8").splitlines()]
@@ -364,7 +368,7 @@ def test_eight_processes_never_exceed_the_ceiling(cli: Cli, tmp_path: Path, back
              "--backoff-cap-ms", "1")
     lines = [{"workflow": "solve-issue", "prompt": f"task {n}"} for n in range(1500)]
     q.ok("queue", "add", "--batch", str(q.batch(tmp_path / "b.jsonl", lines)))
-    acks = storm(cli, tmp_path, processes=8, seconds=4)
+    acks = storm(cli, tmp_path, processes=8, leases=6)
     assert not [ack for ack in acks if ack["op"] == "refused"]
     leases_acked = [ack for ack in acks if ack["op"] == "lease"]
     assert len(leases_acked) > 30, "the workers leased too little to prove anything"
@@ -411,7 +415,7 @@ def test_processes_leasing_per_session_never_exceed_a_pool_or_the_cap(
     lines = [{"workflow": "solve-issue", "prompt": f"task {n}",
               **({"session": pools[n % 3]} if pools[n % 3] else {})} for n in range(900)]
     q.ok("queue", "add", "--batch", str(q.batch(tmp_path / "b.jsonl", lines)))
-    acks = storm(cli, tmp_path, processes=6, seconds=3, sessions="a,b,")
+    acks = storm(cli, tmp_path, processes=6, leases=8, sessions="a,b,")
     assert not [ack for ack in acks if ack["op"] == "refused"]
     assert len([ack for ack in acks if ack["op"] == "lease"]) > 30
 

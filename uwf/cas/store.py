@@ -139,7 +139,20 @@ class Cas:
         gathering._validators = self._validators
         gathering._rule = self._rule
         gathering._stored = self._nodes  # what it reads of the store is checked once
+        gathering._builtins_stored = self._builtins_stored
         return gathering, blobs
+
+    def adopt(self, gathering: Cas) -> None:
+        """Keep as checked the nodes `gathering` (a `pending` Cas) gathered and read back,
+        once the command that gathered them is written: they are in the store now, so
+        the next step reads its head from memory, not back from the log."""
+        if gathering._stored is not self._nodes:
+            raise ValueError("adopt takes a Cas made by this one's `pending`")
+        kept = self._nodes
+        if len(kept) + len(gathering._nodes) >= 4096:
+            kept.clear()
+        kept.update(gathering._nodes)
+        self._builtins_stored = self._builtins_stored or gathering._builtins_stored
 
     def ensure_builtins(self) -> None:
         """Write the meta-schema and the built-in schemas (idempotent; once per process,

@@ -110,6 +110,14 @@ class FileLog:
     # -- reading ---------------------------------------------------------
 
     def head(self) -> Checkpoint:
+        span = self._tail_hint
+        # The last line this process wrote or scanned, closing its batch at its segment's
+        # end: still the head while that segment keeps its size and no next segment
+        # exists (the writer's own check, `_FileSession._scan_tail`): two stats, no scan.
+        if span is not None and self.segments.size(span.segment) == span.end:
+            seq = seq_of(span.raw)
+            if seq is not None and not self.segments.exists(segment_name(seq + 1)):
+                return Checkpoint(seq, digest(span.raw))
         span = self._last_span()
         if span is None:
             return GENESIS
@@ -156,7 +164,7 @@ class FileLog:
     def line(self, seq: int) -> bytes | None:
         if seq <= 0:
             return None
-        span = self._locate(seq, self.segments.names())
+        span = self._locate(seq)
         return None if span is None else span.raw
 
     def problems(self) -> list[LogProblem]:
@@ -223,13 +231,16 @@ class FileLog:
                 return span
         return None
 
-    def _locate(self, seq: int, names: list[str]) -> Span | None:
-        """The line whose seq is `seq`: from the hint, else in the segment its name says."""
+    def _locate(self, seq: int, names: list[str] | None = None) -> Span | None:
+        """The line whose seq is `seq`: from the hint, else in the segment its name says
+        (of `names`, listed here when not given)."""
         hint = self._hint
         if hint is not None and seq_of(hint.raw) == seq:
             data = self.segments.read(hint.segment, hint.start, hint.end)
             if data == hint.raw + b"\n":
                 return hint
+        if names is None:
+            names = self.segments.names()
         firsts = [int(name[:20]) for name in names]
         index = bisect.bisect_right(firsts, seq) - 1
         if index < 0:

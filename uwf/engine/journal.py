@@ -138,22 +138,41 @@ class Outcome(Generic[T]):
 
 
 class Views:
-    """A read-only, typed view of the persisted views (what `decide` and reads get)."""
+    """A read-only, typed view of the persisted views (what `decide` and reads get).
+
+    `known`: states as of `head` already at hand (a write's fold), read from there;
+    every state `get` reads is remembered in `known` (a write's fold starts from them)."""
 
     def __init__(self, store: ViewStore, projections: Mapping[str, Projection],
-                 head: Checkpoint) -> None:
+                 head: Checkpoint, known: dict[Key, Any] | None = None) -> None:
         self._store = store
         self._projections = projections
         self.head = head
+        self.known = known
 
     def get(self, view: str, key: str) -> Any:
         """The typed state of one entity, or None."""
+        known = self.known
+        if known is not None and (view, key) in known:
+            return known[(view, key)]
         raw = self._store.load(view, key)
-        return None if raw is None else self._projections[view].decode(raw)
+        state = None if raw is None else self._projections[view].decode(raw)
+        if known is not None:
+            known[(view, key)] = state
+        return state
 
     def query(self, query: Query) -> list[Any]:
         decode = self._projections[query.view].decode
-        return [decode(raw) for _, raw in self._store.query(query)]
+        rows = self._store.query(query)
+        known = self.known
+        if known is None:
+            return [decode(raw) for _, raw in rows]
+        view = query.view
+        found = []
+        for key, raw in rows:
+            found.append(state := decode(raw))
+            known[(view, key)] = state
+        return found
 
     def count(self, query: Query) -> int:
         return self._store.count(query)
@@ -398,20 +417,24 @@ class Journal:
                 self._streams.check(self.views.checkpoints().get(STREAMS, GENESIS), expected)
             now = self.clock()
             self._local.deciding = True
+            read: dict[Key, Any] = {}  # the states decide read, as of `head`
             try:
-                outcome = decide(Views(self.views, self.projections, head), now)
+                outcome = decide(Views(self.views, self.projections, head, read), now)
             finally:
                 self._local.deciding = False
+            folded: dict[Key, Any] | None = None
             if outcome.events:
                 if not sync:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events]
-                head, current = self._append(session, head, events, now)
-                if outcome.then is not None and not current:
+                head, folded = self._append(session, head, events, now, read)
+                if outcome.then is not None and folded is None:
                     head = self.refresh()  # the views did not follow: catch them up
+            else:
+                folded = read  # nothing moved: what decide read is still so
             if outcome.then is not None:
-                return outcome.then(Views(self.views, self.projections, head))
+                return outcome.then(Views(self.views, self.projections, head, folded))
             return outcome.result
 
     def _not_deciding(self, what: str) -> None:
@@ -419,9 +442,11 @@ class Journal:
             raise RuntimeError(f"a command's decide may not {what}: it is read-only")
 
     def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent],
-                ms: int) -> tuple[Checkpoint, bool]:
-        """Append the events durably, stamped `ms`; the new head, and whether the views
-        followed."""
+                ms: int, read: Mapping[Key, Any] = _NOTHING
+                ) -> tuple[Checkpoint, dict[Key, Any] | None]:
+        """Append the events durably, stamped `ms`; the new head, and the states the
+        views now hold of what was read (`read`: states as of `head`) and folded, or None
+        when the views did not follow."""
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         envelopes, raws = self.envelopes(head, events, ms)
@@ -430,18 +455,19 @@ class Journal:
         # fails to follow is only stale, and the next read catches it up, so the
         # command still succeeds.
         try:
-            states = self._prefetch(envelopes)
+            states = self._prefetch(envelopes, read)
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
-                self._apply(states, envelope, since, set(self.projections))
+                self._apply(states, envelope, since, set(self.projections), read)
             expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, head)
             streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
             if not self.views.commit(self._rows(states, expected), expected, new_head,
                                      streams=streams):
                 self.refresh()
+                return new_head, None
         except UwfError:
-            return new_head, False
-        return new_head, True
+            return new_head, None
+        return new_head, {**read, **states}
 
     def envelopes(self, head: Checkpoint, events: Sequence[NewEvent], ms: int
                   ) -> tuple[list[Envelope], list[bytes]]:
@@ -603,13 +629,17 @@ class Journal:
                     folded = {}
                 folded[name] = (key[1], new)
 
-    def _prefetch(self, envelopes: Sequence[Envelope]) -> dict[Key, Any]:
+    def _prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = _NOTHING
+                  ) -> dict[Key, Any]:
         """The current states of every entity the events change, read a view at a time
-        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000)."""
+        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000);
+        those in `read` (read already, by the command's decide) are not read again."""
         keys: dict[str, dict[str, None]] = {}
         for envelope in envelopes:
             for projection in self._routes.get(envelope.type, ()):
-                keys.setdefault(projection.name, {})[projection.key(envelope)] = None
+                key = projection.key(envelope)
+                if (projection.name, key) not in read:
+                    keys.setdefault(projection.name, {})[key] = None
         states: dict[Key, Any] = {}
         for view, wanted in keys.items():
             if len(wanted) == 1:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+import msgspec
 
 from uwf.engine.log import Checkpoint
 from uwf.engine.viewspec import STREAMS, STREAMS_SIGNATURE, ViewSpec
@@ -36,8 +36,7 @@ from uwf.folders import fsync_folder
 _NAME = re.compile(r"snapshot-(\d+)\.sqlite3")
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """A kept snapshot: where it is, the checkpoint of each view (and of the stream
     index) it holds at this uwf's signatures, and, when it cannot be used whatever the
     log says, why (`problem`)."""
@@ -45,6 +44,8 @@ class Snapshot:
     path: Path
     checkpoints: Mapping[str, Checkpoint]
     problem: str | None = None
+    # (A Struct, not a dataclass: a dataclass compiles its methods at every start-up,
+    # and every command opens the store.)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -207,6 +208,8 @@ class SqliteSnapshots:
         self.folder.mkdir(parents=True, exist_ok=True)
         temporary = self.folder / f".restore-{os.getpid()}-{threading.get_ident()}.tmp"
         try:
+            import shutil
+
             shutil.copyfile(snapshot.path, temporary)
             os.link(temporary, self.views)
         except OSError:  # another process made the views first (they are used), the

@@ -107,6 +107,7 @@ class SqliteViewStore:
         self._local.db = db
         self._local.tables = set()
         self._local.matches = {}
+        self._local.checkpoints = None
         with self._all_lock:
             self._all.append(db)
         return db
@@ -183,6 +184,18 @@ class SqliteViewStore:
             return self._checkpoints(db)
 
     def _checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
+        """Each view's checkpoint (a view at another signature has none). Kept while no
+        other connection has committed (SQLite's data_version; this connection's own
+        commits keep it up to date), so a write's two looks cost one PRAGMA each."""
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        kept: tuple[int, dict[str, Checkpoint]] | None = self._local.checkpoints
+        if kept is not None and kept[0] == version:
+            return dict(kept[1])
+        found = self._read_checkpoints(db)
+        self._local.checkpoints = (version, found)
+        return dict(found)
+
+    def _read_checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
         found = {}
         specs = self.specs  # read twice a write: kept to plain lookups
         for name, signature, seq, digest in db.execute(
@@ -378,6 +391,7 @@ class SqliteViewStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 current = self._checkpoints(db)
+                version = self._local.checkpoints[0]
                 if any(current.get(name) != want for name, want in expected.items()):
                     db.execute("ROLLBACK")
                     return False
@@ -409,6 +423,8 @@ class SqliteViewStore:
                                f"({', '.join('?' * len(moved))})",
                                (new.seq, new.digest, *moved))
                 db.execute("COMMIT")
+                # Read inside the transaction: no other writer could commit since.
+                self._local.checkpoints = (version, {**current, **dict.fromkeys(expected, new)})
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")

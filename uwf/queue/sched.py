@@ -232,13 +232,12 @@ def _pool_name(pool: str | None) -> str:
         f"session {pool}"
 
 
-def _choose(views: Views, now: int, limit: int | None, session: str | None
+def _choose(views: Views, now: int, limit: int | None, session: str | None, policy: Policy
             ) -> tuple[list[QueueEntry], list[str]]:
-    """What a lease would grant now (of `session`'s pool, else of every pool with ready
-    work): each pool's first eligible entries up to its room, merged in queue order, up
-    to `limit` and the overall cap. Also why more could not be granted: the ceilings
-    that were reached."""
-    policy = current_policy(views)
+    """What a lease would grant now under `policy` (of `session`'s pool, else of every
+    pool with ready work): each pool's first eligible entries up to its room, merged in
+    queue order, up to `limit` and the overall cap. Also why more could not be granted:
+    the ceilings that were reached."""
     reached: list[str] = []
     overall: int | None = None
     if policy.max_total is not None:
@@ -267,10 +266,10 @@ def _grant(views: Views, now: int, limit: int | None, session: str | None
            ) -> Outcome[Leased]:
     from ulid import ULID
 
-    chosen, reached = _choose(views, now, limit, session)
+    policy = current_policy(views)
+    chosen, reached = _choose(views, now, limit, session, policy)
     lease_ids = [str(ULID.from_timestamp(now)) for _ in chosen]
-    granted = decider.grant(chosen, lease_ids, now, current_policy(views),
-                             session=session, reached=reached)
+    granted = decider.grant(chosen, lease_ids, now, policy, session=session, reached=reached)
     events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
     leases = [Granted(id=entry.id, lease_id=data.lease_id,
                       lease_expires_at=format_ts(data.expires_at_ms), attempt=data.attempt)
@@ -396,7 +395,7 @@ def plan(store: Store, show_all: bool = False) -> Planned:
     now = store.clock()
     policy = current_policy(views)
     active = active_leases(views, now)
-    planned, _ = _choose(views, now, None, None)
+    planned, _ = _choose(views, now, None, None, policy)
     pools: list[PoolLoad] = []
     available = 0
     for pool in ready_pools(views):

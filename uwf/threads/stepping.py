@@ -140,7 +140,10 @@ def step_thread(
             _finish(store, cas, plan, Failure("interrupted", "the step was interrupted; its "
                                               "agent was killed"), config, retry_for=0)
         raise
-    return _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
+    done = _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
+    if cas is not store.cas:  # its nodes are in the log now
+        store.cas.adopt(cas)
+    return done
 
 
 def run_thread(
