@@ -93,11 +93,11 @@ class _Reads:
         self._views = views
         self.kept = kept
         self._after = after
-        self.hits = 0
+        self.asked = 0  # reads made, kept or not
 
     def load(self, view: str, key: str) -> bytes | None:
+        self.asked += 1
         if (view, key) in self.kept:
-            self.hits += 1
             return self.kept[(view, key)]
         raw = self._views.load(view, key)
         found = None if raw is None else bytes(raw)
@@ -116,6 +116,7 @@ class _Reads:
     def _server(self) -> PgViewStore:
         if self._after:
             raise _NotHere
+        self.asked += 1
         return self._views
 
     def query(self, query: Query) -> list[tuple[str, bytes]]:
@@ -206,7 +207,9 @@ class OneCall:
                 raise _Moved from None
             raise
         if not outcome.events:
-            if reads.hits and not self._still(known):  # kept rows: answer at the head only
+            # Nothing to append, so no call checks the head: the reads (kept rows, or
+            # several of the server's, each its own snapshot) answer only if it held.
+            if reads.asked and not self._still(known):
                 raise _Moved
             if outcome.then is not None:
                 return (outcome.then(Views(cast(ViewStore, reads), journal.projections,
