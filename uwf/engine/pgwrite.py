@@ -148,7 +148,7 @@ class OneCall:
             return None
         try:
             for _attempt in range(2):
-                known = self._known or self._look(journal)
+                known = self._known or self._look()
                 if known is None:
                     break
                 try:
@@ -166,7 +166,7 @@ class OneCall:
         """Drop the head and rows kept (another way of writing moved the head)."""
         self._known = None
 
-    def _look(self, journal: Journal) -> _Known | None:
+    def _look(self) -> _Known | None:
         """The head and its line's end, when every view is folded to it (else None:
         the ordinary way catches them up)."""
         signatures = self.views.signatures()
@@ -207,14 +207,13 @@ class OneCall:
                 raise _Moved from None
             raise
         if not outcome.events:
+            answer = outcome.result if outcome.then is None else outcome.then(
+                Views(cast(ViewStore, reads), journal.projections, head))
             # Nothing to append, so no call checks the head: the reads (kept rows, or
             # several of the server's, each its own snapshot) answer only if it held.
             if reads.asked and not self._still(known):
                 raise _Moved
-            if outcome.then is not None:
-                return (outcome.then(Views(cast(ViewStore, reads), journal.projections,
-                                           head)),)
-            return (outcome.result,)
+            return (answer,)
         events: list[NewEvent] = [
             *(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
               for hash_, data in nodes), *outcome.events]
