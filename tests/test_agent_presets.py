@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BIN, Cli
-from tests.threadkit import Kit, make_kit, one_line_error, store_bytes
+from tests.threadkit import Kit, as_before_but_failed, make_kit, one_line_error, store_bytes
 from uwf.agents.presets import PRESETS, command_line, model_in_args
 
 PROMPT = "Fix the login bug: empty passwords are accepted"
@@ -129,7 +129,7 @@ def test_a_missing_cli_binary_is_one_line_naming_it(cli: Cli, tmp_path: Path) ->
     before = kit.show(thread)
     one_line_error(kit.step(thread), 1, "step failed (exit)", "'cursor-agent' not found",
                    "UWF_CURSOR_BIN")
-    assert kit.show(thread) == before
+    as_before_but_failed(kit, thread, before, "exit")
     assert [e["data"]["reason"] for e in kit.events("thread.step_failed")] == ["exit"]
     by_hand = cli.run(thread, "planner", prog="uwf-cursor")
     assert (by_hand.code, by_hand.out) == (1, "")

@@ -19,6 +19,7 @@ from tests.conftest import BIN, EXAMPLE, Cli
 from tests.threadkit import (
     MOCK_SCRIPT,
     Kit,
+    as_before_but_failed,
     kill_quietly,
     make_kit,
     mock_config,
@@ -223,7 +224,7 @@ def test_exec_refuses_bad_or_missing_output(cli: Cli, tmp_path: Path, stdout: st
     before = kit.show(thread)
     one_line_error(kit.step(thread), 1, "step failed (exit)", fragment)
     assert [e["data"]["reason"] for e in kit.events("thread.step_failed")] == ["exit"]
-    assert kit.show(thread) == before
+    as_before_but_failed(kit, thread, before, "exit")
 
 
 # -- uwf-llm --------------------------------------------------------------------------
@@ -391,7 +392,7 @@ def test_llm_gives_up_after_retries(cli: Cli, tmp_path: Path, llm: FakeLLM) -> N
     before = kit.show(thread)
     one_line_error(kit.step(thread), 1, "step failed (exit)", "HTTP 500", "3 attempts")
     assert len(llm.requests) == 3
-    assert kit.show(thread) == before
+    as_before_but_failed(kit, thread, before, "exit")
     assert [e["data"]["reason"] for e in kit.events("thread.step_failed")] == ["exit"]
 
 
@@ -554,7 +555,7 @@ def test_subflow_fails_when_the_child_fails(cli: Cli, tmp_path: Path) -> None:
     kit, parent, _ = subflow_kit(cli, tmp_path, script)  # no developer outputs: child fails
     before = kit.show(parent)
     one_line_error(kit.step(parent), 1, "step failed (exit)", "uwf-subflow")
-    assert kit.show(parent) == before
+    as_before_but_failed(kit, parent, before, "exit")
     failed = kit.events("thread.step_failed")
     assert [(f["data"]["role"], f["data"]["reason"]) for f in failed] == \
         [("developer", "exit"), ("delegate", "exit")]

@@ -20,8 +20,9 @@ from uwf.cli.spec import Command, Group, Lazy
 from uwf.config.args import NoArgs
 
 # The modules a command of each kind may load from uwf.cli (the entry point's own).
-CLI_CORE = {"uwf.cli", "uwf.cli.main", "uwf.cli.render", "uwf.cli.spec", "uwf.cli.parsing",
-            "uwf.cli.context"}
+# (uwf.cli.ids makes id arguments whole; it reads the store only for an id's prefix.)
+CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.main", "uwf.cli.render", "uwf.cli.spec",
+            "uwf.cli.parsing", "uwf.cli.context", "uwf.cli.ids"}
 
 
 def loaded_after(argv: list[str], tmp_path: Path) -> list[str]:

@@ -258,3 +258,46 @@ def test_concurrent_rebuilds_of_absent_views(cli: Cli, tmp_path: Path) -> None:
     persisted = cli.run("workflow", "list").out
     assert cli.run("registry", "rebuild").code == 0
     assert cli.run("workflow", "list").out == persisted
+
+
+# Deletes the store's views folder again and again until told to stop (the file `stop`
+# appears) or after `rounds` deletions: a person clearing the cache while commands run.
+DELETER = r'''
+import os, shutil, sys
+views, ready, stop, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+open(ready, "w").close()
+done = 0
+while done < rounds and not os.path.exists(stop):
+    shutil.rmtree(views, ignore_errors=True)
+    done += 1
+print(done)
+'''
+
+
+def test_writers_rebuild_views_deleted_under_them(cli: Cli, tmp_path: Path) -> None:
+    """Issue 32: while another process deletes `views/` in a loop, 8 of 77 `thread
+    start` failed "disk I/O error; check the disk and permissions" (nothing written).
+    The views are a cache: a file deleted while a command opens it is opened again,
+    new, and folded from the log. Every start succeeds, and the log and views agree."""
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    deleter = subprocess.Popen([PYTHON, "-c", DELETER, str(cli.home / "views"), str(ready),
+                                str(stop), "1000000"], stdout=subprocess.PIPE, text=True)
+    try:
+        while not ready.exists() and deleter.poll() is None:
+            time.sleep(0.01)
+        results = [cli.run("thread", "start", "solve-issue", "-p", f"task {i}")
+                   for i in range(24)]
+    finally:
+        stop.touch()
+        out, _ = deleter.communicate(timeout=60)
+    assert int(out) > 0  # it deleted while the starts ran
+    failed = [result for result in results if result.code != 0]
+    assert failed == [], failed
+    threads = {json.loads(result.out)["thread"] for result in results}
+    assert len(threads) == 24
+    assert cli.run("log", "verify").code == 0
+    verified = cli.run("registry", "verify")
+    assert verified.code == 0, verified
+    listed = json.loads(cli.run("thread", "list", "--json").out)
+    assert len(listed) == 24

@@ -80,12 +80,19 @@ def test_an_empty_store_has_every_page_and_its_twin(tmp_path: Path) -> None:
         assert twin["registry verify"]["ok"] is True
         missing = client.get("/runs/01J7K9M2XNPQR5VWBCDF8G3H4T")
         assert missing.status_code == 404
-        assert "uwf: error: no run 01J7K9M2XNPQR5VWBCDF8G3H4T" in missing.text
-        assert client.get("/runs/01J7K9M2XNPQR5VWBCDF8G3H4T",
-                          params={"format": "json"}).json()["run show"]["exitCode"] == 1
+        # The page says it in its own words; the twin holds the command's line.
+        assert ('<p class="error">no run 01J7K9M2XNPQR5VWBCDF8G3H4T; find runs on the Runs '
+                'page</p>') in missing.text
+        assert client.get("/runs/01J7K9M2XNPQR5VWBCDF8G3H4T", params={"format": "json"}
+                          ).json()["run show"] == {
+            "error": "uwf: error: no run 01J7K9M2XNPQR5VWBCDF8G3H4T; find runs with "
+                     "`uwf run search`", "exitCode": 1}
         bad = client.get("/runs", params={"limit": "many"})
         assert bad.status_code == 400
-        assert "--limit" in bad.text
+        assert ("<p class=\"error\">per page: must be an integer, not &#34;many&#34;; change "
+                "it and try again</p>") in bad.text
+        assert "--limit" not in bad.text
+        assert "--limit" in _json(client, "/runs?limit=many")["run search"]["error"]
 
 
 def test_the_runs_page_lists_runs_with_the_lifecycle_bar(client: TestClient,
@@ -143,6 +150,21 @@ def test_a_run_page_has_its_graph_steps_and_path(client: TestClient, fleet: Flee
     assert "No steps yet." in failed
 
 
+def test_a_failed_run_page_leads_with_why_and_lists_its_attempts(client: TestClient,
+                                                                  fleet: Fleet) -> None:
+    page = client.get(f"/runs/{fleet.failed}").text
+    lead = page.index('<div class="failure" role="alert" id="failure">')
+    assert lead < page.index('<dl class="record">')  # before the record: why comes first
+    assert "<strong>failed</strong>: exit (planner) — agent exited with status 1" in page
+    assert ", exit status 1</p>" in page
+    assert page.count('<tr class="attempt failed"') == 1
+    twin = _json(client, f"/runs/{fleet.failed}")["run show"]["run"]
+    assert twin["lastFailure"]["reason"] == "exit"
+    done = client.get(f"/runs/{fleet.done}").text  # never failed: neither section
+    assert 'id="failure"' not in done
+    assert "<h2>Attempts</h2>" not in done
+
+
 def test_the_queue_page_shows_entries_leases_and_why_they_wait(client: TestClient,
                                                                 fleet: Fleet) -> None:
     page = client.get("/queue").text
@@ -154,6 +176,14 @@ def test_the_queue_page_shows_entries_leases_and_why_they_wait(client: TestClien
     reasons = {skip["reason"] for skip in twin["sched plan"]["skipped"]}
     assert {"leased", "parked"} <= reasons
     assert "tests fail" in page  # the parked entry's reason
+    counts = twin["queue counts"]
+    assert counts["statuses"] == {"ready": 1, "leased": 1, "drained": 0, "parked": 1,
+                                  "cancelled": 0}
+    for state, count in counts["statuses"].items():
+        assert f'<span class="badge {state}">{state}</span> <strong>{count}</strong>' in page
+    assert (f"In the last 60 min: <strong>{counts['finished']}</strong> finished, "
+            f"<strong>{counts['added']}</strong> added") in page
+    assert '<form class="action"' not in page  # no token: read-only
     assert "parked" in client.get("/queue", params={"status": "parked"}).text
 
 
@@ -184,6 +214,7 @@ def test_every_twin_is_the_clis_json(client: TestClient, fleet: Fleet) -> None:
     assert queue["queue list"] == _cli_json(cli, "queue", "list", "--session", "s1",
                                             "--limit", "100")
     assert queue["sched plan"] == _cli_json(cli, "sched", "plan")
+    assert queue["queue counts"] == _cli_json(cli, "queue", "counts")
     assert _json(client, "/history")["history"] == _cli_json(cli, "history")
     assert _json(client, "/log?n=7&type=thread.")["log tail"] == _cli_json(
         cli, "log", "tail", "-n", "7", "--type", "thread.", lines=True)
@@ -269,7 +300,8 @@ def test_every_answer_has_the_security_headers(client: TestClient) -> None:
         assert "script-src 'self'" in csp, url
         assert "'unsafe-inline'" not in csp
         assert response.headers["x-content-type-options"] == "nosniff"
-        assert response.headers["referrer-policy"] == "no-referrer"
+        # same-origin: an action's form says it came from here; other sites learn nothing
+        assert response.headers["referrer-policy"] == "same-origin"
     assert client.post("/runs").headers["x-content-type-options"] == "nosniff"
     page = client.get("/runs").text
     assert "<script>" not in page

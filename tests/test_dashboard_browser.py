@@ -127,6 +127,40 @@ def test_a_step_appears_without_a_reload(page: Any, base: str, fleet: Fleet) -> 
     assert graph.locator('g.edge.taken[data-source="$START"]').count() == 1
 
 
+def test_a_failed_run_leads_with_why_and_a_retry_adds_its_attempt(page: Any, base: str,
+                                                                   fleet: Fleet) -> None:
+    """An agent that exits 3 saying `boom`, then a passing retry: the page leads with
+    the reason and lists each attempt with its reason and duration."""
+    import yaml
+
+    config = yaml.safe_load(fleet.kit.config_path.read_text("utf-8"))
+    config["agents"]["boom"] = {"command": "sh", "args": ["-c", "echo boom >&2; exit 3"]}
+    fleet.kit.write_config(config)
+    run = fleet.kit.start(prompt="Fails, then passes")
+    assert fleet.kit.uwf("thread", "step", run, "--agent", "boom").code == 1
+    page.goto(f"{base}/runs/{run}")
+    failure = page.locator("#failure")
+    assert failure.is_visible()
+    assert "exit (planner) — agent exited with status 3: boom" in failure.inner_text()
+    assert failure.locator("pre.stderr").inner_text() == "boom"
+    assert page.locator("main > :is(h1, div, dl)").nth(1).get_attribute("id") == "failure"
+    assert page.locator("tr.attempt").count() == 1
+    assert " s" in page.inner_text("#attempt-1 td.duration")
+    page.wait_for_selector("#live.on")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dashboard-failed-run.png"), full_page=True)
+    stepped = fleet.cli.processes().run("thread", "step", run)  # uwf-mock: the planner
+    assert stepped.code == 0, stepped
+    # Swapped in, not reloaded (first `running`, while the retry is in flight).
+    page.wait_for_selector("tr#attempt-2.stepped", timeout=15_000)
+    assert page.locator("#failure").count() == 0
+    rows = [page.inner_text(f"#attempt-{n}") for n in (1, 2)]
+    assert "failed" in rows[0]
+    assert "exit: agent exited with status 3: boom" in rows[0]
+    assert "stepped" in rows[1]
+    assert "ready" in rows[1]
+
+
 def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: Fleet) -> None:
     page.goto(f"{base}/log?type=queue.")
     before = page.locator("#log-rows tr").count()
@@ -139,3 +173,82 @@ def test_the_log_page_appends_events_as_they_come(page: Any, base: str, fleet: F
     row.wait_for(timeout=15_000)
     assert page.locator("#log-rows tr").count() == before + 1
     assert "queue.added" in row.inner_text()
+
+
+# -- a phone's width, and an action taken in the browser ----------------------------------------
+
+TOKEN = "browser-test-token"
+
+
+@pytest.fixture
+def with_token(fleet: Fleet) -> Iterator[str]:
+    from uwf.dashboard.app import create_app
+
+    with served(create_app(context_of(fleet.cli), token=TOKEN)) as url:
+        yield url
+
+
+@pytest.fixture
+def phone(browser: Any, with_token: str) -> Iterator[Any]:
+    """A page 390 px wide (a phone's), signed in with the token (so the actions show)."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("console", lambda message: problems.append(message.text)
+              if message.type == "error" else None)
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    opened.goto(f"{with_token}/runs?token={TOKEN}")
+    yield opened
+    context.close()
+    assert problems == []
+
+
+def test_every_page_holds_at_390_px(phone: Any, with_token: str, fleet: Fleet) -> None:
+    """Nothing wider than the screen: wide tables scroll in their own box, not the page."""
+    pages = ["/runs", "/queue", "/history", "/log", "/verify", f"/runs/{fleet.done}",
+             f"/runs/{fleet.failed}"]
+    for number, path in enumerate(pages):
+        phone.goto(f"{with_token}{path}")
+        phone.wait_for_selector("main h1")
+        width = phone.evaluate("document.scrollingElement.scrollWidth")
+        assert width <= 390, (path, width)
+        phone.screenshot(path=str(SHOTS / f"phone-{number}.png"), full_page=True)
+    phone.goto(f"{with_token}/queue")
+    assert phone.locator("form.action button").count() > 0  # the actions are on the page
+    phone.screenshot(path=str(SHOTS / "dashboard-queue-390.png"), full_page=True)
+
+
+def test_times_read_relative_with_the_utc_time_on_hover(phone: Any, with_token: str,
+                                                        fleet: Fleet) -> None:
+    phone.goto(f"{with_token}/runs/{fleet.done}")
+    created = phone.locator("dl.record time").first
+    assert created.inner_text().endswith(" ago") or created.inner_text() == "just now"
+    stamp = created.get_attribute("datetime")
+    assert created.get_attribute("title") == f"{stamp} (UTC)"
+    assert stamp.endswith("Z")
+    assert phone.locator("li.step .duration").count() == 5
+
+
+def test_the_log_s_data_opens_on_a_click(phone: Any, with_token: str) -> None:
+    phone.goto(f"{with_token}/log?type=thread.started")
+    row = phone.locator("#log-rows tr").first
+    assert not row.locator("details pre").is_visible()
+    assert "workflow" in row.locator("summary").inner_text()
+    row.locator("summary").click()
+    assert '"workflow"' in row.locator("details pre").inner_text()
+
+
+def test_an_action_in_the_browser_does_what_the_cli_does(phone: Any, with_token: str,
+                                                         fleet: Fleet) -> None:
+    """Cancel a ready entry from the queue page: the browser's own form (its Origin, the
+    session's CSRF token) is taken; the entry is cancelled with the reason given."""
+    entry = fleet.cli.run("queue", "add", "--workflow", "solve-issue", "-p", "cancel me",
+                          "--session", "s9", "--json")
+    assert entry.code == 0, entry
+    entry_id = json.loads(entry.out)["entry"]["id"]
+    phone.goto(f"{with_token}/queue?session=s9")
+    form = phone.locator(f'form.action[action="/queue/{entry_id}/cancel"]')
+    form.locator("button").click()
+    phone.wait_for_url(f"{with_token}/queue")
+    shown = json.loads(fleet.cli.run("queue", "show", entry_id, "--json").out)
+    assert shown["status"] == "cancelled"

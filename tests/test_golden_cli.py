@@ -40,9 +40,11 @@ import ulid
 import yaml
 
 from tests.conftest import BIN, EXAMPLE
+from uwf import __version__
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.cli.spec import Group
+from uwf.engine import ulids
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "cli.txt"
 Main = Callable[[Sequence[str] | None], int]
@@ -193,16 +195,29 @@ class Session:
         return "\n".join(entry.render() for entry in self.entries)
 
 
-def panel_json(entry: Entry, key: str) -> Any:
-    """The value of `key` in a `key  value` panel, parsed as JSON."""
-    return json.loads(panel_value(entry, key))
+def panel_block(entry: Entry, key: str) -> list[str]:
+    """The lines indented under `key` in a panel (a nested object or table), unindented."""
+    lines = entry.out.splitlines()
+    if key not in lines:
+        raise AssertionError(f"no {key} block in\n{entry.render()}")
+    block = list(itertools.takewhile(lambda line: line.startswith("  "),
+                                     lines[lines.index(key) + 1:]))
+    return [line[2:] for line in block]
+
+
+def panel_rows(entry: Entry, key: str) -> list[dict[str, str]]:
+    """The table under `key` in a panel, a row at a time by column (its header, as
+    written: upper case)."""
+    header, *rows = panel_block(entry, key)
+    return [dict(zip(header.split(), row.split(), strict=True)) for row in rows]
 
 
 def panel_value(entry: Entry, key: str) -> str:
     """The value of `key` in a `key  value` panel."""
+    indent = len(key) - len(key.lstrip())  # "  id": a key of a nested block
     for line in entry.out.splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
+        name, _, value = line[indent:].partition(" ")
+        if line[:indent] == key[:indent] and name == key.strip():
             return value.strip()
     raise AssertionError(f"no {key} in\n{entry.render()}")
 
@@ -238,7 +253,9 @@ def _prepare(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir("/")
     # The random part of every ULID from a counter: ids, and the hashes of what holds
     # them, are the same on every run (python-ulid's documented hook).
+    # uwf mints its own (uwf.engine.ulids); python-ulid's hook too, for any left to it.
     counter = itertools.count(1)
+    monkeypatch.setattr(ulids, "randomness", lambda: next(counter).to_bytes(10, "big"))
     monkeypatch.setattr(ulid, "default_generator", ulid.ULIDGenerator(
         randomness=lambda _ms: next(counter).to_bytes(10, "big")))
 
@@ -295,6 +312,23 @@ def script(s: Session) -> None:
     _store_copy(s)
     _dashboard(s)
     _snapshot(s)
+    _conventions(s, runs)
+    # Added after the rest, so the times and ids before it stay as they were.
+    s.both("uwf", "queue", "counts", "--minutes", "600")
+
+
+def _conventions(s: Session, runs: list[str]) -> None:
+    """--version, completion, and ids in any case or by a unique prefix (docs/cli.md)."""
+    version = [(re.escape(__version__) + r"\n\Z", "<version>\n")]
+    s.ok("uwf", "--version", masks=version)
+    s.ok("json-cas", "--version", masks=version)
+    # The script is argcomplete's (tests/test_cli_conventions.py drives it in bash).
+    script = [(r"(?s)\A(#compdef|function) .+\Z", "<argcomplete's completion script>\n")]
+    s.ok("uwf", "completion", "bash", masks=script)
+    s.json("uwf", "completion", "fish", masks=script)
+    s.fails("uwf", "completion", "tcsh", code=2)
+    s.ok("uwf", "run", "show", runs[0].lower())
+    s.fails("uwf", "thread", "show", runs[0][:2].lower(), code=2)
 
 
 def _snapshot(s: Session) -> None:
@@ -390,7 +424,7 @@ def _queue(s: Session) -> None:
     s.ok("uwf", "sched", "policy", "set", "--max-concurrent", "2")
     s.json("uwf", "sched", "policy", "set", "--max-attempts", "2")
     add = ("uwf", "queue", "add", "--workflow", "solve-issue", "--session", "s1")
-    first = panel_json(s.ok(*add, "-p", "Queued one"), "entry")["id"]
+    first = panel_value(s.ok(*add, "-p", "Queued one"), "  id")
     second = s.json(*add, "-p", "Queued two", "--note", "second")["entry"]["id"]
     third = s.ok(*add, "-p", "Queued three", "--quiet").out.strip()
     s.ok("uwf", "queue", "add", "--batch", s.file("batch.jsonl"))
@@ -399,8 +433,8 @@ def _queue(s: Session) -> None:
     s.both("uwf", "queue", "show", first)
     s.both("uwf", "sched", "plan")
 
-    lease = panel_json(s.ok("uwf", "sched", "lease", "--limit", "1", "--session", "s1"),
-                       "leases")[0]["leaseId"]
+    lease = panel_rows(s.ok("uwf", "sched", "lease", "--limit", "1", "--session", "s1"),
+                       "leases")[0]["LEASEID"]
     other = s.json("uwf", "sched", "lease", "--limit", "1", "--session", "s1")["leases"][0]
     s.ok("uwf", "sched", "renew", first, "--lease", lease)
     s.json("uwf", "sched", "renew", second, "--lease", other["leaseId"])

@@ -216,6 +216,7 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("queue cancel", id=cancelled, reason="changed my mind")
     run("queue logs", id=entry)
     run("queue logs", list=True)
+    run("queue counts", minutes=120)
     job = run("queue add", workflow="solve-issue", prompt="Over MQTT", broker=broker)
     run("queue subscribe", id=job["entry"]["id"], wait=0.2)
     run("queue publish", id=job["entry"]["id"], event='{"type": "progress", "pct": 40}')
@@ -332,9 +333,10 @@ def declared() -> dict[str, str]:
 
 
 def test_every_command_is_a_tool(tmp_path: Path) -> None:
-    # The servers themselves: `uwf mcp`, and `uwf dashboard`, which serves until stopped.
+    # The servers themselves: `uwf mcp`, and `uwf dashboard`, which serves until stopped;
+    # and the shell's completion script.
     assert {cmd.name for group in GROUPS.values() for cmd in group if not cmd.mcp} == {
-        "mcp", "dashboard"}
+        "mcp", "dashboard", "completion"}
     _, env = stores(tmp_path)[1]
     with mcp_call(env) as (_, tools):
         assert sorted(tools) == sorted(declared())

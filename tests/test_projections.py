@@ -12,7 +12,7 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.threads.projection import InFlight, ThreadsProjection, ThreadState
+from uwf.threads.projection import InFlight, LastFailure, ThreadsProjection, ThreadState
 from uwf.workflows.events import WorkflowRegistered
 from uwf.workflows.projection import WorkflowsProjection, WorkflowState
 
@@ -76,8 +76,9 @@ def test_a_thread_through_a_step_a_failure_a_block_and_its_end() -> None:
                                        "2026-11-25T00:00:02.000Z")
     assert projection.column_values(state)[:2] == ("running", 1)
     state = advance(projection, state, event(3, subject, ThreadStepFailed("s1", "planner", "exit",
-                                                                       "boom")))
-    assert (state.in_flight, state.last_failure, state.failures) == (None, "exit", 1)
+                                                                       "boom", 3, "boom")))
+    failure = LastFailure("s1", "planner", "exit", "boom", "2026-11-25T00:00:03.000Z", 3)
+    assert (state.in_flight, state.last_failure, state.failures) == (None, failure, 1)
     assert state.state == "idle"
     state = advance(projection, state, event(4, subject, ThreadStepStarted("s2", "planner", "go",
                                                                         "mock", 99)))

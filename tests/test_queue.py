@@ -345,3 +345,32 @@ def test_the_services_return_typed_results_that_print_as_the_cli_does(q: Queue, 
     assert isinstance(planned, Planned)
     assert planned.skipped_counts.concurrency_ceiling == 1
     assert to_payload(planned) == q.ok("sched", "plan", now=at(4))
+
+
+def test_counts_are_per_status_with_the_window_s_throughput(q: Queue) -> None:
+    """Every status named (0 when none), the total, and the entries added and finished
+    (drained, by `queue drain` or `sched complete`) in the last N minutes only."""
+    empty = q.ok("queue", "counts", now=at(0))
+    assert empty["statuses"] == {"ready": 0, "leased": 0, "drained": 0, "parked": 0,
+                                 "cancelled": 0}
+    assert (empty["total"], empty["added"], empty["finished"]) == (0, 0, 0)
+    early = q.add(now=at(0))
+    q.ok("queue", "drain", "--limit", "1", now=at(10))  # drains `early`, long before
+    late = [q.add(now=at(7200 + n)) for n in range(3)]
+    q.ok("queue", "cancel", late[0], now=at(7210))
+    [lease] = q.lease("--limit", "1", now=at(7220))
+    q.ok("sched", "complete", lease["id"], "--lease", lease["leaseId"], now=at(7230))
+    counts = q.ok("queue", "counts", now=at(7260))
+    assert counts["statuses"] == {"ready": 1, "leased": 0, "drained": 2, "parked": 0,
+                                  "cancelled": 1}
+    assert counts["total"] == 4
+    assert (counts["minutes"], counts["since"]) == (60, at(7260 - 3600))
+    assert (counts["added"], counts["finished"], counts["exact"]) == (3, 1, True)
+    whole = q.ok("queue", "counts", "--minutes", "1440", now=at(7260))
+    assert (whole["added"], whole["finished"]) == (4, 2)
+    assert q.entry(early)["status"] == "drained"
+    refused = q.cli.run("queue", "counts", "--minutes", "0")
+    assert refused.code == 2
+    assert refused.err.splitlines() == [
+        "uwf: error: argument --minutes: must be 1 or more, not 0; see `uwf queue counts "
+        "--help`"]

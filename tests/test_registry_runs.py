@@ -203,3 +203,43 @@ def test_a_run_whose_node_is_damaged_is_corrupt_never_valid(
     refused = kit.uwf("run", "resume", thread)
     assert refused.code == 1
     assert "damaged" in refused.err
+
+
+@pytest.mark.parametrize("how", ["deleted", "edited", "garbage"])
+@pytest.mark.parametrize("which", ["first step", "head's output", "head's detail"])
+def test_a_run_whose_earlier_step_or_output_is_damaged_is_never_found_valid(
+        cli: Cli, tmp_path: Path, which: str, how: str) -> None:
+    """Issue 32: a damaged or deleted earlier StepNode, or the head's output or detail
+    node, read `found: true, valid` in `run show` while `thread log` failed. `run show`
+    checks every node `thread log` reads: it fails closed when that fails."""
+    kit = make_kit(cli, tmp_path)
+    cli.env["UWF_NODES"] = "loose"  # the older layout: loose node files
+    kit.put_workflow()
+    thread = kit.start()
+    assert kit.step(thread).code == 0
+    assert kit.step(thread).code == 0
+    head = kit.show(thread)["head"]
+    step = json.loads((kit.home / "cas" / head[:2] / f"{head}.json").read_text("utf-8"))
+    payload = step["payload"]
+    node = {"first step": payload["prev"], "head's output": payload["output"],
+            "head's detail": payload["detail"]}[which]
+    path = kit.home / "cas" / node[:2] / f"{node}.json"
+    if how == "deleted":
+        path.unlink()
+    elif how == "edited" and which != "first step":  # a Text node: its string edited
+        text = json.loads(path.read_text("utf-8"))
+        text["payload"] = json.dumps(text["payload"]) + " (edited)"
+        path.write_text(json.dumps(text), "utf-8")
+    else:
+        _damage(path, how)
+    if which != "head's detail":  # thread log names the detail node, does not read it
+        assert kit.uwf("thread", "log", thread).code != 0  # what run show must agree with
+
+    run = kit.ok("run", "show", thread)
+    freshness = "missing" if how == "deleted" else "corrupt"
+    assert (run["found"], run["freshness"]) == (False, freshness)
+    assert run["missingNodes" if how == "deleted" else "corruptNodes"] == [node]
+    assert "run" not in run
+    refused = kit.uwf("run", "resume", thread)
+    assert refused.code == 1
+    assert node in refused.err

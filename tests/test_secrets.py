@@ -188,19 +188,42 @@ def test_a_providers_key_under_any_name_is_masked(cli: Cli, tmp_path: Path) -> N
 
 
 def test_the_cli_masks_what_it_prints(cli: Cli, tmp_path: Path) -> None:
-    """A node stored before the token was a secret is printed masked; so is an error line
-    and a usage error quoting it."""
-    note = tmp_path / "note.json"
-    note.write_text(json.dumps(f"the token is {TOKEN}"), "utf-8")
-    stored = cli.cas("put", "--type", "Text", str(note))
-    assert stored.code == 0, stored
+    """An error line and a usage error quoting a secret are printed masked."""
     cli.env["MY_SERVICE_TOKEN"] = TOKEN
-    got = cli.cas("get", stored.out.strip())
-    assert got.code == 0, got
-    assert json.loads(got.out)["payload"] == "the token is ***"
     missing = cli.run("workflow", "show", TOKEN)
     one_line_error(missing, 1, "no workflow named '***'")
     usage = cli.run("registry", "show", "--scope", TOKEN)
     one_line_error(usage, 2, "invalid choice: '***'")
-    for text in (got.out, missing.err, usage.err):
+    for text in (missing.err, usage.err):
         assert TOKEN not in text
+
+
+def test_json_cas_get_put_copies_a_node_exactly_with_secrets_set(cli: Cli,
+                                                                 tmp_path: Path) -> None:
+    """`json-cas --store A get H | json-cas --store B put` keeps the hash although the
+    node holds values that are secrets now: what `get` prints for a pipe (or with
+    --json) is the node as stored; only a terminal's panel is masked (issue 32)."""
+    note = tmp_path / "note.json"
+    note.write_text(json.dumps(f"the token is {TOKEN} and {CRED}"), "utf-8")
+    stored = cli.cas("put", "--type", "Text", str(note))
+    assert stored.code == 0, stored
+    original = stored.out.strip()
+    cli.env.update(MY_SERVICE_TOKEN=TOKEN, LLM_CRED_KEY=CRED)
+    other = tmp_path / "other-store"
+    for flags in ((), ("--json",)):
+        got = cli.cas(*flags, "get", original)
+        assert got.code == 0, got
+        assert json.loads(got.out)["payload"] == f"the token is {TOKEN} and {CRED}"
+        copied = cli.cas("--store", str(other), "put", stdin=got.out)
+        assert copied.code == 0, copied
+        assert copied.out.strip() == original
+    from uwf.cli.jsoncas import COMMANDS
+    from uwf.cli.render import render_text
+    from uwf.redact import redactor
+
+    get = next(command for command in COMMANDS if command.name == "get")
+    node = {"type": "478BZEA9KT9WQ", "payload": f"the token is {TOKEN}"}
+    redact = redactor([TOKEN])
+    assert redact is not None
+    assert TOKEN not in render_text(get, node, False, redact)  # a panel, read by a person
+    assert TOKEN in render_text(get, node, True, redact)

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
-from tests.threadkit import Kit, kill_quietly, make_kit, one_line_error, wait_dead, wait_for
+from tests.threadkit import (
+    Kit,
+    as_before_but_failed,
+    kill_quietly,
+    make_kit,
+    one_line_error,
+    wait_dead,
+    wait_for,
+)
 
 VALID_PLAN = '{"status": "ready", "plan": "p"}'
 
@@ -49,7 +57,7 @@ def refused(kit: Kit, thread: str, agent: Path, reason: str, role: str, *fragmen
     assert started["type"] == "thread.step_started"
     assert started["data"]["stepId"] == event["data"]["stepId"]
     assert started["data"]["role"] == role
-    assert kit.show(thread) == before
+    as_before_but_failed(kit, thread, before, reason)
     # Nothing is left in flight: the next step (uwf-mock) is accepted on the old head.
     after = kit.ok("thread", "step", thread)
     log = kit.log(thread)

@@ -119,7 +119,10 @@ def test_a_stranded_step_is_taken_over_after_its_deadline(cli: Cli, tmp_path: Pa
     assert done["data"]["head"] == stepped["head"]
     log_entries = kit.log(thread)
     assert [(e["role"], e["agent"]) for e in log_entries] == [("planner", "uwf-mock")]
-    assert kit.show(thread) == {**before, "head": stepped["head"], "currentRole": "developer"}
+    shown = kit.show(thread)  # the abandoned attempt, then the one that took it over
+    assert [(a["outcome"], a.get("reason")) for a in shown.pop("attempts")] == [
+        ("failed", "abandoned"), ("stepped", None)]
+    assert shown == {**before, "head": stepped["head"], "currentRole": "developer"}
     assert kit.ok("thread", "run", thread)["done"] is True
     assert kit.ok("log", "verify")["ok"] is True
     assert kit.ok("registry", "verify")["ok"] is True

@@ -172,7 +172,10 @@ def test_agent_command_that_does_not_exist(cli: Cli, tmp_path: Path) -> None:
                    "not executable")
     failed = kit.events("thread.step_failed")
     assert [f["data"]["reason"] for f in failed] == ["spawn", "spawn", "spawn"]
-    assert kit.show(thread) == head
+    shown = kit.show(thread)  # as before, and why it failed
+    assert shown.pop("lastFailure")["message"] == failed[-1]["data"]["message"]
+    assert [a["reason"] for a in shown.pop("attempts")] == ["spawn", "spawn", "spawn"]
+    assert shown == head
     assert kit.ok("log", "verify")["ok"] is True
 
 

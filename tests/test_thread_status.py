@@ -27,6 +27,7 @@ from tests.threadkit import (
 from uwf.cli import main as uwf_cli
 from uwf.cli.spec import command_schemas
 from uwf.errors import UsageError
+from uwf.ids import ULID_PATTERN, ULID_PREFIX_PATTERN
 from uwf.store import Store
 from uwf.threads import service as api_threads
 from uwf.threads.routing import next_decision
@@ -281,8 +282,9 @@ def test_start_from_a_bad_or_missing_file_writes_nothing(cli: Cli, tmp_path: Pat
 
 # -- thread ids ------------------------------------------------------------------------
 
-BAD_IDS = ["abc", GOOD_ID.lower(), GOOD_ID + "0", GOOD_ID[:-1], "8" + GOOD_ID[1:],
-           GOOD_ID[:-1] + "I", "thread/" + GOOD_ID, ""]
+# (In lower case, or its first characters, an id is accepted: tests/test_cli_conventions.py.)
+BAD_IDS = ["abc", GOOD_ID + "0", "8" + GOOD_ID[1:], GOOD_ID[:-1] + "I", "thread/" + GOOD_ID,
+           GOOD_ID[:5] + "-", ""]
 COMMANDS = [
     ("thread", "step"), ("thread", "run"), ("thread", "show"), ("thread", "kill"),
     ("thread", "log"), ("thread", "fork", "--at", "0000000000000"),
@@ -307,9 +309,12 @@ def test_a_thread_id_that_is_not_a_ulid_is_a_usage_error(cli: Cli, tmp_path: Pat
 
 
 def test_the_cli_and_the_api_agree_on_thread_ids(tmp_path: Path) -> None:
+    """The surfaces take an id in any case or its start (made whole before the call);
+    the API, whole ids as ULIDs print."""
     schemas = command_schemas(uwf_cli.COMMANDS)
     for name in ("thread step", "thread show", "thread fork", "agent context", "agent submit"):
-        assert schemas[name]["properties"]["thread"]["pattern"] == THREAD_ID_PATTERN, name
+        assert schemas[name]["properties"]["thread"]["pattern"] == ULID_PREFIX_PATTERN, name
+    assert THREAD_ID_PATTERN == ULID_PATTERN
     status_items = schemas["thread list"]["properties"]["status"]["anyOf"][0]["items"]
     assert status_items["enum"] == ["active", "blocked", "ended", "idle", "killed",
                                    "running"]

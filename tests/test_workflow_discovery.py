@@ -382,3 +382,38 @@ def test_the_config_takes_no_include(tmp_path: Path) -> None:
     write(tmp_path / "agent.txt", "mock")
     with pytest.raises(Rejected, match="the tag !include is not a JSON value"):
         load_config(config)
+
+
+@pytest.mark.parametrize(("length", "in_repo"), [(5000, False), (300, True), (5000, True)])
+def test_a_name_too_long_for_a_file_is_not_found(cli: Cli, tmp_path: Path, length: int,
+                                                 in_repo: bool) -> None:
+    """A workflow name longer than a file name may be (ENAMETOOLONG where `.workflow/`
+    is looked in) is a name nobody registered: one line, exit 1, nothing written; in
+    the CLI and the MCP tool alike (issue 32)."""
+    repo = make_repo(tmp_path)
+    if in_repo:
+        write(repo / ".workflow" / "tiny.yaml", tiny())
+    name = "a" * length
+    before = snapshot(cli.home)
+    refused(uwf(cli, "workflow", "show", name, cwd=repo), 1, "no workflow named 'aaa")
+    refused(uwf(cli, "thread", "start", name, "-p", "x", cwd=repo), 1,
+            "no workflow named 'aaa")
+    refused(uwf(cli, "thread", "start", name + ".yaml", "-p", "x", cwd=repo), 1,
+            "no workflow named 'aaa")
+    refused(uwf(cli, "thread", "start", f"{name}/w.yaml", "-p", "x", cwd=repo), 1,
+            "no workflow file aaa")
+    from uwf.cli.context import Context
+    from uwf.cli.main import COMMANDS
+    from uwf.cli.mcp import Tools
+
+    context = Context(store_root=str(cli.home), json=True, environ=cli.env, cwd=repo)
+    try:
+        outcome = Tools([COMMANDS], context).call(
+            "uwf_thread_start", {"workflow": name, "prompt": "x", "repo": str(repo)})
+    finally:
+        context.close()
+    assert outcome.is_error, outcome
+    assert outcome.exit_code == 1, outcome
+    assert "no workflow named 'aaa" in outcome.text
+    assert "internal" not in outcome.text
+    assert snapshot(cli.home) == before

@@ -206,6 +206,16 @@ def mock_config(script: Path, **extra: Any) -> dict[str, Any]:
             "defaultAgent": "mock", **extra}
 
 
+def as_before_but_failed(kit: Kit, thread: str, before: dict[str, Any], reason: str) -> None:
+    """`thread show` after a refused step: as `before` (the head stays), plus why it
+    failed: `lastFailure` and the failed attempt, last, both with `reason`."""
+    shown = kit.show(thread)
+    assert shown.pop("lastFailure")["reason"] == reason
+    assert shown.pop("attempts")[-1]["reason"] == reason
+    before = {key: value for key, value in before.items() if key != "attempts"}
+    assert shown == before
+
+
 def one_line_error(result: Result, code: int, *fragments: str) -> str:
     """The command failed with `code` and one `uwf: error: ...` line naming `fragments`."""
     assert result.code == code, result

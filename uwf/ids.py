@@ -12,6 +12,10 @@ from uwf.errors import UsageError
 # 26 Crockford Base32 characters, the first 0-7 (128 bits), upper case as ULIDs print.
 ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 _ULID = re.compile(ULID_PATTERN)
+# What a command line may give for one: any case (Crockford Base32 is case-insensitive),
+# whole or its first characters; the command layer makes it whole (uwf.cli.ids).
+ULID_PREFIX_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{0,25}$"
+ULID_LENGTH = 26
 
 
 def check_ulid(text: str, what: str, next_action: str) -> None:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 class ArchiveSync(Args, frozen=True, kw_only=True):
     dir: Annotated[FolderName, arg("the archive's folder (created if its parent exists)",
                                    positional=True, metavar="DIR", expect=FOLDER_EXPECT)]
-    run: Annotated[str | None, arg("only this run (a thread's ULID); the checkpoint stays",
-                                   metavar="ID")] = None
+    run: Annotated[str | None, arg("only this run (a thread's ULID, or its first "
+                                   "characters); the checkpoint stays", metavar="ID",
+                                   ids="runs")] = None
     follow: Annotated[bool, arg("keep syncing (every 0.2 s) until Ctrl-C or SIGTERM")] = False
 
 

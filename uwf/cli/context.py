@@ -1,12 +1,13 @@
 """What a handler gets besides its arguments: the global options and what they open.
 
-A `Context` holds `--store`, `--json` and `--now` for one command, with the
-environment and working folder it runs in (by default this process's, copied when
-the context is made). From them it resolves the command's `Settings` once, on
-first use, opens the store with them (`Store.open(settings=..., redact=...)`) and
-closes it in `close()`, and builds the secret redactor once. Nothing below reads
-the process environment or writes it, so many commands can run in one process
-independently, in threads at once, each with its own environment.
+A `Context` holds `--store`, `--json` and `--now` for one command (and whether its
+result is read on a terminal), with the environment and working folder it runs in
+(by default this process's, copied when the context is made). From them it resolves
+the command's `Settings` once, on first use, opens the store with them
+(`Store.open(settings=..., redact=...)`) and closes it in `close()`, and builds the
+secret redactor once. Nothing below reads the process environment or writes it, so
+many commands can run in one process independently, in threads at once, each with
+its own environment.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class Context:
     command would pay at start-up)."""
 
     def __init__(self, *, store_root: str | None = None, json: bool = False,
-                 now: str | None = None, progress: Callable[[int, int], None] | None = None,
+                 now: str | None = None, terminal: bool = False,
+                 progress: Callable[[int, int], None] | None = None,
                  bars: Bars | None = None, environ: Mapping[str, str] | None = None,
                  cwd: Path | EllipsisType | None = ...) -> None:
         from uwf.engine.clock import clock_from
@@ -70,6 +72,9 @@ class Context:
         self.store_root = store_root  # --store; else UWF_HOME and the defaults
         self.json = json  # --json
         self.now = now  # --now; else UWF_NOW
+        # The result is read on a terminal (stdout is one, without --json): a list pages
+        # by default, a stream prints lines for people (docs/cli.md#output).
+        self.terminal = terminal
         # Shown while a read rebuilds absent views (the CLI passes a terminal progress bar).
         self.progress = progress
         # Where a long command draws more bars (`thread run`'s steps, `log verify`'s
@@ -84,7 +89,7 @@ class Context:
 
     def __repr__(self) -> str:
         return (f"Context(store_root={self.store_root!r}, json={self.json!r}, "
-                f"now={self.now!r}, cwd={self.cwd!r})")
+                f"now={self.now!r}, terminal={self.terminal!r}, cwd={self.cwd!r})")
 
     @functools.cached_property
     def settings(self) -> Settings:

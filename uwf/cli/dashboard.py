@@ -1,5 +1,6 @@
-"""Declaration of `uwf dashboard`: the read-only web UI (docs/dashboard.md); the server
-is `uwf.dashboard.server`, loaded only when the command runs."""
+"""Declaration of `uwf dashboard`: the web UI, read-only unless a token is set
+(docs/dashboard.md); the server is `uwf.dashboard.server`, loaded only when the
+command runs."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ def _dashboard(args: DashboardArgs, ctx: Context) -> Iterator[str]:
 
 
 DASHBOARD_COMMANDS: list[Command[Any]] = [
-    Command(("dashboard",), "serve a read-only web dashboard of the runs, the queue, the "
-            "log and its checks, on loopback (until stopped)",
+    Command(("dashboard",), "serve a web dashboard of the runs, the queue, the log and its "
+            "checks, on loopback (until stopped); read-only unless a token is set",
             "uwf dashboard --port 8765 --open", DashboardArgs, _dashboard, streams=True,
             read_only=True, stops_on_signal=lambda args: True, endless=lambda args: True,
             mcp=False),

@@ -41,7 +41,7 @@ COMMANDS = Group(
         Command(("put",), "Validate and store a payload (with --type) or a whole node; "
                 "print its hash.", "json-cas put --type Text note.json", Put, _put, plain=True),
         Command(("get",), "Print a node.", "json-cas get EYHPV6X8XHTCS", Get, on_store(cas.get),
-                read_only=True),
+                read_only=True, exact=True),
         Command(("has",), "Exit 0 if the node is present, 1 if not.",
                 "json-cas has EYHPV6X8XHTCS", Has, on_store(cas.has), read_only=True),
         Command(("hash",), "Print a payload's hash, without validating or storing it.",

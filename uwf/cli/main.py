@@ -161,6 +161,11 @@ def _dashboard() -> Sequence[Command[Any]]:
     return DASHBOARD_COMMANDS
 
 
+def _completion() -> Sequence[Command[Any]]:
+    from uwf.cli.completion import COMPLETION_COMMANDS
+    return COMPLETION_COMMANDS
+
+
 COMMANDS = Group(
     prog="uwf",
     description="uwf: an event-sourced control plane for agent workflows.\n"
@@ -199,6 +204,7 @@ COMMANDS = Group(
         Lazy(("demo",), _demo),
         Lazy(("mcp",), _mcp),
         Lazy(("dashboard",), _dashboard),
+        Lazy(("completion",), _completion),
     ],
 )
 

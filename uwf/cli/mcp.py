@@ -170,7 +170,7 @@ class Tools:
                 store.progress = notify.counting("views caught up")
                 store.steps = notify.counting("steps taken")
             try:
-                result = command.handler(args, self.context)
+                result = command.call(args, self.context)
                 if command.streams:
                     result = collect(result, notify.say)
             finally:
@@ -240,7 +240,7 @@ def _outcome(command: Command[Any], result: Any, context: Context) -> Outcome:
     text = render_text(command, payload, True, context.redact)
     if plain:
         payload = text
-    elif context.redact is not None:
+    elif context.redact is not None and not command.exact:  # json-cas get: as stored
         from uwf.redact import redact_value
 
         payload = redact_value(payload, context.redact)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 import msgspec.inspect as mi
 
+from uwf import __version__
 from uwf.cli.context import GLOBAL_OPTIONS, process_redactor
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from uwf.redact import Redact
 
 # What `arg(..., **extra)` may say about the command line.
-_CLI_EXTRAS = {"positional", "short", "metavar", "expect", "alias"}
+_CLI_EXTRAS = {"positional", "short", "metavar", "expect", "alias", "ids"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +58,7 @@ class Param(msgspec.Struct, frozen=True):
     metavar: str | None
     bounds: tuple[tuple[str, float], ...]  # ("ge", 0), ("gt", 0), ...
     expect: str | None = None  # what a value that misses the pattern must be
+    ids: str | None = None  # the kind of id it holds, made whole by uwf.cli.ids
 
 
 _PARAMS: dict[type[Args], tuple[Param, ...]] = {}
@@ -116,7 +118,8 @@ def _param(args: type[Args], field: mi.Field) -> Param:
         if alias := extra.get("alias"):
             flags = (*flags, alias)
     return Param(field.encode_name, help_text, kind, field.required, default, nullable,
-                 choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"))
+                 choices, positional, flags, extra.get("metavar"), bounds, extra.get("expect"),
+                 extra.get("ids"))
 
 
 def _kind(where: str, info: mi.Type) -> tuple[type, tuple[Any, ...] | None,
@@ -157,6 +160,8 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
         epilog="examples:\n" + "\n".join(f"  {c.example}" for c in commands[:4]),
     )
     _global_options(parser, argparse.SUPPRESS)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the program's name and version, and exit")
     top = parser.add_subparsers(dest="_group", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     subgroups: dict[str, argparse._SubParsersAction[Any]] = {}

@@ -11,6 +11,7 @@ stderr is a terminal: what tests capture never changes.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 DELAY = 0.5
 # From this many on, counts and rates are shown scaled (120k, not 120000).
 SCALED = 10_000
+# A bar's size on a terminal that reports none (0 columns or rows).
+FALLBACK_COLUMNS, FALLBACK_ROWS = 80, 24
 
 
 class Bar:
@@ -53,8 +56,8 @@ class Bar:
 
             bar = self._bar = tqdm(total=shown_total, desc=self.label, unit=f" {self.unit}",
                                    unit_scale=(shown_total or 0) >= SCALED, file=self._stream,
-                                   dynamic_ncols=True, leave=self._leave, mininterval=0.1,
-                                   smoothing=0.1, delay=self._delay)
+                                   leave=self._leave, mininterval=0.1, smoothing=0.1,
+                                   delay=self._delay, **_width(self._stream))
         bar.update(done - bar.n)
         if shown_total is not None and done >= shown_total:
             self.close()
@@ -79,6 +82,20 @@ class Bar:
             yield
         finally:
             bar.refresh()
+
+
+def _width(stream: IO[str]) -> dict[str, Any]:
+    """How wide a bar is: the terminal's width, followed as it changes; a fixed
+    FALLBACK_COLUMNS x FALLBACK_ROWS when the terminal reports no size (0 columns or
+    rows, as a serial console or a container's pseudo-terminal may), where tqdm would
+    draw nothing."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    if size.columns > 0 and size.lines > 0:
+        return {"dynamic_ncols": True}
+    return {"ncols": size.columns or FALLBACK_COLUMNS, "nrows": size.lines or FALLBACK_ROWS}
 
 
 class Bars:
@@ -110,6 +127,9 @@ FAILED = frozenset({"rejected", "failed", "failure", "error", "declined", "block
                     "changes_requested", "changes-requested", "needs_changes"})
 
 
+STDERR_SHOWN = 3  # a failed attempt's last lines of stderr a panel shows (--json: all)
+
+
 def timeline(steps: Sequence[Mapping[str, Any]], in_flight: Mapping[str, Any] | None,
              reached_end: bool) -> str:
     """A run's steps (`thread log`'s records) as lines: number, role, status, duration;
@@ -134,6 +154,37 @@ def timeline(steps: Sequence[Mapping[str, Any]], in_flight: Mapping[str, Any] | 
     if reached_end:
         path.append(END)
     lines.append("path  " + " → ".join(path))
+    return "\n".join(lines)
+
+
+def failure_line(failure: Mapping[str, Any]) -> str:
+    """`lastFailure` in one line: the reason, the role and the message."""
+    return f"{failure.get('reason', '?')} ({failure.get('role', '?')}): " \
+           f"{failure.get('message', '')}"
+
+
+def attempts_lines(attempts: Sequence[Mapping[str, Any]]) -> str:
+    """A run's last attempts (`attempts`) as lines: role, outcome, duration, and a
+    failure's message and its agent's last lines of stderr, or the StepNode a reused
+    step was taken over from."""
+    rows = []
+    for attempt in attempts:
+        ms = attempt.get("durationMs")
+        took = "-" if not isinstance(ms, int) else _duration({"startedAtMs": 0,
+                                                               "completedAtMs": ms})
+        outcome = str(attempt.get("outcome", "?"))
+        note = str(attempt.get("message") or attempt.get("status") or "")
+        if outcome == "reused":
+            note = f"{note}, reused from {attempt.get('reused')}"
+        rows.append((str(attempt.get("role", "?")), outcome, took, note,
+                     str(attempt.get("stderr") or "").splitlines()[-STDERR_SHOWN:]))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)] if rows else [0, 0, 0]
+    lines = ["attempts"]
+    for number, (role, outcome, took, note, stderr) in enumerate(rows, 1):
+        cells = [str(number).rjust(len(str(len(rows)))), role.ljust(widths[0]),
+                 outcome.ljust(widths[1]), took.ljust(widths[2]), note]
+        lines.append("  " + "  ".join(cells).rstrip())
+        lines += [f"      stderr  {line}" for line in stderr]
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ from uwf.queue.commands import (
     EntryRef,
     QueueAdd,
     QueueCancel,
+    QueueCounts,
     QueueDrain,
     QueueList,
     QueueLogs,
@@ -56,36 +57,55 @@ def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
                if human else line)
 
 
+def _list(args: QueueList, ctx: Context) -> Any:
+    """On a terminal, a page unless --limit says otherwise; piped or --json, every entry."""
+    if ctx.terminal and args.limit is None:
+        import msgspec
+
+        args = msgspec.structs.replace(args, limit=PAGE)
+    return queue.list_entries(args, ctx.store)
+
+
 def _entries_panel(payload: dict[str, Any]) -> str:
-    from uwf.cli.render import table
+    from uwf.cli.render import page_footer, table
 
     rows = [{"id": e["id"], "status": e["status"], "priority": e["priority"],
              "session": e["session"], "work": e["workflow"] or f"run {e['run']}",
              "attempts": e["attempts"], "enqueued": e["enqueuedAt"]}
             for e in payload["entries"]]
-    foot = f"{payload['total']} entries"
-    if rows:
-        start = payload["offset"]
-        foot += f"; showing {start + 1}-{start + len(rows)}"
+    foot = page_footer(payload["total"], payload["offset"], len(rows), ("entry", "entries"))
     return table(rows) + "\n" + foot if rows else foot
 
 
-def _logs_panel(payload: dict[str, Any]) -> str:
-    import json
-
+def _counts_panel(payload: dict[str, Any]) -> str:
     from uwf.cli.render import table
+
+    rows = [{"status": status, "entries": count}
+            for status, count in payload["statuses"].items()]
+    foot = (f"{payload['total']} entries; in the last {payload['minutes']} min: "
+            f"{payload['added']} added, {payload['finished']} finished"
+            + ("" if payload["exact"] else " (the newest log lines only)"))
+    return table(rows) + "\n" + foot
+
+
+def _logs_panel(payload: dict[str, Any]) -> str:
+    from uwf.cli.render import inline, table
 
     if "events" not in payload or not isinstance(payload["events"], list):
         return table(payload["entries"])
     lines = [f"{payload['id']}  {payload['status']}"]
     for item in payload["events"]:
-        change = (f"{item['from']} -> {item['to']}" if item["from"] != item["to"]
-                  else item["to"])
-        data = json.dumps(item["data"], ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"{item['seq']:>6}  {item['ts']}  {item['event']:<15} {change}  {data}")
+        change = (f"{item['from']} -> {item['to']}"
+                  if item["from"] is not None and item["from"] != item["to"] else item["to"])
+        data = item["data"]
+        if isinstance(data, dict):  # what the event set, its empty fields left out
+            data = {key: value for key, value in data.items() if value not in (None, "", [])}
+        lines.append(f"{item['seq']:>6}  {item['ts']}  {item['event']:<15} {change}  "
+                     f"{inline(data)}".rstrip())
     return "\n".join(lines)
 
 
+PAGE = 50  # entries `queue list` shows on a terminal without --limit
 _ID = "01MB23Y70010GPA2PQX31XGT24"
 _LEASE = "01MB23Y7001K9T4VQ2D6WZ8E3C"
 
@@ -96,7 +116,11 @@ QUEUE_COMMANDS: list[Command[Any]] = [
             QueueAdd, on_store(queue.add)),
     Command(("queue", "list"), "List entries in queue order (priority, enqueuedAt, id), "
             "filtered.", "uwf queue list --status pending --session tmux:a",
-            QueueList, on_store(queue.list_entries), human=_entries_panel, read_only=True),
+            QueueList, _list, human=_entries_panel, read_only=True),
+    Command(("queue", "counts"), "Count entries per status (kept counts: no scan), and the "
+            "entries added and finished in the last minutes (the throughput).",
+            "uwf queue counts --minutes 60", QueueCounts, on_store(queue.counts),
+            human=_counts_panel, read_only=True),
     Command(("queue", "show"), "Show one entry with every field.",
             f"uwf queue show {_ID}", EntryRef, on_store(queue.show), read_only=True),
     Command(("queue", "drain"), "Mark the next ready entries drained and return them (no "

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.context import Context, process_redactor
+from uwf.cli.entry import TERMINATION as _TERMINATION
+from uwf.cli.entry import Terminated, install_termination
 from uwf.cli.spec import Command, Group
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
@@ -58,27 +59,81 @@ def dump_json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, indent=2)
 
 
-def panel(payload: Any) -> str:
-    """A terse human rendering of any payload: key/value lines or a table."""
+def panel(payload: Any, indent: str = "") -> str:
+    """A terse human rendering of any payload: key/value lines, a nested object as an
+    indented block under its key, a list of objects as a table (or, when they nest
+    further, a block each); `-` for null, never `None`."""
     if isinstance(payload, list):
-        return table(payload)
+        return "\n".join(_items(payload, indent))
     if isinstance(payload, dict):
-        width = max((len(str(key)) for key in payload), default=0)
-        lines = []
-        for key, value in payload.items():
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            lines.append(f"{key:<{width}}  {shown}")
-        return "\n".join(lines)
-    return str(payload)
+        return "\n".join(_pairs(payload, indent))
+    return indent + scalar(payload)
+
+
+def _pairs(mapping: dict[Any, Any], indent: str) -> list[str]:
+    if not mapping:
+        return [indent + "(none)"]
+    width = max(len(str(key)) for key in mapping)
+    lines = []
+    for key, value in mapping.items():
+        if _inline(value):
+            lines.append(f"{indent}{key!s:<{width}}  {inline(value)}".rstrip())
+        else:  # an object, or a list of them: a block under its key
+            lines.append(f"{indent}{key}")
+            lines.extend(panel(value, indent + "  ").split("\n"))
+    return lines
+
+
+def _items(rows: list[Any], indent: str) -> list[str]:
+    """A list: a table of flat objects, a block per object that nests, else a line each."""
+    if not rows:
+        return [indent + "(none)"]
+    if not all(isinstance(row, dict) for row in rows):
+        return [indent + inline(row) for row in rows]
+    if all(_inline(value) for row in rows for value in row.values()):
+        return [indent + line for line in table(rows).split("\n")]
+    lines = []
+    for row in rows:
+        block = _pairs(row, indent + "  ")
+        lines.append(indent + "- " + block[0][len(indent) + 2:])
+        lines.extend(block[1:])
+    return lines
+
+
+def _inline(value: Any) -> bool:
+    """Whether `value` fits on its key's line: a scalar, an empty object or list, or a
+    list of scalars."""
+    if isinstance(value, dict):
+        return not value
+    if isinstance(value, list):
+        return all(not isinstance(item, dict | list) for item in value)
+    return True
+
+
+def inline(value: Any) -> str:
+    """`value` on one line: a scalar as text, a list of scalars comma-separated, a small
+    object as `key=value` pairs (a table cell)."""
+    if isinstance(value, list):
+        return ", ".join(inline(item) for item in value) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={inline(item)}" for key, item in value.items()) or "(none)"
+    return scalar(value)
+
+
+def scalar(value: Any) -> str:
+    """A string as is; null as `-`; true, false and numbers as JSON writes them."""
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def table(rows: Sequence[Any]) -> str:
     if not rows:
         return "(none)"
     if not all(isinstance(row, dict) for row in rows):
-        return "\n".join(str(row) for row in rows)
+        return "\n".join(inline(row) for row in rows)
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    cells = [[inline(row.get(column)) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in
               enumerate(columns)]
     head = "  ".join(column.upper().ljust(widths[i]) for i, column in enumerate(columns))
@@ -86,16 +141,26 @@ def table(rows: Sequence[Any]) -> str:
     return "\n".join([head.rstrip(), *(line.rstrip() for line in body)])
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+def page_footer(total: int, offset: int, shown: int, nouns: tuple[str, str],
+                note: str = "") -> str:
+    """Where a page is in the whole: `showing 1-50 of 10,009 entries; next page:
+    --offset 50` (`nouns`: one, many; `note` follows them, as ` (home)`)."""
+    noun = nouns[0] if total == 1 else nouns[1]
+    if not shown:
+        return f"{total:,} {noun}{note}" + (f"; none from --offset {offset}"
+                                            if offset and total else "")
+    text = f"showing {offset + 1:,}-{offset + shown:,} of {total:,} {noun}{note}"
+    if offset + shown < total:
+        text += f"; next page: --offset {offset + shown}"
+    return text
 
 
 def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redact | None
                 ) -> str:
     """The text of `result`, a payload (`to_payload`'s): plain, JSON or a panel."""
     plain = command.plain or isinstance(result, Plain)
+    if command.exact and as_json:
+        redact = None  # stored content, printed for a pipe: exactly as stored
     if redact is not None:
         from uwf.redact import redact_value
 
@@ -148,11 +213,11 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,
-                          now=_option(options, "now"),
+                          now=_option(options, "now"), terminal=not as_json,
                           progress=bars.bar("rebuilding views") if bars else None, bars=bars,
                           environ=dict(os.environ) if environ is None else environ)
         try:
-            result = command.handler(args, context)
+            result = command.call(args, context)
             if command.streams:
                 _stream(result, context.redact)
                 return 0
@@ -194,23 +259,15 @@ def console(group: Group, argv: Sequence[str] | None = None,
     default this process's environment) and return."""
     if argv is not None:
         return run(group, argv, environ)
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (uwf.cli.completion)
+        from uwf.cli.completion import answer
+
+        answer(group)
     # SIGTERM unwinds like Ctrl-C, so a running step kills its agent and says so; one
-    # that comes while the command line is read waits until the command is known.
-    _TERMINATION.deferred = True
-    signal.signal(signal.SIGTERM, _TERMINATION)
-    sys.unraisablehook = _quiet_termination(sys.unraisablehook)
+    # that comes while the command line is read waits until the command is known. The
+    # console scripts (uwf.cli.entry) install it before this module is even imported.
+    install_termination()
     sys.exit(run(group, None, environ))
-
-
-def _quiet_termination(hook: Callable[[Any], object]) -> Callable[[Any], object]:
-    """`hook`, but silent for a Terminated raised where Python ignores exceptions (an
-    import's module-lock callback): no traceback on stderr; the handler kept the signal
-    (`_Termination.received`)."""
-    def quiet(raised: Any) -> object:
-        if isinstance(raised.exc_value, Terminated):
-            return None
-        return hook(raised)
-    return quiet
 
 
 def _option(options: argparse.Namespace, name: str) -> str | None:
@@ -221,49 +278,6 @@ def _option(options: argparse.Namespace, name: str) -> str | None:
 def _error(line: str, context: Context | None) -> None:
     redact = context.redact if context is not None else process_redactor()
     sys.stderr.write(one_line(masked(line, redact)) + "\n")
-
-
-# What ends a line (for a terminal or for str.splitlines) or drives a terminal: C0 and
-# C1 controls but tab, DEL, and the Unicode line and paragraph separators.
-class Terminated(SystemExit):
-    """SIGTERM, unwinding the command like Ctrl-C (exit 128 + the signal)."""
-
-    def exit_code(self, command: Command[Any] | None, args: Args | None) -> int:
-        """0 when the command stops cleanly on a signal with these arguments."""
-        if command is not None and command.stops_on_signal is not None and (
-                command.stops_on_signal(args)):
-            return 0
-        return self.code if isinstance(self.code, int) else 128 + signal.SIGTERM
-
-
-class _Termination:
-    """The console scripts' SIGTERM handler. While `deferred` (from the start until the
-    command line is parsed) it only remembers the signal; afterwards it raises
-    Terminated, which a command that stops on signals turns into exit 0."""
-
-    def __init__(self) -> None:
-        self.deferred = False
-        self.pending = 0
-        # The last signal raised as Terminated. Kept: the raise may land where exceptions
-        # are ignored (an import's module-lock callback, a finalizer), and a command that
-        # stops on signals must still stop (`until_signalled` reads it).
-        self.received = 0
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.deferred:
-            self.pending = signum
-            return
-        self.received = signum
-        raise Terminated(128 + signum)
-
-    def release(self) -> int:
-        """End the deferral; the signal that came meanwhile (0: none)."""
-        self.deferred = False
-        pending, self.pending = self.pending, 0
-        return pending
-
-
-_TERMINATION = _Termination()
 
 
 def _stream(lines: Iterable[str], redact: Redact | None) -> None:

@@ -25,21 +25,25 @@ if TYPE_CHECKING:
     from uwf.store import Store
 
 
+WHY_CHARS = 60  # a failed run's reason as `run list` shows it (--json: all of it)
+
+
 def _runs_panel(payload: dict[str, Any]) -> str:
-    from uwf.cli.render import table
+    from uwf.cli.render import page_footer, table
 
     rows = [{"run": run["runId"], "lifecycle": run["lifecycle"],
              "workflow": run["workflow"]["name"], "steps": run["steps"],
              "created": run["createdAt"], "title": run["title"]}
             for run in payload["runs"]]
-    shown = len(rows)
-    start = payload["offset"]
-    total = payload["total"]
-    foot = f"{total} run{'' if total == 1 else 's'} ({payload['scope']})"
-    if shown:
-        foot += f"; showing {start + 1}-{start + shown}"
-    if start + shown < total:
-        foot += f"; next page: --offset {start + shown}"
+    for row, run in zip(rows, payload["runs"], strict=True):
+        # Columns only when a run had a failed attempt: its attempts, and why it failed.
+        if failed := run["tasks"]["failed"]:
+            row["attempts"] = f"{run['tasks']['total']} ({failed} failed)"
+        if failure := run.get("lastFailure"):
+            why = f"{failure['reason']}: {failure['message']}"
+            row["why"] = why if len(why) <= WHY_CHARS else why[:WHY_CHARS - 3] + "..."
+    foot = page_footer(payload["total"], payload["offset"], len(rows), ("run", "runs"),
+                       f" ({payload['scope']})")
     return table(rows) + "\n" + foot if rows else foot
 
 
@@ -69,6 +73,7 @@ def _counts_panel(payload: dict[str, Any]) -> str:
 
 
 def _run_panel(payload: dict[str, Any]) -> str:
+    from uwf.cli.progress import attempts_lines, failure_line
     from uwf.cli.render import panel
 
     if not payload.get("found", True):
@@ -78,13 +83,15 @@ def _run_panel(payload: dict[str, Any]) -> str:
                       "run": last["runId"], "lastKnownLifecycle": last["derivedLifecycle"],
                       "next": payload["nextAction"]})
     run = payload["run"]
-    shown = {"run": run["runId"], "lifecycle": run["lifecycle"],
-             "derived": run["derivedLifecycle"], "freshness": run["freshness"],
-             "workflow": f"{run['workflow']['name']} ({run['workflow']['hash']})",
-             "title": run["title"], "repo": run["repo"], "loopStage": run["loopStage"],
-             "steps": run["steps"], "lastRole": run["lastRole"],
-             "lastStatus": run["lastStatus"], "head": run["head"],
-             "created": run["createdAt"], "updated": run["updatedAt"]}
+    shown: dict[str, Any] = {"run": run["runId"], "lifecycle": run["lifecycle"]}
+    if failure := run.get("lastFailure"):  # a failed run leads with why
+        shown["failed"] = failure_line(failure)
+    shown |= {"derived": run["derivedLifecycle"], "freshness": run["freshness"],
+              "workflow": f"{run['workflow']['name']} ({run['workflow']['hash']})",
+              "title": run["title"], "repo": run["repo"], "loopStage": run["loopStage"],
+              "steps": run["steps"], "lastRole": run["lastRole"],
+              "lastStatus": run["lastStatus"], "head": run["head"],
+              "created": run["createdAt"], "updated": run["updatedAt"]}
     if flight := run["inFlight"]:
         shown["inFlight"] = f"{flight['role']} by {flight['agent']} since {flight['startedAt']}"
     if usage := run["usage"]:
@@ -98,6 +105,8 @@ def _run_panel(payload: dict[str, Any]) -> str:
         link = run["provenance"]
         shown["rerunOf"] = f"{link['rerunOf']} (generation {link['generation']}, origin " \
                            f"{link['originRunId']})"
+    if attempts := run.get("attempts"):
+        return panel(shown) + "\n\n" + attempts_lines(attempts)
     return panel(shown)
 
 

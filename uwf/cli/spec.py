@@ -64,6 +64,9 @@ class Command(msgspec.Struct, Generic[A], frozen=True):
     streams: bool = False
     # The payload is one string (a hash) printed as is, for `$(json-cas put ...)`.
     plain: bool = False
+    # The payload is stored content (`json-cas get`'s node): its JSON, piped or with
+    # --json, is printed exactly, so `get | put` copies it; only a panel is masked.
+    exact: bool = False
     # True for the arguments with which SIGTERM (or Ctrl-C) ends the command cleanly,
     # exit 0, whenever it comes (`archive sync --follow`); else SIGTERM exits 143.
     stops_on_signal: Callable[[Any], bool] | None = None
@@ -74,6 +77,13 @@ class Command(msgspec.Struct, Generic[A], frozen=True):
     endless: Callable[[Any], bool] | None = None
     # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
     mcp: bool = True
+
+    def call(self, args: A, ctx: Context) -> Any:
+        """The handler, run with the id arguments made whole (any case, a unique prefix:
+        uwf.cli.ids), as every surface (CLI, MCP, dashboard) runs a command."""
+        from uwf.cli.ids import whole_ids
+
+        return self.handler(whole_ids(args, ctx), ctx)
 
     def failed(self, payload: Any) -> bool:
         """Whether `payload` (what `--json` prints) makes the command exit 1 though it

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 def _copy(args: StoreCopy, ctx: Context) -> Copied:
     """Copy with the command's settings; on a terminal, a bar of the events copied, then
-    one of the views rebuilt, then one of the copy verified. The store of --store /
+    one of the views rebuilt, then one of the copy's log verified, then one of its views
+    verified (replayed and compared). The store of --store /
     UWF_HOME is not opened."""
     return storecopy.copy(args, ctx.settings, _bars(ctx.bars) if ctx.bars is not None else None)
 
@@ -26,7 +27,7 @@ def _copy(args: StoreCopy, ctx: Context) -> Copied:
 def _bars(bars: Bars) -> Callable[[int, int], None]:
     """A bar for each phase in turn: the next starts once one is full."""
     phases = iter((bars.bar("copying the log"), bars.bar("rebuilding views"),
-                   bars.bar("verifying the copy")))
+                   bars.bar("verifying the copy's log"), bars.bar("verifying its views")))
     current = next(phases)
 
     def bar(done: int, total: int) -> None:

@@ -44,6 +44,20 @@ def _timeline(args: ThreadRef, ctx: Context, payload: Any) -> str | None:
                         payload.get("status") == "ended")
 
 
+def _thread_panel(payload: dict[str, Any]) -> str:
+    """`thread show`'s panel: the fields, `lastFailure` in one line, and the attempts
+    (when one failed or was reused)."""
+    from uwf.cli.progress import attempts_lines, failure_line
+    from uwf.cli.render import panel
+
+    shown = {key: value for key, value in payload.items() if key != "attempts"}
+    if failure := payload.get("lastFailure"):
+        shown["lastFailure"] = failure_line(failure)
+    if attempts := payload.get("attempts"):
+        return panel(shown) + "\n\n" + attempts_lines(attempts)
+    return panel(shown)
+
+
 def _list(args: ThreadList, ctx: Context) -> list[ThreadRow]:
     import sys
 
@@ -62,10 +76,19 @@ def _damaged(rows: Any) -> bool:
 
 
 def _log(args: ThreadRef, ctx: Context) -> Iterator[str]:
+    """A JSON line per step; on a terminal, a heading per step and its output beneath."""
     from uwf.threads.service import iter_log
 
     for record in iter_log(ctx.store, args.thread):
-        yield json.dumps(to_payload(record), ensure_ascii=False, separators=(",", ":"))
+        payload = to_payload(record)
+        if not ctx.terminal:
+            yield json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+            continue
+        from uwf.cli.render import panel
+
+        yield (f"{record.step:>3}  {record.role}  {record.status}  by {record.agent}  "
+               f"(step {record.hash}, detail {record.detail})\n"
+               + panel(payload["output"], "     "))
 
 
 def _staged(ctx: Context) -> Any:
@@ -116,7 +139,7 @@ THREAD_COMMANDS: list[Command[Any]] = [
             _run),
     Command(("thread", "show"), "Show a thread's workflow, head, status and current role.",
             "uwf thread show 01J7K9M2XNPQR5VWBCDF8G3H4T", ThreadRef, on_store(threads.show),
-            after=_timeline, read_only=True),
+            human=_thread_panel, after=_timeline, read_only=True),
     Command(("thread", "list"), "List threads that have not ended (all with --all, or by "
             "--status and --workflow), oldest first.",
             "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,

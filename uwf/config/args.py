@@ -44,12 +44,14 @@ TimeoutSec = Annotated[int, msgspec.Meta(ge=1, le=MAX_TIMEOUT_S)]
 
 def arg(help: str, *, positional: bool = False, short: str | None = None,
         metavar: str | None = None, expect: str | None = None,
-        alias: str | None = None) -> msgspec.Meta:
+        alias: str | None = None, ids: str | None = None) -> msgspec.Meta:
     """The metadata of one argument: its help text (the schema's `description`) and the
     command-line details kept in `extra`: `positional` (else it is a `--flag`), a
     `short` alias such as `-p`, another long flag (`alias`, such as `--app`), the
-    `metavar` shown in usage, and for a string with a pattern what a value must be
-    (`expect`), said when one does not match."""
+    `metavar` shown in usage, for a string with a pattern what a value must be
+    (`expect`), said when one does not match, and for an id the kind it is (`ids`:
+    threads, runs, queue or lease, which every surface accepts in any case and as a
+    unique prefix; or hash, in any case: uwf.cli.ids)."""
     extra: dict[str, Any] = {}
     if positional:
         extra["positional"] = True
@@ -61,4 +63,6 @@ def arg(help: str, *, positional: bool = False, short: str | None = None,
         extra["expect"] = expect
     if alias is not None:  # another long flag for the same argument (`--app`)
         extra["alias"] = alias
+    if ids is not None:
+        extra["ids"] = ids
     return msgspec.Meta(description=help, extra=extra or None)

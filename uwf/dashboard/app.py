@@ -1,5 +1,6 @@
 """The dashboard's ASGI app (Starlette): the pages, their JSON twins, the log's live
-stream, the static files, and the guard every request passes.
+stream, the static files, the actions (with a token) and the guard every request
+passes (`uwf.dashboard.guard`).
 
 Every command runs in one worker thread, one call at a time, as `uwf mcp` runs its
 tools: the store is opened once per server and each page reads the views afresh.
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -22,96 +21,22 @@ from urllib.parse import urlencode
 
 from uwf.cli.context import Context
 from uwf.cli.parsing import masked
-from uwf.dashboard import pages
-from uwf.dashboard.calls import Caller
+from uwf.dashboard import actions, pages, times
+from uwf.dashboard.calls import Called, Caller
+from uwf.dashboard.guard import Guard
 
 if TYPE_CHECKING:
     from jinja2 import Environment
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HERE = Path(__file__).resolve().parent
-COOKIE = "uwf_dashboard"
-# No inline script or style anywhere: the JS and CSS are the package's static files.
-SECURITY_HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-     b"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-]
 WAIT_S = 5.0  # the longest a stream waits on the log before a keep-alive comment
 WAIT_STEP_S = 0.5  # how long one wait on the log lasts: a stopping server is seen then
 BATCH = 500  # log lines sent per read of the stream
+BRIEF_CHARS = 96  # a log event's data in one line, at most this long
 T = TypeVar("T")
-
-
-def cookie_value(token: str) -> str:
-    """What the cookie holds for `token`: a digest, so the token itself is not stored."""
-    return hashlib.sha256(b"uwf-dashboard\0" + token.encode("utf-8")).hexdigest()
-
-
-class Guard:
-    """Every request: GET or HEAD only (405 otherwise), the token when one is set (a
-    Bearer header, the cookie, or `?token=` once, which sets the cookie), and the
-    security headers on every answer."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            await send(message)
-
-        from starlette.requests import Request
-        from starlette.responses import PlainTextResponse, RedirectResponse
-
-        request = Request(scope)
-        if scope["method"] not in ("GET", "HEAD"):
-            answer: Response = PlainTextResponse(
-                "405: the dashboard is read-only (GET only)\n", 405,
-                headers={"Allow": "GET, HEAD"})
-            await answer(scope, receive, send_secured)
-            return
-        if self.token is not None:
-            given = request.query_params.get("token")
-            if given is not None and self._equal(given):
-                kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                answer = RedirectResponse(
-                    request.url.path + (f"?{urlencode(kept)}" if kept else ""), 303)
-                answer.set_cookie(COOKIE, cookie_value(self.token), httponly=True,
-                                  samesite="strict")
-                await answer(scope, receive, send_secured)
-                return
-            if not self._carried(request):
-                answer = PlainTextResponse(
-                    "401: this dashboard needs its token (Authorization: Bearer TOKEN, "
-                    "or ?token=TOKEN once)\n", 401, headers={"WWW-Authenticate": "Bearer"})
-                await answer(scope, receive, send_secured)
-                return
-        await self.app(scope, receive, send_secured)
-
-    def _equal(self, given: str) -> bool:
-        assert self.token is not None
-        return hmac.compare_digest(given.encode("utf-8"), self.token.encode("utf-8"))
-
-    def _carried(self, request: Request) -> bool:
-        assert self.token is not None
-        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and self._equal(credentials.strip()):
-            return True
-        cookie = request.cookies.get(COOKIE, "")
-        return hmac.compare_digest(cookie.encode("utf-8"),
-                                   cookie_value(self.token).encode("utf-8"))
 
 
 def templates() -> Environment:
@@ -124,9 +49,27 @@ def templates() -> Environment:
                               trim_blocks=True, lstrip_blocks=True)
     environment.filters["pretty"] = lambda value: json.dumps(value, indent=2,
                                                              ensure_ascii=False)
+    environment.filters["brief"] = brief
+    environment.filters["duration"] = times.duration
     environment.globals["query"] = _query
     environment.globals["lifecycles"] = pages.LIFECYCLES  # a filter's choices
+    environment.globals["ago"] = times.ago
+    environment.globals["run_took"] = times.run_took
+    environment.globals["queue_offers"] = actions.QUEUE_OFFERS
+    environment.globals["run_offers"] = actions.RUN_OFFERS
+    environment.globals["actions"] = actions.ACTIONS
     return environment
+
+
+def brief(data: Any) -> str:
+    """An event's data in one short line: `key: value, ...`, long values cut."""
+    if not isinstance(data, dict):
+        text = json.dumps(data, ensure_ascii=False)
+    else:
+        text = ", ".join(
+            f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+            for key, value in data.items())
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1] + "\u2026"
 
 
 def _query(filters: dict[str, Any], **changes: Any) -> str:
@@ -150,7 +93,7 @@ def create_app(context: Context, token: str | None = None,
 
     context.json = True  # streaming commands give JSON lines, as with --json
     context.progress = None  # a rebuild draws no bar on the server's terminal
-    caller = Caller(context)
+    caller = Caller(context, actions=token is not None)
     environment = templates()
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uwf-dashboard")
     # Set when the server is asked to stop: open streams end instead of holding it up.
@@ -159,13 +102,22 @@ def create_app(context: Context, token: str | None = None,
     async def in_worker(function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(worker, function, *args)
 
-    def render(page: pages.Page, request: Request, live: str = "refresh",
+    def render(page: pages.Page, request: Request | None, live: str = "refresh",
                stream: str = "/log/stream") -> str:
-        head = context.store.log.head().seq
+        """`page` as HTML; without `request` (an action's refusal) it has no JSON link,
+        no live updates and no forms."""
         return environment.get_template(page.template).render(
-            page=page, calls=page.calls, path=request.url.path, head=head, live=live,
+            page=page, calls=page.calls, path=request.url.path if request else "",
+            head=context.store.log.head().seq, live=live if request else "off",
             stream=stream, nav=[(path, title) for path, (title, _) in pages.PAGES.items()],
-            **page.extra)
+            now_ms=context.store.clock(),
+            csrf=actions.csrf_for(request, token) if request else None, **page.extra)
+
+    def refused(action: actions.Action, ident: str, called: Called) -> str:
+        """An action's refusal: its page, in the page's words."""
+        return render(pages.Page("refused.html", f"{action.label} refused",
+                                 {action.command: called}, {"action": action, "ident": ident}),
+                      None)
 
     async def answer(request: Request, build: Callable[[], pages.Page],
                      **live: str) -> Response:
@@ -213,6 +165,10 @@ def create_app(context: Context, token: str | None = None,
         return StreamingResponse(lines, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
 
+    async def act(request: Request) -> Response:
+        assert token is not None  # the guard lets no POST through without one
+        return await actions.take(request, token, caller, in_worker, refused)
+
     routes = [
         Route("/", home, methods=["GET", "HEAD"]),
         *(Route(path, listed(path), methods=["GET", "HEAD"]) for path in pages.PAGES),
@@ -220,6 +176,9 @@ def create_app(context: Context, token: str | None = None,
         Route("/log/stream", stream, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    if token is not None:  # without a token the dashboard is read-only: no action at all
+        routes += [Route("/queue/{ident}/{verb}", act, methods=["POST"]),
+                   Route("/runs/{ident}/{verb}", act, methods=["POST"])]
     middleware = [Middleware(Guard, token=token)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))

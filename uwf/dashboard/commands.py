@@ -21,8 +21,8 @@ class DashboardArgs(Args, frozen=True, kw_only=True):
     port: Annotated[Port, arg(f"the port to listen on (default {DEFAULT_PORT}; 0: any free "
                               "one)", metavar="PORT")] = DEFAULT_PORT
     open: Annotated[bool, arg("open the dashboard in a web browser once it listens")] = False
-    token: Annotated[str | None, arg(f"every request must carry this token (default: "
-                                     f"{TOKEN_ENV}); needed off loopback",
-                                     metavar="TOKEN")] = None
+    token: Annotated[str | None, arg(f"every request must carry this token, and with it "
+                                     f"the pages offer actions (default: {TOKEN_ENV}); "
+                                     f"needed off loopback", metavar="TOKEN")] = None
     check: Annotated[bool, arg("check the address, the token and the extra, bind the port, "
                                "print the URL and exit without serving")] = False

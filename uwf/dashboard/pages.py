@@ -43,8 +43,16 @@ def _pick(query: Query, *names: str) -> dict[str, str | None]:
     return {name: (query.get(name) or None) for name in names}
 
 
-def _calls(caller: Caller, *calls: tuple[str, Mapping[str, Any]]) -> dict[str, Called]:
-    return {name: caller.call(name, arguments) for name, arguments in calls}
+# The filters' words on the pages, for a value a command refuses (a query parameter
+# not in a form is named as the query names it).
+LABELS = {"status": "lifecycle", "limit": "per page", "n": "last", "run": "run id",
+          "thread": "run id"}
+QUEUE_LABELS = {**LABELS, "status": "status"}
+
+
+def _calls(caller: Caller, *calls: tuple[str, Mapping[str, Any]],
+           labels: Mapping[str, str] = LABELS) -> dict[str, Called]:
+    return {name: caller.call(name, arguments, labels) for name, arguments in calls}
 
 
 def runs(caller: Caller, query: Query) -> Page:
@@ -85,11 +93,13 @@ def run(caller: Caller, run_id: str) -> Page:
 
 
 def queue(caller: Caller, query: Query) -> Page:
-    """`queue list` with its filters, and `sched plan` (why the rest waits)."""
+    """`queue list` with its filters, `queue counts` (per status, and the throughput)
+    and `sched plan` (why the rest waits)."""
     filters = _pick(query, "status", "session", "repo", "limit", "offset")
     if filters["limit"] is None:
         filters["limit"] = "100"
-    calls = _calls(caller, ("queue list", filters), ("sched plan", {}))
+    calls = _calls(caller, ("queue list", filters), ("queue counts", {}), ("sched plan", {}),
+                   labels=QUEUE_LABELS)
     return Page("queue.html", "Queue", calls, {"filters": filters})
 
 

@@ -46,6 +46,7 @@ from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.streams import Streams
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import (
     STREAMS,
     ColumnValue,
@@ -349,11 +350,15 @@ class Journal:
         raise Corrupt("the views would not take the rebuilt state",
                       "check the views folder, then retry")
 
-    def replay(self) -> dict[Key, Row]:
-        """Every view row as a full replay would write it, without touching the views."""
+    def replay(self, progress: Progress | None = None) -> dict[Key, Row]:
+        """Every view row as a full replay would write it, without touching the views;
+        `progress` is told the events replayed of the log's head."""
         states: dict[Key, Any] = {}
         since = {**dict.fromkeys(self.projections, 0), STREAMS: sys.maxsize}  # rows only
-        self._fold(states, [], self.log.read(), GENESIS, since, present=set())
+        lines: Iterable[LogLine] = self.log.read()
+        if progress is not None:
+            lines = self._with_progress(lines, progress, self.log.head().seq)
+        self._fold(states, [], lines, GENESIS, since, present=set())
         return {key: self.projections[key[0]].row(state)
                 for key, state in states.items() if state is not None}
 
@@ -473,15 +478,13 @@ class Journal:
                   ) -> tuple[list[Envelope], list[bytes]]:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained."""
-        from ulid import ULID  # imported here: only writers pay for it
-
         ts = format_ts(ms)
         envelopes: list[Envelope] = []
         raws: list[bytes] = []
         prev = head.digest
         for index, event in enumerate(events):
             envelope = Envelope(
-                seq=head.seq + index + 1, id=str(ULID.from_timestamp(ms)), ts=ts,
+                seq=head.seq + index + 1, id=new_ulid(ms), ts=ts,
                 type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
                 data=self._redacted(event.data), prev=prev,
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import threading
 from collections.abc import Iterator
@@ -194,16 +195,16 @@ class FileSegments:
         blocking flock in a helper thread), so a waiter wakes the moment the holder
         lets go instead of sleeping through a backoff.
         """
-        import portalocker  # imported here: only writers pay for it
-
         if self._held:
             raise RuntimeError("the store's lock is not re-entrant")
         fd = self._lock_file()
+        # The free lock through flock itself: portalocker's wrapper of it (what the
+        # wait below uses; flock on POSIX too, so the two exclude each other) costs
+        # 13 µs a take and release, a tenth of a lease's own work.
         try:
-            portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE
-                             | portalocker.LockFlags.NON_BLOCKING)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             waited = None
-        except portalocker.exceptions.LockException:
+        except OSError:  # held (EWOULDBLOCK), or not now: waited for, as portalocker did
             waited = self._wait_for_lock(timeout)
         self._held = True
         try:
@@ -215,7 +216,7 @@ class FileSegments:
                 self._close(name)
             self._held = False
             if waited is None:
-                portalocker.unlock(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
             else:
                 os.close(waited)  # closing its own open file lets the lock go
 

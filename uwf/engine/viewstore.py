@@ -90,12 +90,17 @@ class SqliteViewStore:
             return db
         if not create and not self.path.exists():
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # A file being made by several processes at once: turning WAL on (and the first
         # schema) can be refused as locked without SQLite's busy wait; tried again
         # until the busy timeout, as any other lock is waited for.
+        # The views are a cache anyone may delete (`rm -r views/`): a file deleted or
+        # replaced while it is opened (its folder, its WAL) is opened again, a new one
+        # folded from the log, until the busy timeout; an I/O error on files that stayed,
+        # or in a folder this process may not write, is the disk's.
         give_up = time.monotonic() + self.busy_timeout
         while True:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            before = _identity(self.path)
             try:
                 with self._guard():
                     db = self._open()
@@ -104,6 +109,9 @@ class SqliteViewStore:
                 if time.monotonic() >= give_up:
                     raise
                 time.sleep(0.02)
+            except StoreUnavailable:
+                if time.monotonic() >= give_up or not self._vanished(before):
+                    raise
         self._local.db = db
         self._local.tables = set()
         self._local.matches = {}
@@ -111,6 +119,17 @@ class SqliteViewStore:
         with self._all_lock:
             self._all.append(db)
         return db
+
+    def _vanished(self, before: tuple[tuple[int, int] | None, ...]) -> bool:
+        """Whether the views' files changed since `before` (`_identity`): deleted or
+        replaced while they were opened, or never made in a folder that is writable (or
+        that was deleted meanwhile)."""
+        after = _identity(self.path)
+        if after != before:
+            return True
+        folder = self.path.parent
+        return after == (None, None, None) and (not folder.is_dir()
+                                                or os.access(folder, os.W_OK))
 
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
@@ -437,6 +456,20 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+
+
+def _identity(path: Path) -> tuple[tuple[int, int] | None, ...]:
+    """The views file at `path` and its WAL and shared-memory files, each as (device,
+    inode), None for one that is not there."""
+    found: list[tuple[int, int] | None] = []
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            stat = os.stat(name)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((stat.st_dev, stat.st_ino))
+    return tuple(found)
 
 
 def _optimize(db: sqlite3.Connection) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     )
     from uwf.store import Store
 
-Hash = Annotated[str, arg("node hash", positional=True)]
+Hash = Annotated[str, arg("node hash (in any case)", positional=True, ids="hash")]
 JsonFile = Annotated[str, arg("JSON file, or - for stdin", positional=True)]
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import msgspec
 
 from uwf.config.args import Args, Count, NonNegative, Seconds, TimeoutSec, arg
-from uwf.ids import ULID_PATTERN
+from uwf.ids import ULID_PREFIX_PATTERN
 from uwf.payload import Plain
 from uwf.queue.terms import Priority
 from uwf.queue.terms import StatusWord as Status
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         BatchAdded,
         Drained,
         EntryAdded,
+        EntryCounts,
         EntryPage,
         EntryRecord,
         Leased,
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
     )
     from uwf.store import Store
 
-EntryId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
-                    arg("queue entry id (a ULID)", positional=True, metavar="ID",
+EntryId = Annotated[str, msgspec.Meta(pattern=ULID_PREFIX_PATTERN),
+                    arg("queue entry id (a ULID, in any case, or its first characters)",
+                        positional=True, metavar="ID", ids="queue",
                         expect="a queue entry id (a ULID, as `uwf queue list` prints it)")]
-LeaseId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
-                    arg("the lease id `uwf sched lease` gave", metavar="LEASE",
+LeaseId = Annotated[str, msgspec.Meta(pattern=ULID_PREFIX_PATTERN),
+                    arg("the lease id `uwf sched lease` gave (or its first characters)",
+                        metavar="LEASE", ids="lease",
                         expect="a lease id (a ULID, as `uwf sched lease` prints it)")]
 Page = NonNegative  # at most SQLite's INTEGER
 STATUS_HELP = ("ready, leased, drained, parked or cancelled; or the job registry's pending, "
@@ -51,7 +54,7 @@ class QueueAdd(Args, frozen=True, kw_only=True):
     prompt: Annotated[str | None, arg("with --workflow: the task, the run's prompt",
                                       short="-p")] = None
     run: Annotated[str | None, arg("instead of --workflow: an existing run to continue",
-                                   alias="--runId", metavar="RUN")] = None
+                                   alias="--runId", metavar="RUN", ids="runs")] = None
     repo: Annotated[str | None, arg("repo the entry belongs to (default: the run's, or the "
                                     "git top level of the working directory)",
                                     metavar="PATH")] = None
@@ -109,9 +112,15 @@ class QueueList(Args, frozen=True, kw_only=True):
     repo: Annotated[str | None, arg("only entries of this repo", metavar="PATH")] = None
     session: Annotated[str | None, arg("only entries of this session label",
                                        metavar="LABEL")] = None
-    limit: Annotated[Page | None, arg("at most N entries (default: all)",
+    limit: Annotated[Page | None, arg("at most N entries (default: all; 50 on a terminal)",
                                       metavar="N")] = None
     offset: Annotated[Page, arg("skip the first N entries", metavar="N")] = 0
+
+
+class QueueCounts(Args, frozen=True, kw_only=True):
+    minutes: Annotated[Annotated[int, msgspec.Meta(ge=1, le=10_080)],
+                       arg("the throughput's window: the last N minutes (default 60, at "
+                           "most a week)", metavar="N")] = 60
 
 
 class EntryRef(Args, frozen=True, kw_only=True):
@@ -141,8 +150,9 @@ class QueueCancel(Args, frozen=True, kw_only=True):
 
 
 class QueueLogs(Args, frozen=True, kw_only=True):
-    id: Annotated[Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)] | None,
-                  arg("queue entry id; or give --list", positional=True, metavar="ID",
+    id: Annotated[Annotated[str, msgspec.Meta(pattern=ULID_PREFIX_PATTERN)] | None,
+                  arg("queue entry id (or its first characters); or give --list",
+                      positional=True, metavar="ID", ids="queue",
                       expect="a queue entry id (a ULID, as `uwf queue list` prints it)")
                   ] = None
     tail: Annotated[Page | None, arg("only the last N events", metavar="N")] = None
@@ -258,6 +268,13 @@ def list_entries(args: QueueList, store: Store) -> EntryPage:
 
     return queue.list_entries(store, args.status, args.repo, args.session,
                               limit=args.limit, offset=args.offset)
+
+
+def counts(args: QueueCounts, store: Store) -> EntryCounts:
+    """Entries per status, and how many were added and finished in the window."""
+    from uwf.queue.counts import counts as count_entries
+
+    return count_entries(store, args.minutes)
 
 
 def show(args: EntryRef, store: Store) -> EntryRecord:

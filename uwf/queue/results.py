@@ -268,3 +268,19 @@ class Received(Result):
     ts: str
     topic: str
     event: Any
+
+
+class EntryCounts(Result):
+    """`queue counts`: entries per status (kept counts, every status named), and the
+    throughput of the last `minutes`: entries added and entries finished (drained)
+    since `since`, read from the log's end."""
+
+    statuses: dict[str, int]
+    total: int
+    minutes: int
+    since: str
+    added: int
+    finished: int
+    # False when the window held more than `counts.SCAN_LINES` lines: the two figures
+    # then count only the newest of them.
+    exact: bool

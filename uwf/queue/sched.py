@@ -26,6 +26,7 @@ from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import UsageError, UwfError
 from uwf.queue import decide as decider
@@ -264,11 +265,9 @@ def _choose(views: Views, now: int, limit: int | None, session: str | None, poli
 
 def _grant(views: Views, now: int, limit: int | None, session: str | None
            ) -> Outcome[Leased]:
-    from ulid import ULID
-
     policy = current_policy(views)
     chosen, reached = _choose(views, now, limit, session, policy)
-    lease_ids = [str(ULID.from_timestamp(now)) for _ in chosen]
+    lease_ids = [new_ulid(now) for _ in chosen]
     granted = decider.grant(chosen, lease_ids, now, policy, session=session, reached=reached)
     events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
     leases = [Granted(id=entry.id, lease_id=data.lease_id,

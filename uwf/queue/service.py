@@ -29,6 +29,7 @@ from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulids
 from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, UsageError, UwfError
 from uwf.ids import check_ulid
@@ -154,10 +155,7 @@ def _messaging(entry: QueueEntry) -> dict[str, Any]:
 def new_ids(ms: int, count: int) -> list[str]:
     """`count` ULIDs of time `ms`, increasing: entries one command adds keep their order
     (the queue's last tie-break is the id)."""
-    from ulid import ULID
-
-    first = int(ULID.from_timestamp(ms)) & ~(1 << 79)  # room to count up within the ms
-    return [str(ULID.from_int(first + n)) for n in range(count)]
+    return new_ulids(ms, count)
 
 
 # -- add ---------------------------------------------------------------------------

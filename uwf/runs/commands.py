@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     )
     from uwf.store import Store
 
-RunId = Annotated[str, arg("run id (a thread's ULID)", positional=True, metavar="RUN")]
+RunId = Annotated[str, arg("run id (a thread's ULID, in any case, or its first characters)",
+                          positional=True, metavar="RUN", ids="runs")]
 DEFAULT_LIMIT = 50  # runs on a page of `run search|list` and `history`
 DEFAULT_RECENT = 5  # steps `run resume` shows
 
@@ -87,8 +88,9 @@ class RunResume(Args, frozen=True, kw_only=True):
 
 
 class RunArchive(Args, frozen=True, kw_only=True):
-    run: Annotated[str | None, arg("run id; or give --older-than-days", positional=True,
-                                   metavar="RUN")] = None
+    run: Annotated[str | None, arg("run id (or its first characters); or give "
+                                   "--older-than-days", positional=True, metavar="RUN",
+                                   ids="runs")] = None
     reason: Annotated[str | None, arg("why, recorded in the event")] = None
     unarchive: Annotated[bool, arg("clear the archive mark")] = False
     older_than_days: Annotated[NonNegative | None, arg(

@@ -132,7 +132,7 @@ _UNFOLDED = object()  # `apply_over`: no thread state given, fold it
 
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4  # 4: the thread's lastFailure says why (threads view 5)
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
     state_type: ClassVar[type[msgspec.Struct]] = RunState

@@ -159,13 +159,14 @@ def snapshot(store: Store) -> SnapshotKept:
                         digest=kept.checkpoint.digest)
 
 
-def verify(store: Store) -> Verified:
+def verify(store: Store, progress: Progress | None = None) -> Verified:
     """Replay into a scratch copy and compare with the persisted views row by row; and
-    look for the head node of every open thread in the CAS (`damaged_heads`)."""
+    look for the head node of every open thread in the CAS (`damaged_heads`). `progress`
+    is told the events replayed of the log's head."""
     differences: list[Difference] = []
     try:
         head = store.journal.refresh()
-        expected = store.journal.replay()
+        expected = store.journal.replay(progress)
     except Corrupt as exc:
         return Verified(ok=False, checkpoint=None, rows=0,
                         differences=[Difference(view="*", key="*", problem=exc.line())],

@@ -22,6 +22,7 @@ from uwf.cas.store import builtin_hash
 from uwf.config.configfile import Config, load_config, resolve_agent
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
 from uwf.runs.commands import DEFAULT_RECENT
@@ -128,8 +129,6 @@ class _Reuse:
 def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = False,
           workflow: str | None = None, config: Config | None = None) -> Rerun:
     """A new run of the same workflow (or `workflow`), prompt and repo, linked."""
-    from ulid import ULID
-
     from uwf.workflows.service import put_workflow, resolve_workflow
 
     views = store.read()
@@ -147,7 +146,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash,
                                                       "prompt": prompt})
-    new_id = str(ULID.from_timestamp(store.clock()))
+    new_id = new_ulid(store.clock())
     linked = link(original, reason, incremental=incremental)
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, original.thread.repo,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
@@ -196,8 +195,6 @@ def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState
               config: Config) -> tuple[list[_Reuse], bool]:
     """The original's steps the new run takes over, oldest first, and whether the new
     run then ends (its next target is `$END`), as a live step would end it."""
-    from ulid import ULID
-
     cas = store.cas
     old_workflow = cas.get(original.thread.workflow).payload
     taken: list[_Reuse] = []
@@ -224,7 +221,7 @@ def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState
                    "edgePrompt": decision.prompt}
         head = cas.put(builtin_hash("StepNode"), payload)
         output = cas.get(step["output"]).payload
-        event = ThreadStepped(str(ULID.from_timestamp(store.clock())), head, role,
+        event = ThreadStepped(new_ulid(store.clock()), head, role,
                               status_of(role, output), step["output"], reused=node.hash)
         taken.append(_Reuse(head, event))
         state = msgspec.structs.replace(state, head=head, steps=state.steps + 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from uwf.payload import UNSET, Result, UnsetType
-from uwf.threads.results import StepInFlight
+from uwf.threads.results import Attempt, StepFailure, StepInFlight
 
 
 class RunWorkflow(Result):
@@ -82,6 +82,11 @@ class RunRecord(Result):
     provenance: RunProvenance | None
     freshness: str
     stale: bool
+    # While the run's last attempt is one that failed (lifecycle `failed`, or a retry
+    # in flight): why. Absent otherwise.
+    last_failure: StepFailure | UnsetType = UNSET
+    # `run show`: its last attempts, when one of them failed or was reused.
+    attempts: list[Attempt] | UnsetType = UNSET
 
 
 class RunPage(Result):

@@ -22,6 +22,7 @@ from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
+from uwf.payload import UNSET
 from uwf.runs.commands import DEFAULT_LIMIT
 from uwf.runs.projection import RunState, derived_at, lifecycle
 from uwf.runs.results import (
@@ -37,6 +38,7 @@ from uwf.runs.results import (
 )
 from uwf.runs.terms import DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
+from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import StepInFlight
 from uwf.threads.service import check_thread_id, head_of
@@ -68,21 +70,50 @@ def get_run(views: Views, run_id: str) -> RunState:
     return state
 
 
-def damaged_nodes(store: Store, run: RunState) -> dict[str, list[str]]:
-    """The nodes the run refers to (workflow, start, head) that the CAS does not hold
-    (`missing`) or holds damaged (`corrupt`: the file does not hash to its name, or is
-    no node at all). Each is read and its hash checked (once per process per node), so
-    an edited node is never taken for a healthy one; empty lists when all is well."""
-    from uwf.threads.service import head_damage
+def damaged_nodes(store: Store, run: RunState, *, steps: bool = True
+                  ) -> dict[str, list[str]]:
+    """The nodes the run refers to that the CAS does not hold (`missing`) or holds
+    damaged (`corrupt`: the file does not hash to its name, or is no node at all): its
+    workflow, its start, and every step `thread log` reads (each StepNode from the head
+    back through `prev`, and each one's output and detail nodes; the walk stops at a
+    damaged StepNode, whose `prev` cannot be read). Each is read and its hash checked
+    (once per process per node), so an edited node is never taken for a healthy one;
+    empty lists when all is well. `steps=False` (a listing's rows): the head StepNode
+    only, not the steps before it nor their outputs."""
+
+    cas = store.cas
+    found: dict[str, list[str]] = {"missing": [], "corrupt": []}
+    seen: set[str] = set()
+
+    def read(hash_: str) -> dict[str, Any] | None:
+        """The node's payload when it is whole (an object), else None, its damage noted."""
+        seen.add(hash_)
+        try:
+            payload = cas.get(hash_).payload
+        except NotFound:
+            found["missing"].append(hash_)
+            return None
+        except Corrupt:
+            found["corrupt"].append(hash_)
+            return None
+        return payload if isinstance(payload, dict) else {}
 
     thread = run.thread
-    wanted = dict.fromkeys([thread.workflow, thread.start,
-                            *([thread.head] if thread.head else [])])
-    found: dict[str, list[str]] = {"missing": [], "corrupt": []}
-    for hash_ in wanted:
-        damage = head_damage(store.cas, hash_)
-        if damage is not None:
-            found[damage].append(hash_)
+    for hash_ in (thread.workflow, thread.start):
+        if hash_ not in seen:
+            read(hash_)
+    step_hash = thread.head
+    while isinstance(step_hash, str) and step_hash not in seen:
+        step = read(step_hash)
+        if step is None:
+            break
+        if not steps:
+            break
+        for field in ("output", "detail"):
+            ref = step.get(field)
+            if isinstance(ref, str) and ref not in seen:
+                read(ref)
+        step_hash = step.get("prev")
     return found
 
 
@@ -148,6 +179,7 @@ def record(run: RunState, now_ms: int, freshness: str = "valid", *,
         provenance=provenance,
         freshness=freshness,
         stale=stale,
+        last_failure=last_failure(thread) or UNSET,
     )
 
 
@@ -205,7 +237,7 @@ def _stale_since(store: Store, views: Views) -> dict[str, None]:
 
 def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
                   ) -> RunRecord:
-    return record(run, now_ms, freshness_of(damaged_nodes(store, run)),
+    return record(run, now_ms, freshness_of(damaged_nodes(store, run, steps=False)),
                   source=state_path(store), stale=run.thread.thread in stale)
 
 
@@ -323,15 +355,16 @@ def show(store: Store, run_id: str, scope: str = "home") -> RunShown:
     stale = run_id in _stale_since(store, views)
     damage = damaged_nodes(store, run)
     freshness = freshness_of(damage)
-    source = state_path(store)
+    shown = record(run, now, freshness, source=state_path(store), stale=stale)
+    tried = attempts(views, run_id)
+    if telling(tried):
+        shown.attempts = tried
     if freshness != "valid":
         return RunShown(found=False, freshness=freshness, missing_nodes=damage["missing"],
-                        corrupt_nodes=damage["corrupt"],
-                        last_known=record(run, now, freshness, source=source, stale=stale),
+                        corrupt_nodes=damage["corrupt"], last_known=shown,
                         next_action="restore the nodes from a backup, or archive the run; "
                                     "`json-cas verify --all` lists what else is damaged")
-    return RunShown(found=True, freshness="valid",
-                    run=record(run, now, source=source, stale=stale))
+    return RunShown(found=True, freshness="valid", run=shown)
 
 
 # -- archive -------------------------------------------------------------------------

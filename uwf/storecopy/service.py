@@ -19,7 +19,8 @@ What is copied, in this order:
    what differs.
 
 Progress (`Store.progress`): the events copied of the total, then the views rebuilt,
-then the lines `log verify` has read of the copy's head.
+then the lines `log verify` has read of the copy's head, then the events `registry
+verify` has replayed of it.
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str],
                 progress: Progress | None = None) -> list[str]:
     """What is wrong with the copy in `dst` of `src`'s log up to `end` and `nodes`:
     empty when its head is `end`, every node is there, and `log verify` and `registry
-    verify` pass on it. `progress` is told the lines `log verify` has read of the head.
+    verify` pass on it. `progress` is told the lines `log verify` has read of the head,
+    then the events `registry verify` has replayed of it.
 
     On PostgreSQL the nodes are asked after in few statements (`missing`), and `log
     verify`, which asks after each node an event refers to, is told those found
@@ -299,7 +301,7 @@ def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str],
         log = verify_log(dst, progress=progress)
     found += [f"log verify: seq {problem.seq} ({problem.segment}): {problem.problem}"
               for problem in log.problems]
-    views = verify_views(dst)
+    views = verify_views(dst, progress)
     found += [f"registry verify: {entry.view} {entry.key}: {entry.problem}"
               for entry in views.differences]
     return found

@@ -16,6 +16,10 @@ import subprocess
 import time
 from typing import IO
 
+from uwf.config.secrets import MIN_LENGTH
+from uwf.redact import redactor
+from uwf.threads.events import STDERR_TAIL_BYTES, STDERR_TAIL_LINES
+
 EXIT_GRACE = 0.5  # seconds the pipes may drain after the agent exits
 _POLL = 0.05  # how often an agent that prints nothing is checked for exit
 
@@ -61,3 +65,18 @@ def collect(process: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, by
         selector.close()
         for pipe in pipes:
             pipe.close()
+
+
+def stderr_tail(err: bytes, secrets: list[str]) -> str | None:
+    """What a failed step keeps of its agent's stderr: the last STDERR_TAIL_LINES
+    non-blank lines, secrets masked (before cutting: a cut secret would no longer
+    match), at most STDERR_TAIL_BYTES bytes of UTF-8; None when it wrote nothing."""
+    text = err.decode("utf-8", "replace")
+    redact = redactor(secrets, min_length=MIN_LENGTH)
+    if redact is not None:
+        text = redact(text)
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    tail = "\n".join(lines[-STDERR_TAIL_LINES:]).encode()
+    if len(tail) > STDERR_TAIL_BYTES:  # a partial character at the cut is dropped
+        tail = tail[-STDERR_TAIL_BYTES:].decode("utf-8", "ignore").encode()
+    return tail.decode() or None

@@ -13,7 +13,7 @@ import msgspec
 
 from uwf.config.args import Args, Count, NonNegative, Seconds, arg
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
-from uwf.ids import ULID_PATTERN
+from uwf.ids import ULID_PREFIX_PATTERN
 from uwf.threads.terms import StatusFilter
 
 if TYPE_CHECKING:
@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     )
 
 HistoryArg = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+|all)$")]  # a count, or all
-ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PATTERN),
-                     arg("thread id (a ULID)", positional=True, metavar="THREAD",
-                         expect="a thread id (a ULID: 26 upper-case Crockford Base32 "
-                                "characters, as `uwf thread list --all` prints them)")]
+ThreadId = Annotated[str, msgspec.Meta(pattern=ULID_PREFIX_PATTERN),
+                     arg("thread id (a ULID, in any case, or its first characters)",
+                         positional=True, metavar="THREAD", ids="threads",
+                         expect="a thread id (a ULID: 26 Crockford Base32 characters, or "
+                                "the first of them, as `uwf thread list --all` prints them)")]
 Agent = Annotated[str | None, arg("agent name from config.yaml, or a command line "
                                   "(overrides agentOverrides and defaultAgent)")]
 Timeout = Annotated[Seconds, arg("seconds the agent may run before its process group is "
@@ -85,7 +86,8 @@ class ThreadKill(Args, frozen=True, kw_only=True):
 
 class ThreadFork(Args, frozen=True, kw_only=True):
     thread: ThreadId
-    at: Annotated[str, arg("StepNode hash in the thread's chain", metavar="STEP_HASH")]
+    at: Annotated[str, arg("StepNode hash in the thread's chain", metavar="STEP_HASH",
+                           ids="hash")]
 
 
 class AgentContext(Args, frozen=True, kw_only=True):

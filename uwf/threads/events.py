@@ -9,6 +9,10 @@ import msgspec
 from uwf.engine.events import EventData
 
 INPUTS_DIGEST_CHARS = 1000
+# What a failed step keeps of its agent's stderr: its last lines, at most this many
+# lines and bytes (UTF-8).
+STDERR_TAIL_LINES = 20
+STDERR_TAIL_BYTES = 4096
 
 
 class ThreadStarted(EventData, frozen=True):
@@ -72,7 +76,7 @@ class ThreadStepped(EventData, frozen=True, omit_defaults=True):
     usage: Usage | None = None
 
 
-class ThreadStepFailed(EventData, frozen=True):
+class ThreadStepFailed(EventData, frozen=True, omit_defaults=True):
     """A step ended without moving the head: the reason, and what the agent left."""
 
     type: ClassVar[str] = "thread.step_failed"
@@ -80,6 +84,12 @@ class ThreadStepFailed(EventData, frozen=True):
     role: str
     reason: str
     message: str
+    # The agent's exit status, when its process ran and exited (absent otherwise, and
+    # in events written before it was kept).
+    exit_status: int | None = None
+    # The last lines of what the agent wrote on stderr, masked, at most
+    # STDERR_TAIL_LINES lines and STDERR_TAIL_BYTES bytes (absent when it wrote none).
+    stderr: str | None = None
 
 
 class ThreadBlocked(EventData, frozen=True):

@@ -32,6 +32,30 @@ class InFlight(msgspec.Struct, frozen=True, rename="camel"):
     started_at: str
 
 
+# A failure's message as the threads and runs views keep it: the one line a list shows
+# (the steps view keeps the whole of it, with the agent's stderr).
+FAILURE_MESSAGE_CHARS = 300
+
+
+class LastFailure(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """Why the thread's last attempt failed: its step, role, reason, message (cut to
+    FAILURE_MESSAGE_CHARS), when, and the agent's exit status when it exited."""
+
+    step_id: str
+    role: str
+    reason: str
+    message: str
+    at: str
+    exit_status: int | None = None
+
+
+def _last_failure(data: ThreadStepFailed, at: str) -> LastFailure:
+    message = data.message
+    if len(message) > FAILURE_MESSAGE_CHARS:
+        message = message[:FAILURE_MESSAGE_CHARS - 3] + "..."
+    return LastFailure(data.step_id, data.role, data.reason, message, at, data.exit_status)
+
+
 class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     thread: str
     workflow: str
@@ -48,7 +72,8 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     # Logs of any age fold to these: `active` was idle and running together (version 3).
     state: str = "idle"
     in_flight: InFlight | None = None
-    last_failure: str | None = None
+    # Set by `thread.step_failed`, cleared by `thread.stepped`: the run is `failed`.
+    last_failure: LastFailure | None = None
     blocked: str | None = None
     # The role `thread.blocked` named: the role with no agent, or the head's role whose
     # status has no edge. What `thread show` calls the blocked thread's currentRole.
@@ -72,7 +97,7 @@ _replace = msgspec.structs.replace
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 4
+    version: ClassVar[int] = 5  # 5: lastFailure says why, not only the reason
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
                          ThreadBlocked, ThreadEnded)
@@ -124,7 +149,8 @@ class ThreadsProjection(StructProjection):
             )
         if isinstance(data, ThreadStepFailed):
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
-                            last_failure=data.reason, failures=state.failures + 1)
+                            last_failure=_last_failure(data, event.ts),
+                            failures=state.failures + 1)
         if isinstance(data, ThreadBlocked):
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
                             blocked=data.message, blocked_role=data.role)

@@ -33,14 +33,55 @@ class StepInFlight(Result):
     started_at: str
 
 
+class StepFailure(Result):
+    """Why the last attempt failed (`lastFailure`): its step, role, reason and message
+    (cut to 300 characters), when, and the agent's exit status (null when it did not
+    exit: a timeout, a refused StepNode)."""
+
+    step_id: str
+    role: str
+    reason: str
+    message: str
+    at: str
+    exit_status: int | None
+
+
+class Attempt(Result, kw_only=True):
+    """One attempt at a step, oldest first (`attempts`): its role, the agent uwf chose
+    (null for a step an incremental rerun took over), how it ended (`stepped`;
+    `reused`: taken over from the StepNode `reused`, no agent ran; `failed`;
+    `running`), when it started and ended and how long it took (ms), the StepNode it
+    produced, and a failure's reason, message, exit status and the last lines of its
+    agent's stderr (masked)."""
+
+    step_id: str
+    role: str
+    agent: str | None
+    outcome: str
+    started_at: str | None
+    ended_at: str | None
+    duration_ms: int | None
+    head: str | UnsetType = UNSET
+    status: str | UnsetType = UNSET
+    reused: str | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+    message: str | UnsetType = UNSET
+    exit_status: int | UnsetType = UNSET
+    stderr: str | UnsetType = UNSET
+
+
 class ThreadShown(ThreadSummary):
     """`thread show`, `step` and `kill`: the summary with the thread's `status` (the
-    view's state) and `currentRole` (None when done, at `$END` or undecidable), and
-    `inFlight` while a step is in flight (status `running`)."""
+    view's state) and `currentRole` (None when done, at `$END` or undecidable),
+    `inFlight` while a step is in flight (status `running`), `lastFailure` while its
+    last attempt is one that failed, and (`thread show`) its last attempts when one
+    of them failed or was reused."""
 
     status: str
     current_role: str | None
     in_flight: StepInFlight | UnsetType = UNSET
+    last_failure: StepFailure | UnsetType = UNSET
+    attempts: list[Attempt] | UnsetType = UNSET
 
 
 class ThreadRan(ThreadShown, kw_only=True):

@@ -15,11 +15,13 @@ from uwf.cas.store import Cas, Node, builtin_hash
 from uwf.config.repo import find_repo
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
 from uwf.payload import UNSET
 from uwf.store import Store
+from uwf.threads.attempts import attempts, last_failure, telling
 from uwf.threads.decide import kill
 from uwf.threads.events import INPUTS_DIGEST_CHARS, ThreadStarted
 from uwf.threads.projection import ThreadState
@@ -100,12 +102,14 @@ def in_flight(state: ThreadState) -> StepInFlight | None:
 
 
 def describe(cas: Cas, state: ThreadState) -> ThreadShown:
-    """The seed's StepOutput plus `status` (the view's state) and `currentRole`, and
-    `inFlight` while a step is in flight (status `running`)."""
+    """The seed's StepOutput plus `status` (the view's state) and `currentRole`,
+    `inFlight` while a step is in flight (status `running`), and `lastFailure` while
+    the last attempt is one that failed."""
     return ThreadShown(workflow=state.workflow, thread=state.thread, head=head_of(state),
                        done=state.done, status=state.state,
                        current_role=current_role(cas, state),
-                       in_flight=in_flight(state) or UNSET)
+                       in_flight=in_flight(state) or UNSET,
+                       last_failure=last_failure(state) or UNSET)
 
 
 def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
@@ -125,8 +129,6 @@ def start_thread(
     registered first (as `uwf workflow put` does): one command from YAML to a thread.
     A name is also looked for in the repo's `.workflow/` folder (uwf.workflows.discovery).
     """
-    from ulid import ULID
-
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
     # A path it cannot use is refused before any node is put.
@@ -134,7 +136,7 @@ def start_thread(
     workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
-    thread = str(ULID.from_timestamp(store.clock()))
+    thread = new_ulid(store.clock())
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     return store.journal.write(lambda _views: Outcome(
@@ -142,12 +144,14 @@ def start_thread(
 
 
 def show_thread(store: Store, thread: str) -> ThreadShown:
-    """Where a thread is: the seed's StepOutput, `status` and `currentRole`.
+    """Where a thread is: the seed's StepOutput, `status` and `currentRole`, and its last
+    attempts when one of them failed or was reused.
 
     Fails closed when the head node is missing from the CAS (or damaged): a thread
     whose head is gone cannot be stepped, so it is not shown as live.
     """
-    state = get_thread(store.read(), thread)
+    views = store.read()
+    state = get_thread(views, thread)
     head = head_of(state)
     try:
         store.cas.get(head)
@@ -155,7 +159,11 @@ def show_thread(store: Store, thread: str) -> ThreadShown:
         raise Corrupt(f"thread {thread}'s head {head} is missing from the CAS",
                       "restore that node from a backup (`json-cas verify --all` lists what "
                       "else is damaged), or kill the thread") from None
-    return describe(store.cas, state)
+    shown = describe(store.cas, state)
+    tried = attempts(views, thread)
+    if telling(tried):
+        shown.attempts = tried
+    return shown
 
 
 def head_damage(cas: Cas, head: str) -> str | None:
@@ -279,15 +287,13 @@ def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
 
 def fork_thread(store: Store, thread: str, at: str) -> Forked:
     """A new thread whose head is an earlier step of `thread` (same StartNode)."""
-    from ulid import ULID
-
     state = get_thread(store.read(), thread)
     steps = chain(store, state.head)
     hashes = [node.hash for node in steps]
     if at not in hashes:
         raise NotFound(f"{at} is not a step of thread {thread}",
                        f"see its steps with `uwf thread log {thread}`")
-    new = str(ULID.from_timestamp(store.clock()))
+    new = new_ulid(store.clock())
     kept = steps[: hashes.index(at) + 1]
     visits: dict[str, int] = {}
     for node in kept:

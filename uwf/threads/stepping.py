@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
@@ -34,6 +34,7 @@ from uwf.config.secrets import MIN_LENGTH, secret_values
 from uwf.engine.dburl import is_database_url
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.ulids import new_ulid
 from uwf.errors import (
     Conflict,
     Corrupt,
@@ -46,7 +47,8 @@ from uwf.errors import (
 )
 from uwf.redact import redactor
 from uwf.store import Store
-from uwf.threads.agentproc import collect
+from uwf.threads.agentproc import collect, stderr_tail
+from uwf.threads.checks import Failure, check_step
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
     ThreadBlocked,
@@ -220,8 +222,6 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
     a stranded step, then record what was gathered. A blocked thread's event is
     written, then its reason raised. The deadline of a step in flight is judged at the
     instant the writers' section was entered."""
-    from ulid import ULID
-
     state = get_thread(views, thread)
     subject = f"thread/{thread}"
     abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
@@ -242,7 +242,7 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
         events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
         return Outcome(events, Rejected(
             message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
-    step_id = str(ULID.from_timestamp(now))
+    step_id = new_ulid(now)
     events.append(NewEvent(subject, ThreadStepStarted(
         step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
         None if abandoned is None else abandoned.step_id)))
@@ -269,12 +269,6 @@ def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Conf
 
 
 # -- phase 2 ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Failure:
-    reason: str
-    message: str
-
 
 def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Config,
                on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
@@ -375,12 +369,12 @@ def _spawn(store: Store, plan: Plan, timeout: float, config: Config, env: dict[s
     out, err = collected
     process.wait()
     hidden = secret_values(store.settings.environ, config)
+    tail = stderr_tail(err, hidden)
     if process.returncode != 0:
-        # Redact before cutting: a cut secret would no longer match.
-        text = _redact(err.decode("utf-8", "replace"), hidden).strip()
-        last = (text.splitlines() or [""])[-1]
-        said = f": {last[:200]}" if last else ""
-        return Failure("exit", f"agent exited with status {process.returncode}{said}")
+        said = (tail or "").rpartition("\n")[2].strip()[:200]
+        said = f": {said}" if said else ""
+        return Failure("exit", f"agent exited with status {process.returncode}{said}",
+                       process.returncode, tail)
     # As the seed's agents do: the last non-empty line is the hash; what comes before
     # it (progress, logs) is the agent's business.
     text = out.decode("utf-8", "replace")
@@ -390,7 +384,7 @@ def _spawn(store: Store, plan: Plan, timeout: float, config: Config, env: dict[s
         shown = _redact(text, hidden).strip()
         shown = shown if len(shown) <= 200 else "..." + shown[-197:]
         return Failure("garbage", f"agent printed {shown!r} instead of a StepNode hash on "
-                                  "its last line")
+                                  "its last line", process.returncode, tail)
     return last
 
 
@@ -420,36 +414,6 @@ def _kill(process: subprocess.Popen[bytes], nested: bool) -> None:
 
 # -- phase 3 ---------------------------------------------------------------------
 
-def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
-    """Why the agent's StepNode is refused, or None when it is accepted."""
-    if not cas.has(hash_):
-        return Failure("not-found", f"StepNode {hash_} is not in the CAS")
-    node = cas.get(hash_)
-    if node.type != builtin_hash("StepNode"):
-        return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
-    step = node.payload
-    if step["start"] != plan.start:
-        return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
-                                      f"StartNode {plan.start}")
-    if step["prev"] != plan.head:
-        return Failure("stale-prev", f"its prev is {step['prev'] or 'null'}, but the head is "
-                                     f"{plan.head or 'null (no step yet)'}")
-    if step["role"] != plan.decision.role:
-        return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
-                                     f"{plan.decision.role!r}")
-    workflow = cas.get(plan.workflow).payload
-    schema = workflow["roles"][plan.decision.role]["meta"]
-    for field in ("output", "detail"):
-        if not cas.has(step[field]):
-            return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
-    output = cas.get(step["output"]).payload
-    problems = cas.problems(schema, output)
-    if problems:
-        return Failure("schema", f"its output violates the {plan.decision.role} schema: "
-                                 + "; ".join(problems))
-    return None
-
-
 # A step's result as recorded: the error to raise (a failed step), and the summary.
 _Finished = tuple[StepFailed | None, ThreadSummary]
 
@@ -462,21 +426,23 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
     subject = f"thread/{plan.thread}"
     at = plan.head or plan.start
 
-    def failed(reason: str, message: str) -> tuple[list[NewEvent], StepFailed]:
-        message = _redact(message, secrets)
-        return ([NewEvent(subject, ThreadStepFailed(plan.step_id, plan.decision.role,
-                                                    reason, message))],
-                StepFailed(f"step failed ({reason}): {message}", f"the head stays at {at}"))
+    def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
+        message = _redact(failure.message, secrets)
+        return ([NewEvent(subject, ThreadStepFailed(
+                    plan.step_id, plan.decision.role, failure.reason, message,
+                    failure.exit_status, failure.stderr))],
+                StepFailed(f"step failed ({failure.reason}): {message}",
+                           f"the head stays at {at}"))
 
     failure = result if isinstance(result, Failure) else check_step(cas, plan, result)
     if failure is not None:
-        return failed(failure.reason, failure.message)
+        return failed(failure)
     assert isinstance(result, str)
     step = cas.get(result).payload
     try:  # what the agent spent, from its detail (uwf/threads/usage.py)
         usage = step_usage(cas, step)
     except Rejected as exc:
-        return failed("usage", exc.what)
+        return failed(Failure("usage", exc.what))
     output_hash = step["output"]
     output = cas.get(output_hash).payload
     status = status_of(plan.decision.role, output)

@@ -33,6 +33,10 @@ class StepState(msgspec.Struct, frozen=True, rename="camel"):
     head: str | None = None  # the StepNode it produced
     status: str | None = None
     reason: str | None = None  # why it failed
+    ended_at: str | None = None  # when its `thread.stepped` or `thread.step_failed` came
+    message: str | None = None  # a failure's message, its agent's exit status and stderr
+    exit_status: int | None = None
+    stderr: str | None = None
     reused: str | None = None  # the original StepNode an incremental rerun took over
     usage: Usage | None = None  # what the agent reported it spent (from its detail)
 
@@ -42,7 +46,7 @@ _replace = msgspec.structs.replace
 
 class StepsProjection(StructProjection):
     name: ClassVar[str] = "steps"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3  # 3: when it ended, and a failure's message and stderr
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
     state_type: ClassVar[type[msgspec.Struct]] = StepState
@@ -64,8 +68,10 @@ class StepsProjection(StructProjection):
             base = state or StepState(thread, data.step_id, data.role)
             return _replace(base, outcome="reused" if data.reused else "stepped",
                             head=data.head, status=data.status, reused=data.reused,
-                            usage=data.usage)
+                            usage=data.usage, ended_at=event.ts)
         if isinstance(data, ThreadStepFailed):
             base = state or StepState(thread, data.step_id, data.role)
-            return _replace(base, outcome="failed", reason=data.reason)
+            return _replace(base, outcome="failed", reason=data.reason, ended_at=event.ts,
+                            message=data.message, exit_status=data.exit_status,
+                            stderr=data.stderr)
         return state

@@ -431,7 +431,8 @@ class Worker:
                     return STOPPED_REASON
                 if held.lost is not None:
                     return held.lost
-                if get_thread(self.store.read(), run).last_failure == "timeout":
+                failure = get_thread(self.store.read(), run).last_failure
+                if failure is not None and failure.reason == "timeout":
                     if step_timeout < entry.idle_timeout_sec:
                         return (f"timeout: the entry ran past its timeoutSec "
                                 f"({entry.timeout_sec}s); its agent was killed")

@@ -40,7 +40,16 @@ def is_workflow_file(ref: str) -> bool:
     a regular file, a FIFO or a folder, is then refused by name as `workflow put` does.)"""
     looks_like_a_path = (os.sep in ref or "/" in ref
                          or ref.lower().endswith(WORKFLOW_FILE_SUFFIXES))
-    return looks_like_a_path and Path(ref).expanduser().exists()
+    return looks_like_a_path and _exists(Path(ref).expanduser())
+
+
+def _exists(path: Path) -> bool:
+    """`path` exists; False too when it cannot be a file's path (a name longer than
+    the file system allows, a NUL): such a reference is a name or a hash, or nothing."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def repo_workflow_file(repo: Path, name: str) -> Path | None:
@@ -52,7 +61,7 @@ def repo_workflow_file(repo: Path, name: str) -> Path | None:
     for folder in REPO_FOLDERS:
         for suffix in REPO_SUFFIXES:
             candidate = repo / folder / f"{name}{suffix}"
-            if candidate.exists():  # a folder or a FIFO of that name is refused when read
+            if _exists(candidate):  # a folder or a FIFO of that name is refused when read
                 return candidate
     return None
 

@@ -1,6 +1,8 @@
 // uwf dashboard: live pages. One EventSource on the log's stream (/log/stream); when an
 // event arrives the page's <main> is fetched again and swapped in (the log page appends
 // the event's row instead). No polling: the browser's EventSource only reconnects.
+// Relative times ("3 min ago") are counted again every 30 s from the server's clock
+// (body data-now, read when the page was made), so an idle page stays right.
 (function () {
   "use strict";
   var body = document.body;
@@ -10,6 +12,56 @@
   var badge = document.getElementById("live");
   var pending = null;
   var waitMs = mode === "slow" ? 3000 : 300;
+  // The server's clock minus this browser's, when the page was made.
+  var skew = (Number(body.dataset.now) || Date.now()) - Date.now();
+  var BRIEF = 96;
+  var STEPS = [[86400000, "day"], [3600000, "h"], [60000, "min"], [1000, "s"]];
+
+  function ago(ms) {
+    var delta = Date.now() + skew - ms;
+    var size = Math.abs(delta);
+    if (size < 1000) { return "just now"; }
+    for (var i = 0; i < STEPS.length; i++) {
+      if (size >= STEPS[i][0]) {
+        var count = Math.floor(size / STEPS[i][0]);
+        var said = count + " " + STEPS[i][1] + (STEPS[i][1] === "day" && count !== 1 ? "s" : "");
+        return delta > 0 ? said + " ago" : "in " + said;
+      }
+    }
+    return "just now";
+  }
+
+  function recount() {
+    Array.prototype.forEach.call(document.querySelectorAll("time[data-ago]"), function (t) {
+      var ms = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(ms)) { t.textContent = ago(ms); }
+    });
+  }
+  setInterval(recount, 30000);
+
+  function when(ts) {
+    var t = document.createElement("time");
+    t.setAttribute("datetime", ts);
+    t.setAttribute("title", ts + " (UTC)");
+    t.setAttribute("data-ago", "");
+    t.className = "time";
+    var ms = Date.parse(ts);
+    t.textContent = isNaN(ms) ? ts : ago(ms);
+    return t;
+  }
+
+  function brief(data) {
+    var text;
+    if (data !== null && typeof data === "object" && !Array.isArray(data)) {
+      text = Object.keys(data).map(function (key) {
+        var value = data[key];
+        return key + ": " + (typeof value === "string" ? value : JSON.stringify(value));
+      }).join(", ");
+    } else {
+      text = JSON.stringify(data);
+    }
+    return text.length <= BRIEF ? text : text.slice(0, BRIEF - 1) + "\u2026";
+  }
 
   function say(on) {
     if (!badge) { return; }
@@ -54,12 +106,17 @@
     var row = document.createElement("tr");
     row.className = "fresh";
     cell(row, String(event.seq), "num");
-    cell(row, event.ts, "time");
-    cell(row, event.type);
+    cell(row, "").appendChild(when(event.ts));
+    cell(row, event.type, "type");
     cell(row, event.subject, "id");
-    var code = document.createElement("code");
-    code.textContent = JSON.stringify(event.data);
-    cell(row, "").appendChild(code);
+    var details = document.createElement("details");
+    var summary = document.createElement("summary");
+    summary.textContent = brief(event.data);
+    var pre = document.createElement("pre");
+    pre.textContent = JSON.stringify(event.data, null, 2);
+    details.appendChild(summary);
+    details.appendChild(pre);
+    cell(row, "", "data").appendChild(details);
     rows.appendChild(row);
   }
 

@@ -1,0 +1,143 @@
+"""The write path's CPU, one code against another, in alternating rounds (issue 30).
+
+    python bench/write_path_ab.py BASE [--rounds R] [--cycles N] [--entries N] [--dir DIR]
+
+BASE is a commit: its `uwf/` is taken with `git archive` into a scratch folder and put
+first on PYTHONPATH of every child of side A; side B is the work tree. Each round runs,
+for A then B, each in a fresh process, the CPU time (`time.process_time`, the figure a
+shared machine blurs least) of:
+
+- cycle: N lease+complete cycles in-process (`sched.lease(store, 1)`, `sched.complete`),
+  UWF_DURABILITY=none and =fsync, on a copy of one store of 5,000 ready entries;
+- step: a 301-step `run_thread` of examples/solve-issue.yaml with an in-process agent
+  (`bench/thread_run.py`'s), UWF_DURABILITY=none;
+- batch: `uwf queue add --batch` of --entries entries through `main()` in-process
+  (fsync), entries per CPU-second.
+
+Medians over the rounds, and B / A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from common import EXAMPLE, REPO, median
+
+CYCLE = """
+import os, sys, time
+from uwf.queue import sched
+from uwf.store import Store
+store = Store.open(sys.argv[1]); store.read()
+def run(n):
+    for _ in range(n):
+        lease = sched.lease(store, 1).leases[0]
+        sched.complete(store, lease.id, lease.lease_id)
+run(30)
+n = int(sys.argv[2]); cpu = time.process_time(); run(n)
+print((time.process_time() - cpu) / n * 1e6)
+"""
+
+STEP = """
+import os, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+import thread_run
+run = thread_run.uwf_run(Path(sys.argv[1]), 150, "none", "ab")
+print(run.cpu / run.steps * 1e6)
+"""
+
+BATCH = """
+import sys, time
+from uwf.cli.main import main
+cpu = time.process_time()
+main(["--store", sys.argv[1], "queue", "add", "--batch", sys.argv[2]])
+print(int(sys.argv[3]) / (time.process_time() - cpu), file=sys.stderr)
+"""
+
+
+def child(code: str, args: list[str], path: Path | None, env: dict[str, str],
+          stderr: bool = False) -> float:
+    run_env = {**env, **({"PYTHONPATH": str(path)} if path is not None else {})}
+    done = subprocess.run([sys.executable, "-c", code, *args], env=run_env, cwd="/",
+                          capture_output=True, text=True, check=True)
+    return float((done.stderr if stderr else done.stdout).strip().splitlines()[-1])
+
+
+def uwf(args: list[str], path: Path | None, env: dict[str, str]) -> None:
+    code = "import sys; from uwf.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    child_env = {**env, **({"PYTHONPATH": str(path)} if path is not None else {})}
+    subprocess.run([sys.executable, "-c", code, *args], env=child_env, cwd="/",
+                   capture_output=True, check=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("base")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=1000)
+    parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--dir", type=Path, default=REPO / "bench" / "out" / "write-ab")
+    args = parser.parse_args(argv)
+    work = args.dir
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    base = work / "base"
+    base.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", args.base, "uwf"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env.pop("PYTHONPATH", None)
+    sides: dict[str, Path | None] = {"A": base, "B": None}
+
+    template = work / "template"
+    uwf(["--store", str(template), "workflow", "put", str(EXAMPLE)], base, env)
+    uwf(["--store", str(template), "sched", "policy", "set", "--max-concurrent", "64"],
+        base, env)
+    entries = work / "entries.jsonl"
+    entries.write_text("".join(json.dumps(
+        {"workflow": "solve-issue", "prompt": f"Fix issue #{n}: the login bug",
+         "repo": str(REPO), "priority": 100 + n % 7}) + "\n" for n in range(args.entries)))
+    ready = work / "ready.jsonl"
+    ready.write_text("".join(entries.read_text().splitlines(True)[:5000]))
+    uwf(["--store", str(template), "queue", "add", "--batch", str(ready)], base, env)
+
+    figures: dict[tuple[str, str], list[float]] = {}
+    print(f"# write path A/B: A = {args.base}, B = the work tree; {args.rounds} rounds; "
+          f"load {os.getloadavg()}")
+    for index in range(args.rounds):
+        for side, path in sides.items():
+            for durability in ("none", "fsync"):
+                store = work / f"cycle-{side}"
+                shutil.rmtree(store, ignore_errors=True)
+                shutil.copytree(template, store)
+                figures.setdefault((f"cycle CPU µs ({durability})", side), []).append(child(
+                    CYCLE, [str(store), str(args.cycles)], path,
+                    {**env, "UWF_DURABILITY": durability}))
+            with tempfile.TemporaryDirectory(dir=work) as scratch:
+                figures.setdefault(("step CPU µs (none)", side), []).append(child(
+                    STEP, [str(Path(scratch) / "s"), str(REPO / "bench")], path, env))
+                store = Path(scratch) / "batch"
+                uwf(["--store", str(store), "workflow", "put", str(EXAMPLE)], path, env)
+                figures.setdefault(("batch entries per CPU-s", side), []).append(child(
+                    BATCH, [str(store), str(entries), str(args.entries)], path,
+                    {**env, "UWF_DURABILITY": "fsync"}, stderr=True))
+        print(f"  round {index + 1}/{args.rounds} done (load {os.getloadavg()[0]:.2f})")
+    print(f"\n{'figure':28} {'A':>10} {'B':>10} {'B / A':>7}   (medians; end load "
+          f"{os.getloadavg()})")
+    for name in dict.fromkeys(name for name, _ in figures):
+        a, b = median(figures[(name, "A")]), median(figures[(name, "B")])
+        print(f"{name:28} {a:>10,.0f} {b:>10,.0f} {b / a:>7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

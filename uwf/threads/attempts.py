@@ -1,0 +1,62 @@
+"""A thread's attempts at its steps, as `thread show` and `run show` give them: why
+the last one failed (from the `threads` view's row) and the last ATTEMPTS_SHOWN
+attempts (one indexed read of the `steps` view), each with its outcome, duration
+and, for a failure, its reason, exit status and the tail of its agent's stderr."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from uwf.engine.clock import parse_instant
+from uwf.engine.journal import Views
+from uwf.engine.viewspec import Query
+from uwf.payload import UNSET, UnsetType
+from uwf.threads.projection import ThreadState
+from uwf.threads.results import Attempt, StepFailure
+from uwf.threads.steps import StepState
+
+ATTEMPTS_SHOWN = 20
+T = TypeVar("T")
+
+
+def last_failure(state: ThreadState) -> StepFailure | None:
+    """Why the thread's last attempt failed; None when it did not (or none ran)."""
+    failure = state.last_failure
+    if failure is None:
+        return None
+    return StepFailure(step_id=failure.step_id, role=failure.role, reason=failure.reason,
+                       message=failure.message, at=failure.at,
+                       exit_status=failure.exit_status)
+
+
+def attempts(views: Views, thread: str, limit: int = ATTEMPTS_SHOWN) -> list[Attempt]:
+    """The thread's last `limit` attempts, oldest first (step ids are ULIDs: the key
+    order is the order they began in)."""
+    rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
+                                              ("-key",), limit))
+    return [_attempt(row) for row in reversed(rows)]
+
+
+def telling(shown: list[Attempt]) -> bool:
+    """Do the attempts say more than the steps do (one failed, or was reused)?"""
+    return any(attempt.outcome in ("failed", "reused") for attempt in shown)
+
+
+def _attempt(row: StepState) -> Attempt:
+    return Attempt(step_id=row.step_id, role=row.role, agent=row.agent, outcome=row.outcome,
+                   started_at=row.started_at, ended_at=row.ended_at,
+                   duration_ms=_duration(row.started_at, row.ended_at),
+                   head=_given(row.head), status=_given(row.status),
+                   reused=_given(row.reused), reason=_given(row.reason),
+                   message=_given(row.message), exit_status=_given(row.exit_status),
+                   stderr=_given(row.stderr))
+
+
+def _given(value: T | None) -> T | UnsetType:
+    return UNSET if value is None else value
+
+
+def _duration(started: str | None, ended: str | None) -> int | None:
+    if started is None or ended is None:
+        return None
+    return max(0, parse_instant(ended) - parse_instant(started))

@@ -1,0 +1,50 @@
+"""Phase 3's acceptance checks (uwf/threads/stepping.py): why an agent's StepNode is
+refused, and a failed step as phase 2 and 3 describe it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from uwf.cas.store import Cas, builtin_hash
+
+if TYPE_CHECKING:
+    from uwf.threads.stepping import Plan
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    message: str
+    exit_status: int | None = None  # the agent's, when it ran and exited
+    stderr: str | None = None  # its tail, masked (uwf.threads.agentproc.stderr_tail)
+
+
+def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
+    """Why the agent's StepNode is refused, or None when it is accepted."""
+    if not cas.has(hash_):
+        return Failure("not-found", f"StepNode {hash_} is not in the CAS")
+    node = cas.get(hash_)
+    if node.type != builtin_hash("StepNode"):
+        return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
+    step = node.payload
+    if step["start"] != plan.start:
+        return Failure("wrong-start", f"its start is {step['start']}, not the thread's "
+                                      f"StartNode {plan.start}")
+    if step["prev"] != plan.head:
+        return Failure("stale-prev", f"its prev is {step['prev'] or 'null'}, but the head is "
+                                     f"{plan.head or 'null (no step yet)'}")
+    if step["role"] != plan.decision.role:
+        return Failure("wrong-role", f"its role is {step['role']!r}, but the moderator chose "
+                                     f"{plan.decision.role!r}")
+    workflow = cas.get(plan.workflow).payload
+    schema = workflow["roles"][plan.decision.role]["meta"]
+    for field in ("output", "detail"):
+        if not cas.has(step[field]):
+            return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
+    output = cas.get(step["output"]).payload
+    problems = cas.problems(schema, output)
+    if problems:
+        return Failure("schema", f"its output violates the {plan.decision.role} schema: "
+                                 + "; ".join(problems))
+    return None
