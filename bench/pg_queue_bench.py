@@ -29,6 +29,8 @@ PostgreSQL side below has a database of its own on that one server.
      job deleted from the queue table and logged), on a psycopg autocommit
      connection, tables at the default durability (`durable`: logged); N jobs
      enqueued before each run (untimed).
+   - floor: the shape of a uwf command with nothing decided, folded or indexed (FLOOR_SQL
+     below), two CALLs a cycle: what bounds uwf-pg here.
    Items handed out twice are counted and printed.
 2. Appends: one process, `sched.set_policy(store, {"maxConcurrent": 64 or 65})`
    alternately (one small `sched.policy-set` event a command, fsync), on PostgreSQL
@@ -89,7 +91,24 @@ from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on
 
 REBUILD_TARGET = 100_000
 COPY_TARGET = 20_000  # issue 31: store copy folder -> PostgreSQL, verify included
-SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer"]
+SIDES = ["uwf-pg", "uwf-folder", "procrastinate", "pgqueuer", "floor"]
+# The floor (issue 31): the shape of a uwf command on PostgreSQL with nothing decided,
+# folded or indexed: a CALL that takes the log's advisory lock, inserts one line, commits
+# with synchronous_commit off (the lock goes there), then commits a small synchronous
+# transaction. Two a cycle (a lease and a complete). What no uwf cycle of this shape can
+# beat on this machine: its rate over pgqueuer's bounds uwf-pg's.
+FLOOR_SQL = """
+CREATE TABLE IF NOT EXISTS floor_lines (seq bigserial PRIMARY KEY, line bytea NOT NULL);
+CREATE OR REPLACE PROCEDURE floor_call(p_line bytea) LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  PERFORM pg_advisory_xact_lock(4242);
+  INSERT INTO floor_lines (line) VALUES (p_line);
+  COMMIT;
+  PERFORM pg_logical_emit_message(true, 'uwf', '');
+  COMMIT;
+END $$"""
+FLOOR_LINE = b'{"seq":1,"type":"queue.leased","data":{}}'.ljust(300, b" ")
 
 
 # -- CPU time: the workers' (from the barrier to their end) and the server's ------------
@@ -226,6 +245,20 @@ def _pgqueuer_worker(url: str, count: int, barrier: Any, out: Any) -> None:
     out.put((start, end, ids, 0.0, 0.0, 0))
 
 
+def _floor_worker(url: str, count: int, barrier: Any, out: Any) -> None:
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(count):
+        conn.execute("CALL floor_call(%b)", (FLOOR_LINE,))  # the lease's
+        conn.execute("CALL floor_call(%b)", (FLOOR_LINE,))  # the complete's
+    end = time.perf_counter()
+    conn.close()
+    out.put((start, end, [(os.getpid(), n) for n in range(count)], 0.0, 0.0, 0))
+
+
 # -- set-up (untimed) -------------------------------------------------------------------
 
 async def _procrastinate_fill(url: str, count: int, install: bool) -> None:
@@ -277,7 +310,12 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
         folders[procs] = work / f"folder-{procs}"
         new_store(folders[procs], env, POLICY_MAX)
         fill_store(folders[procs], work, entries, {**env, "UWF_DURABILITY": "none"})
-    peers = {"procrastinate": server.create_database(), "pgqueuer": server.create_database()}
+    peers = {"procrastinate": server.create_database(), "pgqueuer": server.create_database(),
+             "floor": server.create_database()}
+    import psycopg
+
+    with psycopg.connect(peers["floor"], autocommit=True) as conn:
+        conn.execute(FLOOR_SQL)
     asyncio.run(_procrastinate_fill(peers["procrastinate"], 0, True))
     asyncio.run(_pgqueuer_fill(peers["pgqueuer"], 0, True))
     print(f"uwf stores: maxConcurrent {POLICY_MAX}, {entries:,} ready entries per process "
@@ -298,6 +336,8 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
                 elif side == "procrastinate":
                     asyncio.run(_procrastinate_fill(peers[side], total, False))
                     got = run_timed(server, _procrastinate_worker, procs, total, peers[side])
+                elif side == "floor":
+                    got = run_timed(server, _floor_worker, procs, total, peers[side])
                 else:
                     asyncio.run(_pgqueuer_fill(peers[side], total, False))
                     got = run_timed(server, _pgqueuer_worker, procs, total, peers[side])
@@ -307,12 +347,14 @@ def cycles(server: Server, work: Path, procs_list: list[int], total: int, *, rou
         print(f"  round {index + 1}/{rounds} done ({load()})")
 
     section(f"result: cycles/s, medians over {rounds} rounds (end: {load()}; {pressure()})")
-    print(f"{'P':>2}  {'uwf-pg':>8} {'uwf-folder':>10} {'procrast.':>9} {'pgqueuer':>9}  "
-          f"{'pg/folder':>9} {'pg/procr.':>9} {'pg/pgq':>7}")
+    print(f"{'P':>2}  {'uwf-pg':>8} {'uwf-folder':>10} {'procrast.':>9} {'pgqueuer':>9} "
+          f"{'floor':>7}  {'pg/folder':>9} {'pg/procr.':>9} {'pg/pgq':>7} {'floor/pgq':>9} "
+          f"{'pg/floor':>8}")
     for procs in procs_list:
-        pg, folder, procr, pgq = (median(figures[(procs, side)]) for side in SIDES)
-        print(f"{procs:>2}  {pg:>8,.0f} {folder:>10,.0f} {procr:>9,.0f} {pgq:>9,.0f}  "
-              f"{pg / folder:>9.2f} {pg / procr:>9.2f} {pg / pgq:>7.2f}")
+        pg, folder, procr, pgq, floor = (median(figures[(procs, side)]) for side in SIDES)
+        print(f"{procs:>2}  {pg:>8,.0f} {folder:>10,.0f} {procr:>9,.0f} {pgq:>9,.0f} "
+              f"{floor:>7,.0f}  {pg / folder:>9.2f} {pg / procr:>9.2f} {pg / pgq:>7.2f} "
+              f"{floor / pgq:>9.2f} {pg / floor:>8.2f}")
         twice = {side: dupes[(procs, side)] for side in SIDES if any(dupes[(procs, side)])}
         if twice:
             print(f"    items handed out twice: {twice}")

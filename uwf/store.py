@@ -163,9 +163,12 @@ class Store:
             from uwf.engine.pgviews import PgViewStore
 
             projections = all_projections()
+            from uwf.engine.pgwrite import OneCall
+
             views = PgViewStore(database, [projection.spec() for projection in projections])
-            journal = Journal(PgLog(database, durable=settings.durable), views, projections,
-                              event_catalog(), clock=clock, redact=redact)
+            log = PgLog(database, durable=settings.durable)
+            journal = Journal(log, views, projections, event_catalog(), clock=clock,
+                              redact=redact, first=OneCall(log, views))
             cas = Cas(LoggedBlobs(PgBlobs(database), NodeRecords(journal)), clock=clock,
                       redact=redact)
         except BaseException:

@@ -118,6 +118,15 @@ class Projection(Protocol):
     def decode(self, raw: bytes) -> Any: ...
 
 
+class FirstTry(Protocol):
+    """A way to run a write before (instead of) the exclusive section: its result in a
+    1-tuple, or None to run it the ordinary way (uwf/engine/pgwrite.py)."""
+
+    def write(self, journal: Journal, decide: Callable[[Views, int], Outcome[Any]],
+              expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
+              sync: bool) -> tuple[Any] | None: ...
+
+
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
     """What a command decided: the events to append and the result to hand back, or
@@ -191,8 +200,10 @@ class Journal:
         clock: Clock,
         redact: Redact | None = None,
         snapshots: Snapshots | None = None,
+        first: FirstTry | None = None,
     ) -> None:
         self.log = log
+        self.first = first  # a way a write tries before the exclusive section (PostgreSQL)
         self.views = views
         self.snapshots = snapshots  # None: this view store keeps none (memory, PostgreSQL)
         self.projections = {projection.name: projection for projection in projections}
@@ -387,6 +398,10 @@ class Journal:
         acted on the later time in between.
         """
         self._not_deciding("write")
+        if self.first is not None:
+            done = self.first.write(self, decide, expected, nodes, sync=sync)
+            if done is not None:
+                return done[0]  # type: ignore[no-any-return]
         with self.log.exclusive() as session:
             checkpoints = self.views.checkpoints()
             tail = session.tail()
@@ -439,20 +454,7 @@ class Journal:
         when the views did not follow."""
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
-        ts = format_ts(ms)
-        envelopes: list[Envelope] = []
-        raws: list[bytes] = []
-        prev = head.digest
-        for index, event in enumerate(events):
-            envelope = Envelope(
-                seq=head.seq + index + 1, id=new_ulid(ms), ts=ts,
-                type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
-                data=self._redacted(event.data), prev=prev,
-            )
-            raw = encode_line(envelope)
-            prev = digest(raw)
-            envelopes.append(envelope)
-            raws.append(raw)
+        envelopes, raws = self.envelopes(head, events, ms)
         new_head = session.append(raws)
         # The events are in the log now (durable once the section ends): a view that
         # fails to follow is only stale, and the next read catches it up, so the
@@ -471,6 +473,26 @@ class Journal:
         except UwfError:
             return new_head, None
         return new_head, {**read, **states}
+
+    def envelopes(self, head: Checkpoint, events: Sequence[NewEvent], ms: int
+                  ) -> tuple[list[Envelope], list[bytes]]:
+        """The events as the lines that follow `head`, stamped `ms`: their envelopes
+        and their bytes, chained."""
+        ts = format_ts(ms)
+        envelopes: list[Envelope] = []
+        raws: list[bytes] = []
+        prev = head.digest
+        for index, event in enumerate(events):
+            envelope = Envelope(
+                seq=head.seq + index + 1, id=new_ulid(ms), ts=ts,
+                type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
+                data=self._redacted(event.data), prev=prev,
+            )
+            raw = encode_line(envelope)
+            prev = digest(raw)
+            envelopes.append(envelope)
+            raws.append(raw)
+        return envelopes, raws
 
     def _redacted(self, data: EventData) -> EventData:
         # A node record is as its hash says: a payload is masked before it is hashed

@@ -34,6 +34,7 @@ import msgspec
 from msgspec import inspect
 
 from uwf.engine.clock import format_ts
+from uwf.engine.pgwrite import LEAVE, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -142,18 +143,6 @@ _ENTER = """
        WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
          AND v.digest = head_digest) <> cardinality(p_names) THEN
     o_status := 'stale'; RETURN;
-  END IF;
-"""
-# And last: the checkpoints, the NOTIFY, the commit that lets the lock go, and the small
-# synchronous commit that waits for a WAL flush past it.
-_LEAVE = """
-  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
-  PERFORM pg_notify({channel}, s::text);
-  o_status := 'ok';
-  COMMIT;
-  IF flush THEN
-    PERFORM pg_logical_emit_message(true, 'uwf', '');
-    COMMIT;
   END IF;
 """
 
@@ -318,7 +307,7 @@ BEGIN
 {_row_update()}
   END LOOP;
 {_COUNTS}
-{_LEAVE.format(channel=_quote(CHANNEL))}
+{LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
@@ -366,7 +355,7 @@ BEGIN
 {_row_update()}
 {_COUNTS}
   SELECT q.value INTO o_value FROM uwf_v_queue q WHERE q.key = p_key;
-{_LEAVE.format(channel=_quote(CHANNEL))}
+{LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
@@ -386,6 +375,14 @@ def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
 
     views = store.journal.views
     return (log, views.signatures()) if isinstance(views, PgViewStore) else None
+
+
+def _moved(store: Store) -> None:
+    """The head this call moved is not the one a one-call write kept (uwf/engine/pgwrite.py):
+    it looks again rather than try a call bound to fail first."""
+    first = store.journal.first
+    if isinstance(first, OneCall):
+        first.forget()
 
 
 def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
@@ -412,6 +409,7 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
                                        lease_ids, _ulids(now, limit)])
     if got is None or got[0] != "ok":
         return None
+    _moved(store)
     _status, now, keys, expires, attempts = got
     return Leased(now=format_ts(now), granted=len(keys), leases=[
         Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
@@ -433,5 +431,6 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
                                           lease_id, run, _ulids(now, 1)])
     if got is None or got[0] != "ok":
         return None
+    _moved(store)
     entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
     return record(entry)

@@ -33,6 +33,7 @@ import msgspec
 
 from uwf.cas.backends import Blobs
 from uwf.cas.records import LoggedBlobs
+from uwf.engine.events import CasNode
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogSession, digest
 from uwf.errors import Corrupt, NotFound, Rejected
 from uwf.store import Store
@@ -49,11 +50,21 @@ SHOWN = 5  # problems named in the error of a copy that does not verify
 
 
 class _Line(msgspec.Struct):
-    """What the copy reads of a line: where it stands in the log and in its batch."""
+    """What the copy reads of a line: where it stands in the log and in its batch, and
+    its type and data (left undecoded)."""
 
     seq: int
     prev: str
     batch: tuple[int, int]
+    type: str = ""
+    data: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Recorded(msgspec.Struct):
+    hash: str
+
+
+_decode_recorded = msgspec.json.Decoder(_Recorded).decode
 
 
 _decode_line = msgspec.json.Decoder(_Line).decode
@@ -118,9 +129,11 @@ def copy(src: Store, dst: Store) -> Copied:
         if rule is not None and dst.cas.blobs.hash_rule() is None:
             dst.cas.blobs.record_hash_rule(rule)
         loose = _loose(dst)
-        # A node record (a step's node) is copied with the log's lines; loose files as files.
-        logged = src.cas.blobs.in_log if isinstance(src.cas.blobs, LoggedBlobs) else None
-        files = [hash_ for hash_ in nodes if logged is None or not logged(hash_)]
+        # A node record (a step's node) is copied with the log's lines, the others as
+        # loose nodes: those are the records the scan met (asked of the source one by
+        # one, a node without a record looked through its log's tail each time, and a
+        # source without views folded them all first).
+        files = [hash_ for hash_ in nodes if hash_ not in scan.recorded]
         write_many = getattr(loose, "write_many", None)  # PostgreSQL's: few statements
         if write_many is not None:
             write_many(_nodes(src, files))
@@ -190,12 +203,14 @@ class _Scan:
         self.src = src
         self.head = src.log.head()
         self.end = GENESIS
+        self.recorded: set[str] = set()  # the nodes of the record lines up to `end`
 
     def lines(self) -> Iterator[LogLine]:
         where = self.src.location
         seq, prev = GENESIS
         size = 0  # the lines of the batch being read
         batch: list[LogLine] = []
+        records: list[str] = []  # the nodes of the batch's record lines
         for line in self.src.log.read():
             if line.seq > self.head.seq:
                 break
@@ -211,9 +226,13 @@ class _Scan:
                               f"{problem}", "run `uwf log verify` on it; nothing was copied")
             seq, prev, size = at.seq, digest(line.raw), n
             batch.append(line)
+            if at.type == CasNode.type:
+                records.append(_decode_recorded(at.data).hash)
             if k == n:
                 yield from batch
                 batch.clear()
+                self.recorded.update(records)
+                records.clear()
                 self.end = Checkpoint(seq, prev)
 
 

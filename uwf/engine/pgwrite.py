@@ -1,0 +1,386 @@
+"""A command on PostgreSQL in one round trip: decided in Python, checked and appended in
+the server (SPEC §11, issue 31).
+
+`Journal.write` on a PostgreSQL store tries this first. The command's `decide` runs
+before any lock, on the views at the head this process last knew (its own last write
+here, or one statement's look), the rows it reads kept with that head, so a process
+writing again finds them here instead of asking the server. The events' lines are built
+in Python, chained from that head, folded in Python into the views' rows and the kept
+counts' moves, and sent in one `CALL` of a procedure generated from the views' specs:
+under the log's advisory lock it checks that the chain's head is still that one and
+every view is folded to it, appends the lines, writes the rows, the counts, the stream
+index and the checkpoints, NOTIFYs, commits with `synchronous_commit` off (the lock goes
+at that commit), then commits a small synchronous transaction, so the call returns once
+a WAL flush covers the first and the flushes of concurrent callers group.
+
+The head only moves forward, so a head unchanged at the call was unchanged through
+every read before it: the command was decided on one state, the one it is appended to.
+When the head has moved (another writer), the kept rows are forgotten and the command
+is decided again on a fresh look; after a second miss it runs the ordinary way
+(`Journal.write_at`'s section), which also takes whatever this path leaves: an empty
+log, a big write, a `then` that queries, a write inside another section or from a
+second thread at once. A refusal decided on kept rows is raised only once a look shows
+the head has not moved since; otherwise the command is decided again.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
+
+from uwf.engine.events import CasNode, Envelope, NewEvent, digest
+from uwf.engine.journal import Journal, Outcome, Views
+from uwf.engine.log import Checkpoint
+from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
+from uwf.errors import UwfError
+
+if TYPE_CHECKING:
+    from uwf.engine.pglog import PgLog, Procedure
+    from uwf.engine.pgviews import PgViewStore
+
+MOST_LINES = 100  # a bigger write goes the ordinary way (COPY)
+MOST_ROWS = 100  # ... as does one writing more rows than this to a view
+KEPT = 4096  # rows kept with the head at most: past this they are forgotten
+Key = tuple[str, str]
+
+# What every server-side command does last: the checkpoints, the NOTIFY, the commit that
+# lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
+# Uses `s` (the new head's seq), `prev` (its digest), `flush`.
+LEAVE = """
+  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
+  PERFORM pg_notify({channel}, s::text);
+  o_status := 'ok';
+  COMMIT;
+  IF flush THEN
+    PERFORM pg_logical_emit_message(true, 'uwf', '');
+    COMMIT;
+  END IF;
+"""
+
+
+class _Moved(Exception):
+    """The head is not the one the command was decided on."""
+
+
+class _NotHere(Exception):
+    """This path does not take the command: the ordinary way does."""
+
+
+@dataclass
+class _Known:
+    """The head this process last knew, the byte offset past its line, and view rows
+    as they are at that head (None: no such row)."""
+
+    head: Checkpoint
+    ends: int
+    rows: dict[Key, bytes | None] = field(default_factory=dict)
+
+
+class _Reads:
+    """What `decide` reads: a row kept with the head, else the server's (kept then).
+    `after`: the reads of a `then`, on the rows the command writes; a query there
+    would need the server to hold them already, so it is not taken here."""
+
+    def __init__(self, views: PgViewStore, kept: dict[Key, bytes | None], *,
+                 after: bool = False) -> None:
+        self._views = views
+        self.kept = kept
+        self._after = after
+        self.asked = 0  # reads made, kept or not
+
+    def load(self, view: str, key: str) -> bytes | None:
+        self.asked += 1
+        if (view, key) in self.kept:
+            return self.kept[(view, key)]
+        raw = self._views.load(view, key)
+        found = None if raw is None else bytes(raw)
+        self.kept[(view, key)] = found
+        return found
+
+    def load_many(self, view: str, keys: Sequence[str]) -> None:
+        """Keep the rows of `keys` not kept yet, read in one statement."""
+        wanted = [key for key in dict.fromkeys(keys) if (view, key) not in self.kept]
+        if len(wanted) > 1:
+            found = self._views.load_many(view, wanted)
+            for key in wanted:
+                raw = found.get(key)
+                self.kept[(view, key)] = None if raw is None else bytes(raw)
+
+    def _server(self) -> PgViewStore:
+        if self._after:
+            raise _NotHere
+        self.asked += 1
+        return self._views
+
+    def query(self, query: Query) -> list[tuple[str, bytes]]:
+        return self._server().query(query)
+
+    def count(self, query: Query) -> int:
+        return self._server().count(query)
+
+    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
+        return self._server().counts(view, column)
+
+    def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
+        return self._server().scan(view)
+
+
+class OneCall:
+    """`Journal.FirstTry` on a PostgreSQL store: one `CALL` a command in steady state."""
+
+    def __init__(self, log: PgLog, views: PgViewStore) -> None:
+        self.log = log
+        self.views = views
+        self._known: _Known | None = None
+        self._lock = threading.Lock()  # one command at a time here; a second thread waits not
+
+    def write(self, journal: Journal, decide: Callable[[Views, int], Outcome[Any]],
+              expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
+              sync: bool) -> tuple[Any] | None:
+        if self.log.db.in_transaction or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            for _attempt in range(2):
+                known = self._known or self._look()
+                if known is None:
+                    break
+                try:
+                    return self._once(journal, known, decide, expected, nodes, sync=sync)
+                except _Moved:
+                    self._known = None
+                except _NotHere:
+                    break
+            self._known = None  # the ordinary way moves the head
+            return None
+        finally:
+            self._lock.release()
+
+    def forget(self) -> None:
+        """Drop the head and rows kept (another way of writing moved the head)."""
+        self._known = None
+
+    def _look(self) -> _Known | None:
+        """The head and its line's end, when every view is folded to it (else None:
+        the ordinary way catches them up)."""
+        signatures = self.views.signatures()
+        with self.log.db.reached():
+            row = self.log.db.reader.execute(
+                "SELECT e.seq, e.line, e.ends, (SELECT count(*) FROM uwf_views v, "
+                "unnest(%b::text[], %b::text[]) AS x(name, sig) WHERE v.name = x.name AND "
+                "v.signature = x.sig AND v.seq = e.seq AND v.digest = left(encode("
+                "sha256(e.line), 'hex'), 32)) FROM uwf_events e ORDER BY e.seq DESC LIMIT 1",
+                (list(signatures), list(signatures.values())), binary=True).fetchone()
+        if row is None or row[3] != len(signatures):
+            return None
+        seq, line, ends, _views = row
+        self._known = _Known(Checkpoint(seq, digest(bytes(line))), ends)
+        return self._known
+
+    def _still(self, known: _Known) -> bool:
+        """Whether the log's head is still the one known."""
+        return self.log.head() == known.head
+
+    def _once(self, journal: Journal, known: _Known,
+              decide: Callable[[Views, int], Outcome[Any]],
+              expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
+              sync: bool) -> tuple[Any]:
+        head = known.head
+        reads = _Reads(self.views, dict(known.rows))
+        now = journal.clock()
+        try:
+            if expected:
+                journal._streams.check(head, expected)
+            journal._local.deciding = True
+            try:
+                outcome = decide(Views(cast(ViewStore, reads), journal.projections, head), now)
+            finally:
+                journal._local.deciding = False
+        except UwfError:
+            if not self._still(known):
+                raise _Moved from None
+            raise
+        if not outcome.events:
+            answer = outcome.result if outcome.then is None else outcome.then(
+                Views(cast(ViewStore, reads), journal.projections, head))
+            # Nothing to append, so no call checks the head: the reads (kept rows, or
+            # several of the server's, each its own snapshot) answer only if it held.
+            if reads.asked and not self._still(known):
+                raise _Moved
+            return (answer,)
+        events: list[NewEvent] = [
+            *(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
+              for hash_, data in nodes), *outcome.events]
+        if len(events) > MOST_LINES:
+            raise _NotHere
+        envelopes, lines = journal.envelopes(head, events, now)
+        rows, moves = self._fold(journal, reads, envelopes, head)
+        after = {**reads.kept, **{(view, key): None if row is None else row.value
+                                  for view, changed in rows.items()
+                                  for key, row in changed.items()}}
+        result = outcome.result
+        if outcome.then is not None:
+            then_reads = _Reads(self.views, after, after=True)
+            result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections,
+                                        Checkpoint(envelopes[-1].seq, digest(lines[-1]))))
+        ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
+        got = self.log.call(write_procedure(self.views), self._args(
+            known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
+            durable=self.log.durable and sync))
+        if got is None:
+            raise _NotHere
+        if got[0] != "ok":
+            raise _Moved
+        new = Checkpoint(envelopes[-1].seq, digest(lines[-1]))
+        self._known = _Known(new, ends[-1], after if len(after) <= KEPT else {})
+        return (result,)
+
+    def _fold(self, journal: Journal, reads: _Reads, envelopes: Sequence[Envelope],
+              head: Checkpoint) -> tuple[dict[str, dict[str, Row | None]],
+                                         list[tuple[str, str, str, int]]]:
+        """The events folded as `Journal._append` folds them: the rows they write, and
+        the kept counts' moves (view, column, value as JSON, by how much)."""
+        states: dict[Key, Any] = {}
+        before: dict[Key, Row | None] = {}
+        wanted: dict[str, list[str]] = {}
+        for envelope in envelopes:
+            for projection in journal._routes.get(envelope.type, ()):
+                wanted.setdefault(projection.name, []).append(projection.key(envelope))
+        for view, keys in wanted.items():  # a view at a time, as `Journal._prefetch`
+            reads.load_many(view, keys)
+        for envelope in envelopes:
+            for projection in journal._routes.get(envelope.type, ()):
+                key = (projection.name, projection.key(envelope))
+                if key not in states:
+                    raw = reads.load(*key)
+                    states[key] = None if raw is None else projection.decode(raw)
+                    before[key] = None if raw is None else projection.row(states[key])
+        since = dict.fromkeys(journal.projections, head.seq)
+        for envelope in envelopes:
+            journal._apply(states, envelope, since, set(journal.projections))
+        rows = journal._rows(states, journal.projections)
+        moves: dict[tuple[str, str, str], int] = {}
+        for view, changed in rows.items():
+            if len(changed) > MOST_ROWS:
+                raise _NotHere
+            spec = self.views.specs[view]
+            counted = [(column, spec.columns.index(column)) for column in spec.counted]
+            for entity, row in changed.items():
+                for side, sign in ((before.get((view, entity)), -1), (row, 1)):
+                    if side is None:
+                        continue
+                    values = _typed(spec, side.columns)
+                    for column, index in counted:
+                        slot = (view, column, json.dumps(values[index]))
+                        moves[slot] = moves.get(slot, 0) + sign
+        return ({view: changed for view, changed in rows.items() if changed},
+                [(*slot, n) for slot, n in moves.items() if n])
+
+    def _args(self, known: _Known, *, lines: list[bytes], ends: list[int],
+              envelopes: Sequence[Envelope], rows: Mapping[str, Mapping[str, Row | None]],
+              moves: list[tuple[str, str, str, int]], durable: bool) -> list[Any]:
+        from uwf.engine.pgquery import searchable
+
+        signatures = self.views.signatures()
+        flat = [(view, key, row) for view, changed in rows.items()
+                for key, row in changed.items()]
+        return [
+            durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
+            known.head.digest, list(signatures), list(signatures.values()), lines, ends,
+            [envelope.subject for envelope in envelopes], digest(lines[-1]),
+            [view for view, _, _ in flat], [key for _, key, _ in flat],
+            [None if row is None else row.value for _, _, row in flat],
+            [None if row is None else json.dumps(_typed(self.views.specs[view], row.columns))
+             for view, _, row in flat],
+            [None if row is None else searchable(row.text) for _, _, row in flat],
+            [view for view, _, _, _ in moves], [column for _, column, _, _ in moves],
+            [value for _, _, value, _ in moves], [n for _, _, _, n in moves]]
+
+
+def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
+    from uwf.engine.pgquery import typed
+
+    return typed(spec, values)
+
+
+def write_procedure(views: PgViewStore) -> Procedure:
+    return _procedure(tuple(views.specs.values()))
+
+
+@functools.cache
+def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
+    """The procedure that checks the head, appends, and writes the rows given: one
+    branch a view, generated from its spec."""
+    from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
+    from uwf.engine.pgquery import table
+
+    branches = []
+    for spec in specs:
+        name = spec.name.replace("'", "''")
+        columns = "".join(f', "c_{column}"' for column in spec.columns)
+        picked = "".join(
+            f", (u.c::jsonb ->> {index})" + ("::bigint" if kind == "int" else "")
+            for index, kind in enumerate(spec.types))
+        updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
+        branches.append(f"""
+    WHEN '{name}' THEN
+      DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
+        u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
+      INSERT INTO {table(spec.name)} (key, value{columns}, text)
+      SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_columns,
+        p_texts) AS u(v, k, val, c, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
+      ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
+    create = f"""
+CREATE OR REPLACE PROCEDURE {{name}}(
+  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_names text[],
+  p_signatures text[], p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
+  p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
+  p_count_views text[], p_count_columns text[], p_count_values text[], p_counts bigint[],
+  INOUT o_status text DEFAULT NULL)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+  h record; flush boolean; s bigint; prev text; view_name text;
+BEGIN
+  flush := p_durable AND has_function_privilege(
+    'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
+  PERFORM set_config('lock_timeout', p_lock_ms || 'ms', true);
+  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  IF flush OR NOT p_durable THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  PERFORM pg_advisory_xact_lock({LOG_LOCK});
+  SELECT e.seq, e.line INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
+  IF NOT FOUND OR h.seq <> p_seq OR left(encode(sha256(h.line), 'hex'), 32) <> p_digest
+     OR (SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
+          WHERE v.name = x.name AND v.signature = x.sig AND v.seq = p_seq
+            AND v.digest = p_digest) <> cardinality(p_names) THEN
+    o_status := 'moved'; RETURN;
+  END IF;
+  INSERT INTO uwf_events (seq, line, ends)
+  SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
+    AS x(line, ends, o);
+  INSERT INTO uwf_streams (subject, seq)
+  SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
+  FOR view_name IN SELECT DISTINCT v FROM unnest(p_views) AS v LOOP
+    CASE view_name{''.join(branches)}
+    END CASE;
+  END LOOP;
+  IF cardinality(p_counts) > 0 THEN
+    INSERT INTO uwf_view_counts (view, col, value, n)
+    SELECT * FROM unnest(p_count_views, p_count_columns, p_count_values, p_counts)
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+  END IF;
+  s := p_seq + cardinality(p_lines); prev := p_last;
+{LEAVE.format(channel="'" + CHANNEL + "'")}
+END $proc$"""
+    params = ("boolean", "int", "bigint", "text", "text[]", "text[]", "bytea[]", "bigint[]",
+              "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
+              "text[]", "text[]", "bigint[]")
+    return Procedure("uwf_write", params, create)
+
