@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 from uwf.engine.clock import Clock, system_clock
 from uwf.engine.events import EventCatalog
 from uwf.engine.filelog import FileLog
-from uwf.engine.journal import Journal, Progress, Views
+from uwf.engine.fold import Progress
+from uwf.engine.journal import Journal, Views
 from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.nodeview import NodeRecords, NodesProjection

@@ -13,7 +13,7 @@ from uwf.config.args import Args, arg
 
 if TYPE_CHECKING:
     from uwf.archive.results import ArchiveVerified, Synced
-    from uwf.engine.journal import Progress
+    from uwf.engine.fold import Progress
     from uwf.store import Store
 
 

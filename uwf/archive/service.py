@@ -64,7 +64,7 @@ from uwf.archive.lines import (
 )
 from uwf.archive.results import Synced
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
-from uwf.engine.journal import PROGRESS_EVERY, Progress
+from uwf.engine.fold import PROGRESS_EVERY, Progress
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store

@@ -15,7 +15,7 @@ from uwf.config.args import Args, NonNegative, arg
 
 if TYPE_CHECKING:
     from uwf.audit.results import LogVerified
-    from uwf.engine.journal import Progress
+    from uwf.engine.fold import Progress
     from uwf.store import Store
 
 

@@ -20,7 +20,7 @@ from uwf.engine.events import (
     StoreCreated,
     digest,
 )
-from uwf.engine.journal import PROGRESS_EVERY, Progress
+from uwf.engine.fold import PROGRESS_EVERY, Progress
 from uwf.engine.log import LogLine
 from uwf.errors import Corrupt, UsageError, UwfError
 from uwf.payload import UNSET, UnsetType

@@ -20,13 +20,11 @@ which catches up inside the exclusive section, decides on views at the head.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -42,6 +40,7 @@ from uwf.engine.events import (
     digest,
     encode_line,
 )
+from uwf.engine.fold import NOTHING, Fold, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
@@ -50,35 +49,14 @@ from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import (
     STREAMS,
     ColumnValue,
-    Part,
     Query,
     Row,
-    ViewSpec,
     ViewStore,
 )
 from uwf.errors import Corrupt, UsageError, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
-# How much a long fold (a rebuild, a first read) takes before it writes its states and
-# lets them go: memory stays flat in the log's length.
-WINDOW = 20_000  # states a stretch holds at most (to a batch's end) ...
-STRETCH_LINES = 200_000  # ... or lines it folds (its stream entries)
-KNOWN = 20_000  # states a long fold keeps from one stretch to the next
-_NOTHING: Mapping[Any, Any] = {}
-
-
-@dataclass
-class _Folded:
-    """How far a fold written in parts has got: its commit's new checkpoint, known once
-    the last part is written (called then)."""
-
-    head: Checkpoint
-
-    def __call__(self) -> Checkpoint:
-        return self.head
-
-
 @dataclass(frozen=True)
 class Rebuild:
     """What a rebuild did: the views' new head; the checkpoint of the snapshot it
@@ -87,35 +65,6 @@ class Rebuild:
     head: Checkpoint
     restored: Checkpoint | None = None
     refused: str | None = None
-
-
-Key = tuple[str, str]
-Progress = Callable[[int, int], None]
-# A long fold tells its progress (events folded of the head's seq) every this many lines.
-PROGRESS_EVERY = 10_000
-
-
-class Projection(Protocol):
-    """A pure fold of events into entity states (each feature's `projection.py`)."""
-
-    name: ClassVar[str]
-    event_types: ClassVar[frozenset[str]]
-
-    def spec(self) -> ViewSpec: ...
-
-    def key(self, event: Envelope) -> str:
-        """The entity an event changes."""
-        ...
-
-    def apply(self, state: Any, event: Envelope) -> Any:
-        """The entity's next state (None removes it); no I/O, clock or randomness."""
-        ...
-
-    def row(self, state: Any) -> Row:
-        """The stored form: encoded state, column values, search text."""
-        ...
-
-    def decode(self, raw: bytes) -> Any: ...
 
 
 class FirstTry(Protocol):
@@ -207,26 +156,22 @@ class Journal:
         self.views = views
         self.snapshots = snapshots  # None: this view store keeps none (memory, PostgreSQL)
         self.projections = {projection.name: projection for projection in projections}
-        self.catalog = catalog
         self.clock = clock
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
-        # A projection whose state holds another's (`extends` names it, `apply_over`
-        # takes that one's new state for the same key and event): folded after it, from
-        # its result, so the state they share is folded once per event.
-        self._over: dict[str, tuple[str, Callable[[Any, Envelope, Any], Any]]] = {}
-        for projection in projections:
-            base = getattr(projection, "extends", None)
-            if base in self.projections and base != projection.name:
-                self._over[projection.name] = (base, projection.apply_over)  # type: ignore[attr-defined]
-        self._bases = {base for base, _ in self._over.values()}
-        self._routes: dict[str, list[Projection]] = {}
-        for projection in sorted(projections, key=lambda p: p.name in self._over):
-            for event_type in projection.event_types:
-                self._routes.setdefault(event_type, []).append(projection)
+        self.fold = Fold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
+
+    @property
+    def catalog(self) -> EventCatalog:
+        """How lines decode (the fold's: one catalogue, which a test may swap)."""
+        return self.fold.catalog
+
+    @catalog.setter
+    def catalog(self, catalog: EventCatalog) -> None:
+        self.fold.catalog = catalog
 
     # -- reads -----------------------------------------------------------
 
@@ -278,11 +223,11 @@ class Journal:
             low = min(since.values())
             start = GENESIS if low == 0 else next(
                 cp for cp in checkpoints.values() if cp.seq == low)
-            lines: Iterable[LogLine] = self._until(self.log.read(low), target.seq)
+            lines: Iterable[LogLine] = self.fold.until(self.log.read(low), target.seq)
             if low == 0 and progress is not None:
-                lines = self._with_progress(lines, progress, target.seq)
-            folded = _Folded(start)
-            parts = self._parts(iter(lines), since, set(checkpoints), behind, folded)
+                lines = self.fold.with_progress(lines, progress, target.seq)
+            folded = Folded(start)
+            parts = self.fold.parts(iter(lines), since, set(checkpoints), behind, folded)
             changes, streams = next(parts, ({}, []))
             if self.views.commit(changes, behind, folded, streams=streams,
                                  more=parts):
@@ -332,9 +277,9 @@ class Journal:
         for _attempt in range(100):
             lines: Iterable[LogLine] = self.log.read()
             if progress is not None:
-                lines = self._with_progress(lines, progress, self.log.head().seq)
-            folded = _Folded(GENESIS)
-            parts = self._parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
+                lines = self.fold.with_progress(lines, progress, self.log.head().seq)
+            folded = Folded(GENESIS)
+            parts = self.fold.parts(iter(lines), dict.fromkeys(self._folded, 0), set(),
                                 self._folded, folded)
             changes, streams = next(parts, ({}, []))
             try:
@@ -357,8 +302,8 @@ class Journal:
         since = {**dict.fromkeys(self.projections, 0), STREAMS: sys.maxsize}  # rows only
         lines: Iterable[LogLine] = self.log.read()
         if progress is not None:
-            lines = self._with_progress(lines, progress, self.log.head().seq)
-        self._fold(states, [], lines, GENESIS, since, present=set())
+            lines = self.fold.with_progress(lines, progress, self.log.head().seq)
+        self.fold.lines(states, [], lines, GENESIS, since, present=set())
         return {key: self.projections[key[0]].row(state)
                 for key, state in states.items() if state is not None}
 
@@ -447,7 +392,7 @@ class Journal:
             raise RuntimeError(f"a command's decide may not {what}: it is read-only")
 
     def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent],
-                ms: int, read: Mapping[Key, Any] = _NOTHING
+                ms: int, read: Mapping[Key, Any] = NOTHING
                 ) -> tuple[Checkpoint, dict[Key, Any] | None]:
         """Append the events durably, stamped `ms`; the new head, and the states the
         views now hold of what was read (`read`: states as of `head`) and folded, or None
@@ -460,13 +405,13 @@ class Journal:
         # fails to follow is only stale, and the next read catches it up, so the
         # command still succeeds.
         try:
-            states = self._prefetch(envelopes, read)
+            states = self.fold.prefetch(envelopes, read)
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
-                self._apply(states, envelope, since, set(self.projections), read)
+                self.fold.apply(states, envelope, since, set(self.projections), read)
             expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, head)
             streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
-            if not self.views.commit(self._rows(states, expected), expected, new_head,
+            if not self.views.commit(self.fold.rows(states, expected), expected, new_head,
                                      streams=streams):
                 self.refresh()
                 return new_head, None
@@ -505,164 +450,6 @@ class Journal:
 
     # -- folding ---------------------------------------------------------
 
-    def _fold(
-        self,
-        states: dict[Key, Any],
-        streams: list[tuple[str, int]],
-        lines: Iterable[LogLine],
-        start: Checkpoint,
-        since: Mapping[str, int],
-        *,
-        present: set[str],
-        known: Mapping[Key, Any] = _NOTHING,
-        stretch: int | None = None,
-    ) -> Checkpoint:
-        """Fold complete batches after `start` into the views that have not seen them,
-        and add their events to `streams` when the stream index has not seen them,
-        checking seq and chain; return the new head. `known`: states to take before
-        reading a view's. With `stretch`, stop at the end of the first batch after which
-        `stretch` states are held, or STRETCH_LINES lines were folded (the rest of
-        `lines`, an iterator, is left for the next call)."""
-        indexed = since[STREAMS]
-        index = streams.append
-        prev = start.digest
-        seq = start.seq
-        pending: list[Envelope] = []
-        last = start
-        apply = self._apply
-        decode = self.catalog.decode
-        sha256 = hashlib.sha256  # `digest`, inlined: this loop is the rebuild's hot path
-        for line in lines:
-            envelope = decode(line.raw)
-            if envelope.seq != seq + 1:
-                raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.prev != prev:
-                raise Corrupt(f"log chain broken at seq {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.type == "store.created" and envelope.data.format > FORMAT_VERSION:
-                raise Corrupt(
-                    f"store format {envelope.data.format} is newer than this uwf supports "
-                    f"({FORMAT_VERSION})", "upgrade uwf")
-            prev = sha256(line.raw).hexdigest()[:32]
-            seq = envelope.seq
-            k, n = envelope.batch
-            if k == n == 1 and not pending:
-                apply(states, envelope, since, present, known)
-                if seq > indexed:
-                    index((envelope.subject, seq))
-            else:
-                pending.append(envelope)
-                if k != n:
-                    continue
-                for member in pending:
-                    apply(states, member, since, present, known)
-                    if member.seq > indexed:
-                        index((member.subject, member.seq))
-                pending.clear()
-            last = Checkpoint(seq, prev)
-            if stretch is not None and (len(states) >= stretch
-                                        or seq - start.seq >= STRETCH_LINES):
-                break
-        return last
-
-    def _parts(self, lines: Iterator[LogLine], since: Mapping[str, int], present: set[str],
-               views: Iterable[str], folded: _Folded) -> Iterator[Part]:
-        """`lines` folded a stretch at a time (WINDOW states, or STRETCH_LINES lines):
-        each stretch's rows (of `views`) and stream entries, its states then let go, so
-        a fold of any length holds one stretch in memory. A state a later stretch needs
-        is taken from the recent ones kept, else read back from the views being written
-        (their commit's transaction). `folded.head`: the head so far (the first stretch
-        starts after it)."""
-        views = list(views)
-        # Recent states, written already: most are wanted again soon (a run's events
-        # are near each other). At most KNOWN of them, the oldest let go first.
-        known: dict[Key, Any] = {}
-        while True:
-            states: dict[Key, Any] = {}
-            streams: list[tuple[str, int]] = []
-            head = self._fold(states, streams, lines, folded.head, since, present=present,
-                              known=known, stretch=WINDOW)
-            if head == folded.head:
-                return
-            folded.head = head
-            yield self._rows(states, views), streams
-            present = set(self.projections)  # every view's table holds the stretches so far
-            for key in states:  # the newest at the end
-                known.pop(key, None)
-            known.update(states)
-            for key in list(itertools.islice(known, max(0, len(known) - KNOWN))):
-                del known[key]
-
-    @staticmethod
-    def _until(lines: Iterable[LogLine], seq: int) -> Iterator[LogLine]:
-        """`lines` up to the one at `seq`: a line out of order is still given, for the
-        fold to name (a segment renamed, say), never skipped."""
-        for line in lines:
-            yield line
-            if line.seq >= seq:
-                return
-
-    def _apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
-               present: set[str], known: Mapping[Key, Any] = _NOTHING) -> None:
-        folded: dict[str, tuple[str, Any]] | None = None  # a base's (key, new state)
-        for projection in self._routes.get(envelope.type, ()):
-            name = projection.name
-            if envelope.seq <= since[name]:
-                continue  # this view folded it already
-            key = (name, projection.key(envelope))
-            if key in states:
-                state = states[key]
-            elif key in known:  # the stretch before's, already written
-                state = known[key]
-            elif name in present:
-                raw = self.views.load(*key)
-                state = None if raw is None else projection.decode(raw)
-            else:
-                state = None
-            over = self._over.get(name)
-            if over is not None and folded is not None:
-                base = folded.get(over[0])
-                if base is not None and base[0] == key[1]:
-                    states[key] = over[1](state, envelope, base[1])
-                    continue
-            states[key] = new = projection.apply(state, envelope)
-            if name in self._bases:
-                if folded is None:
-                    folded = {}
-                folded[name] = (key[1], new)
-
-    def _prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = _NOTHING
-                  ) -> dict[Key, Any]:
-        """The current states of every entity the events change, read a view at a time
-        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000);
-        those in `read` (read already, by the command's decide) are not read again."""
-        keys: dict[str, dict[str, None]] = {}
-        for envelope in envelopes:
-            for projection in self._routes.get(envelope.type, ()):
-                key = projection.key(envelope)
-                if (projection.name, key) not in read:
-                    keys.setdefault(projection.name, {})[key] = None
-        states: dict[Key, Any] = {}
-        for view, wanted in keys.items():
-            if len(wanted) == 1:
-                continue  # one entity: `_apply` loads it, as cheaply
-            found = self.views.load_many(view, list(wanted))
-            decode = self.projections[view].decode
-            for key in wanted:
-                raw = found.get(key)
-                states[(view, key)] = None if raw is None else decode(raw)
-        return states
-
-    def _rows(self, states: Mapping[Key, Any], views: Iterable[str]
-              ) -> dict[str, dict[str, Row | None]]:
-        rows: dict[str, dict[str, Row | None]] = {name: {} for name in views
-                                                  if name in self.projections}
-        for (view, key), state in states.items():
-            if view in rows:
-                rows[view][key] = None if state is None else self.projections[view].row(state)
-        return rows
-
     def _check_match(self, checkpoint: Checkpoint) -> None:
         if checkpoint.seq == 0:
             return
@@ -670,15 +457,3 @@ class Journal:
         if line is None or digest(line) != checkpoint.digest:
             raise Corrupt(f"views do not match the log at seq {checkpoint.seq}",
                           "run `uwf registry rebuild`")
-
-    def _with_progress(self, lines: Iterable[LogLine], progress: Progress,
-                       total: int) -> Iterator[LogLine]:
-        """`lines`, telling `progress` the events folded of the `total` (the head's seq)
-        every PROGRESS_EVERY lines and once at the end."""
-        seq = 0
-        for count, line in enumerate(lines, 1):
-            seq = line.seq
-            if count % PROGRESS_EVERY == 0:
-                progress(seq, total)
-            yield line
-        progress(max(seq, total), max(seq, total))

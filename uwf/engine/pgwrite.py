@@ -250,12 +250,12 @@ class OneCall:
         before: dict[Key, Row | None] = {}
         wanted: dict[str, list[str]] = {}
         for envelope in envelopes:
-            for projection in journal._routes.get(envelope.type, ()):
+            for projection in journal.fold.routes.get(envelope.type, ()):
                 wanted.setdefault(projection.name, []).append(projection.key(envelope))
         for view, keys in wanted.items():  # a view at a time, as `Journal._prefetch`
             reads.load_many(view, keys)
         for envelope in envelopes:
-            for projection in journal._routes.get(envelope.type, ()):
+            for projection in journal.fold.routes.get(envelope.type, ()):
                 key = (projection.name, projection.key(envelope))
                 if key not in states:
                     raw = reads.load(*key)
@@ -263,8 +263,8 @@ class OneCall:
                     before[key] = None if raw is None else projection.row(states[key])
         since = dict.fromkeys(journal.projections, head.seq)
         for envelope in envelopes:
-            journal._apply(states, envelope, since, set(journal.projections))
-        rows = journal._rows(states, journal.projections)
+            journal.fold.apply(states, envelope, since, set(journal.projections))
+        rows = journal.fold.rows(states, journal.projections)
         moves: dict[tuple[str, str, str], int] = {}
         for view, changed in rows.items():
             if len(changed) > MOST_ROWS:

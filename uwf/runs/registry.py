@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from uwf.engine.fold import Progress
 from uwf.engine.freshness import ViewFreshness
-from uwf.engine.journal import Progress
 from uwf.engine.log import GENESIS
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt

@@ -14,7 +14,7 @@ from uwf.config.args import Args, arg
 
 if TYPE_CHECKING:
     from uwf.config.settings import Settings
-    from uwf.engine.journal import Progress
+    from uwf.engine.fold import Progress
     from uwf.storecopy.results import Copied
 
 # A store named as `--store` names one, and never empty: an empty one (an unset shell

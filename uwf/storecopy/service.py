@@ -41,7 +41,7 @@ from uwf.storecopy.results import Copied
 
 if TYPE_CHECKING:
     from uwf.config.settings import Settings
-    from uwf.engine.journal import Progress
+    from uwf.engine.fold import Progress
 
 # The bytes of lines gathered before an append (at the end of a batch): few appends,
 # each one write (and one fsync), in bounded memory.
