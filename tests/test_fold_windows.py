@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Cli
 from tests.threadkit import make_kit
-from uwf.engine import journal
+from uwf.engine import fold
 from uwf.store import Store
 
 
@@ -63,7 +63,7 @@ def test_a_fold_in_stretches_leaves_the_views_a_whole_fold_does(
     busy_store(cli, tmp_path)
     whole = contents(rebuilt(Store.open(cli.home)))
     assert len(whole["queue"]) == 12
-    monkeypatch.setattr(journal, "WINDOW", window)
+    monkeypatch.setattr(fold, "WINDOW", window)
     assert contents(rebuilt(Store.open(cli.home))) == whole  # a rebuild
     shutil.rmtree(cli.home / "views")
     store = Store.open(cli.home)  # a first read of absent views
@@ -89,5 +89,5 @@ def test_a_fold_in_stretches_on_postgresql(cli: Cli, tmp_path: Path, pg_url: str
     copy(store, server)
     server.close()
     whole = contents(store)
-    monkeypatch.setattr(journal, "WINDOW", 3)
+    monkeypatch.setattr(fold, "WINDOW", 3)
     assert contents(rebuilt(Store.open(settings=settings))) == whole
