@@ -47,8 +47,8 @@ from uwf.cas.store import builtin_hash
 from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.language.compile import compile_workflow
 from uwf.store import Store
-from uwf.workflow.compile import compile_workflow
 from uwf.workflows.events import WorkflowRegistered
 
 TARGET = 0.7

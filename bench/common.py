@@ -420,7 +420,7 @@ def _bench_cas(root: Path) -> Any:
 def _example_payload(cas: Any) -> dict[str, Any]:
     """The Workflow payload of examples/solve-issue.yaml, its role schemas stored."""
     from uwf.config.yamlfile import load_yaml
-    from uwf.workflow.compile import compile_workflow
+    from uwf.language.compile import compile_workflow
 
     payload, schemas = compile_workflow(cas, load_yaml(EXAMPLE))
     for schema in schemas:

@@ -54,7 +54,7 @@ def test_workflow_show_loads_no_other_group(store_with_workflow: Path, tmp_path:
     for feature in ("threads", "runs", "queue", "archive", "worker", "bridge", "audit",
                     "dashboard", "storecopy"):
         assert f"uwf.{feature}.commands" not in modules, feature
-    assert not [m for m in modules if m.startswith("uwf.workflow.")]
+    assert not [m for m in modules if m.startswith("uwf.language.")]
 
 
 def test_a_named_group_loads_its_own_declarations_only(store_with_workflow: Path,

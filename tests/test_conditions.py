@@ -20,8 +20,8 @@ import pytest
 
 from tests.conftest import BIN, ROOT, Cli
 from tests.threadkit import Kit, make_kit, mock_config, one_line_error
-from uwf.workflow.conditions import TIMEOUT_MS, holds, scope_of
-from uwf.workflow.moderator import END, START, ConditionFailed, NoTransition, evaluate
+from uwf.language.conditions import TIMEOUT_MS, holds, scope_of
+from uwf.language.moderator import END, START, ConditionFailed, NoTransition, evaluate
 
 SEED = ROOT / "examples" / "seed-conditions.yaml"
 SEED_MOCK = ROOT / "examples" / "mock-seed-conditions.yaml"
@@ -155,7 +155,7 @@ def test_routing_by_status_never_imports_jsonata_and_conditions_keep_the_recursi
 ) -> None:
     code = (
         "import sys\n"
-        "from uwf.workflow.moderator import evaluate\n"
+        "from uwf.language.moderator import evaluate\n"
         "limit = sys.getrecursionlimit()\n"
         "evaluate({'r': {'ok': {'role': 'x', 'prompt': ''}}}, 'r', {'status': 'ok'}, 't')\n"
         "print('jsonata' in sys.modules)\n"

@@ -352,8 +352,8 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
     words before writing a node."""
     from uwf.cas.store import Cas
     from uwf.errors import Rejected
+    from uwf.language.compile import compile_workflow as original
     from uwf.store import Store
-    from uwf.workflow.compile import compile_workflow as original
     from uwf.workflows import service as workflows
 
     def lax(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -365,7 +365,7 @@ def test_a_payload_the_workflow_schema_refuses_writes_nothing(
         workflows.put_workflow(store, EXAMPLE)
         before = snapshot(cli.home)
         # (put imports the compiler when it runs: patched where it is defined)
-        monkeypatch.setattr("uwf.workflow.compile.compile_workflow", lax)
+        monkeypatch.setattr("uwf.language.compile.compile_workflow", lax)
         with pytest.raises(Rejected, match="Workflow schema") as caught:
             workflows.put_workflow(store, EXAMPLE)
         assert "'extra' was unexpected" in caught.value.what

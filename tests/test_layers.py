@@ -1,6 +1,6 @@
 """Imports flow one way (docs/architecture.md), lazy function-level imports included.
 
-From the bottom: the leaves; `engine` and `cas`; `workflow` (the pure workflow
+From the bottom: the leaves; `engine` and `cas`; `language` (the pure workflow
 language); `config` (what comes from outside). Then the features, each in two
 halves: its pure model (events, rules, deciders, projections: no store, no I/O)
 and its services. `uwf/store.py` sits between the halves: it registers every
@@ -22,7 +22,7 @@ LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf.folders", "
 BELOW_FEATURES = {
     "engine": {"engine"},
     "cas": {"cas"},
-    "workflow": {"engine", "cas", "workflow"},
+    "language": {"engine", "cas", "language"},
     "config": {"engine", "cas", "config"},
 }
 # The features and the features each may use: runs read threads and restart them,
@@ -70,7 +70,7 @@ def allowed(module: str, name: str) -> bool:
     here, there = module.split(".")[1], name.split(".")[1]
     if here in BELOW_FEATURES:
         return there in BELOW_FEATURES[here]
-    below = {"engine", "cas", "workflow"}
+    below = {"engine", "cas", "language"}
     if module == "uwf.store":
         return there in below | {"config"} or is_model(name)
     if here in FEATURES:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from uwf.errors import EXIT_REJECTED, Rejected
-from uwf.workflow.moderator import END, START, NoTransition, evaluate
+from uwf.language.moderator import END, START, NoTransition, evaluate
 
 GRAPH: dict[str, dict[str, dict[str, str]]] = {
     "$START": {"_": {"role": "planner", "prompt": "{{prompt}}"}},

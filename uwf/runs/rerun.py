@@ -25,6 +25,7 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
+from uwf.language.moderator import END, NoTransition, status_of
 from uwf.runs.decide import link, rerunnable
 from uwf.runs.projection import RunState
 from uwf.runs.results import (
@@ -49,7 +50,6 @@ from uwf.threads.projection import ThreadState
 from uwf.threads.routing import next_decision, route
 from uwf.threads.service import chain
 from uwf.threads.steps import StepState
-from uwf.workflow.moderator import END, NoTransition, status_of
 from uwf.workflows.discovery import is_workflow_file
 
 # -- resume --------------------------------------------------------------------------

@@ -18,12 +18,12 @@ from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
 from uwf.config.settings import Settings
 from uwf.errors import NotFound, Rejected, UsageError
+from uwf.language.moderator import NoTransition, status_of
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import HistoryStep, StepContext
 from uwf.threads.routing import next_decision
 from uwf.threads.service import chain, get_thread
-from uwf.workflow.moderator import NoTransition, status_of
 
 # How much history to give: a number of steps (0: none, only `steps` and `visits`),
 # "all", or None for the default (UWF_HISTORY > config historyLimit > DEFAULT_HISTORY).

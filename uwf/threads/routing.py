@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from uwf.cas.store import Cas
+from uwf.language.moderator import START, Decision, evaluate, status_of
 from uwf.threads.projection import ThreadState
-from uwf.workflow.moderator import START, Decision, evaluate, status_of
 
 
 def last_step(cas: Cas, state: ThreadState) -> tuple[str, Any]:

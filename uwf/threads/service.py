@@ -20,6 +20,7 @@ from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
 from uwf.ids import ULID_PATTERN, check_ulid
+from uwf.language.moderator import status_of
 from uwf.payload import UNSET
 from uwf.store import Store
 from uwf.threads.attempts import attempts, last_failure, telling
@@ -37,7 +38,6 @@ from uwf.threads.results import (
 )
 from uwf.threads.routing import next_decision
 from uwf.threads.terms import OPEN_STATES, STATES
-from uwf.workflow.moderator import status_of
 from uwf.workflows.discovery import use_workflow
 
 # A thread id is a ULID; the CLI declares the same pattern on its THREAD arguments.

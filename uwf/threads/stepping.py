@@ -42,6 +42,7 @@ from uwf.errors import (
     UsageError,
     UwfError,
 )
+from uwf.language.moderator import END, Decision, NoTransition, status_of
 from uwf.store import Store
 from uwf.threads.agentproc import agent_environment, masked, spawn
 from uwf.threads.checks import Failure, check_step
@@ -59,7 +60,6 @@ from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
 from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
-from uwf.workflow.moderator import END, Decision, NoTransition, status_of
 
 DEFAULT_TIMEOUT = 3600.0
 # Once its agent has ended, a step's nodes are brought in and its end recorded, each

@@ -31,7 +31,7 @@ WORKFLOW_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 # may have: `.workflow/NAME.yaml` wins over `.workflow/NAME.yml`, then `.workflows/`.
 REPO_FOLDERS = (".workflow", ".workflows")
 REPO_SUFFIXES = (".yaml", ".yml")
-# A workflow name (uwf.workflow.compile): never a path, so a folder is never left.
+# A workflow name (uwf.language.compile): never a path, so a folder is never left.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
 
 

@@ -50,7 +50,7 @@ def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
     writes nothing."""
     # Compiling (templates, conditions, output checks) is only for a file being put: a
     # show or a list by name does not import it.
-    from uwf.workflow.compile import compile_workflow, workflow_warnings
+    from uwf.language.compile import compile_workflow, workflow_warnings
 
     document = load_yaml(Path(path), includes=True)
     if store.redact is not None:

@@ -103,7 +103,7 @@ def _first_holding(
     user_prompt: str,
 ) -> tuple[dict[str, Any], str]:
     """The first entry whose condition holds, and its status (the condition, or `_`)."""
-    from uwf.workflow.conditions import ConditionError, holds, scope_of
+    from uwf.language.conditions import ConditionError, holds, scope_of
 
     scope: dict[str, Any] | None = None  # the history is read only if a condition needs it
     tried: list[str] = []

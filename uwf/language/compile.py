@@ -22,10 +22,10 @@ from uwf.cas.hashing import is_hash, node_hash
 from uwf.cas.store import Cas, meta_hash
 from uwf.cas.subset import schema_findings
 from uwf.errors import Rejected
-from uwf.workflow import outputs
-from uwf.workflow.conditions import expression_problem
-from uwf.workflow.moderator import ANY_STATUS, render
-from uwf.workflow.templates import template_names, template_problem
+from uwf.language import outputs
+from uwf.language.conditions import expression_problem
+from uwf.language.moderator import ANY_STATUS, render
+from uwf.language.templates import template_names, template_problem
 
 START = "$START"
 END = "$END"
