@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -53,10 +54,11 @@ from uwf.engine.viewspec import (
     Row,
     ViewStore,
 )
-from uwf.errors import Corrupt, UsageError, UwfError
+from uwf.errors import Corrupt, StoreUnavailable, UsageError, UwfError
 from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
+REOPENS = 10  # tries of a catch-up whose views cannot be opened or written (`refresh`)
 @dataclass(frozen=True)
 class Rebuild:
     """What a rebuild did: the views' new head; the checkpoint of the snapshot it
@@ -200,7 +202,22 @@ class Journal:
         return checkpoint
 
     def refresh(self, progress: Progress | None = None) -> Checkpoint:
-        """Catch every view up with the log (building absent ones); fail on mismatch."""
+        """Catch every view up with the log (building absent ones); fail on mismatch.
+
+        The views are a cache anyone may delete (`rm -r views/`): one that cannot be
+        opened or written (deleted under this process, say) is let go and opened again,
+        a few times, before the error is the disk's."""
+        for attempt in range(REOPENS):
+            try:
+                return self._refresh(progress)
+            except StoreUnavailable:
+                if attempt == REOPENS - 1:
+                    raise
+                self.views.close()
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _refresh(self, progress: Progress | None) -> Checkpoint:
         restored = False
         for _attempt in range(100):
             checkpoints = self.views.checkpoints()
