@@ -213,7 +213,7 @@ class Journal:
             except StoreUnavailable:
                 if attempt == REOPENS - 1:
                     raise
-                self.views.close()
+                self.views.let_go()
                 time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 

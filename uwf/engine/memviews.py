@@ -157,6 +157,9 @@ class MemoryViewStore:
     def close(self) -> None:
         pass
 
+    def let_go(self) -> None:
+        pass
+
 
 def _getter(spec: ViewSpec, column: str) -> Any:
     if column == "key":

@@ -176,6 +176,9 @@ class PgViewStore:
         with self._tables_lock:
             self._tables.clear()
 
+    def let_go(self) -> None:
+        self.close()
+
     # -- reads -------------------------------------------------------------------
 
     def checkpoints(self) -> dict[str, Checkpoint]:

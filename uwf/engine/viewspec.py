@@ -186,3 +186,7 @@ class ViewStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def let_go(self) -> None:
+        """Drop what this thread holds open of the views (its connection), so its next
+        use opens them again; other threads' are left alone."""

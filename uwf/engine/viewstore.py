@@ -193,6 +193,17 @@ class SqliteViewStore:
             self._all.clear()
         self._local = threading.local()
 
+    def let_go(self) -> None:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            return
+        with self._all_lock:
+            if db in self._all:
+                self._all.remove(db)
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+        self._local.db = None
+
     # -- reads -------------------------------------------------------------------
 
     def checkpoints(self) -> dict[str, Checkpoint]:
