@@ -37,6 +37,7 @@ from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
 BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
+CHECKED_KEPT = 4096  # checked nodes a Cas keeps in memory (then it lets them all go)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class Cas:
         if gathering._stored is not self._nodes:
             raise ValueError("adopt takes a Cas made by this one's `pending`")
         kept = self._nodes
-        if len(kept) + len(gathering._nodes) >= 4096:
+        if len(kept) + len(gathering._nodes) >= CHECKED_KEPT:
             kept.clear()
         kept.update(gathering._nodes)
         self._builtins_stored = self._builtins_stored or gathering._builtins_stored
@@ -277,7 +278,7 @@ class Cas:
         if self._stored is not None and not (isinstance(self.blobs, PendingBlobs)
                                              and self.blobs.gathered(hash_)):
             kept = self._stored
-        if len(kept) >= 4096:
+        if len(kept) >= CHECKED_KEPT:
             kept.clear()
         kept[hash_] = loaded
         return loaded

@@ -110,14 +110,9 @@ class FileLog:
     # -- reading ---------------------------------------------------------
 
     def head(self) -> Checkpoint:
-        span = self._tail_hint
-        # The last line this process wrote or scanned, closing its batch at its segment's
-        # end: still the head while that segment keeps its size and no next segment
-        # exists (the writer's own check, `_FileSession._scan_tail`): two stats, no scan.
-        if span is not None and self.segments.size(span.segment) == span.end:
-            seq = seq_of(span.raw)
-            if seq is not None and not self.segments.exists(segment_name(seq + 1)):
-                return Checkpoint(seq, digest(span.raw))
+        span = self._still_last()
+        if span is not None:
+            return Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
         span = self._last_span()
         if span is None:
             return GENESIS
@@ -224,6 +219,19 @@ class FileLog:
 
     # -- finding lines -----------------------------------------------------
 
+    def _still_last(self) -> Span | None:
+        """The tail hint (the last line this process wrote or scanned, closing its batch
+        at its segment's end) while it is still the log's last line: its segment kept its
+        size and no next segment exists (lines are only appended; a cut removes only bytes
+        after whole batches). Two stats, no scan; None when that cannot be told so."""
+        hint = self._tail_hint
+        if hint is None or self.segments.size(hint.segment) != hint.end:
+            return None
+        seq = seq_of(hint.raw)
+        if seq is None or self.segments.exists(segment_name(seq + 1)):
+            return None
+        return hint
+
     def _last_span(self) -> Span | None:
         for name in reversed(self.segments.names()):
             for span in backward(self.segments, name, complete_end(self.segments, name)):
@@ -286,12 +294,10 @@ class _FileSession:
         segment start or is unknown."""
         if self._scan is not None:
             return self._scan
-        hint = self.log._tail_hint
-        if hint is not None and self.segments.size(hint.segment) == hint.end:
-            seq = seq_of(hint.raw)
-            if seq is not None and not self.segments.exists(segment_name(seq + 1)):
-                self._scan = (hint.segment, hint.end, hint.end, (), hint)
-                return self._scan
+        hint = self.log._still_last()
+        if hint is not None:
+            self._scan = (hint.segment, hint.end, hint.end, (), hint)
+            return self._scan
         self.log._tail_hint = None
         names = self.segments.names()
         # An empty last segment (a writer killed between creating it and writing) holds
