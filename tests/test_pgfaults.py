@@ -225,7 +225,10 @@ def test_a_server_restart_during_a_worker_fleet(own_server: Server, tmp_path: Pa
     def drained() -> bool:
         entries = ok(cli, "queue", "list")["entries"]
         assert len(entries) == ENTRIES
-        assert not [entry for entry in entries if entry["status"] == "parked"], results()
+        parked = [entry["id"] for entry in entries if entry["status"] == "parked"]
+        assert not parked, [(cli.run("queue", "logs", entry).out,
+                             [result for result in results() if result["id"] == entry])
+                            for entry in parked]
         return all(entry["status"] == "drained" for entry in entries)
 
     def reclaim() -> None:

@@ -1,7 +1,10 @@
 """A step's result recorded by a write whose answer was lost (issue 20): the store
 committed it, then the connection dropped before the command heard so. The retry finds
 the step no longer in flight; it answers with what the first try recorded, never an
-error, and nothing is recorded twice."""
+error, and nothing is recorded twice. The same for a step's start: a retry that finds
+the start its earlier try wrote takes it as its own, so no step is left in flight that
+nothing would finish (it held its thread until its deadline: a worker's next attempts
+at the entry failed at once, and the entry parked)."""
 
 from __future__ import annotations
 
@@ -106,3 +109,51 @@ def test_a_step_taken_over_is_still_refused(store: Store,
     with pytest.raises(Rejected, match="was taken over"):
         step_thread(store, thread, in_process=agent, config=CONFIG)
     assert "thread.stepped" not in recorded(store, thread)
+
+
+
+def lose_the_start(store: Store, monkeypatch: pytest.MonkeyPatch, *, committed: bool
+                   ) -> None:
+    """The journal's first `write_at` (a step's start) raises StoreUnavailable as a
+    dropped connection would: after it committed, or (`committed` false) inside the
+    writers' section, once the start was decided, so nothing is written."""
+    real = store.journal.write_at
+    calls: list[int] = []
+
+    def write_at(decide: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:
+            return real(decide, **kwargs)
+        if committed:
+            real(decide, **kwargs)
+        else:
+            def cut(*args: Any) -> Any:
+                decide(*args)
+                raise StoreUnavailable("terminating connection", "check the server")
+
+            real(cut, **kwargs)
+        raise StoreUnavailable("server closed the connection unexpectedly",
+                               "check the server")
+
+    monkeypatch.setattr(store.journal, "write_at", write_at)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_step_whose_start_lost_its_answer_runs_once(store: Store,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      committed: bool) -> None:
+    put_workflow(store, EXAMPLE)
+    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    lose_the_start(store, monkeypatch, committed=committed)
+    ran: list[str] = []
+
+    def agent(ctx: StepContext) -> tuple[Any, str]:
+        ran.append(ctx.role["name"])
+        return {"status": "ready", "plan": "check the password"}, "planned"
+
+    done = step_thread(store, thread, in_process=agent, config=CONFIG)
+    assert ran == ["planner"]
+    assert recorded(store, thread) == ["thread.started", "thread.step_started",
+                                       "thread.stepped"]
+    assert get_thread(store.read(), thread).in_flight is None
+    assert done.head is not None

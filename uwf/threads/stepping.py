@@ -188,20 +188,43 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
     moderator and the agent are chosen before the writers' section, from the thread as
     the views show it; the write states that version (`expected`), so a thread moved
     meanwhile is read and decided again. The start is not fsynced on its own: it
-    acknowledges nothing, and the step's result's fsync covers it."""
+    acknowledges nothing, and the step's result's fsync covers it.
+
+    A start the store lost contact with may have been committed all the same (a server
+    restarting ends the connection after its COMMIT): it is tried again while the store
+    is unavailable, and a try that finds the earlier one's step in flight takes it as
+    its own, rather than leave a step nothing would finish holding the thread until its
+    deadline."""
+    planned: list[Plan] = []  # the last start decided: it may be in the log
+    begin = partial(_begin_once, store, thread, agent_flag, timeout, config,
+                    in_process=in_process, planned=planned)
+    try:
+        return begin()
+    except StoreUnavailable:
+        if not planned:
+            raise
+    return _while_unavailable(begin, RECORD_RETRY_S)
+
+
+def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: float,
+                config: Config, *, in_process: bool, planned: list[Plan]) -> Plan | None:
     subject = f"thread/{thread}"
     for _attempt in range(20):
         # The version first: the state read after it is at least as new, so a write that
         # states it is refused if the decision was made on anything later.
         version = store.journal.version(subject)
         state = get_thread(store.read(), thread)
+        flight = state.in_flight
+        mine = [plan for plan in planned if flight is not None and plan.step_id == flight.step_id]
+        if mine:
+            return mine[0]  # an earlier try's start was committed
         if refusal(state.phase, "step_started") == AFTER_END:
             take_over(state, store.clock(), max_timeout_s=MAX_TIMEOUT_S)  # says it ended
         gathered = _next(store, state, agent_flag, config, in_process=in_process)
         try:
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
-                        store=store, config=config),
+                        store=store, config=config, planned=planned),
                 expected={subject: version}, sync=False)
         except Conflict:
             continue  # the thread moved since it was read: decide again
@@ -213,7 +236,8 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
 
 
 def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeout: float,
-                  store: Store, config: Config) -> Outcome[Plan | UwfError | None]:
+                  store: Store, config: Config, planned: list[Plan]
+                  ) -> Outcome[Plan | UwfError | None]:
     """Inside the writers' section, at the version the step was gathered at: take over
     a stranded step, then record what was gathered. A blocked thread's event is
     written, then its reason raised. The deadline of a step in flight is judged at the
@@ -242,8 +266,10 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
     events.append(NewEvent(subject, ThreadStepStarted(
         step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
         None if abandoned is None else abandoned.step_id)))
-    return Outcome(events, Plan(thread, step_id, state.head, decision, choice, now,
-                                state.repo, state.start, state.workflow))
+    plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo, state.start,
+                state.workflow)
+    planned.append(plan)
+    return Outcome(events, plan)
 
 
 def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
