@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from uwf.engine.sqlquery import column_sql
+from uwf.engine.sqlquery import column_sql, partial_sql
 from uwf.engine.viewspec import (
     ASCII_LOWER,
     ColumnValue,
@@ -66,7 +66,8 @@ def create_sql(spec: ViewSpec, *, trigram: bool) -> tuple[str, list[str]]:
     indexes = []
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(f"{column_sql(spec, column)} NULLS FIRST" for column in index)
-        indexes.append(f'CREATE INDEX "uwf_i_{name}_{number}" ON {table(name)} ({fields})')
+        indexes.append(f'CREATE INDEX "uwf_i_{name}_{number}" ON {table(name)} ({fields})'
+                       f"{partial_sql(spec, index)}")
     if spec.text and trigram:
         indexes.append(f'CREATE INDEX "uwf_t_{name}" ON {table(name)} '
                        "USING gin (text gin_trgm_ops)")

@@ -29,6 +29,7 @@ class StructProjection:
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = ()
     counted: ClassVar[tuple[str, ...]] = ()
     text: ClassVar[bool] = False
+    sparse: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self._encoder = msgspec.json.Encoder()
@@ -38,7 +39,7 @@ class StructProjection:
 
     def spec(self) -> ViewSpec:
         return ViewSpec(self.name, self.version, self.columns, self.indexes, self.counted,
-                        self.text, self.types)
+                        self.text, self.types, self.sparse)
 
     def key(self, event: Envelope) -> str:
         raise NotImplementedError

@@ -23,6 +23,14 @@ def column_sql(spec: ViewSpec, column: str) -> str:
     return f'"c_{column}"'
 
 
+def partial_sql(spec: ViewSpec, index: tuple[str, ...]) -> str:
+    """` WHERE ... IS NOT NULL` of an index holding sparse columns (or nothing): the
+    same text in SQLite and PostgreSQL."""
+    held = spec.index_where(index)
+    return (" WHERE " + " AND ".join(f"{column_sql(spec, column)} IS NOT NULL"
+                                     for column in held)) if held else ""
+
+
 def fts_match(text: str | None) -> str | None:
     """The full-text MATCH expression of the search's terms of 3+ characters (the
     trigram index answers those; each a phrase, all of them required), or None."""

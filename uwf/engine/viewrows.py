@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
-from uwf.engine.sqlquery import chunks, column_sql
+from uwf.engine.sqlquery import chunks, column_sql, partial_sql
 from uwf.engine.viewspec import ASCII_LOWER, Row, StreamEntries, ViewSpec
 
 
@@ -46,7 +46,8 @@ def index_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
     name = spec.name
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(column_sql(spec, column) for column in index)
-        db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})')
+        db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})'
+                   f"{partial_sql(spec, index)}")
     if spec.text:
         db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
                    "tokenize='trigram case_sensitive 1')")

@@ -63,6 +63,10 @@ class ViewSpec(msgspec.Struct, frozen=True, dict=True):
     # part of `signature`: SQLite and memory store the same either way; a typed backend
     # adds them to the signature it keeps.
     types: tuple[str, ...] = ()
+    # Columns NULL in most rows: an index holding one leaves those rows out (a partial
+    # index), so a row written while it is NULL costs that index nothing. A query uses
+    # such an index when it compares the column (`=`, `<`, `>`...), never for `IS NULL`.
+    sparse: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (self.name, *self.columns):
@@ -70,7 +74,8 @@ class ViewSpec(msgspec.Struct, frozen=True, dict=True):
                 raise ValueError(f"invalid view or column name {name!r}")
         if self.name == STREAMS:
             raise ValueError(f"{STREAMS!r} is the stream index's name, not a view's")
-        for column in (*(c for index in self.indexes for c in index), *self.counted):
+        for column in (*(c for index in self.indexes for c in index), *self.counted,
+                       *self.sparse):
             if column != "key" and column not in self.columns:
                 raise ValueError(f"view {self.name}: {column!r} is not a declared column")
         if self.types and (len(self.types) != len(self.columns)
@@ -81,7 +86,12 @@ class ViewSpec(msgspec.Struct, frozen=True, dict=True):
     @functools.cached_property
     def signature(self) -> str:
         """Changes whenever the stored shape or the fold changes: such views are rebuilt."""
-        return json.dumps([self.version, self.columns, self.indexes, self.counted, self.text])
+        shape = [self.version, self.columns, self.indexes, self.counted, self.text]
+        return json.dumps([*shape, self.sparse] if self.sparse else shape)
+
+    def index_where(self, index: tuple[str, ...]) -> tuple[str, ...]:
+        """The sparse columns of `index`: the rows it holds have each of them set."""
+        return tuple(column for column in index if column in self.sparse)
 
 
 class Row(NamedTuple):

@@ -176,7 +176,7 @@ def _row_update() -> str:
     UPDATE uwf_v_queue SET value = convert_to({value}, 'UTF8'), c_status = new_status,
       c_live_key = CASE WHEN new_status = ANY({live}) THEN e ->> '{names['key']}' END,
       c_lease_expires = (e -> '{names['lease']}' ->> '{held['expires_at_ms']}')::bigint,
-      c_eligible_at = coalesce((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
+      c_eligible_at = nullif((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
       c_ready_pool = new_pool
      WHERE key = entry_key;
     moves := moves || jsonb_build_array(
@@ -252,33 +252,26 @@ BEGIN
     is_default := p_session IS NULL AND label = '';
     ceiling := CASE WHEN is_default THEN most
       ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
-    -- Two statements, not one with a CASE, ordered as the index is (NULLS FIRST): each a
-    -- range of the queue's (status, session, priority, enqueued_at, key) index.
+    -- The pool's live leases: a range of the (status, lease_expires) index.
     IF is_default THEN
       SELECT count(*) INTO active FROM uwf_v_queue q
        WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
-      CONTINUE WHEN ceiling - active <= 0;
-      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
-         WHERE q.c_status = 'ready' AND q.c_session IS NULL AND q.c_eligible_at <= p_now
-         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-               q.key NULLS FIRST LIMIT least(ceiling - active, want)
-      LOOP
-        keys := keys || r.key; prios := prios || r.c_priority;
-        enqs := enqs || r.c_enqueued_at;
-      END LOOP;
     ELSE
       SELECT count(*) INTO active FROM uwf_v_queue q
        WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
-      CONTINUE WHEN ceiling - active <= 0;
-      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
-         WHERE q.c_status = 'ready' AND q.c_session = label AND q.c_eligible_at <= p_now
-         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-               q.key NULLS FIRST LIMIT least(ceiling - active, want)
-      LOOP
-        keys := keys || r.key; prios := prios || r.c_priority;
-        enqs := enqs || r.c_enqueued_at;
-      END LOOP;
     END IF;
+    CONTINUE WHEN ceiling - active <= 0;
+    -- Its ready entries out of backoff, a range of the (ready_pool, priority,
+    -- enqueued_at, key) index, in its order (NULLS FIRST).
+    FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+       WHERE q.c_ready_pool = label
+         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+             q.key NULLS FIRST LIMIT least(ceiling - active, want)
+    LOOP
+      keys := keys || r.key; prios := prios || r.c_priority;
+      enqs := enqs || r.c_enqueued_at;
+    END LOOP;
   END LOOP;
   SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
                   '{{}}')

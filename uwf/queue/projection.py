@@ -112,14 +112,16 @@ _replace = msgspec.structs.replace
 
 class QueueProjection(StructProjection):
     name: ClassVar[str] = "queue"
-    version: ClassVar[int] = 4
+    version: ClassVar[int] = 5
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in QUEUE_EVENTS if t is not SchedPolicySet)
     state_type: ClassVar[type[msgspec.Struct]] = QueueEntry
-    # Every selection is an index range in queue order (priority, enqueuedAt, id):
-    # the first ready entries, of a session or a repo; active leases are a range of
-    # (status, lease_expires); entries in backoff a range of (status, eligible_at);
-    # `live_key` finds the live entry with a key. Counts per status are kept.
+    # Every selection is an index range in queue order (priority, enqueuedAt, id): all
+    # entries, those of a status, the ready ones of a pool (`ready_pool`: a ready
+    # entry's session, "" for none); active and expired leases are a range of
+    # (status, lease_expires), entries in backoff of (status, eligible_at); `live_key`
+    # finds the live entry with a key. A filter by session or repo alone walks the
+    # queue order. Counts per status and per ready pool are kept.
     columns: ClassVar[tuple[str, ...]] = (
         "status", "priority", "enqueued_at", "session", "repo", "live_key", "lease_expires",
         "eligible_at", "ready_pool")
@@ -128,16 +130,16 @@ class QueueProjection(StructProjection):
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("priority", "enqueued_at", "key"),
         ("status", "priority", "enqueued_at", "key"),
-        ("status", "session", "priority", "enqueued_at", "key"),
-        ("status", "repo", "priority", "enqueued_at", "key"),
-        ("session", "priority", "enqueued_at", "key"),
-        ("repo", "priority", "enqueued_at", "key"),
+        ("ready_pool", "priority", "enqueued_at", "key"),
         ("status", "lease_expires"),
         ("status", "eligible_at"),
         ("live_key",),
     )
-    # `ready_pool` (a ready entry's session, "" for none; counted, not indexed) names
-    # the pools that have ready work, so a lease asks each pool, not every entry.
+    # Set only while an entry is ready, leased, in backoff or live with a key: an
+    # entry added costs three indexes (queue order, status, its pool), not nine, and a
+    # drained one stays in two.
+    sparse: ClassVar[tuple[str, ...]] = ("ready_pool", "lease_expires", "eligible_at",
+                                          "live_key")
     counted: ClassVar[tuple[str, ...]] = ("status", "ready_pool")
 
     def key(self, event: Envelope) -> str:
@@ -148,7 +150,7 @@ class QueueProjection(StructProjection):
         return (state.status, state.priority, state.enqueued_at, state.session, state.repo,
                 state.key if state.live else None,
                 None if lease is None else lease.expires_at_ms,
-                state.next_eligible_at_ms or 0,
+                state.next_eligible_at_ms or None,
                 (state.session or DEFAULT_POOL) if state.status == "ready" else None)
 
     def apply(self, state: QueueEntry | None, event: Envelope) -> QueueEntry | None:

@@ -203,15 +203,14 @@ def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None
     """The first ready entries out of backoff, in queue order, of one pool (`pool`: a
     session label, None the entries without one), or of all with `any_pool`.
 
-    Read in queue order from the (status[, session], priority, enqueuedAt) index, page
-    by page, skipping entries still in backoff here: with the backoff bound in the
+    Read in queue order from the (status or ready_pool, priority, enqueuedAt) index,
+    page by page, skipping entries still in backoff here: with the backoff bound in the
     query, SQLite chooses the (status, eligible_at) range and sorts every ready entry
     to find the first (1.9 ms a lease at 10,000 entries, growing with the queue). The
     pages read grow only with the entries in backoff ahead of the first eligible one.
     """
-    where: list[tuple[str, str, Any]] = [("status", "=", "ready")]
-    if not any_pool:
-        where.append(("session", "=", pool))
+    where: list[tuple[str, str, Any]] = [
+        ("status", "=", "ready") if any_pool else ("ready_pool", "=", pool or DEFAULT_POOL)]
     # A first page just past what is wanted (a lease of one decodes a few entries, not
     # 64), then pages doubling up to 1,024 while entries in backoff are skipped.
     page = 256 if limit is None else min(max(2 * limit, 4), 1024)
