@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from uwf.cas.hashing import is_hash
 from uwf.config.secrets import MIN_LENGTH
@@ -35,9 +35,18 @@ EXIT_GRACE = 0.5  # seconds the pipes may drain after the agent exits
 _POLL = 0.05  # how often an agent that prints nothing is checked for exit
 
 
-def collect(process: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes] | None:
-    """The agent's (stdout, stderr) once it exited, or None if it still ran at the
-    deadline (the caller kills it). The pipes are closed either way."""
+class Collected(NamedTuple):
+    """What an agent printed, and whether it exited before its deadline (if not, the
+    caller kills it; what it printed until then is still said)."""
+
+    out: bytes
+    err: bytes
+    exited: bool = True
+
+
+def collect(process: subprocess.Popen[bytes], timeout: float) -> Collected:
+    """The agent's stdout and stderr once it exited, or as they were at the deadline
+    when it still ran (`exited` false). The pipes are closed either way."""
     assert process.stdout is not None
     assert process.stderr is not None
     streams: dict[int, list[bytes]] = {process.stdout.fileno(): [],
@@ -63,15 +72,16 @@ def collect(process: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, by
                     streams[key.fd].append(chunk)
                 else:
                     selector.unregister(key.fileobj)
+        exited = True
         if exited_at is None:
             # Both pipes closed (or the deadline came) before the exit was seen: the
             # agent gets what is left of its time to exit.
             try:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                return None
-        return (b"".join(streams[process.stdout.fileno()]),
-                b"".join(streams[process.stderr.fileno()]))
+                exited = False
+        return Collected(b"".join(streams[process.stdout.fileno()]),
+                         b"".join(streams[process.stderr.fileno()]), exited)
     finally:
         selector.close()
         for pipe in pipes:
@@ -145,15 +155,16 @@ def spawn(argv: list[str], *, env: dict[str, str], cwd: str | None, timeout: flo
     except BaseException:
         kill(process, nested)  # interrupted: leave no agent behind
         raise
-    if collected is None:
-        kill(process, nested)
-        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed")
-    out, err = collected
-    process.wait()
+    out, err, exited = collected
     tail = stderr_tail(err, secrets)
+    said = (tail or "").rpartition("\n")[2].strip()[:200]
+    said = f": {said}" if said else ""
+    if not exited:  # what it said before it was killed tells where it was
+        kill(process, nested)
+        return Failure("timeout", f"agent did not finish within {timeout:g}s; killed{said}",
+                       None, tail)
+    process.wait()
     if process.returncode != 0:
-        said = (tail or "").rpartition("\n")[2].strip()[:200]
-        said = f": {said}" if said else ""
         return Failure("exit", f"agent exited with status {process.returncode}{said}",
                        process.returncode, tail)
     # As the seed's agents do: the last non-empty line is the hash; what comes before
