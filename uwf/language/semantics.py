@@ -68,8 +68,8 @@ def reach_findings(graph: dict[str, Any], roles: set[str]) -> Iterator[Finding]:
                           "draft?); lead an edge to it, or remove it", False)
         elif not sources:
             yield Finding(f"graph.{role}", "unreachable: no edge from another role or "
-                          f"{START} leads to it, so no thread runs it; lead one to it, or "
-                          "remove it", True)
+                          f"{START} leads to it, so no thread runs it (lead one to it, or "
+                          "remove it)", True)
         else:
             yield Finding(f"graph.{role}" if role in graph else f"roles.{role}",
                           f"unreachable from {START}: the edges leading to it leave "
