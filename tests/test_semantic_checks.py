@@ -124,10 +124,12 @@ def test_statuses_a_schema_does_not_list_are_a_warning(cli: Cli, tmp_path: Path)
 
 # -- a status's own branch -------------------------------------------------------------
 
-APPROVED = {"type": "object", "required": ["status", "summary"], "additionalProperties": False,
-            "properties": {"status": {"const": "approved"}, "summary": {"type": "string"}}}
-REJECTED = {"type": "object", "required": ["status", "reason"], "additionalProperties": False,
-            "properties": {"status": {"const": "rejected"}, "reason": {"type": "string"}}}
+APPROVED: dict[str, Any] = {
+    "type": "object", "required": ["status", "summary"], "additionalProperties": False,
+    "properties": {"status": {"const": "approved"}, "summary": {"type": "string"}}}
+REJECTED: dict[str, Any] = {
+    "type": "object", "required": ["status", "reason"], "additionalProperties": False,
+    "properties": {"status": {"const": "rejected"}, "reason": {"type": "string"}}}
 
 
 def branched(approved: dict[str, Any], rejected: dict[str, Any], prompt: str
