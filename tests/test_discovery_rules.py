@@ -152,3 +152,13 @@ def test_the_mcp_tool_says_which_was_used(cli: Cli, tmp_path: Path) -> None:
         context.close()
     assert not outcome.is_error, outcome
     assert json.loads(outcome.text)["source"] == str(file)
+
+
+def test_a_workflow_named_index_is_a_file_not_a_folder(cli: Cli, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    file = write(repo / ".workflows" / "index.yaml", tiny("other"))
+    refused(uwf(cli, "workflow", "show", "index", cwd=repo), 1,
+            f"{file} holds the workflow 'other', not 'index'",
+            "rename the file to other.yaml, or its `name:` to index")
+    write(file, tiny("index"))
+    assert shown(cli, repo, "index")["source"] == str(file)

@@ -105,12 +105,6 @@ def use_workflow(store: Store, ref: str, folders: Sequence[Path] | Path | None) 
         raise
 
 
-def file_name(found: Path) -> str:
-    """The workflow name a repo file's place gives it: `NAME.yaml`'s stem, or the folder
-    of `NAME/index.yaml`."""
-    return found.parent.name if found.stem == "index" else found.stem
-
-
 def _use_repo_file(store: Store, name: str, found: Path) -> Chosen:
     """The workflow `name` from the repo's file `found`, which wins over the store: the
     registered version when it is the same (nothing written); registered now when the
@@ -118,8 +112,9 @@ def _use_repo_file(store: Store, name: str, found: Path) -> Chosen:
     its nodes stored but the name left where it points (another repo may use it)."""
     checked = check_workflow_file(store, found)
     if checked.name != name:
-        layout = (f"its folder to {checked.name}" if found.stem == "index"
-                  else f"the file to {checked.name}{found.suffix}")
+        layout = (f"the file to {checked.name}{found.suffix}"
+                  if found.parent.name in REPO_FOLDERS  # else NAME/index.yaml
+                  else f"its folder to {checked.name}")
         raise Rejected(f"{found} holds the workflow {checked.name!r}, not {name!r}",
                        f"rename {layout}, or its `name:` to {name}")
     current = store.read().get("workflows", name)
