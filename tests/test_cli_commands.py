@@ -91,8 +91,9 @@ def test_a_schema_as_another_surface_sees_it() -> None:
         "properties": {
             "workflow": {"description": "workflow name or hash, or a workflow file (.yaml, "
                                         ".yml, .json, or a path with a folder) to register "
-                                        "first; a name is also looked for in the repo's "
-                                        ".workflow/ and .workflows/ folders",
+                                        "first; a name is also looked for in .workflows/ "
+                                        "and .workflow/ folders, here and up to the repo's "
+                                        "top",
                          "type": "string"},
             "prompt": {"description": "the task: the thread's user prompt", "type": "string"},
             "repo": {"description": "repo the thread belongs to (default: git top level of the "

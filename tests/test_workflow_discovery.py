@@ -1,6 +1,7 @@
-"""Workflow files found in the repo (`.workflow/NAME.yaml`) and `!include` in workflow
-YAML, through the real `uwf` console script (docs/workflows.md#workflow-files-in-the-repo,
-docs/workflows.md#include)."""
+"""Workflow files found in the repo (`.workflows/NAME.yaml` and its other layouts, here
+or in a parent folder; tests/test_discovery_rules.py has each rule) and `!include` in
+workflow YAML, through the real `uwf` console script
+(docs/workflows.md#workflow-files-in-the-repo, docs/workflows.md#include)."""
 
 from __future__ import annotations
 
@@ -109,38 +110,12 @@ def test_same_content_already_registered_records_nothing_new(
     assert len(registrations(cli)) == 1
 
 
-def test_different_content_is_refused_naming_both(cli: Cli, tmp_path: Path,
-                                                  store_dir: Path) -> None:
-    repo = make_repo(tmp_path)
-    put = ok(uwf(cli, "workflow", "put", str(write(tmp_path / "old.yaml", tiny()))))
-    on_disk = write(repo / ".workflow" / "tiny.yaml", tiny(description="changed"))
-    before = snapshot(store_dir)
-    for args in (("thread", "start", "tiny", "-p", "go"), ("workflow", "show", "tiny")):
-        refused(uwf(cli, *args, cwd=repo / "src"), 1, put["workflow"], str(on_disk),
-                f"uwf workflow put {on_disk}")
-        assert snapshot(store_dir) == before  # no node, no event, no thread
-    # Registering the new version, as the error says, settles it.
-    new = ok(uwf(cli, "workflow", "put", str(on_disk)))
-    assert ok(uwf(cli, "thread", "start", "tiny", "-p", "go", cwd=repo))["workflow"] == \
-        new["workflow"]
-
-
 def test_dot_workflows_and_yml_are_found_too(cli: Cli, tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     write(repo / ".workflows" / "plural.yml", tiny("plural"))
     shown = ok(uwf(cli, "workflow", "show", "plural", cwd=repo / "src"))
     assert shown["name"] == "plural"
     assert [event["data"]["name"] for event in registrations(cli)] == ["plural"]
-
-
-def test_dot_workflow_wins_over_dot_workflows_and_yaml_over_yml(
-        cli: Cli, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
-    write(repo / ".workflows" / "tiny.yaml", tiny(description="plural folder"))
-    write(repo / ".workflow" / "tiny.yml", tiny(description="yml"))
-    write(repo / ".workflow" / "tiny.yaml", tiny(description="yaml"))
-    shown = ok(uwf(cli, "workflow", "show", "tiny", cwd=repo))
-    assert shown["definition"]["description"] == "yaml"
 
 
 def test_repo_option_names_the_repo_to_search(cli: Cli, tmp_path: Path) -> None:
@@ -228,8 +203,10 @@ def test_a_changed_include_is_a_changed_workflow(cli: Cli, tmp_path: Path) -> No
     repo = included_repo(tmp_path)
     put = ok(uwf(cli, "thread", "start", "team", "-p", "go", cwd=repo))
     write(repo / "prompts" / "plan.txt", "Make a better plan.")
-    refused(uwf(cli, "thread", "start", "team", "-p", "go", cwd=repo), 1, put["workflow"],
-            str(repo / ".workflow" / "team.yaml"))
+    changed = ok(uwf(cli, "thread", "start", "team", "-p", "go", cwd=repo))
+    assert changed["workflow"] != put["workflow"]
+    assert changed["source"] == str(repo / ".workflow" / "team.yaml")
+    assert changed["storeVersion"] == put["workflow"]
 
 
 def test_an_include_cycle_is_refused(cli: Cli, tmp_path: Path, store_dir: Path) -> None:

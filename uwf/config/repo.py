@@ -35,3 +35,17 @@ def _repo_folder(explicit: str | None, settings: Settings) -> Path:
     if settings.cwd is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
     return settings.cwd.resolve()
+
+
+def search_folders(explicit: str | None, settings: Settings) -> list[Path]:
+    """The folder a command works in (`--repo PATH`, else the working directory) and
+    each folder up from it to its repo's top (`find_repo`), nearest first: where a
+    workflow's file is looked for. Outside a repo, the folder alone."""
+    top = Path(find_repo(explicit, settings))  # first: it names what is wrong with a path
+    here = _repo_folder(explicit, settings)
+    folders = [here]
+    for parent in here.parents:
+        if folders[-1] == top:
+            break
+        folders.append(parent)
+    return folders if folders[-1] == top else [here]

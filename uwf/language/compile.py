@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from uwf.cas.hashing import is_hash, node_hash
@@ -25,6 +24,7 @@ from uwf.errors import Rejected
 from uwf.language import outputs
 from uwf.language.conditions import expression_problem
 from uwf.language.moderator import ANY_STATUS, render
+from uwf.language.semantics import Finding, for_status, reach_findings, routing_findings
 from uwf.language.templates import template_names, template_problem
 
 START = "$START"
@@ -76,9 +76,13 @@ def compile_workflow(cas: Cas, document: Any) -> tuple[dict[str, Any], list[Any]
     roles, schemas = _roles(cas, document.get("roles"), problems)
     conditions = (_conditions(document["conditions"], problems) if "conditions" in document
                   else None)
-    graph = _graph(document.get("graph"), _role_names(document.get("roles"), roles),
-                   conditions or {}, problems)
-    for finding in _edge_findings(graph, conditions or {}, _role_schemas(cas, roles, schemas)):
+    role_names = _role_names(document.get("roles"), roles)
+    graph = _graph(document.get("graph"), role_names, conditions or {}, problems)
+    # Who reaches whom is judged on a graph whose edges are all sound: one refused for
+    # its shape would make its target look unreachable, the same mistake told twice.
+    sound = not any(item.startswith("graph") for item in problems.items)
+    for finding in _edge_findings(graph, conditions or {}, _role_schemas(cas, roles, schemas),
+                                  role_names if sound else None):
         if finding.error:
             problems.add(finding.path, finding.text)
     if problems.items:
@@ -99,7 +103,7 @@ def workflow_warnings(cas: Cas, payload: dict[str, Any], schemas: list[Any]) -> 
     after the fallback, a condition no entry uses."""
     role_schemas = _role_schemas(cas, payload.get("roles", {}), schemas)
     findings = _edge_findings(payload.get("graph", {}), payload.get("conditions", {}),
-                              role_schemas)
+                              role_schemas, set(payload.get("roles", {})))
     return [f"{finding.path}: {finding.text}" for finding in findings if not finding.error]
 
 
@@ -309,13 +313,6 @@ def _target(target: dict[Any, Any], path: str, roles: set[str], problems: _Probl
 
 # -- edges against the schemas of the roles they leave -------------------------------
 
-@dataclass(frozen=True)
-class _Finding:
-    path: str
-    text: str
-    error: bool  # refused at put; otherwise a warning
-
-
 def _role_schemas(cas: Cas, roles: dict[str, Any], schemas: list[Any]) -> dict[str, Any]:
     """Each role's output schema: an inline one, or the stored node its hash names."""
     inline = {node_hash(meta_hash(), schema): schema for schema in schemas}
@@ -331,11 +328,12 @@ def _role_schemas(cas: Cas, roles: dict[str, Any], schemas: list[Any]) -> dict[s
 
 
 def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
-                   role_schemas: dict[str, Any]) -> list[_Finding]:
-    """Problems and warnings of each edge, given what its source role outputs. Edges
-    that are already refused for their shape (an unknown role, a prompt that does
-    not parse) are passed over."""
-    findings: list[_Finding] = []
+                   role_schemas: dict[str, Any], roles: set[str] | None) -> list[Finding]:
+    """Problems and warnings of each edge, given what its source role outputs, then
+    of the graph as a whole (semantics.py). Edges that are already refused for their
+    shape (an unknown role, a prompt that does not parse) are passed over; `roles`
+    None: the graph's reach is not judged."""
+    findings: list[Finding] = []
     used: set[str] = set()
     for source, edges in graph.items():
         schema = role_schemas.get(source)
@@ -345,7 +343,7 @@ def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
             for index, entry in enumerate(edges):
                 path = f"graph.{source}[{index}]"
                 if fallback is not None:
-                    findings.append(_Finding(path, f"unreachable: the fallback {fallback} "
+                    findings.append(Finding(path, f"unreachable: the fallback {fallback} "
                                              "(condition null) comes first", False))
                 if entry["condition"] is None:
                     fallback = fallback or path
@@ -355,16 +353,21 @@ def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
         else:
             if schema is not None and source != START:
                 findings += _status_findings(source, edges, schema)
+                findings += routing_findings(source, edges, schema)
             for status, target in edges.items():
+                selected = schema if schema is None else for_status(schema, str(status))
                 findings += _prompt_findings(f"graph.{source}.{status}.prompt", target,
-                                             source, schema)
-    findings += [_Finding(f"conditions.{name}", "not used by any graph entry", False)
+                                             source, selected,
+                                             "" if selected is schema else str(status))
+    findings += [Finding(f"conditions.{name}", "not used by any graph entry", False)
                  for name in conditions if name not in used]
+    if roles is not None:
+        findings += reach_findings(graph, roles)
     return findings
 
 
 def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
-                     ) -> Iterator[_Finding]:
+                     ) -> Iterator[Finding]:
     """Statuses the role's schema cannot produce (refused), and statuses it can
     produce with no edge (warned): when the schema lists its `status` values, by
     `enum`, `const` or `oneOf` / `anyOf` branches of them (outputs.status_values)."""
@@ -380,33 +383,35 @@ def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
         if status in strings or (status == ANY_STATUS and bare):
             continue
         if status == ANY_STATUS:
-            yield _Finding(f"graph.{source}.{status}", f"never taken: {where} requires a "
+            yield Finding(f"graph.{source}.{status}", f"never taken: {where} requires a "
                            f"string status ({shown}), so it is never `_`", True)
         else:
-            yield _Finding(f"graph.{source}.{status}", f"status {status!r} is not one that "
+            yield Finding(f"graph.{source}.{status}", f"status {status!r} is not one that "
                            f"{where} allows ({shown})", True)
     for status in strings:
         if status not in edges:
-            yield _Finding(f"graph.{source}", f"status {status!r} (allowed by {where}) has "
+            yield Finding(f"graph.{source}", f"status {status!r} (allowed by {where}) has "
                            f"no edge: a thread whose {source} reports it will block", False)
 
 
 def _prompt_findings(path: str, target: dict[str, Any], source: str,
-                     schema: dict[str, Any] | None) -> Iterator[_Finding]:
+                     schema: dict[str, Any] | None, status: str = "") -> Iterator[Finding]:
     """An edge prompt's Mustache names against the fields the source role outputs
     (after `$START`, only `prompt`), and a prompt that renders to whitespace.
 
     `{{prompt}}` is the one name the renderer always provides (the user's prompt,
-    unless the output has a field of that name), so it is never flagged.
+    unless the output has a field of that name), so it is never flagged. `status`:
+    the status `schema` was narrowed to (its branches that admit it: semantics.
+    for_status), "" when it is the whole schema.
     """
     prompt = target.get("prompt")
     if not isinstance(prompt, str) or not prompt or template_problem(prompt) is not None:
         return
     names = template_names(prompt)
-    where = f"roles.{source}.meta"
+    where = f"roles.{source}.meta" + (f" for status {status!r}" if status else "")
     for name in sorted(names - {"prompt"}):
         if source == START:
-            yield _Finding(path, f"{{{{{name}}}}} is not available after {START}: there "
+            yield Finding(path, f"{{{{{name}}}}} is not available after {START}: there "
                            "is no output yet, only {{prompt}}", True)
         elif schema is None or not outputs.describes_fields(schema):
             continue  # nothing said about the output's fields: nothing to check
@@ -415,13 +420,13 @@ def _prompt_findings(path: str, target: dict[str, Any], source: str,
             available = ", ".join(f"{{{{{field}}}}}" for field in sorted(
                 {"prompt"} | {field for field in outputs.declared(schema)
                               if outputs.admits(schema, field)}))
-            yield _Finding(path, f"{{{{{name}}}}} is not a field of {where}, which "
+            yield Finding(path, f"{{{{{name}}}}} is not a field of {where}, which "
                            f"allows no others (available: {available})", True)
         elif name not in outputs.declared(schema):
-            yield _Finding(path, f"{{{{{name}}}}} is not a property of {where}: it "
+            yield Finding(path, f"{{{{{name}}}}} is not a property of {where}: it "
                            "renders empty unless the output has it", False)
     if target.get("role") != END and (blank := _blank(prompt, names, source, schema)):
-        yield _Finding(path, blank, True)
+        yield Finding(path, blank, True)
 
 
 def _blank(prompt: str, names: set[str], source: str, schema: dict[str, Any] | None

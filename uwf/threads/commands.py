@@ -42,8 +42,8 @@ Timeout = Annotated[Seconds, arg("seconds the agent may run before its process g
 class ThreadStart(Args, frozen=True, kw_only=True):
     workflow: Annotated[str, arg("workflow name or hash, or a workflow file (.yaml, .yml, "
                                  ".json, or a path with a folder) to register first; a "
-                                 "name is also looked for in the repo's .workflow/ and "
-                                 ".workflows/ folders",
+                                 "name is also looked for in .workflows/ and .workflow/ "
+                                 "folders, here and up to the repo's top",
                                  positional=True, metavar="WORKFLOW")]
     prompt: Annotated[str, arg("the task: the thread's user prompt", short="-p")]
     repo: Annotated[str | None, arg("repo the thread belongs to (default: git top level of "

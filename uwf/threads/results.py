@@ -19,10 +19,14 @@ class ThreadSummary(Result):
 
 
 class Started(Result):
-    """`thread start`: the Workflow hash the thread runs and its id."""
+    """`thread start`: the Workflow hash the thread runs and its id; `source`, the repo
+    file the workflow came from when one holds its name, and `storeVersion`, the
+    name's registered version when the file's is another."""
 
     workflow: str
     thread: str
+    source: str | UnsetType = UNSET
+    store_version: str | UnsetType = UNSET
 
 
 class StepInFlight(Result):

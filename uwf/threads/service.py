@@ -7,13 +7,12 @@ A thread is a StartNode plus a chain of StepNodes (each names its `prev`); the
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from uwf.cas.hashing import is_hash
 from uwf.cas.nodes import Node
 from uwf.cas.store import Cas, builtin_hash
-from uwf.config.repo import find_repo
+from uwf.config.repo import find_repo, search_folders
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
@@ -128,20 +127,27 @@ def start_thread(
 
     `workflow` is a registered name, a Workflow hash, or a workflow file, which is
     registered first (as `uwf workflow put` does): one command from YAML to a thread.
-    A name is also looked for in the repo's `.workflow/` folder (uwf.workflows.discovery).
+    A name is also looked for in `.workflows/` and `.workflow/` folders, from the working
+    folder (or `repo`) up to the repo's top (uwf.workflows.discovery): `source` then
+    names the file used.
     """
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
     # A path it cannot use is refused before any node is put.
     repo_path = find_repo(repo, store.settings)
-    workflow_hash, payload = use_workflow(store, workflow, Path(repo_path))
+    chosen = use_workflow(store, workflow, search_folders(repo, store.settings))
+    workflow_hash, payload = chosen.hash, chosen.payload
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})
     thread = new_ulid(store.clock())
     started = ThreadStarted(workflow_hash, str(payload["name"]), start, repo_path,
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
+    result = Started(workflow=workflow_hash, thread=thread,
+                     source=UNSET if chosen.file is None else chosen.file,
+                     store_version=UNSET if chosen.store_version is None
+                     else chosen.store_version)
     return store.journal.write(lambda _views: Outcome(
-        [NewEvent(f"thread/{thread}", started)], Started(workflow=workflow_hash, thread=thread)))
+        [NewEvent(f"thread/{thread}", started)], result))
 
 
 def show_thread(store: Store, thread: str) -> ThreadShown:

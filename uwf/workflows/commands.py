@@ -21,8 +21,9 @@ class WorkflowPut(Args, frozen=True, kw_only=True):
 
 class WorkflowShow(Args, frozen=True, kw_only=True):
     ref: Annotated[str, arg("workflow name or hash, or a workflow file (registered on first "
-                            "use); a name is also looked for in the repo's .workflow/ and "
-                            ".workflows/ folders", positional=True, metavar="NAME|HASH|FILE")]
+                            "use); a name is also looked for in .workflows/ and .workflow/ "
+                            "folders, here and up to the repo's top", positional=True,
+                            metavar="NAME|HASH|FILE")]
 
 
 def put(args: WorkflowPut, store: Store) -> Registered:
@@ -33,11 +34,11 @@ def put(args: WorkflowPut, store: Store) -> Registered:
 
 
 def show(args: WorkflowShow, store: Store) -> WorkflowShown:
-    """A workflow by name, hash or file, looked for in the working directory's repo."""
-    from uwf.config.repo import find_repo
+    """A workflow by name, hash or file; a name looked for in the working folder's repo."""
+    from uwf.config.repo import search_folders
     from uwf.workflows.discovery import show_workflow
 
-    return show_workflow(store, args.ref, find_repo(None, store.settings))
+    return show_workflow(store, args.ref, search_folders(None, store.settings))
 
 
 def list_all(args: NoArgs, store: Store) -> list[WorkflowListed]:

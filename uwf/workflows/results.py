@@ -17,11 +17,16 @@ class Registered(Result):
 
 
 class WorkflowShown(Result):
-    """`workflow show`: the node's hash, its name and its whole definition."""
+    """`workflow show`: the node's hash, its name and its whole definition; `source`,
+    the repo file it came from when one holds the name (without it, the store's
+    registered version was used), and `storeVersion`, the name's registered version
+    when the file's is another."""
 
     workflow: str
     name: str
     definition: dict[str, Any]
+    source: str | UnsetType = UNSET
+    store_version: str | UnsetType = UNSET
 
 
 class WorkflowListed(Result):

@@ -69,10 +69,7 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
     unless the name already points there. With `conflict`, a name already pointing at
     another hash is refused instead, with `conflict(that hash)`."""
     # Nodes first, then the event that refers to them (durability order).
-    store.cas.ensure_builtins()
-    for schema in checked.schemas:
-        store.cas.put_schema(schema)
-    workflow_hash = store.cas.put(builtin_hash("Workflow"), checked.payload)
+    workflow_hash = store_workflow(store, checked)
     name = checked.name
 
     result = Registered(workflow=workflow_hash, name=name,
@@ -89,6 +86,16 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
         return Outcome([NewEvent(f"workflow/{name}", registered)], result)
 
     return store.journal.write(decide)
+
+
+def store_workflow(store: Store, checked: CheckedWorkflow) -> str:
+    """Store a checked workflow's nodes (its schemas, then the Workflow node) and
+    return its hash; no event: a name is pointed at it by `register_workflow`, or a
+    thread started on it names it."""
+    store.cas.ensure_builtins()
+    for schema in checked.schemas:
+        store.cas.put_schema(schema)
+    return store.cas.put(builtin_hash("Workflow"), checked.payload)
 
 
 def _check_nodes(store: Store, payload: dict[str, Any], schemas: list[Any]) -> None:
