@@ -1,5 +1,5 @@
 """`log verify`'s check of the queue's events: the entry's transition table
-(uwf/queue/rules.py, docs/queue.md): a lease only of a ready entry, each attempt
+(uwf/queue/py, docs/queue.md): a lease only of a ready entry, each attempt
 counted once, a lease's holder acting only on its live lease, a reset only of a parked
 entry, nothing after an entry was drained or cancelled but a status set by hand; and
 no lease over a ceiling of the scheduling policy the log has at its instant."""
@@ -13,8 +13,17 @@ from uwf.engine.clock import parse_instant
 from uwf.engine.events import Envelope
 from uwf.engine.feature import Check
 from uwf.errors import UsageError
-from uwf.queue import rules
 from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
+from uwf.queue.rules import (
+    ADDED,
+    TIMED,
+    EntryState,
+    Policy,
+    next_state,
+    over_ceiling,
+    policy_of,
+)
+from uwf.queue.rules import problem as entry_problem
 
 
 class LiveLeases:
@@ -49,8 +58,8 @@ class QueueOrder:
     leases per pool and over all pools, as the log has them so far."""
 
     def __init__(self, made: Mapping[str, Check]) -> None:
-        self.queue: dict[str, rules.EntryState] = {}
-        self.policy = rules.Policy()
+        self.queue: dict[str, EntryState] = {}
+        self.policy = Policy()
         self.pools: dict[str, str | None] = {}
         self.live: dict[str | None, LiveLeases] = {}
         self.live_total = LiveLeases()
@@ -58,26 +67,26 @@ class QueueOrder:
     def __call__(self, envelope: Envelope) -> str | None:
         data = envelope.data
         if isinstance(data, SchedPolicySet):
-            self.policy = rules.policy_of(data)
+            self.policy = policy_of(data)
             return None
         if not envelope.type.startswith("queue."):
             return None
         subject = envelope.subject
         state = self.queue.get(subject)
-        at = _instant(envelope.ts) if envelope.type in rules.TIMED else None
-        problem = rules.problem(state, data, subject, at)
+        at = _instant(envelope.ts) if envelope.type in TIMED else None
+        problem = entry_problem(state, data, subject, at)
         if state is None:
             if isinstance(data, QueueAdded):
-                self.queue[subject] = rules.ADDED
+                self.queue[subject] = ADDED
                 self.pools[subject] = data.session
             return problem
         if isinstance(data, QueueAdded):
             return problem  # added twice: the entry is followed as it was
-        after = rules.next_state(state, data)
+        after = next_state(state, data)
         pool = self.pools.get(subject)
         live = self.live.setdefault(pool, LiveLeases())
         if problem is None and isinstance(data, QueueLeased) and at is not None:
-            ceiling = rules.over_ceiling(self.policy, pool, live.active_at(at),
+            ceiling = over_ceiling(self.policy, pool, live.active_at(at),
                                          self.live_total.active_at(at), envelope.ts)
             problem = None if ceiling is None else f"{envelope.type} of {subject}: {ceiling}"
         self.queue[subject] = after

@@ -1,4 +1,4 @@
-"""`log verify`'s check of what is filed on a run (uwf/runs/rules.py): an archive, an
+"""`log verify`'s check of what is filed on a run (uwf/runs/py): an archive, an
 unarchive, a rerun's link, each in a state of the run and of its thread that allows
 it. A run is a thread: its thread's phase is the threads' check's."""
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from uwf.engine.events import Envelope
 from uwf.engine.feature import Check
-from uwf.runs import rules
+from uwf.runs.rules import RunPhase, kind_of, next_run, problem
 from uwf.threads.order import ThreadOrder
 
 
@@ -21,14 +21,14 @@ class RunOrder:
             raise ValueError("the runs feature's check reads the threads': list the threads "
                              "feature before the runs feature")
         self.threads = threads
-        self.runs: dict[str, rules.RunPhase] = {}
+        self.runs: dict[str, RunPhase] = {}
 
     def __call__(self, envelope: Envelope) -> str | None:
         data, subject = envelope.data, envelope.subject
-        if rules.kind_of(data) is None:
+        if kind_of(data) is None:
             return None
-        run = self.runs.get(subject, rules.RunPhase())
+        run = self.runs.get(subject, RunPhase())
         thread = self.threads.phase(subject)[0]
         if thread is not None:  # as the runs view: nothing folds before the start
-            self.runs[subject] = rules.next_run(run, data)
-        return rules.problem(run, thread, data, subject)
+            self.runs[subject] = next_run(run, data)
+        return problem(run, thread, data, subject)

@@ -1,5 +1,5 @@
 """`log verify`'s check of the threads' events: the thread's transition table
-(uwf/threads/rules.py): no step before its thread starts, none after it ends, one step
+(uwf/threads/py): no step before its thread starts, none after it ends, one step
 in flight, a result only for it, a step an incremental rerun took over (`reused`)
 never while one is in flight."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from uwf.engine.events import Envelope
 from uwf.engine.feature import Check
-from uwf.threads import rules
+from uwf.threads.rules import NOT_STARTED, Phase, check
 
 
 class ThreadOrder:
@@ -17,15 +17,15 @@ class ThreadOrder:
     the runs' check reads it (`phase`)."""
 
     def __init__(self, made: Mapping[str, Check]) -> None:
-        self.threads: dict[str, rules.Phase] = {}
+        self.threads: dict[str, Phase] = {}
 
-    def phase(self, subject: str) -> rules.Phase:
-        return self.threads.get(subject, rules.NOT_STARTED)
+    def phase(self, subject: str) -> Phase:
+        return self.threads.get(subject, NOT_STARTED)
 
     def __call__(self, envelope: Envelope) -> str | None:
         subject = envelope.subject
-        phase = self.threads.get(subject, rules.NOT_STARTED)
-        problem, after = rules.check(phase, envelope.data, subject)
+        phase = self.threads.get(subject, NOT_STARTED)
+        problem, after = check(phase, envelope.data, subject)
         if after != phase:
             self.threads[subject] = after
         return problem
