@@ -11,22 +11,17 @@ one process may be opened with two lists.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
 
 import msgspec
 
 from uwf.engine.events import Envelope, EventCatalog, EventData, Upcaster
 from uwf.engine.projection import StructProjection
 
-
-class Check(Protocol):
-    """One `log verify` pass over a feature's events, made anew for each pass (it keeps
-    what it has seen: each subject's state under the feature's transition table)."""
-
-    def __call__(self, envelope: Envelope) -> str | None:
-        """The problem with `envelope`, which follows every line checked before it (None:
-        the feature's rules allow it)."""
-        ...
+# One `log verify` pass over a feature's events, made anew for each pass (it keeps what
+# it has seen: each subject's state under the feature's transition table): the problem
+# with an envelope, which follows every line checked before it (None: the feature's
+# rules allow it).
+Check = Callable[[Envelope], str | None]
 
 
 # Makes a feature's check, given the checks made so far for the features listed before

@@ -3,9 +3,18 @@ view, its `log verify` check (over the threads')."""
 
 from __future__ import annotations
 
-from uwf.engine.feature import Feature
+from collections.abc import Mapping
+
+from uwf.engine.feature import Check, Feature
 from uwf.runs.events import RUN_EVENTS
-from uwf.runs.order import RunOrder
 from uwf.runs.projection import RunsProjection
 
-FEATURE = Feature(name="runs", events=RUN_EVENTS, views=(RunsProjection,), check=RunOrder)
+
+def _check(made: Mapping[str, Check]) -> Check:
+    """A new `log verify` check (its module loaded by `log verify` only)."""
+    from uwf.runs.order import RunOrder
+
+    return RunOrder(made)
+
+
+FEATURE = Feature(name="runs", events=RUN_EVENTS, views=(RunsProjection,), check=_check)
