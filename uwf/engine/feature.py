@@ -33,21 +33,16 @@ MakeCheck = Callable[[Mapping[str, Check]], Check]
 class Feature(msgspec.Struct, frozen=True, kw_only=True):
     """What a feature adds to a store: event types, views, a verify check, upcasters.
 
-    `views` are projection classes (a store makes its own instances); `check` reads
-    the events of `checked` (by default the feature's own `events`). A Struct, not a
-    dataclass, which would compile its methods at every start-up.
+    `views` are projection classes (a store makes its own instances); `check` is
+    called with the feature's own `events`. A Struct, not a dataclass, which would
+    compile its methods at every start-up.
     """
 
     name: str
     events: tuple[type[EventData], ...] = ()
     views: tuple[type[StructProjection], ...] = ()
     check: MakeCheck | None = None
-    checked: tuple[type[EventData], ...] | None = None
     upcasters: tuple[Upcaster, ...] = ()
-
-    def checked_types(self) -> frozenset[str]:
-        """The event types `check` is called with."""
-        return frozenset(t.type for t in (self.events if self.checked is None else self.checked))
 
 
 def valid(features: Sequence[Feature]) -> tuple[Feature, ...]:
@@ -100,6 +95,6 @@ def checks_of(features: Iterable[Feature]) -> dict[str, list[Check]]:
         if feature.check is None:
             continue
         check = made[feature.name] = feature.check(made)
-        for name in feature.checked_types():
-            routes.setdefault(name, []).append(check)
+        for event_type in feature.events:
+            routes.setdefault(event_type.type, []).append(check)
     return routes
