@@ -1,12 +1,14 @@
 """Imports flow one way (docs/architecture.md), lazy function-level imports included.
 
 From the bottom: the leaves; `engine` and `cas`; `language` (the pure workflow
-language); `config` (what comes from outside). Then the features, each in two
-halves: its pure model (events, rules, deciders, projections: no store, no I/O)
-and its services. `uwf/store.py` sits between the halves: it registers every
-feature's events and projections, and every service takes the `Store` it opens.
-`cli` and `agents` sit on top. A feature imports another only where the domain
-says so (`FEATURES`).
+language); `config` (what comes from outside); `uwf/store.py`, which opens a store
+of the features it is given and names none. Then the features, each in two halves:
+its pure model (events, rules, deciders, projections, its verify check and the one
+`Feature` value that names them: no store, no I/O) and its services, which take the
+`Store`. On top: `uwf/features.py` (the composition root: the list of the features'
+values) and the surfaces, `cli`, `agents` and `dashboard`. A feature imports another
+only where the domain says so (`FEATURES`); the store, the engine and the audit
+import none.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ BELOW_FEATURES = {
 # the archive, the archive and the audit read the other features' events, the bridge
 # publishes through the queue's MQTT connection, a store's copy finds its nodes as
 # json-cas's gc does and verifies itself with the audit's and the registry's checks.
+# The audit reads every feature's events through the checks of the features a store
+# is opened with (`uwf.engine.feature`), and names none.
 FEATURES = {
     "workflows": set(),
     "threads": {"workflows"},
@@ -37,20 +41,36 @@ FEATURES = {
     "queue": {"threads", "workflows"},
     "worker": {"queue", "threads", "archive", "audit"},
     "archive": {"threads"},
-    "audit": {"queue", "runs", "threads", "workflows"},
+    "audit": set(),
     "bridge": {"queue"},
     "jsoncas": set(),
     "storecopy": {"audit", "jsoncas", "runs"},
 }
 # A feature's pure model: these modules may import no service, no store, no config.
-MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results"}
+MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results",
+         "order", "feature"}
 # The surfaces: the command line, the agents, the web dashboard (over the CLI's commands).
 TOP = {"cli", "agents", "dashboard"}
+# The composition root: each feature's value, listed once (it imports `<feature>.feature`).
+ROOT = "uwf.features"
+# The one arrow up: `Store.open(path)` given no features lists uwf's, from the root, in
+# this one function (as `process_settings` is the one read of the process's environment).
+DEFAULT_FEATURES = ("uwf.store", "default_features", ROOT)
 
 
-def imports(path: Path) -> list[str]:
+def imports(path: Path, module: str = "") -> list[str]:
+    """The uwf modules `path` (the module `module`) imports, lazily too; the import of
+    the root in `DEFAULT_FEATURES`' function aside."""
+    tree = ast.parse(path.read_text("utf-8"))
+    excused: set[int] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.FunctionDef) and (module, node.name) == DEFAULT_FEATURES[:2]):
+            excused |= {id(inner) for inner in ast.walk(node)
+                        if isinstance(inner, ast.ImportFrom) and inner.module == ROOT}
     found = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in excused:
+            continue
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -72,7 +92,10 @@ def allowed(module: str, name: str) -> bool:
         return there in BELOW_FEATURES[here]
     below = {"engine", "cas", "language"}
     if module == "uwf.store":
-        return there in below | {"config"} or is_model(name)
+        return there in below | {"config"}
+    if module == ROOT:  # each feature's value, nothing else of it
+        parts = name.split(".")
+        return there == "engine" or (there in FEATURES and parts[2:] == ["feature"])
     if here in FEATURES:
         reach = {here} | FEATURES[here]
         if is_model(module):  # pure: the layers below and the model of the features it may use
@@ -93,12 +116,38 @@ def modules() -> list[tuple[str, Path]]:
     return found
 
 
-@pytest.mark.parametrize("layer", sorted({*BELOW_FEATURES, *FEATURES, *TOP, "store"}))
+@pytest.mark.parametrize("layer", sorted({*BELOW_FEATURES, *FEATURES, *TOP, "store", "features"}))
 def test_a_layer_imports_only_what_the_map_allows(layer: str) -> None:
     wrong = [f"{module} imports {name}"
              for module, path in modules() if module.split(".")[1:2] == [layer]
-             for name in imports(path) if not allowed(module, name)]
+             for name in imports(path, module) if not allowed(module, name)]
     assert wrong == []
+
+
+def test_the_store_the_engine_and_the_audit_name_no_feature() -> None:
+    """Below the features (and in the auditor) a feature is a value handed in: no
+    import of one, lazy ones included, but the store's default list from the root."""
+    lower = {"store", "engine", "cas", "config", "language", "audit"}
+    named = [f"{module} imports {name}" for module, path in modules()
+             if module.split(".")[1:2] and module.split(".")[1] in lower
+             for name in imports(path, module)
+             if name.split(".")[1:2] and name.split(".")[1] in set(FEATURES) - {"audit"}]
+    assert named == []
+    store = (PACKAGE / "store.py").read_text("utf-8")
+    assert "from uwf.features import FEATURES" in store  # the one excused arrow is there
+    assert ROOT not in imports(PACKAGE / "store.py", "uwf.store")
+    assert ROOT in imports(PACKAGE / "store.py", "uwf.other")  # excused only there
+
+
+def test_every_feature_with_events_exports_one_value() -> None:
+    """A feature with events has a `feature.py` whose `FEATURE` the root lists."""
+    with_events = {path.parent.name for path in PACKAGE.glob("*/events.py")
+                   if path.parent.name in FEATURES}
+    with_value = {path.parent.name for path in PACKAGE.glob("*/feature.py")}
+    assert with_events <= with_value
+    listed = {name.split(".")[1] for name in imports(PACKAGE / "features.py", ROOT)
+              if name.endswith(".feature")}
+    assert listed == with_value
 
 
 def test_the_leaves_import_no_layer() -> None:
@@ -109,8 +158,8 @@ def test_the_leaves_import_no_layer() -> None:
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
            if not p.name.startswith((".", "_")) and p.name != "py.typed"}
-    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "errors", "redact", "ids", "payload",
-                   "folders"}
+    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "features", "errors", "redact", "ids",
+                   "payload", "folders"}
 
 
 def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
@@ -119,6 +168,13 @@ def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
     assert not allowed("uwf.threads.service", "uwf.queue.service")
     assert not allowed("uwf.engine.journal", "uwf.cas.store")
     assert not allowed("uwf.store", "uwf.queue.service")
+    assert not allowed("uwf.store", "uwf.queue.events")  # the store names no feature
+    assert not allowed("uwf.store", ROOT)  # but in `default_features`
+    assert not allowed("uwf.audit.verify", "uwf.queue.rules")
+    assert not allowed("uwf.engine.feature", "uwf.threads.rules")
+    assert not allowed(ROOT, "uwf.queue.service")
+    assert allowed(ROOT, "uwf.queue.feature")
+    assert allowed("uwf.queue.feature", "uwf.queue.order")
     assert allowed("uwf.worker.service", "uwf.queue.sched")
 
 

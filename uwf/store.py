@@ -1,8 +1,10 @@
-"""Open a store: wire the log, views and CAS together, with the settings it runs under.
+"""Open a store: wire the log, views and CAS together, with the features and settings
+it runs under.
 
-The composition root of the features' pure parts: every feature's event types and
-projection are registered here, and every feature's service takes the `Store`.
-The store carries the `Settings` its entry point resolved (`store.settings`: the
+Below the features: it names none. The features it holds are values it is given
+(`features`: each feature's events, views, verify check and upcasters, listed once at
+the top in `uwf/features.py`); every feature's service takes the `Store`. The store
+carries the `Settings` its entry point resolved (`store.settings`: the
 environment agents get, the working folder, the config path, the lock timeout),
 so a service reaches them without reading the process's own.
 
@@ -12,6 +14,7 @@ Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,11 +24,12 @@ from uwf.cas.records import LoggedBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import Settings, process_settings, store_root
 from uwf.engine.dburl import is_database_url
+from uwf.engine.events import EventCatalog
 
 if TYPE_CHECKING:
     from uwf.engine.pgdb import PgDatabase
 from uwf.engine.clock import Clock, system_clock
-from uwf.engine.events import EventCatalog
+from uwf.engine.feature import Feature, catalog_of, valid, views_of
 from uwf.engine.filelog import FileLog
 from uwf.engine.fold import Progress
 from uwf.engine.journal import Journal, Views
@@ -38,27 +42,29 @@ from uwf.engine.storeview import StoreProjection
 from uwf.engine.viewspec import ViewStore
 from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import UsageError
-from uwf.queue.events import QUEUE_EVENTS
-from uwf.queue.projection import QueueProjection, SchedProjection
 from uwf.redact import Redact
-from uwf.runs.events import RUN_EVENTS
-from uwf.runs.projection import RunsProjection
-from uwf.threads.events import THREAD_EVENTS
-from uwf.threads.projection import ThreadsProjection
-from uwf.threads.steps import StepsProjection
-from uwf.workflows.events import WORKFLOW_EVENTS
-from uwf.workflows.projection import WorkflowsProjection
 
 
-def all_projections() -> list[StructProjection]:
-    """Every view uwf maintains, in a fixed order."""
-    return [StoreProjection(), WorkflowsProjection(), ThreadsProjection(), RunsProjection(),
-            StepsProjection(), QueueProjection(), SchedProjection(), NodesProjection()]
+def default_features() -> tuple[Feature, ...]:
+    """The features uwf's entry points list (`uwf.features.FEATURES`), for a library
+    caller that opens a store without naming its own: the one place the store reaches
+    up to the composition root, when it is given no list (tests/test_layers.py)."""
+    from uwf.features import FEATURES
+
+    return FEATURES
 
 
-def event_catalog() -> EventCatalog:
-    """The core event types plus every feature's, registered explicitly."""
-    return EventCatalog(WORKFLOW_EVENTS, THREAD_EVENTS, RUN_EVENTS, QUEUE_EVENTS)
+def all_projections(features: Sequence[Feature] | None = None) -> list[StructProjection]:
+    """Every view a store of `features` (by default uwf's) maintains, in a fixed order:
+    the store's own, each feature's, the CAS nodes'."""
+    listed = default_features() if features is None else features
+    return [StoreProjection(), *views_of(listed), NodesProjection()]
+
+
+def event_catalog(features: Sequence[Feature] | None = None) -> EventCatalog:
+    """The core event types plus those of `features` (by default uwf's), and their
+    upcasters."""
+    return catalog_of(default_features() if features is None else features)
 
 
 @dataclass
@@ -80,6 +86,8 @@ class Store:
     settings: Settings = field(default_factory=process_settings)
     # The PostgreSQL database the parts share, closed with the store (None: a folder).
     database: PgDatabase | None = None
+    # The features whose events, views, checks and upcasters the parts were wired with.
+    features: tuple[Feature, ...] = field(default_factory=default_features)
 
     @property
     def log(self) -> EventLog:
@@ -110,8 +118,12 @@ class Store:
     @classmethod
     def open(cls, root: str | Path | None = None, *, settings: Settings | None = None,
              now: str | None = None, clock: Clock | None = None,
-             redact: Redact | None = None) -> Store:
+             redact: Redact | None = None, features: Sequence[Feature] | None = None
+             ) -> Store:
         """The embedded default: file log, SQLite views, file CAS, in one folder.
+
+        `features` are the features the store holds, as the entry point listed them
+        (`uwf.features.FEATURES`, or a library's own list); without them, uwf's.
 
         `settings` are what an entry point resolved (root, `--now`, UWF_*); without
         them, this process's are used (`process_settings(root, now)`): a convenience
@@ -130,27 +142,30 @@ class Store:
             settings = replace(settings, store_root=store_root(str(root), settings.environ),
                                store_url=None)
         clock = clock or settings.clock
+        listed = valid(default_features() if features is None else features)
         if settings.store_url is not None:
-            return cls._on_server(settings, clock, redact)
+            return cls._on_server(settings, clock, redact, listed)
         path = settings.store_root
         if path.exists() and not path.is_dir():
             raise UsageError(f"the store root {path} is not a folder",
                              "give a folder with --store or UWF_HOME")
         log = FileLog(path / "events", path / "lock", segment_bytes=settings.segment_bytes,
                       durable=settings.durable, lock_timeout=settings.lock_timeout)
-        projections = all_projections()
+        projections = all_projections(listed)
         specs = [projection.spec() for projection in projections]
         views = SqliteViewStore(path / "views" / "views.sqlite3", specs)
         snapshots = SqliteSnapshots(views.path, specs, durable=settings.durable)
-        journal = Journal(log, views, projections, event_catalog(), clock=clock, redact=redact,
-                          snapshots=snapshots)
+        journal = Journal(log, views, projections, catalog_of(listed), clock=clock,
+                          redact=redact, snapshots=snapshots)
         loose = FileBlobs(path / "cas", settings.durable)
         Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
         cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)
-        return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings)
+        return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings,
+                   features=listed)
 
     @classmethod
-    def _on_server(cls, settings: Settings, clock: Clock, redact: Redact | None) -> Store:
+    def _on_server(cls, settings: Settings, clock: Clock, redact: Redact | None,
+                   features: tuple[Feature, ...]) -> Store:
         """A store in a PostgreSQL database (docs/hosts.md): its log, views and CAS on one
         `PgDatabase`, so a writer's section is one transaction."""
         from uwf.engine.pgdb import PgDatabase
@@ -163,12 +178,12 @@ class Store:
             from uwf.engine.pglog import PgLog
             from uwf.engine.pgviews import PgViewStore
 
-            projections = all_projections()
+            projections = all_projections(features)
             from uwf.engine.pgwrite import OneCall
 
             views = PgViewStore(database, [projection.spec() for projection in projections])
             log = PgLog(database, durable=settings.durable)
-            journal = Journal(log, views, projections, event_catalog(), clock=clock,
+            journal = Journal(log, views, projections, catalog_of(features), clock=clock,
                               redact=redact, first=OneCall(log, views))
             cas = Cas(LoggedBlobs(PgBlobs(database), NodeRecords(journal)), clock=clock,
                       redact=redact)
@@ -176,21 +191,24 @@ class Store:
             database.close()
             raise
         return cls(None, journal, cas, now=settings.now, redact=redact, settings=settings,
-                   database=database)
+                   database=database, features=features)
 
     @classmethod
     def memory(cls, *, clock: Clock = system_clock, redact: Redact | None = None,
-               settings: Settings | None = None) -> Store:
+               settings: Settings | None = None, features: Sequence[Feature] | None = None
+               ) -> Store:
         """The in-memory twin of every part, for tests and embedding. `settings` (default:
         this process's) give its services their environment, working folder and config;
-        the clock is `clock`, never theirs."""
-        projections = all_projections()
+        the clock is `clock`, never theirs; `features` as for `open`."""
+        listed = valid(default_features() if features is None else features)
+        projections = all_projections(listed)
         views = MemoryViewStore([projection.spec() for projection in projections])
-        journal = Journal(MemoryLog(), views, projections, event_catalog(), clock=clock,
+        journal = Journal(MemoryLog(), views, projections, catalog_of(listed), clock=clock,
                           redact=redact)
         cas = Cas(LoggedBlobs(MemoryBlobs(), NodeRecords(journal)), clock=clock, redact=redact)
         return cls(None, journal, cas, redact=redact,
-                   settings=settings if settings is not None else process_settings())
+                   settings=settings if settings is not None else process_settings(),
+                   features=listed)
 
     def read(self, progress: Progress | None = None) -> Views:
         """The views, caught up with the log (absent ones built first)."""

@@ -73,10 +73,12 @@ def _store(env: Mapping[str, str]) -> Any:
     CLI masks them."""
     from uwf.config.secrets import load_redactor
     from uwf.config.settings import process_settings
+    from uwf.features import FEATURES
     from uwf.store import Store
 
     settings = process_settings(env.get("UWF_HOME"))
-    return Store.open(settings=settings, redact=load_redactor(env, settings.config_path))
+    return Store.open(settings=settings, redact=load_redactor(env, settings.config_path),
+                      features=FEATURES)
 
 
 def context(thread: str, role: str,

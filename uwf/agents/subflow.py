@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         from uwf.config.repo import find_repo
         from uwf.config.secrets import load_redactor
         from uwf.config.settings import process_settings
+        from uwf.features import FEATURES
         from uwf.store import Store
         from uwf.threads.service import get_thread, start_thread
         from uwf.threads.stepping import run_thread
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         # The child's agents inherit the depth through the environment they are given;
         # this process's own is left alone, so `main` can run again (or in threads).
         settings = process_settings().with_environ(**{DEPTH_VAR: str(depth + 1)})
-        store = Store.open(settings=settings,
+        store = Store.open(settings=settings, features=FEATURES,
                            redact=load_redactor(os.environ, settings.config_path))
         parent = get_thread(store.read(), thread)
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +10,6 @@ from typing import TYPE_CHECKING
 from uwf.audit.results import AnchorHeld, LineProblem, LogVerified
 from uwf.cas.hashing import is_hash
 from uwf.cas.nodes import record_problem
-from uwf.engine.clock import parse_instant
 from uwf.engine.events import (
     FORMAT_VERSION,
     GENESIS_PREV,
@@ -20,16 +18,12 @@ from uwf.engine.events import (
     StoreCreated,
     digest,
 )
+from uwf.engine.feature import Check, checks_of
 from uwf.engine.fold import PROGRESS_EVERY, Progress
 from uwf.engine.log import LogLine
-from uwf.errors import Corrupt, UsageError, UwfError
+from uwf.errors import Corrupt, UwfError
 from uwf.payload import UNSET, UnsetType
-from uwf.queue import rules as queue_rules
-from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
-from uwf.runs import rules as run_rules
 from uwf.store import Store
-from uwf.threads import rules as thread_rules
-from uwf.workflows.events import WorkflowRegistered
 
 if TYPE_CHECKING:
     from uwf.audit.results import Anchor
@@ -96,33 +90,6 @@ def follow(
         store.log.wait(seq, poll)
 
 
-class _LiveLeases:
-    """The expiry of every entry `log verify` holds as leased, sorted, so the leases
-    active at an instant (expiresAt > it) are counted by one bisection."""
-
-    def __init__(self) -> None:
-        self._expiry: dict[str, int] = {}
-        self._sorted: list[int] = []
-
-    def set(self, subject: str, expires: int | None) -> None:
-        old = self._expiry.pop(subject, None)
-        if old is not None:
-            del self._sorted[bisect.bisect_left(self._sorted, old)]
-        if expires is not None:
-            self._expiry[subject] = expires
-            bisect.insort(self._sorted, expires)
-
-    def active_at(self, at: int) -> int:
-        return len(self._sorted) - bisect.bisect_right(self._sorted, at)
-
-
-def _instant(ts: str) -> int | None:
-    try:
-        return parse_instant(ts)
-    except UsageError:
-        return None  # named by the ts check already
-
-
 @dataclass
 class _Verifier:
     store: Store
@@ -133,18 +100,9 @@ class _Verifier:
     prev_line: tuple[str, int] | None = None
     open_batch: tuple[int, int] | None = None
     digests: dict[int, tuple[str, str, int]] = field(default_factory=dict)
-    # Per-subject order: the registered hash per workflow, each thread's state and
-    # step in flight, and what is filed on each run.
-    workflows: dict[str, str] = field(default_factory=dict)
-    threads: dict[str, thread_rules.Phase] = field(default_factory=dict)
-    runs: dict[str, run_rules.RunPhase] = field(default_factory=dict)
-    queue: dict[str, queue_rules.EntryState] = field(default_factory=dict)
-    # The lease ceilings as the log has them: the policy, each entry's pool (its
-    # session), and the live leases per pool and over all pools.
-    policy: queue_rules.Policy = field(default_factory=queue_rules.Policy)
-    pools: dict[str, str | None] = field(default_factory=dict)
-    live: dict[str | None, _LiveLeases] = field(default_factory=dict)
-    live_total: _LiveLeases = field(default_factory=_LiveLeases)
+    # Per-subject order: each feature's check (its transition table over the log so
+    # far), by the event types it reads; made from the store's features.
+    checks: dict[str, list[Check]] = field(default_factory=dict)
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append(LineProblem(seq=seq, segment=segment, line=line, problem=text))
@@ -213,70 +171,10 @@ class _Verifier:
         if isinstance(envelope.data, StoreCreated) and envelope.data.format > FORMAT_VERSION:
             self.problem(envelope.seq, segment, number,
                          f"store format {envelope.data.format} is newer than {FORMAT_VERSION}")
-        data = envelope.data
-        if isinstance(data, WorkflowRegistered):
-            current = self.workflows.get(data.name)
-            if data.previous != current:
-                self.problem(envelope.seq, segment, number,
-                             f"previous is {data.previous}, but {data.name} pointed at {current}")
-            self.workflows[data.name] = data.hash
-        elif envelope.type.startswith(("thread.", "run.")):
-            problem = self._thread_order(envelope)
+        for check in self.checks.get(envelope.type, ()):
+            problem = check(envelope)
             if problem:
                 self.problem(envelope.seq, segment, number, problem)
-        elif envelope.type.startswith("queue."):
-            problem = self._queue_order(envelope)
-            if problem:
-                self.problem(envelope.seq, segment, number, problem)
-        elif isinstance(data, SchedPolicySet):
-            self.policy = queue_rules.policy_of(data)
-
-    def _queue_order(self, envelope: Envelope) -> str | None:
-        """The entry's transition table (uwf/queue/rules.py, docs/queue.md): a lease
-        only of a ready entry, each attempt counted once, a lease's holder acting only
-        on its live lease, a reset only of a parked entry, nothing after an entry was
-        drained or cancelled but a status set by hand; and no lease over a ceiling."""
-        data, subject = envelope.data, envelope.subject
-        state = self.queue.get(subject)
-        at = _instant(envelope.ts) if envelope.type in queue_rules.TIMED else None
-        problem = queue_rules.problem(state, data, subject, at)
-        if state is None:
-            if isinstance(data, QueueAdded):
-                self.queue[subject] = queue_rules.ADDED
-                self.pools[subject] = data.session
-            return problem
-        if isinstance(data, QueueAdded):
-            return problem  # added twice: the entry is followed as it was
-        after = queue_rules.next_state(state, data)
-        pool = self.pools.get(subject)
-        live = self.live.setdefault(pool, _LiveLeases())
-        if problem is None and isinstance(data, QueueLeased) and at is not None:
-            ceiling = queue_rules.over_ceiling(self.policy, pool, live.active_at(at),
-                                               self.live_total.active_at(at), envelope.ts)
-            problem = None if ceiling is None else f"{envelope.type} of {subject}: {ceiling}"
-        self.queue[subject] = after
-        expires = after.expires if after.status == "leased" else None
-        live.set(subject, expires)
-        self.live_total.set(subject, expires)
-        return problem
-
-    def _thread_order(self, envelope: Envelope) -> str | None:
-        """The thread's transition table (uwf/threads/rules.py): no step before its
-        thread starts, none after it ends, one step in flight, a result only for it, a
-        step an incremental rerun took over (`reused`) never while one is in flight;
-        and the run's (uwf/runs/rules.py) for what is filed on it."""
-        data, subject = envelope.data, envelope.subject
-        phase = self.threads.get(subject, thread_rules.NOT_STARTED)
-        if run_rules.kind_of(data) is not None:
-            run = self.runs.get(subject, run_rules.RunPhase())
-            thread = phase[0]
-            if thread is not None:  # as the runs view: nothing folds before the start
-                self.runs[subject] = run_rules.next_run(run, data)
-            return run_rules.problem(run, thread, data, subject)
-        problem, after = thread_rules.check(phase, data, subject)
-        if after != phase:
-            self.threads[subject] = after
-        return problem
 
 
 def _head_seq(store: Store) -> int:
@@ -294,7 +192,7 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
     and that the log still holds each anchored line (anchors whose signatures the
     caller verified: `uwf.audit.anchor.load`). `progress` is told the lines read of the
     head's seq (0 when a damaged log has none) every PROGRESS_EVERY lines and at the end."""
-    checker = _Verifier(store)
+    checker = _Verifier(store, checks=checks_of(store.features))
     last_where = ""
     places: set[str] = set()  # the segments (a folder's files; a table: one) read
     total = _head_seq(store) if progress is not None else 0

@@ -4,8 +4,9 @@ A `Context` holds `--store`, `--json` and `--now` for one command (and whether i
 result is read on a terminal), with the environment and working folder it runs in
 (by default this process's, copied when the context is made). From them it resolves
 the command's `Settings` once, on first use, opens the store with them
-(`Store.open(settings=..., redact=...)`) and closes it in `close()`, and builds the
-secret redactor once. Nothing below reads the process environment or writes it, so
+(`Store.open(settings=..., redact=..., features=...)`, with the features the entry
+point listed: by default `uwf.features.FEATURES`) and closes it in `close()`, and
+builds the secret redactor once. Nothing below reads the process environment or writes it, so
 many commands can run in one process independently, in threads at once, each with
 its own environment.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import EllipsisType
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from uwf.cli.progress import Bars
     from uwf.config.settings import Settings
+    from uwf.engine.feature import Feature
     from uwf.redact import Redact
     from uwf.store import Store
 
@@ -66,7 +68,8 @@ class Context:
                  now: str | None = None, terminal: bool = False,
                  progress: Callable[[int, int], None] | None = None,
                  bars: Bars | None = None, environ: Mapping[str, str] | None = None,
-                 cwd: Path | EllipsisType | None = ...) -> None:
+                 cwd: Path | EllipsisType | None = ...,
+                 features: Sequence[Feature] | None = None) -> None:
         from uwf.engine.clock import clock_from
 
         self.store_root = store_root  # --store; else UWF_HOME and the defaults
@@ -84,6 +87,9 @@ class Context:
         # process's, copied now; a cwd of None: it has none).
         self.environ: Mapping[str, str] = process_environ() if environ is None else environ
         self.cwd: Path | None = working_folder() if cwd is ... else cwd
+        # The features of the store (None: uwf's, `uwf.features.FEATURES`, loaded when the
+        # store is opened, so a command that opens none does not import them).
+        self._features = None if features is None else tuple(features)
         self._store: Store | None = None
         clock_from(self.now, self.environ)  # a malformed --now / UWF_NOW: a usage error now
 
@@ -105,13 +111,22 @@ class Context:
         return redactor_for(self.environ)
 
     @property
+    def features(self) -> tuple[Feature, ...]:
+        """The features of the store this context opens, as the entry point listed them."""
+        if self._features is None:
+            from uwf.features import FEATURES
+
+            self._features = FEATURES
+        return self._features
+
+    @property
     def store(self) -> Store:
         """The store, opened on first use."""
         if self._store is None:
             from uwf.store import Store
 
             redact = self.redact
-            store = Store.open(settings=self.settings, redact=redact)
+            store = Store.open(settings=self.settings, redact=redact, features=self.features)
             store.progress = self.progress
             self._store = store
         return self._store

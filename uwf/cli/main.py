@@ -20,6 +20,7 @@ from uwf.workflows.commands import WorkflowPut, WorkflowShow
 
 if TYPE_CHECKING:
     from uwf.cli.context import Context
+    from uwf.engine.feature import Feature
 
 # -- workflow ----------------------------------------------------------------
 
@@ -210,11 +211,14 @@ COMMANDS = Group(
 
 
 def main(argv: Sequence[str] | None = None, *,
-         environ: Mapping[str, str] | None = None) -> int:
+         environ: Mapping[str, str] | None = None,
+         features: Sequence[Feature] | None = None) -> int:
     """Entry point of the `uwf` console script; `main(argv)` runs in-process, in
     `environ` if given (else this process's environment), so calls in several threads
-    at once each have their own store, clock and settings."""
-    return console(COMMANDS, argv, environ)
+    at once each have their own store, clock and settings. `features` are those of
+    the store a command opens (by default uwf's: `uwf.features.FEATURES`, imported when
+    a store is opened); the MCP server, the dashboard and the worker it starts use them."""
+    return console(COMMANDS, argv, environ, features)
 
 
 __all__ = ["COMMANDS", "main", "panel"]

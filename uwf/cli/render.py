@@ -26,6 +26,7 @@ from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
     from uwf.cli.progress import Bars
+    from uwf.engine.feature import Feature
     from uwf.redact import Redact
 
 from uwf.cli.parsing import masked, one_line, parse
@@ -178,12 +179,14 @@ def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redac
 # -- running ---------------------------------------------------------------------------
 
 def run(group: Group, argv: Sequence[str] | None = None,
-        environ: Mapping[str, str] | None = None) -> int:
+        environ: Mapping[str, str] | None = None,
+        features: Sequence[Feature] | None = None) -> int:
     """Parse, dispatch, print; return the exit code.
 
     Touches no process-wide state (environment, signal handlers), so it can run
     many commands in one process; `console` is the console scripts' entry point.
-    `environ` is the command's environment (default: a copy of this process's).
+    `environ` is the command's environment (default: a copy of this process's);
+    `features` the features of the store it opens (default: uwf's, `uwf.features`).
     """
     command: Command[Any] | None = None
     args: Args | None = None
@@ -198,13 +201,14 @@ def run(group: Group, argv: Sequence[str] | None = None,
             return 128 + signum if signum else code
         if signum := _TERMINATION.release():  # it came before the command was known
             raise Terminated(128 + signum)
-        return _run(command, args, options, group.prog, environ)
+        return _run(command, args, options, group.prog, environ=environ, features=features)
     except Terminated as exc:
         return exc.exit_code(command, args)
 
 
-def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str,
-         environ: Mapping[str, str] | None = None) -> int:
+def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str, *,
+         environ: Mapping[str, str] | None = None,
+         features: Sequence[Feature] | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
@@ -215,7 +219,8 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         context = Context(store_root=_option(options, "store"), json=json_flag,
                           now=_option(options, "now"), terminal=not as_json,
                           progress=bars.bar("rebuilding views") if bars else None, bars=bars,
-                          environ=dict(os.environ) if environ is None else environ)
+                          environ=dict(os.environ) if environ is None else environ,
+                          features=features)
         try:
             result = command.call(args, context)
             if command.streams:
@@ -253,12 +258,14 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
 
 
 def console(group: Group, argv: Sequence[str] | None = None,
-            environ: Mapping[str, str] | None = None) -> int:
+            environ: Mapping[str, str] | None = None,
+            features: Sequence[Feature] | None = None) -> int:
     """A console script's `main`: with `argv` None (the `uwf` / `json-cas` executable)
     install the SIGTERM handler and exit; with `argv`, run in-process (in `environ`,
-    default this process's environment) and return."""
+    default this process's environment, on a store of `features`, default uwf's) and
+    return."""
     if argv is not None:
-        return run(group, argv, environ)
+        return run(group, argv, environ, features)
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (uwf.cli.completion)
         from uwf.cli.completion import answer
 
@@ -267,7 +274,7 @@ def console(group: Group, argv: Sequence[str] | None = None,
     # that comes while the command line is read waits until the command is known. The
     # console scripts (uwf.cli.entry) install it before this module is even imported.
     install_termination()
-    sys.exit(run(group, None, environ))
+    sys.exit(run(group, None, environ, features))
 
 
 def _option(options: argparse.Namespace, name: str) -> str | None:

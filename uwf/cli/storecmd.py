@@ -21,7 +21,8 @@ def _copy(args: StoreCopy, ctx: Context) -> Copied:
     one of the views rebuilt, then one of the copy's log verified, then one of its views
     verified (replayed and compared). The store of --store /
     UWF_HOME is not opened."""
-    return storecopy.copy(args, ctx.settings, _bars(ctx.bars) if ctx.bars is not None else None)
+    return storecopy.copy(args, ctx.settings, _bars(ctx.bars) if ctx.bars is not None else None,
+                          ctx.features)
 
 
 def _bars(bars: Bars) -> Callable[[int, int], None]:

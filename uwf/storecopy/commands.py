@@ -13,7 +13,10 @@ import msgspec
 from uwf.config.args import Args, arg
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from uwf.config.settings import Settings
+    from uwf.engine.feature import Feature
     from uwf.engine.fold import Progress
     from uwf.storecopy.results import Copied
 
@@ -32,11 +35,13 @@ class StoreCopy(Args, frozen=True, kw_only=True):
                                   positional=True, metavar="DST", expect=STORE_EXPECT)]
 
 
-def copy(args: StoreCopy, settings: Settings, progress: Progress | None = None) -> Copied:
+def copy(args: StoreCopy, settings: Settings, progress: Progress | None = None,
+         features: Sequence[Feature] | None = None) -> Copied:
     """Copy the store at `src` into the empty store at `dst` and verify the copy; a `dst`
     with events is refused before anything is written. `settings` are the command's (its
     environment: UWF_DURABILITY, UWF_SEGMENT_BYTES, the lock timeout); `progress` is told
-    the events copied of the total, then the views rebuilt."""
+    the events copied of the total, then the views rebuilt; both stores hold `features`
+    (the entry point's list; None: uwf's)."""
     from uwf.storecopy import service
 
-    return service.copy_between(args.src, args.dst, settings, progress)
+    return service.copy_between(args.src, args.dst, settings, progress, features)

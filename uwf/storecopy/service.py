@@ -26,7 +26,7 @@ verify` has replayed of it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -41,6 +41,7 @@ from uwf.storecopy.results import Copied
 
 if TYPE_CHECKING:
     from uwf.config.settings import Settings
+    from uwf.engine.feature import Feature
     from uwf.engine.fold import Progress
 
 # The bytes of lines gathered before an append (at the end of a batch): few appends,
@@ -79,12 +80,14 @@ def _position(line: LogLine, where: str) -> _Line:
 
 
 def copy_between(src_at: str, dst_at: str, settings: Settings,
-                 progress: Progress | None = None) -> Copied:
+                 progress: Progress | None = None,
+                 features: Sequence[Feature] | None = None) -> Copied:
     """Open the store `src_at` (which must exist) and `dst_at` (a folder is made when
-    written to) as `--store` names them, with `settings`' environment, and copy."""
-    src = open_store(src_at, settings, source=True)
+    written to) as `--store` names them, with `settings`' environment and `features`
+    (None: uwf's), and copy."""
+    src = open_store(src_at, settings, source=True, features=features)
     try:
-        dst = open_store(dst_at, settings, source=False)
+        dst = open_store(dst_at, settings, source=False, features=src.features)
         try:
             dst.progress = progress
             return copy(src, dst)
@@ -94,9 +97,11 @@ def copy_between(src_at: str, dst_at: str, settings: Settings,
         src.close()
 
 
-def open_store(given: str, settings: Settings, *, source: bool) -> Store:
+def open_store(given: str, settings: Settings, *, source: bool,
+               features: Sequence[Feature] | None = None) -> Store:
     """The store `given` names (a folder or a postgresql:// URL), opened with `settings`'
-    environment; a source folder that does not exist is refused, never made."""
+    environment and `features`; a source folder that does not exist is refused, never
+    made."""
     from uwf.config.settings import Settings
 
     named = Settings.from_env(settings.environ, settings.cwd, store=given, now=settings.now)
@@ -104,7 +109,7 @@ def open_store(given: str, settings: Settings, *, source: bool) -> Store:
         what = "not a folder" if named.store_root.exists() else "no such folder"
         raise NotFound(f"no store to copy at {named.store_root}: {what}",
                        "give the folder of a store, or its postgresql:// URL")
-    return Store.open(settings=named)
+    return Store.open(settings=named, features=features)
 
 
 def copy(src: Store, dst: Store) -> Copied:

@@ -1,0 +1,21 @@
+"""The queue as a value (`uwf.engine.feature.Feature`): its events, the queue and sched
+views, its `log verify` check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from uwf.engine.feature import Check, Feature
+from uwf.queue.events import QUEUE_EVENTS
+from uwf.queue.projection import QueueProjection, SchedProjection
+
+
+def _check(made: Mapping[str, Check]) -> Check:
+    """A new `log verify` check (its module loaded by `log verify` only)."""
+    from uwf.queue.order import QueueOrder
+
+    return QueueOrder(made)
+
+
+FEATURE = Feature(name="queue", events=QUEUE_EVENTS, views=(QueueProjection, SchedProjection),
+                  check=_check)
