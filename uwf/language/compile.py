@@ -24,7 +24,7 @@ from uwf.cas.subset import schema_findings
 from uwf.errors import Rejected
 from uwf.language import outputs
 from uwf.language.conditions import expression_problem
-from uwf.language.moderator import ANY_STATUS, render
+from uwf.language.moderator import ANY_STATUS, RESERVED, render
 from uwf.language.templates import template_names, template_problem
 
 START = "$START"
@@ -377,8 +377,8 @@ def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
     bare = not outputs.requires(schema, "status") or len(strings) < len(values)
     where = f"roles.{source}.meta"
     for status in edges:
-        if status in strings or (status == ANY_STATUS and bare):
-            continue
+        if status in strings or status in RESERVED or (status == ANY_STATUS and bare):
+            continue  # a reserved status ($ASK, $TIMEOUT) is the moderator's, not the schema's
         if status == ANY_STATUS:
             yield _Finding(f"graph.{source}.{status}", f"never taken: {where} requires a "
                            f"string status ({shown}), so it is never `_`", True)
