@@ -57,7 +57,7 @@ STARTED_TWICE = "started-twice"
 AFTER_END = "after-end"
 IN_FLIGHT = "in-flight"  # a step is in flight: nothing but its result or a kill
 NOT_IN_FLIGHT = "not-in-flight"  # a result for a step that is not the one in flight
-BLOCKED = "blocked"  # a step taken over by a rerun, on a blocked thread
+BLOCKED = "blocked"  # a step taken over by a rerun (or a question), on a blocked thread
 WAITING = "waiting"  # the thread waits for an answer: nothing but it, its deadline or a kill
 NOT_WAITING = "not-waiting"  # an answer (or a deadline) while no question waits
 ANSWERS = ("answered", "timed_out")
@@ -163,6 +163,8 @@ def _problem(phase: Phase, data: EventData, subject: str, *, kind: str, step: st
         return f"{type_} after {subject} ended"
     if why == NOT_IN_FLIGHT:
         return f"step {step} finished but was not in flight"
+    if why == BLOCKED and kind == "asked":
+        return f"{type_} while {subject} was blocked"
     if why == BLOCKED:
         return f"step {step} was taken over while {subject} was blocked"
     if why == NOT_WAITING:

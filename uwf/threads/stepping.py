@@ -45,16 +45,10 @@ from uwf.errors import (
 from uwf.language.asking import is_ask
 from uwf.language.moderator import END, Decision, NoTransition, status_of
 from uwf.store import Store
+from uwf.threads import decide
 from uwf.threads.agentproc import agent_environment, masked, spawn
 from uwf.threads.checks import Failure, check_step
-from uwf.threads.decide import (
-    DEADLINE_GRACE_MS,
-    deadline,
-    finish,
-    take_over,
-    time_out,
-    waiting,
-)
+from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
     ThreadBlocked,
     ThreadEnded,
@@ -232,8 +226,8 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
         if refusal(state.phase, "step_started") == AFTER_END:
             take_over(state, store.clock(), max_timeout_s=MAX_TIMEOUT_S)  # says it ended
         if state.state == "waiting":
-            if time_out(state, store.clock()) is None:
-                raise waiting(state)
+            if decide.time_out(state, store.clock()) is None:
+                raise decide.waiting(state)
             time_out_thread(store, thread)  # its deadline passed: on by its $TIMEOUT edge
             continue
         gathered = _next(store, state, agent_flag, config, in_process=in_process)
