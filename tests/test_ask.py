@@ -1,0 +1,140 @@
+"""A human in the loop (docs/threads.md#a-human-in-the-loop), end to end through the
+command line: examples/approve-deploy.yaml driven by uwf-mock, whose approver asks
+first; `thread answer` answers it, refuses a wrong answer and an answer to a thread
+that does not wait; a question past its deadline takes the `$TIMEOUT` edge; the worker
+gives a waiting entry back and resumes it; `log verify` names a forged answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT, Cli, snapshot
+
+WORKFLOW = ROOT / "examples" / "approve-deploy.yaml"
+MOCK = f"uwf-mock {ROOT / 'examples' / 'mock-approve-deploy.yaml'}"
+QUESTION = "Deploy version 2.1.0 to production?"
+
+
+def ok(cli: Cli, *args: str) -> Any:
+    result = cli.run(*args, "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out) if result.out.strip() else None
+
+
+def started(cli: Cli, *now: str) -> str:
+    ok(cli, "workflow", "put", str(WORKFLOW))
+    return str(ok(cli, *now, "thread", "start", "approve-deploy", "-p", "ship 2.1.0")["thread"])
+
+
+def test_an_approval_asked_answered_and_resumed_through_the_cli(cli: Cli) -> None:
+    thread = started(cli)
+    ran = ok(cli, "thread", "run", thread, "--agent", MOCK)
+    # The builder, then the approver's question: the run stops there, without an error.
+    assert (ran["status"], ran["steps"], ran["currentRole"]) == ("waiting", 2, "approver")
+    assert ran["question"]["question"] == QUESTION
+    assert ran["question"]["answerSchema"]["required"] == ["approved"]
+    assert "dueAt" in ran["question"]
+    listed = ok(cli, "thread", "list", "--waiting")
+    assert [(row["thread"], row["question"]) for row in listed] == [(thread, QUESTION)]
+    assert ok(cli, "thread", "list", "--status", "active") == []
+    runs = ok(cli, "run", "list", "--status", "waiting")["runs"]
+    assert [run["runId"] for run in runs] == [thread]
+
+    # Nothing runs while it waits: a step is refused, naming the question.
+    before = snapshot(cli.home)
+    refused = cli.run("thread", "step", thread, "--agent", MOCK)
+    assert refused.code == 1
+    assert refused.err.startswith(f"uwf: error: thread {thread} is waiting for an answer: ")
+    assert f"uwf thread answer {thread} --answer" in refused.err
+
+    # A wrong answer is refused against the question's schema; nothing is written.
+    wrong = cli.run("thread", "answer", thread, "--answer", '{"approved": "yes"}')
+    assert (wrong.code, wrong.out) == (1, "")
+    assert wrong.err == (
+        'uwf: error: the answer does not match the question\'s schema: approved: "yes" is '
+        f"not of type \"boolean\"; see the schema with `uwf thread show {thread}` "
+        "(question.answerSchema), and answer again\n")
+    neither = cli.run("thread", "answer", thread)
+    assert neither.code == 2
+    assert "give the answer with --answer JSON or --file FILE" in neither.err
+    assert snapshot(cli.home) == before
+
+    answer_file = cli.home.parent / "answer.json"
+    answer_file.write_text('{"approved": true, "note": "go"}', "utf-8")
+    answered = ok(cli, "thread", "answer", thread, "--file", str(answer_file), "--by", "alice")
+    assert answered["status"] == "idle"
+    assert answered["question"]["answer"] == {"approved": True, "note": "go"}
+    assert answered["question"]["answeredBy"] == "alice"
+
+    # Answered once: a second answer is refused, the log unchanged.
+    before = snapshot(cli.home)
+    again = cli.run("thread", "answer", thread, "--answer", '{"approved": false}')
+    assert again.code == 1
+    assert again.err.startswith(f"uwf: error: thread {thread} is not waiting for an answer "
+                                "(it is idle); ")
+    assert snapshot(cli.home) == before
+
+    # The approver resumes with the answer in its context (the agent kit's `question`).
+    context = ok(cli, "agent", "context", thread, "approver")
+    assert context["question"]["answer"] == {"approved": True, "note": "go"}
+    assert context["edgePrompt"] == (f'You asked: "{QUESTION}". The answer: '
+                                     '{"approved": true, "note": "go"}')
+    done = ok(cli, "thread", "run", thread, "--agent", MOCK)
+    assert (done["status"], done["steps"]) == ("ended", 2)
+    steps = [json.loads(line) for line in cli.run("thread", "log", thread).out.splitlines()]
+    assert [(step["role"], step["status"]) for step in steps] == [
+        ("builder", "built"), ("approver", "$ASK"), ("approver", "approved"),
+        ("deployer", "deployed")]
+    assert ok(cli, "log", "verify")["problems"] == []
+
+
+def test_a_question_past_its_deadline_takes_the_timeout_edge(cli: Cli) -> None:
+    thread = started(cli, "--now", "2026-11-20T10:00:00Z")
+    ran = ok(cli, "--now", "2026-11-20T10:00:00Z", "thread", "run", thread, "--agent", MOCK)
+    assert ran["question"]["dueAt"] == "2026-11-21T10:00:00.000Z"  # timeoutSeconds 86400
+    # Before its deadline it waits; after it, an answer is refused...
+    assert cli.run("--now", "2026-11-21T09:59:59Z", "thread", "step", thread,
+                   "--agent", MOCK).code == 1
+    late = cli.run("--now", "2026-11-21T10:00:00Z", "thread", "answer", thread,
+                   "--answer", '{"approved": true}')
+    assert late.code == 1
+    assert "question was due by 2026-11-21T10:00:00.000Z" in late.err
+    # ... and the next step takes the approver's $TIMEOUT edge (here: $END).
+    stepped = ok(cli, "--now", "2026-11-21T10:00:00Z", "thread", "step", thread,
+                 "--agent", MOCK)
+    assert (stepped["status"], stepped["done"]) == ("ended", True)
+    assert stepped["question"]["timedOut"] is True
+    events = [json.loads(line) for line in cli.run(
+        "log", "tail", "--subject", f"thread/{thread}", "-n", "3").out.splitlines()]
+    assert [event["type"] for event in events] == [
+        "thread.asked", "thread.timed_out", "thread.ended"]
+    assert ok(cli, "log", "verify")["problems"] == []
+
+
+def test_log_verify_names_a_forged_answer(cli: Cli) -> None:
+    from uwf.engine.events import NewEvent
+    from uwf.engine.journal import Outcome
+    from uwf.store import Store
+    from uwf.threads.events import ThreadAnswered
+
+    thread = started(cli)
+    ok(cli, "thread", "run", thread, "--agent", MOCK)
+    ok(cli, "thread", "answer", thread, "--answer", '{"approved": true}')
+    shown = ok(cli, "thread", "show", thread)
+    step, answer = shown["question"]["stepId"], None
+    store = Store.open(Path(cli.env["UWF_HOME"]))
+    try:
+        answer = store.read().get("threads", thread).asked.answer
+        forged = ThreadAnswered(step, answer, "mallory")  # a second answer, past the rules
+        store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{thread}", forged)]))
+        seq = store.log.head().seq
+    finally:
+        store.close()
+    verified = cli.run("log", "verify", "--json")
+    assert verified.code == 1
+    problems = json.loads(verified.out)["problems"]
+    assert [(p["seq"], p["problem"]) for p in problems] == [
+        (seq, f"question of step {step} answered while thread/{thread} was idle, "
+              "not waiting")]
