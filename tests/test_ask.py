@@ -7,10 +7,14 @@ gives a waiting entry back and resumes it; `log verify` names a forged answer.""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, Cli, snapshot
+import pytest
+
+from tests.brokerkit import Broker
+from tests.conftest import BIN, ROOT, Cli, snapshot
 
 WORKFLOW = ROOT / "examples" / "approve-deploy.yaml"
 MOCK = f"uwf-mock {ROOT / 'examples' / 'mock-approve-deploy.yaml'}"
@@ -138,3 +142,46 @@ def test_log_verify_names_a_forged_answer(cli: Cli) -> None:
     assert [(p["seq"], p["problem"]) for p in problems] == [
         (seq, f"question of step {step} answered while thread/{thread} was idle, "
               "not waiting")]
+
+
+def test_the_worker_gives_a_waiting_entry_back_and_resumes_it_once_answered(
+        cli: Cli, broker: Broker) -> None:
+    """The job publishes `waiting` and the question over MQTT, `queue subscribe` shows
+    it; the entry waits (no attempt failed, no lease held) and the worker resumes it."""
+    pytest.importorskip("paho.mqtt")
+    ok(cli, "workflow", "put", str(WORKFLOW))
+    entry = ok(cli, "queue", "add", "--workflow", "approve-deploy", "-p", "ship 2.1.0",
+               "--session", "w", "--agent", MOCK, "--broker", broker.url)["entry"]["id"]
+    # A first subscribe makes the broker keep the job's messages for the follower.
+    assert cli.run("queue", "subscribe", entry, "--wait", "0.2").code == 0
+    following = subprocess.Popen([str(BIN / "uwf"), "queue", "subscribe", entry, "--follow"],
+                                 env=cli.env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    try:
+        worked = ok(cli, "worker", "--session", "w", "--once", "--allow-entry-commands")
+        assert (worked["outcome"], worked["reason"]) == ("waiting", QUESTION)
+        run = worked["run"]
+        shown = ok(cli, "queue", "show", entry)
+        assert (shown["status"], shown["jobStatus"], shown["attempts"], shown["lease"]) == (
+            "waiting", "waiting", 0, None)
+        # Nothing to lease while it waits: a worker moves on (exit 3, nothing eligible).
+        assert cli.run("worker", "--session", "w", "--once", "--json").code == 3
+        ok(cli, "thread", "answer", run, "--answer", '{"approved": true}')
+        resumed = ok(cli, "worker", "--session", "w", "--once", "--allow-entry-commands")
+        assert (resumed["outcome"], resumed["run"], resumed["attempt"]) == (
+            "completed", run, 1)
+        out, err = following.communicate(timeout=60)
+    finally:
+        following.kill()
+    assert following.returncode == 0, err
+    events = [json.loads(line)["event"] for line in out.splitlines()]
+    assert events == [
+        {"type": "status", "status": "running", "attempt": 1},
+        {"type": "status", "status": "waiting", "attempt": 1, "outcome": "waiting",
+         "question": QUESTION},
+        {"type": "status", "status": "running", "attempt": 1},
+        {"type": "status", "status": "completed", "attempt": 1, "outcome": "completed"}]
+    kinds = [event["event"] for event in ok(cli, "queue", "logs", entry)["events"]]
+    assert "waiting" in kinds
+    assert "resumed" in kinds
+    assert ok(cli, "log", "verify")["problems"] == []
