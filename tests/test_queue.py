@@ -352,7 +352,7 @@ def test_counts_are_per_status_with_the_window_s_throughput(q: Queue) -> None:
     (drained, by `queue drain` or `sched complete`) in the last N minutes only."""
     empty = q.ok("queue", "counts", now=at(0))
     assert empty["statuses"] == {"ready": 0, "leased": 0, "drained": 0, "parked": 0,
-                                 "cancelled": 0}
+                                 "cancelled": 0, "waiting": 0}
     assert (empty["total"], empty["added"], empty["finished"]) == (0, 0, 0)
     early = q.add(now=at(0))
     q.ok("queue", "drain", "--limit", "1", now=at(10))  # drains `early`, long before
