@@ -88,7 +88,8 @@ class ThreadAnswer(Args, frozen=True, kw_only=True):
                                       metavar="JSON")] = None
     file: Annotated[str | None, arg("read the answer's JSON from this file, or - for "
                                     "stdin", metavar="FILE")] = None
-    by: Annotated[str | None, arg("who answers, recorded in the event")] = None
+    by: Annotated[str | None, arg("who answers, recorded in the event",
+                                  metavar="NAME")] = None
 
 
 class ThreadKill(Args, frozen=True, kw_only=True):
