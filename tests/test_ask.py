@@ -92,6 +92,15 @@ def test_an_approval_asked_answered_and_resumed_through_the_cli(cli: Cli) -> Non
         ("builder", "built"), ("approver", "$ASK"), ("approver", "approved"),
         ("deployer", "deployed")]
     assert ok(cli, "log", "verify")["problems"] == []
+    # The per-run archive keeps the question and its answer.
+    archive = cli.home.parent / "archive"
+    ok(cli, "archive", "sync", str(archive))
+    lines = [json.loads(line) for line in
+             (archive / "runs" / thread / "transitions.jsonl").read_text("utf-8").splitlines()]
+    asked = [line for line in lines if line["event"] in ("question", "answer")]
+    assert [(line["event"], line.get("question"), line.get("by")) for line in asked] == [
+        ("question", QUESTION, None), ("answer", None, "alice")]
+    assert ok(cli, "archive", "verify", str(archive))["problems"] == []
 
 
 def test_a_question_past_its_deadline_takes_the_timeout_edge(cli: Cli) -> None:
