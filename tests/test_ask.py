@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.brokerkit import Broker
@@ -194,3 +195,49 @@ def test_the_worker_gives_a_waiting_entry_back_and_resumes_it_once_answered(
     assert "waiting" in kinds
     assert "resumed" in kinds
     assert ok(cli, "log", "verify")["problems"] == []
+
+
+# -- the moderator's reserved statuses, and when a waiting entry may go on -----------------
+
+GRAPH = {"approver": {"approved": {"role": "deployer", "prompt": "Deploy"}}}
+ASKED = {"status": "$ASK", "question": "Deploy?", "answerSchema": {"type": "boolean"},
+         "answer": True}
+
+
+def test_an_answered_question_resumes_the_asking_role_unless_an_edge_is_declared() -> None:
+    from uwf.language.moderator import evaluate
+
+    resumed = evaluate(GRAPH, "approver", ASKED, "ship")
+    assert (resumed.role, resumed.status) == ("approver", "$ASK")
+    assert resumed.prompt == 'You asked: "Deploy?". The answer: true'
+    declared = {"approver": {**GRAPH["approver"],
+                             "$ASK": {"role": "deployer", "prompt": "{{answer}}"}}}
+    assert evaluate(declared, "approver", ASKED, "ship").role == "deployer"
+
+
+def test_a_timeout_takes_its_declared_edge_or_blocks() -> None:
+    from uwf.language.moderator import NoTransition, evaluate
+
+    timed_out = {**ASKED, "status": "$TIMEOUT"}
+    with pytest.raises(NoTransition) as blocked:
+        evaluate(GRAPH, "approver", timed_out, "ship")
+    assert blocked.value.what == 'no transition for role "approver" with status "$TIMEOUT"'
+    assert blocked.value.status == "$TIMEOUT"
+    declared = {"approver": {**GRAPH["approver"], "$TIMEOUT": {"role": "$END", "prompt": ""}}}
+    assert evaluate(declared, "approver", timed_out, "ship").ends
+
+
+def test_a_waiting_entry_goes_on_once_answered_killed_or_past_its_deadline() -> None:
+    from uwf.queue.waiting import why_resume
+    from uwf.threads.projection import Asked, ThreadState
+
+    asked = Asked("S1", "approver", "Deploy?", "H", "2026-01-01T00:00:00.000Z", 1000)
+    waiting = ThreadState("T", "W", "wf", "S", "/r", "t0", "t0", state="waiting", asked=asked)
+    assert why_resume(waiting, 999) is None
+    assert why_resume(waiting, 1000) == "its question's deadline passed"
+    answered = msgspec.structs.replace(waiting, state="idle", asked=msgspec.structs.replace(
+        asked, answer="A"))
+    assert why_resume(answered, 0) == "answered"
+    assert why_resume(msgspec.structs.replace(waiting, state="killed"), 0) == (
+        "its run is killed")
+    assert why_resume(None, 0) == "its run is gone"
