@@ -232,7 +232,7 @@ def test_a_question_is_only_ever_written_with_the_step_that_asked_it() -> None:
         assert kind is not None
         assert kind in TRANSITIONS[phase[0]]
         phase = next_phase(phase, data)
-    assert phase == ("waiting", None)
+    assert phase == ("waiting", "S1")  # the step whose question waits
 
 
 def test_a_question_past_its_deadline_times_out_and_refuses_its_answer() -> None:
@@ -312,3 +312,14 @@ def test_the_per_run_archive_maps_nothing_outside_the_threads_life() -> None:
     for seq, kind in enumerate(KINDS, 3):  # after the end
         assert outside_life(kind, started=True, done=True) is not None
         assert lines_for(ended, envelope(seq, event(kind))) == []
+
+
+def test_log_verify_names_an_answer_to_a_question_that_is_not_the_one_waiting() -> None:
+    store = forged(*REACH["waiting"], ThreadAnswered("S9", H), ThreadAnswered("S1", H))
+    try:
+        assert problems(store) == ["thread.answered for step S9 while step S1's question "
+                                   "was waiting"]  # the real answer after it is clean
+        thread = get_thread(store.read(), THREAD)
+        assert (thread.state, thread.asked is not None and thread.asked.answer) == ("idle", H)
+    finally:
+        store.close()

@@ -77,7 +77,7 @@ def answer(state: ThreadState, answer_hash: str, now: int, by: str = "") -> Thre
     """`thread answer`: only while the thread waits, once, and before the question's
     deadline (after it, the thread's next step takes the `$TIMEOUT` edge)."""
     asked = state.asked
-    if refusal(state.phase, "answered") is not None or asked is None:
+    if asked is None or refusal(state.phase, "answered", asked.step_id) is not None:
         raise Rejected(f"thread {state.thread} is not waiting for an answer (it is "
                        f"{state.state})", "see it with `uwf thread show "
                        f"{state.thread}`; `uwf thread list --waiting` lists those that are")
@@ -92,7 +92,7 @@ def time_out(state: ThreadState, now: int) -> ThreadTimedOut | None:
     """The thread's question past its deadline at `now` (None: it waits on, or does not
     wait)."""
     asked = state.asked
-    if refusal(state.phase, "timed_out") is not None or asked is None:
+    if asked is None or refusal(state.phase, "timed_out", asked.step_id) is not None:
         return None
     if asked.deadline_ms is None or now < asked.deadline_ms:
         return None

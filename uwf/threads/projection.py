@@ -109,8 +109,13 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
 
     @property
     def phase(self) -> Phase:
-        """The thread as the transition table (uwf/threads/rules.py) sees it."""
-        return self.state, None if self.in_flight is None else self.in_flight.step_id
+        """The thread as the transition table (uwf/threads/rules.py) sees it: its state
+        and the step in flight (while it waits, the step whose question waits)."""
+        if self.in_flight is not None:
+            return self.state, self.in_flight.step_id
+        if self.state == "waiting" and self.asked is not None:
+            return self.state, self.asked.step_id
+        return self.state, None
 
 
 _replace = msgspec.structs.replace
@@ -176,10 +181,12 @@ class ThreadsProjection(StructProjection):
                             asked=question)
         if isinstance(data, ThreadAnswered | ThreadTimedOut):
             asked = state.asked
-            if asked is not None and isinstance(data, ThreadAnswered):
+            if asked is None or asked.step_id != data.step_id:
+                return _replace(state, updated_at=event.ts, state=moved)  # not its question
+            if isinstance(data, ThreadAnswered):
                 asked = _replace(asked, answer=data.answer, answered_at=event.ts,
                                  answered_by=data.by or None)
-            elif asked is not None:
+            else:
                 asked = _replace(asked, timed_out=True)
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
                             asked=asked)

@@ -60,11 +60,12 @@ NOT_IN_FLIGHT = "not-in-flight"  # a result for a step that is not the one in fl
 BLOCKED = "blocked"  # a step taken over by a rerun (or a question), on a blocked thread
 WAITING = "waiting"  # the thread waits for an answer: nothing but it, its deadline or a kill
 NOT_WAITING = "not-waiting"  # an answer (or a deadline) while no question waits
+OTHER_QUESTION = "other-question"  # an answer to a step whose question is not the one waiting
 ANSWERS = ("answered", "timed_out")
 
 
-# A thread as the table sees it: (its state, the id of the step in flight). A plain
-# tuple: the folds build one per event.
+# A thread as the table sees it: (its state, the id of the step in flight; while it
+# waits, the step whose question waits). A plain tuple: the folds build one per event.
 Phase = tuple[str | None, str | None]
 NOT_STARTED: Phase = (None, None)
 
@@ -109,6 +110,8 @@ def refusal(phase: Phase, kind: str, step_id: str | None = None) -> str | None:
     """Why `kind` (about step `step_id`) may not follow `phase`, or None when it may."""
     state, flight = phase
     if (state, kind) in _TARGET:
+        if kind in ANSWERS and step_id != flight:
+            return OTHER_QUESTION
         return None if kind not in RESULTS or step_id == flight else NOT_IN_FLIGHT
     outside = outside_life(kind, started=state is not None, done=state in DONE_STATES)
     if outside is not None:
@@ -172,6 +175,8 @@ def _problem(phase: Phase, data: EventData, subject: str, *, kind: str, step: st
         return f"question of step {step} {what} while {subject} was {phase[0]}, not waiting"
     if why == WAITING:
         return f"{type_} while {subject} was waiting for an answer"
+    if why == OTHER_QUESTION:
+        return f"{type_} for step {step} while step {phase[1]}'s question was waiting"
     flight = phase[1]
     if kind == "step_started":
         return f"step {step} started while step {flight} was in flight"
@@ -190,9 +195,9 @@ _AS_IT_SAYS = {"started": "idle", "step_started": "running", "blocked": "blocked
 
 def _next(phase: Phase, kind: str, step: str | None, why: str | None) -> Phase:
     state, flight = phase
-    if why == BEFORE_START:
-        return phase  # nothing folds into a thread not started yet
-    if kind in {"started", "step_started"}:
+    if why == BEFORE_START or (why is not None and kind in ANSWERS):
+        return phase  # nothing folds into a thread not started yet; a forged answer moves nothing
+    if kind in {"started", "step_started", "asked"}:
         flight = step
     elif kind == "step_failed":  # a failure of another step leaves this one in flight
         flight = None if step == flight else flight
