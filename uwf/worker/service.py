@@ -5,10 +5,11 @@ policy's maxConcurrent and the session filter hold whatever else leases), and
 runs each in a thread of its own: start the run (or continue the named one),
 step it to its end through the thread engine, renew the lease every third of
 leaseTtlMs meanwhile, then complete (the run reached `$END`) or release as
-failed with the reason, or (the run asks a question) give it back as waiting, to be
-resumed once answered (uwf/queue/waiting.py). Agents are subprocesses in process groups of their own
-(`uwf.threads.stepping`), so one thread per entry costs little, and every store
-access goes through the journal, which is safe across threads.
+failed with the reason, or (the run asks a question) give it back as waiting, to
+be resumed once answered (uwf/queue/waiting.py). Agents are subprocesses in
+process groups of their own (`uwf.threads.stepping`), so one thread per entry
+costs little, and every store access goes through the journal, which is safe
+across threads.
 
 Time limits: each step gets at most the entry's idleTimeoutSec (a step is the
 unit of progress) and at most what is left of its timeoutSec; stepping kills
