@@ -241,3 +241,22 @@ def test_a_waiting_entry_goes_on_once_answered_killed_or_past_its_deadline() -> 
     assert why_resume(msgspec.structs.replace(waiting, state="killed"), 0) == (
         "its run is killed")
     assert why_resume(None, 0) == "its run is gone"
+
+
+def test_a_workflow_may_declare_ask_and_timeout_edges(cli: Cli, tmp_path: Path) -> None:
+    """`$ASK` and `$TIMEOUT` are the moderator's statuses: an edge for either is taken
+    whatever the role's schema lists, and its prompt may read the question and answer."""
+    text = WORKFLOW.read_text("utf-8").replace(
+        "    $TIMEOUT: $END\n",
+        '    $TIMEOUT: $END\n    $ASK: {role: deployer, prompt: "{{question}}: {{answer.note}}"}\n')
+    declared = tmp_path / "approve-deploy.yaml"
+    declared.write_text(text, "utf-8")
+    put = cli.run("workflow", "put", str(declared), "--json")
+    assert put.code == 0, put.err
+    assert "warnings" not in json.loads(put.out)
+    assert put.err == ""
+    thread = str(ok(cli, "thread", "start", "approve-deploy", "-p", "ship")["thread"])
+    ok(cli, "thread", "run", thread, "--agent", MOCK)
+    ok(cli, "thread", "answer", thread, "--answer", '{"approved": true, "note": "ok by ann"}')
+    context = ok(cli, "agent", "context", thread, "deployer")
+    assert context["edgePrompt"] == f"{QUESTION}: ok by ann"

@@ -356,8 +356,10 @@ def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
             if schema is not None and source != START:
                 findings += _status_findings(source, edges, schema)
             for status, target in edges.items():
-                findings += _prompt_findings(f"graph.{source}.{status}.prompt", target,
-                                             source, schema)
+                # A reserved status's prompt reads the question and its answer, not the
+                # role's own fields (uwf/language/asking.py): its names are not checked.
+                findings += _prompt_findings(f"graph.{source}.{status}.prompt", target, source,
+                                             None if status in RESERVED else schema)
     findings += [_Finding(f"conditions.{name}", "not used by any graph entry", False)
                  for name in conditions if name not in used]
     return findings
