@@ -178,7 +178,7 @@ def test_the_queue_page_shows_entries_leases_and_why_they_wait(client: TestClien
     assert "tests fail" in page  # the parked entry's reason
     counts = twin["queue counts"]
     assert counts["statuses"] == {"ready": 1, "leased": 1, "drained": 0, "parked": 1,
-                                  "cancelled": 0}
+                                  "cancelled": 0, "waiting": 0}
     for state, count in counts["statuses"].items():
         assert f'<span class="badge {state}">{state}</span> <strong>{count}</strong>' in page
     assert (f"In the last 60 min: <strong>{counts['finished']}</strong> finished, "

@@ -252,3 +252,43 @@ def test_an_action_in_the_browser_does_what_the_cli_does(phone: Any, with_token:
     phone.wait_for_url(f"{with_token}/queue")
     shown = json.loads(fleet.cli.run("queue", "show", entry_id, "--json").out)
     assert shown["status"] == "cancelled"
+
+
+def test_a_question_is_answered_from_its_form(browser: Any, phone: Any, with_token: str,
+                                              fleet: Fleet) -> None:
+    """A waiting run comes first on the runs page with its question; its page's form
+    answers it, a wrong answer refused against the question's schema, a right one taken
+    (the run goes on)."""
+    mock = f"uwf-mock {ROOT / 'examples' / 'mock-approve-deploy.yaml'}"
+    assert fleet.cli.run("workflow", "put", str(ROOT / "examples" / "approve-deploy.yaml"),
+                         "--json").code == 0
+    started = fleet.cli.run("thread", "start", "approve-deploy", "-p", "ship", "--json")
+    thread = json.loads(started.out)["thread"]
+    assert fleet.cli.run("thread", "run", thread, "--agent", mock, "--json").code == 0
+    phone.goto(f"{with_token}/runs")
+    waiting = phone.locator("section.waiting")
+    assert "Deploy version 2.1.0 to production?" in waiting.inner_text()
+    waiting.locator(f'a[href="/runs/{thread}#question"]').click()
+    phone.wait_for_selector("#question form.answer")
+    phone.screenshot(path=str(SHOTS / "dashboard-question-390.png"), full_page=True)
+    # A wrong answer, in a page of its own (the browser logs the refusal's 409).
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        other = context.new_page()
+        other.goto(f"{with_token}/runs/{thread}?token={TOKEN}")
+        form = other.locator("#question form.answer")
+        form.locator("textarea").fill('{"approved": "yes"}')
+        form.locator("button").click()
+        other.wait_for_selector("main h1")
+        said = other.locator("main").inner_text()
+        assert 'approved: "yes" is not of type "boolean"' in said
+        assert "Nothing was written" in said
+    finally:
+        context.close()
+    form = phone.locator("#question form.answer")
+    form.locator("textarea").fill('{"approved": true}')
+    form.locator("button").click()
+    phone.wait_for_url(f"{with_token}/runs/{thread}")
+    assert phone.locator("#question").count() == 0
+    shown = json.loads(fleet.cli.run("thread", "show", thread, "--json").out)
+    assert (shown["status"], shown["question"]["answer"]) == ("idle", {"approved": True})

@@ -315,6 +315,28 @@ def script(s: Session) -> None:
     _conventions(s, runs)
     # Added after the rest, so the times and ids before it stay as they were.
     s.both("uwf", "queue", "counts", "--minutes", "600")
+    _ask(s)
+
+
+def _ask(s: Session) -> None:
+    """A human in the loop: the approver asks, a wrong answer is refused, the answer
+    taken, the run goes on (added last: what came before stays as it was)."""
+    examples = EXAMPLE.parent
+    shutil.copy(examples / "approve-deploy.yaml", s.root / "files" / "approve-deploy.yaml")
+    shutil.copy(examples / "mock-approve-deploy.yaml",
+                s.root / "config" / "uwf" / "mock-approve-deploy.yaml")  # beside the config
+    asker = "uwf-mock mock-approve-deploy.yaml"
+    s.json("uwf", "workflow", "put", s.file("approve-deploy.yaml"))
+    thread = s.json("uwf", "thread", "start", "approve-deploy", "-p", "Ship 2.1.0")["thread"]
+    other = s.json("uwf", "thread", "start", "approve-deploy", "-p", "Ship 2.1.1")["thread"]
+    s.ok("uwf", "thread", "run", thread, "--agent", asker)
+    s.json("uwf", "thread", "run", other, "--agent", asker)
+    s.both("uwf", "thread", "list", "--waiting")
+    s.fails("uwf", "thread", "answer", thread, "--answer", '{"approved": "yes"}', code=1)
+    s.ok("uwf", "thread", "answer", thread, "--answer", '{"approved": true}', "--by", "ann")
+    s.json("uwf", "thread", "answer", other, "--answer", '{"approved": false}')
+    s.fails("uwf", "thread", "answer", thread, "--answer", '{"approved": true}', code=1)
+    s.json("uwf", "thread", "run", thread, "--agent", asker)
 
 
 def _conventions(s: Session, runs: list[str]) -> None:

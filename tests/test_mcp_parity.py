@@ -187,6 +187,18 @@ def scenario(call: Call, root: Path, broker: str) -> Iterator[tuple[str, int, An
     run("run archive", run=thread, reason="done with it")
     run("run rerun", run=other, reason="try again")
     run("history", limit=5)
+    # A human in the loop: the approver asks; the question in `thread show`, then answered.
+    run("workflow put", file=str(EXAMPLE.parent / "approve-deploy.yaml"))
+    asking = run("thread start", workflow="approve-deploy", prompt="Ship it")["thread"]
+    asker = f"uwf-mock {EXAMPLE.parent / 'mock-approve-deploy.yaml'}"
+    run("thread run", thread=asking, agent=asker)
+    run("thread list", waiting=True)
+    asked = run("thread show", thread=asking)
+    assert asked["status"] == "waiting"  # uwf_thread_show carries the question
+    assert asked["question"]["answerSchema"]["required"] == ["approved"]
+    run("thread answer", thread=asking, answer='{"approved": "yes"}')  # refused: a boolean
+    answered = run("thread answer", thread=asking, answer='{"approved": true}', by="parity")
+    assert answered["question"]["answer"] == {"approved": True}  # uwf_thread_answer
 
     entry = run("queue add", workflow="solve-issue", prompt="Queued work", session="s1",
                 agent=mock)["entry"]["id"]

@@ -352,7 +352,7 @@ def test_counts_are_per_status_with_the_window_s_throughput(q: Queue) -> None:
     (drained, by `queue drain` or `sched complete`) in the last N minutes only."""
     empty = q.ok("queue", "counts", now=at(0))
     assert empty["statuses"] == {"ready": 0, "leased": 0, "drained": 0, "parked": 0,
-                                 "cancelled": 0}
+                                 "cancelled": 0, "waiting": 0}
     assert (empty["total"], empty["added"], empty["finished"]) == (0, 0, 0)
     early = q.add(now=at(0))
     q.ok("queue", "drain", "--limit", "1", now=at(10))  # drains `early`, long before
@@ -362,7 +362,7 @@ def test_counts_are_per_status_with_the_window_s_throughput(q: Queue) -> None:
     q.ok("sched", "complete", lease["id"], "--lease", lease["leaseId"], now=at(7230))
     counts = q.ok("queue", "counts", now=at(7260))
     assert counts["statuses"] == {"ready": 1, "leased": 0, "drained": 2, "parked": 0,
-                                  "cancelled": 1}
+                                  "cancelled": 1, "waiting": 0}
     assert counts["total"] == 4
     assert (counts["minutes"], counts["since"]) == (60, at(7260 - 3600))
     assert (counts["added"], counts["finished"], counts["exact"]) == (3, 1, True)

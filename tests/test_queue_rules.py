@@ -17,7 +17,7 @@ from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.events import Envelope, EventData, NewEvent
 from uwf.engine.journal import Outcome
 from uwf.errors import NothingToDo, Rejected, UwfError
-from uwf.queue import decide, sched
+from uwf.queue import decide, sched, waiting
 from uwf.queue import service as queue
 from uwf.queue.events import (
     QueueAdded,
@@ -29,7 +29,9 @@ from uwf.queue.events import (
     QueueReleased,
     QueueRenewed,
     QueueReset,
+    QueueResumed,
     QueueStatusSet,
+    QueueWaiting,
 )
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import Drained, Reclaimed
@@ -70,6 +72,8 @@ WRONG_STATUS = {
     "queue.drained": "drained while {}, not ready",
     "queue.reset": "reset while {}, not parked",
     "queue.cancelled": "cancelled while already {}",
+    "queue.waiting": "the entry is {}, not leased",
+    "queue.resumed": "resumed while {}, not waiting",
 }
 # What the decider says (None: a batch command that takes nothing, and writes nothing).
 REFUSED: dict[str, tuple[type[UwfError], str] | None] = {
@@ -81,7 +85,10 @@ REFUSED: dict[str, tuple[type[UwfError], str] | None] = {
     "drained": None,
     "reset": (Rejected, "queue entry {id} is {status}, not parked"),
     "cancelled": (Rejected, "queue entry {id} is already {status}"),
+    "waiting": (Rejected, "queue entry {id} is {status}, not leased"),
+    "resumed": (Rejected, "queue entry {id} is {status}, not waiting"),
 }
+RUN = "01KB00000000000000000000RR"  # the run a waiting entry waits on
 
 
 def entry_in(status: str, attempts: int = 0) -> QueueEntry:
@@ -116,6 +123,8 @@ def event_of(kind: str, state: EntryState) -> EventData:
         "drained": QueueDrained,
         "reset": lambda: QueueReset(attempts),
         "cancelled": lambda: QueueCancelled(state.status),
+        "waiting": lambda: QueueWaiting(lease, RUN, "Deploy?"),
+        "resumed": lambda: QueueResumed("answered"),
     }
     return made[kind]()
 
@@ -144,6 +153,10 @@ def decided(kind: str, entry: QueueEntry, now: int) -> EventData | None:
         return decide.reset(entry)
     if kind == "cancelled":
         return decide.cancel(entry)
+    if kind == "waiting":
+        return decide.wait(entry, LEASE, now, RUN, "Deploy?")
+    if kind == "resumed":
+        return decide.resume(entry, "answered")
     assert kind.startswith("set_"), kind
     return decide.set_status(entry, kind.removeprefix("set_"))
 
@@ -169,8 +182,9 @@ def test_the_table_is_the_state_machine_docs_queue_md_draws() -> None:
         None: {"added"},
         "ready": {"leased", "drained", "cancelled", *set_any},
         "leased": {"renewed", "completed", "released", "released_failed", "released_parked",
-                   "reclaimed", "reclaimed_parked", "cancelled", *set_any},
+                   "reclaimed", "reclaimed_parked", "cancelled", "waiting", *set_any},
         "parked": {"reset", "cancelled", *set_any},
+        "waiting": {"resumed", "cancelled", *set_any},
         "drained": set_any,
         "cancelled": set_any,
     }
@@ -228,6 +242,9 @@ def store_with_entry_in(status: str) -> Store:
         sched.lease(store)
     elif status == "drained":
         queue.drain(store)
+    elif status == "waiting":
+        granted = sched.lease(store).leases[0]
+        waiting.wait(store, ENTRY, granted.lease_id, RUN, "Deploy?")
     elif status != "ready":
         sched.set_status(store, ENTRY, status)
     assert queue.show(store, ENTRY).status == status
@@ -248,6 +265,8 @@ def command(kind: str, store: Store) -> object:
         "drained": lambda: queue.drain(store),
         "reset": lambda: sched.reset(store, ENTRY),
         "cancelled": lambda: queue.cancel(store, ENTRY),
+        "waiting": lambda: waiting.wait(store, ENTRY, LEASE, RUN, "Deploy?"),
+        "resumed": lambda: waiting.resume_answered(store),
     }
     return runs[kind]()
 
@@ -259,7 +278,9 @@ def test_the_command_refuses_and_verify_names_a_forbidden_pair(status: str, kind
     head = store.log.head()
     if kind != "added":
         expected = REFUSED[kind]
-        if expected is None:
+        if kind == "resumed":  # a batch command: nothing waits, nothing is resumed
+            assert command(kind, store) == []
+        elif expected is None:
             nothing = command(kind, store)
             assert isinstance(nothing, Drained | Reclaimed)
             assert nothing.count == 0

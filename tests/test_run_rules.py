@@ -20,7 +20,14 @@ from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
 from uwf.runs.rules import KINDS, LINK_STATES, OVERLAYS, TRANSITIONS, RunPhase, next_run
 from uwf.runs.service import archive, get_run
 from uwf.store import Store
-from uwf.threads.events import ThreadBlocked, ThreadEnded, ThreadStarted, ThreadStepStarted
+from uwf.threads.events import (
+    ThreadAsked,
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepped,
+    ThreadStepStarted,
+)
 from uwf.threads.terms import STATES
 
 RUN = "01JD0000000000000000000000"
@@ -39,6 +46,9 @@ STARTED = ThreadStarted(H, "wf", H, "/repo")
 THREAD_IN: dict[str, list[EventData]] = {
     "idle": [STARTED],
     "running": [STARTED, ThreadStepStarted("S1", "planner", "", "mock", 0)],
+    "waiting": [STARTED, ThreadStepStarted("S1", "planner", "", "mock", 0),
+                ThreadStepped("S1", H, "planner", "$ASK", H),
+                ThreadAsked("S1", "planner", "Deploy?", H)],
     "blocked": [STARTED, ThreadBlocked("no-agent", "no agent configured")],
     "ended": [STARTED, ThreadEnded("end")],
     "killed": [STARTED, ThreadEnded("killed")],

@@ -19,12 +19,15 @@ from uwf.errors import NotFound, Rejected
 from uwf.store import Store
 from uwf.threads import decide
 from uwf.threads.events import (
+    ThreadAnswered,
+    ThreadAsked,
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
+    ThreadTimedOut,
 )
 from uwf.threads.projection import ThreadState
 from uwf.threads.rules import (
@@ -58,6 +61,9 @@ def event(kind: str, step: str | None = None) -> EventData:
         "blocked": ThreadBlocked("no-transition", "no edge", "planner", "_"),
         "ended": ThreadEnded("end"),
         "killed": ThreadEnded("killed"),
+        "asked": ThreadAsked(step or "S1", "planner", "Deploy?", H),
+        "answered": ThreadAnswered(step or "S1", H),
+        "timed_out": ThreadTimedOut(step or "S1", WRITTEN),
     }
     return events[kind]
 
@@ -67,6 +73,8 @@ REACH: dict[str | None, list[EventData]] = {
     None: [],
     "idle": [event("started")],
     "running": [event("started"), event("step_started", "S1")],
+    "waiting": [event("started"), event("step_started", "S1"), event("stepped", "S1"),
+                event("asked")],
     "blocked": [event("started"), event("blocked")],
     "ended": [event("started"), event("ended")],
     "killed": [event("started"), event("killed")],
@@ -95,11 +103,19 @@ def expected_problem(state: str | None, kind: str, data: EventData) -> str:
         return f"{data.type} after {T} ended"
     if kind in ("stepped", "step_failed"):
         return f"step {step} finished but was not in flight"
+    if kind in ("answered", "timed_out"):
+        what = "answered" if kind == "answered" else "timed out"
+        return f"question of step {step} {what} while {T} was {state}, not waiting"
+    if state == "waiting":
+        return f"{data.type} while {T} was waiting for an answer"
+    if state == "blocked" and kind == "asked":
+        return f"thread.asked while {T} was blocked"
     if state == "blocked":
         return f"step {step} was taken over while {T} was blocked"
     return {"step_started": f"step {step} started while step S1 was in flight",
             "reused": f"step {step} was taken over while step S1 was in flight",
             "blocked": "thread.blocked while step S1 was in flight",
+            "asked": "thread.asked while step S1 was in flight",
             "ended": "thread.ended while step S1 was in flight"}[kind]
 
 
@@ -137,13 +153,19 @@ def phase_in(state: str | None) -> Phase:
 def refuse(state: str | None, kind: str, data: EventData) -> str:
     """What the decider of the command that writes `kind` says when the thread is in
     `state`: `thread step`'s first phase (step_started, blocked, ended), the end of a
-    step (stepped, step_failed), `thread kill` (killed)."""
+    step (stepped, step_failed), `thread kill` (killed), `thread answer` (answered), a
+    question's deadline at the next step (timed_out: nothing to time out)."""
     try:
         thread = thread_in(state)
         if kind in ("step_started", "blocked", "ended"):
             decide.take_over(thread, NOW, max_timeout_s=MAX_TIMEOUT_S)
         elif kind in ("stepped", "step_failed"):
             decide.finish(thread, getattr(data, "step_id", ""))
+        elif kind == "answered":
+            decide.answer(thread, H, NOW)
+        elif kind == "timed_out":
+            if decide.time_out(thread, NOW) is None:
+                return "nothing to time out"
         else:
             decide.kill(thread, "")
     except (Rejected, NotFound) as refused:
@@ -163,7 +185,8 @@ def test_the_table_has_a_row_per_state_and_names_only_known_kinds() -> None:
 # -- (a) the commands refuse every forbidden pair -----------------------------------------
 
 @pytest.mark.parametrize(("state", "kind", "data"),
-                         [pair for pair in FORBIDDEN if pair[1] not in ("started", "reused")],
+                         [pair for pair in FORBIDDEN
+                          if pair[1] not in ("started", "reused", "asked")],
                          ids=pair_id)
 def test_the_command_refuses_a_forbidden_pair(state: str | None, kind: str,
                                              data: EventData) -> None:
@@ -174,6 +197,12 @@ def test_the_command_refuses_a_forbidden_pair(state: str | None, kind: str,
         assert said == f"thread {THREAD} has already ended"
     elif kind in ("stepped", "step_failed"):
         assert said == f"step {getattr(data, 'step_id', '')} of thread {THREAD} was taken over"
+    elif kind == "answered":
+        assert said == f"thread {THREAD} is not waiting for an answer (it is {state})"
+    elif kind == "timed_out":
+        assert said == "nothing to time out"
+    elif state == "waiting":
+        assert said == f"thread {THREAD} is waiting for an answer: 'Deploy?'"
     elif state == "running":
         assert said == (f"thread {THREAD} has a step in flight (role planner, since "
                         f"{format_ts(WRITTEN)})")
@@ -192,6 +221,34 @@ def test_a_start_and_a_taken_over_step_are_only_ever_written_on_a_new_thread() -
         assert kind in TRANSITIONS[phase[0]]
         phase = next_phase(phase, data)
     assert phase == ("ended", None)
+
+
+def test_a_question_is_only_ever_written_with_the_step_that_asked_it() -> None:
+    """No command writes `thread.asked` on its own: the end of a step writes it after
+    the step's `thread.stepped`, in one batch, which the table allows from `running`."""
+    phase = phase_in("running")
+    for data in (event("stepped", "S1"), event("asked")):
+        kind = kind_of(data)
+        assert kind is not None
+        assert kind in TRANSITIONS[phase[0]]
+        phase = next_phase(phase, data)
+    assert phase == ("waiting", "S1")  # the step whose question waits
+
+
+def test_a_question_past_its_deadline_times_out_and_refuses_its_answer() -> None:
+    asked = ThreadAsked("S1", "planner", "Deploy?", H, deadline_ms=NOW)
+    store = forged(*REACH["waiting"][:-1], asked)
+    try:
+        thread = get_thread(store.read(), THREAD)
+        assert decide.time_out(thread, NOW - 1) is None  # not due yet
+        decide.answer(thread, H, NOW - 1)  # still answerable
+        expired = decide.time_out(thread, NOW)
+        assert expired == ThreadTimedOut("S1", NOW)
+        with pytest.raises(Rejected, match="was due by"):
+            decide.answer(thread, H, NOW)
+        assert next_phase(thread.phase, expired) == ("idle", None)
+    finally:
+        store.close()
 
 
 def test_a_step_stranded_past_its_deadline_is_taken_over_as_the_table_allows() -> None:
@@ -255,3 +312,14 @@ def test_the_per_run_archive_maps_nothing_outside_the_threads_life() -> None:
     for seq, kind in enumerate(KINDS, 3):  # after the end
         assert outside_life(kind, started=True, done=True) is not None
         assert lines_for(ended, envelope(seq, event(kind))) == []
+
+
+def test_log_verify_names_an_answer_to_a_question_that_is_not_the_one_waiting() -> None:
+    store = forged(*REACH["waiting"], ThreadAnswered("S9", H), ThreadAnswered("S1", H))
+    try:
+        assert problems(store) == ["thread.answered for step S9 while step S1's question "
+                                   "was waiting"]  # the real answer after it is clean
+        thread = get_thread(store.read(), THREAD)
+        assert (thread.state, thread.asked is not None and thread.asked.answer) == ("idle", H)
+    finally:
+        store.close()

@@ -317,7 +317,7 @@ def test_the_cli_and_the_api_agree_on_thread_ids(tmp_path: Path) -> None:
     assert THREAD_ID_PATTERN == ULID_PATTERN
     status_items = schemas["thread list"]["properties"]["status"]["anyOf"][0]["items"]
     assert status_items["enum"] == ["active", "blocked", "ended", "idle", "killed",
-                                   "running"]
+                                   "running", "waiting"]
     store = Store.open(tmp_path / "store")
     with pytest.raises(UsageError, match="is not a thread id"):
         show_thread(store, "abc")

@@ -1,6 +1,6 @@
 """The per-run archive's lines (archive-directory-layout seed), mapped from thread events.
 
-A run is a thread. Its `transitions.jsonl` holds four kinds of line, each naming
+A run is a thread. Its `transitions.jsonl` holds six kinds of line, each naming
 the log line it came from (`seq`, `event_id`) so an auditor can go back to the log:
 
 - `run_start` (`thread.started`), always the first line;
@@ -8,6 +8,8 @@ the log line it came from (`seq`, `event_id`) so an auditor can go back to the l
   then `done`, `failed` or `blocked`;
 - `node_attempt`: one finished attempt of a node, numbered per role (the role's
   first step is attempt 1, its next one attempt 2, ...);
+- `question` (`thread.asked`): a role asks a person, and `answer` (`thread.answered`,
+  or `thread.timed_out` with `timed_out`): the archive keeps both;
 - `run_end` (`thread.ended`, reason `end` or `killed`), the last line.
 
 Everything here is pure: `lines_for(state, event)` maps one event given the run's
@@ -24,16 +26,19 @@ from typing import Any, Literal, TypedDict
 
 import msgspec
 
-from uwf.engine.clock import parse_instant
+from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.events import Envelope
 from uwf.errors import UsageError
 from uwf.threads.events import (
+    ThreadAnswered,
+    ThreadAsked,
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
+    ThreadTimedOut,
 )
 from uwf.threads.rules import kind_of, outside_life
 
@@ -43,7 +48,8 @@ _RUN_ID = re.compile(RUN_ID_PATTERN)
 # The event types an archive maps; every other event (run.*, queue.*, ...) is not
 # part of a run's execution and leaves no line.
 MAPPED_TYPES = frozenset(t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped,
-                                          ThreadStepFailed, ThreadBlocked, ThreadEnded))
+                                          ThreadStepFailed, ThreadBlocked, ThreadEnded,
+                                          ThreadAsked, ThreadAnswered, ThreadTimedOut))
 # summary.json's `outcome`: the first two for a run that reached $END, the others for
 # a killed one (by what it was doing when killed).
 OUTCOMES = ("clean", "clean_with_flake", "blocked", "failed", "cancelled")
@@ -111,6 +117,26 @@ class NodeAttempt(_Line, frozen=True, tag="node_attempt"):
     reused: str | None = None  # an incremental rerun took the step over: no agent ran
 
 
+class Question(_Line, frozen=True, tag="question"):
+    """A role's question to a person: the step that asked, the question, its answer's
+    schema node and when it is due (docs/threads.md#a-human-in-the-loop)."""
+
+    node: str
+    step: str
+    question: str
+    answer_schema: str
+    due: str | None = None
+
+
+class Answer(_Line, frozen=True, tag="answer"):
+    """The answer to step `step`'s question (its node, who gave it), or `timed_out`."""
+
+    step: str
+    answer: str | None = None
+    by: str | None = None
+    timed_out: bool = False
+
+
 class RunEnd(_Line, frozen=True, tag="run_end"):
     reason: str
     note: str
@@ -118,7 +144,7 @@ class RunEnd(_Line, frozen=True, tag="run_end"):
     exit_code: int
 
 
-Line = RunStart | Transition | NodeAttempt | RunEnd
+Line = RunStart | Transition | NodeAttempt | Question | Answer | RunEnd
 _encoder = msgspec.json.Encoder()
 _decoder: msgspec.json.Decoder[Line] = msgspec.json.Decoder(Line)
 
@@ -190,6 +216,8 @@ def fold(state: RunFold | None, line: Line) -> RunFold:
     if isinstance(line, NodeAttempt):
         return _replace(state, failed_attempts=state.failed_attempts
                         + (line.result == "failed"))
+    if isinstance(line, Question | Answer):
+        return state
     return _replace(state, end=line)
 
 
@@ -243,6 +271,14 @@ def lines_for(state: RunFold | None, event: Envelope) -> list[Line]:
         return [Transition(**where, node=node, from_=_state_of(state, node), to="blocked",
                            attempt=state.attempts.get(node, 0), step=None,
                            reason=data.reason, message=data.message)]
+    if isinstance(data, ThreadAsked):
+        due = None if data.deadline_ms is None else format_ts(data.deadline_ms)
+        return [Question(**where, node=data.role, step=data.step_id, question=data.question,
+                         answer_schema=data.answer_schema, due=due)]
+    if isinstance(data, ThreadAnswered):
+        return [Answer(**where, step=data.step_id, answer=data.answer, by=data.by or None)]
+    if isinstance(data, ThreadTimedOut):
+        return [Answer(**where, step=data.step_id, timed_out=True)]
     if isinstance(data, ThreadEnded):
         outcome = outcome_of(state, data.reason)
         return [RunEnd(**where, reason=data.reason, note=data.note, outcome=outcome,

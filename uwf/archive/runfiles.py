@@ -18,7 +18,17 @@ import msgspec
 
 from uwf.archive.folder import Folder
 from uwf.archive.layout import GRAPH, RUNS, SUMMARY, TRANSITIONS
-from uwf.archive.lines import Line, NodeAttempt, RunEnd, RunFold, RunStart, Transition, decode
+from uwf.archive.lines import (
+    Answer,
+    Line,
+    NodeAttempt,
+    Question,
+    RunEnd,
+    RunFold,
+    RunStart,
+    Transition,
+    decode,
+)
 from uwf.errors import Corrupt
 
 RUN_FILES = (TRANSITIONS, GRAPH, SUMMARY)
@@ -203,6 +213,7 @@ def json_object(raw: bytes) -> dict[str, Any] | None:
 def kind_of(line: Line) -> str:
     if isinstance(line, Transition):
         return f"transition {line.node} {line.from_} -> {line.to}"
-    return {RunStart: "run_start", NodeAttempt: "node_attempt", RunEnd: "run_end"}[type(line)]
+    return {RunStart: "run_start", NodeAttempt: "node_attempt", RunEnd: "run_end",
+            Question: "question", Answer: "answer"}[type(line)]
 
 

@@ -16,6 +16,7 @@ from uwf.threads import commands as threads
 from uwf.threads.commands import (
     AgentContext,
     AgentSubmit,
+    ThreadAnswer,
     ThreadFork,
     ThreadKill,
     ThreadList,
@@ -91,6 +92,18 @@ def _log(args: ThreadRef, ctx: Context) -> Iterator[str]:
                + panel(payload["output"], "     "))
 
 
+def _answer(args: ThreadAnswer, ctx: Context) -> Any:
+    """The answer from `--answer` or `--file` (one of them), parsed as JSON."""
+    from uwf.errors import UsageError
+
+    if (args.answer is None) == (args.file is None):
+        raise UsageError("give the answer with --answer JSON or --file FILE (one of them)",
+                         f"see the question with `uwf thread show {args.thread}`")
+    text, source = ((args.answer, "--answer") if args.answer is not None
+                    else (read_input(args.file or "-"), args.file or "-"))
+    return threads.answer(args, ctx.store, parse_json(text, source))
+
+
 def _staged(ctx: Context) -> Any:
     """The step's staging folder when `uwf thread step` runs this as an agent's command
     (UWF_STEP_DIR): read and written instead of the store, which is then never opened."""
@@ -144,6 +157,10 @@ THREAD_COMMANDS: list[Command[Any]] = [
             "--status and --workflow), oldest first.",
             "uwf thread list --status blocked --workflow solve-issue --limit 20", ThreadList,
             _list, fails=_damaged, read_only=True),
+    Command(("thread", "answer"), "Answer the question a waiting thread asks (checked "
+            "against its answerSchema); its next step resumes the asking role with it.",
+            'uwf thread answer 01J7K9M2XNPQR5VWBCDF8G3H4T --answer \'{"approved": true}\'',
+            ThreadAnswer, _answer),
     Command(("thread", "kill"), "End a thread now; its history stays.",
             'uwf thread kill 01J7K9M2XNPQR5VWBCDF8G3H4T --reason "superseded"', ThreadKill,
             on_store(threads.kill)),

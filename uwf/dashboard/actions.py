@@ -7,9 +7,11 @@ calls it, refused by that command's own rules.
 | `/queue/ID/retry`      | `sched reset`  | a parked entry                            |
 | `/runs/ID/rerun`       | `run rerun`    | a run that has ended                      |
 | `/runs/ID/kill`        | `thread kill`  | a run that has not ended                  |
+| `/runs/ID/answer`      | `thread answer`| a run waiting for an answer (its question) |
 
 A form posts the session's CSRF token (`csrf`) and, for those that record one, a
-`reason`. Done: a redirect to the page that shows the result (303). Refused: the
+`reason`; the answer form its `answer` (JSON, checked by the command against the
+question's schema). Done: a redirect to the page that shows the result (303). Refused: the
 command's refusal in the page's words, with its status (400, 404, 409); `?format=json`
 (or `Accept: application/json`) answers `{command: payload}` instead.
 """
@@ -28,14 +30,15 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-FORM_BYTES = 16_384  # the most a form may hold (a reason and the CSRF token)
+FORM_BYTES = 16_384  # the most a form may hold (a reason or an answer, the CSRF token)
 
 
 @dataclass(frozen=True)
 class Action:
     """One action: its address (`/NOUN/ID/VERB`), the command it calls with the id as
     `id_arg`, whether it records a reason, its button's words, and where a done action
-    leads (given the id and the command's payload)."""
+    leads (given the id and the command's payload); the other form fields it passes to
+    the command as arguments of the same name (`fields`)."""
 
     noun: str
     verb: str
@@ -44,6 +47,7 @@ class Action:
     reason: bool
     label: str
     done: Callable[[str, Any], str]
+    fields: tuple[str, ...] = ()
 
 
 ACTIONS: dict[tuple[str, str], Action] = {
@@ -56,12 +60,15 @@ ACTIONS: dict[tuple[str, str], Action] = {
                lambda run, payload: f"/runs/{payload['runId']}"),
         Action("runs", "kill", "thread kill", "thread", True, "Kill",
                lambda run, payload: f"/runs/{run}"),
+        Action("runs", "answer", "thread answer", "thread", False, "Answer",
+               lambda run, payload: f"/runs/{run}", fields=("answer",)),
     )}
 # Which actions a page offers for an entry's status or a run's lifecycle (the command
 # decides; a button it would refuse is not offered).
 QUEUE_OFFERS = {"ready": ("cancel",), "leased": ("cancel",), "parked": ("retry", "cancel")}
 RUN_OFFERS = {"completed": ("rerun",), "failed": ("rerun",), "cancelled": ("rerun",),
               "running": ("kill",), "blocked": ("kill",), "queued": ("kill",),
+              "waiting": ("answer", "kill"),
               "stalled": ("kill", "rerun")}
 
 
@@ -120,6 +127,8 @@ async def take(request: Request, token: str, caller: Caller,
     arguments: dict[str, Any] = {action.id_arg: ident}
     if action.reason:
         arguments["reason"] = fields.get("reason") or None
+    for name in action.fields:
+        arguments[name] = fields.get(name) or None
     called: Called = await in_worker(caller.call, action.command, arguments)
     wants_json = (request.query_params.get("format") == "json"
                   or "application/json" in request.headers.get("accept", ""))

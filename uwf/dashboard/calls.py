@@ -30,9 +30,10 @@ from uwf.payload import to_payload
 # may be given a file; the dashboard gives it a registered workflow's hash.
 READS = frozenset({"run search", "run counts", "history", "run show", "thread log",
                    "workflow show", "queue list", "sched plan", "log tail", "log verify",
-                   "registry verify", "queue counts"})
+                   "registry verify", "queue counts", "thread list", "thread show"})
 # The commands the actions call (`uwf.dashboard.actions`), behind the token.
-WRITES = frozenset({"queue cancel", "sched reset", "run rerun", "thread kill"})
+WRITES = frozenset({"queue cancel", "sched reset", "run rerun", "thread kill",
+                    "thread answer"})
 
 
 @dataclass(frozen=True)

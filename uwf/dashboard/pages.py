@@ -15,8 +15,8 @@ from uwf.dashboard.graph import END, Graph, layout
 
 Query = Mapping[str, str]
 # The lifecycles in the order the bar shows them (uwf.runs.terms.LIFECYCLES).
-LIFECYCLES = ("running", "blocked", "failed", "completed", "cancelled", "queued", "stalled",
-              "archived")
+LIFECYCLES = ("running", "waiting", "blocked", "failed", "completed", "cancelled", "queued",
+              "stalled", "archived")
 DETAIL_CHARS = 20_000  # a step's detail shown at most this long
 
 
@@ -56,9 +56,11 @@ def _calls(caller: Caller, *calls: tuple[str, Mapping[str, Any]],
 
 
 def runs(caller: Caller, query: Query) -> Page:
-    """`run search` with the page's filters, and `run counts` (the lifecycle bar)."""
+    """`run search` with the page's filters, `run counts` (the lifecycle bar), and the
+    runs waiting for an answer first, with their questions (`thread list --waiting`)."""
     filters = _pick(query, "workflow", "status", "text", "repo", "limit", "offset")
-    calls = _calls(caller, ("run search", filters), ("run counts", {}))
+    calls = _calls(caller, ("run search", filters), ("run counts", {}),
+                   ("thread list", {"waiting": True}))
     return Page("runs.html", "Runs", calls, {"filters": filters,
                                               "bar": _bar(calls["run counts"])})
 
@@ -70,13 +72,16 @@ def history(caller: Caller, query: Query) -> Page:
 
 
 def run(caller: Caller, run_id: str) -> Page:
-    """`run show`, its thread's `thread log` and its workflow's `workflow show`."""
+    """`run show`, its thread's `thread log` and its workflow's `workflow show`; and,
+    while it waits for an answer, `thread show` (the question and its schema)."""
     calls = _calls(caller, ("run show", {"run": run_id}))
     shown = calls["run show"].payload if calls["run show"].status == 200 else {}
     record = shown.get("run") or shown.get("lastKnown")
     if record is not None:
         calls.update(_calls(caller, ("thread log", {"thread": run_id}),
                             ("workflow show", {"ref": record["workflow"]["hash"]})))
+        if record.get("lifecycle") == "waiting":
+            calls.update(_calls(caller, ("thread show", {"thread": run_id})))
     extra: dict[str, Any] = {"record": record, "found": shown.get("found", False),
                              "run_id": run_id}
     steps = calls.get("thread log")

@@ -23,7 +23,7 @@ from uwf.cas.subset import schema_findings
 from uwf.errors import Rejected
 from uwf.language import outputs
 from uwf.language.conditions import expression_problem
-from uwf.language.moderator import ANY_STATUS, render
+from uwf.language.moderator import ANY_STATUS, RESERVED, render
 from uwf.language.semantics import Finding, for_status, reach_findings, routing_findings
 from uwf.language.templates import template_names, template_problem
 
@@ -355,7 +355,10 @@ def _edge_findings(graph: dict[str, Any], conditions: dict[str, Any],
                 findings += _status_findings(source, edges, schema)
                 findings += routing_findings(source, edges, schema)
             for status, target in edges.items():
-                selected = schema if schema is None else for_status(schema, str(status))
+                # A reserved status's prompt reads the question and its answer, not the
+                # role's own fields (uwf/language/asking.py): its names are not checked.
+                selected = (None if schema is None or status in RESERVED
+                            else for_status(schema, str(status)))
                 findings += _prompt_findings(f"graph.{source}.{status}.prompt", target,
                                              source, selected,
                                              "" if selected is schema else str(status))
@@ -380,8 +383,8 @@ def _status_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
     bare = not outputs.requires(schema, "status") or len(strings) < len(values)
     where = f"roles.{source}.meta"
     for status in edges:
-        if status in strings or (status == ANY_STATUS and bare):
-            continue
+        if status in strings or status in RESERVED or (status == ANY_STATUS and bare):
+            continue  # a reserved status ($ASK, $TIMEOUT) is the moderator's, not the schema's
         if status == ANY_STATUS:
             yield Finding(f"graph.{source}.{status}", f"never taken: {where} requires a "
                            f"string status ({shown}), so it is never `_`", True)

@@ -10,6 +10,12 @@ which is one of two forms:
   condition holds (conditions.py; `null` always holds) is the target. The
   Decision's `status` is the condition's name, or `_` for a `null` entry.
 
+Two statuses are the moderator's own (RESERVED, one table; uwf/language/asking.py):
+`$ASK`, a role's answered question, and `$TIMEOUT`, a question not answered before
+its deadline. An edge the role declares for one (in its map) is taken; else `$ASK`
+resumes the asking role, the answer in its edge prompt, and `$TIMEOUT` has no
+transition (the thread is blocked).
+
 No target is NoTransition (a condition that fails to evaluate is ConditionFailed,
 one kind of it). The prompt is rendered without HTML escaping over the last
 output's fields, with `{{prompt}}` the user's prompt unless the output has a
@@ -24,10 +30,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from uwf.errors import Rejected
+from uwf.language.asking import ASK, TIMEOUT
 
 START = "$START"
 END = "$END"
 ANY_STATUS = "_"
+# The statuses the moderator gives a meaning of its own, and what follows one when the
+# role's graph declares no edge for it: RESUME (the asking role runs again), or None
+# (no transition: the thread is blocked, as for any status without an edge).
+RESUME = "resume"
+RESERVED: dict[str, str | None] = {ASK: RESUME, TIMEOUT: None}
+# The edge prompt of a resumed role: its question and the answer (shown as JSON).
+RESUME_PROMPT = 'You asked: "{{question}}". The answer: {{answer}}'
 
 
 class NoTransition(Rejected):
@@ -78,11 +92,14 @@ def evaluate(
     oldest first (called only when `last_role`'s edges are a list).
     """
     edges = graph.get(last_role, {})
-    if isinstance(edges, list):
+    status = status_of(last_role, last_output)
+    if status in RESERVED:
+        declared = edges.get(status) if isinstance(edges, dict) else None
+        target = declared or _reserved(last_role, status)
+    elif isinstance(edges, list):
         target, status = _first_holding(edges, last_role, conditions or {},
                                         steps or list, user_prompt)
     else:
-        status = status_of(last_role, last_output)
         target = edges.get(status)
         if target is None:
             raise NoTransition(
@@ -93,6 +110,15 @@ def evaluate(
     if isinstance(last_output, dict):
         scope.update(last_output)
     return Decision(target["role"], render(target["prompt"], scope), status)
+
+
+def _reserved(last_role: str, status: str) -> dict[str, Any]:
+    """The edge a reserved status takes when the role declares none (RESERVED)."""
+    if RESERVED[status] == RESUME:
+        return {"role": last_role, "prompt": RESUME_PROMPT}
+    raise NoTransition(
+        f'no transition for role "{last_role}" with status "{status}"',
+        f'declare a "{status}" edge for the role, or kill the thread', status)
 
 
 def _first_holding(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uwf.language import outputs
+from uwf.language.moderator import RESERVED
 
 START = "$START"
 END = "$END"
@@ -79,7 +80,7 @@ def reach_findings(graph: dict[str, Any], roles: set[str]) -> Iterator[Finding]:
 def routing_findings(source: str, edges: dict[str, Any], schema: dict[str, Any]
                      ) -> Iterator[Finding]:
     """A status map's source whose schema does not let its statuses be checked."""
-    statuses = [status for status in edges if status != ANY_STATUS]
+    statuses = [status for status in edges if status != ANY_STATUS and status not in RESERVED]
     if len(statuses) < 2:
         return
     where = f"roles.{source}.meta"

@@ -108,7 +108,8 @@ class QueueSubscribe(Args, frozen=True, kw_only=True):
 
 
 class QueueList(Args, frozen=True, kw_only=True):
-    status: Annotated[Status | None, arg(f"only entries in this status: {STATUS_HELP}")] = None
+    status: Annotated[Status | None, arg(f"only entries in this status: {STATUS_HELP}; or "
+                                         "waiting (its run waits for an answer)")] = None
     repo: Annotated[str | None, arg("only entries of this repo", metavar="PATH")] = None
     session: Annotated[str | None, arg("only entries of this session label",
                                        metavar="LABEL")] = None

@@ -24,7 +24,9 @@ from uwf.queue.events import (
     QueueReleased,
     QueueRenewed,
     QueueReset,
+    QueueResumed,
     QueueStatusSet,
+    QueueWaiting,
 )
 from uwf.queue.projection import QueueEntry
 from uwf.queue.rules import (
@@ -32,6 +34,7 @@ from uwf.queue.rules import (
     NOT_THE_LEASE,
     SETTABLE,
     WRONG_STATUS,
+    Held,
     Policy,
     failure,
     out_of_backoff,
@@ -40,8 +43,7 @@ from uwf.queue.rules import (
 
 # -- a lease holder's commands ----------------------------------------------------------
 
-def _held(entry: QueueEntry, data: QueueRenewed | QueueCompleted | QueueReleased, now: int
-          ) -> None:
+def _held(entry: QueueEntry, data: Held, now: int) -> None:
     """Refuse a lease holder's event unless its lease is the entry's live lease at `now`."""
     code = refusal(entry.rules_state, data, now)
     if code is None:
@@ -81,6 +83,24 @@ def release(entry: QueueEntry, lease_id: str, now: int, policy: Policy, *,
     data = (failed_release(entry, lease_id, now, policy, reason or "failed", run=run)
             if failed else QueueReleased(lease_id, False, entry.attempts, reason, run=run))
     _held(entry, data, now)
+    return data
+
+
+def wait(entry: QueueEntry, lease_id: str, now: int, run: str, question: str
+         ) -> QueueWaiting:
+    """The live lease `lease_id` given back because its run waits for an answer: the
+    entry waits (no attempt failed) until it is resumed."""
+    data = QueueWaiting(lease_id, run, question)
+    _held(entry, data, now)
+    return data
+
+
+def resume(entry: QueueEntry, reason: str) -> QueueResumed:
+    """A waiting entry ready again (its run was answered, or its deadline passed)."""
+    data = QueueResumed(reason)
+    if refusal(entry.rules_state, data) is not None:
+        raise Rejected(f"queue entry {entry.id} is {entry.status}, not waiting",
+                       "nothing to resume")
     return data
 
 

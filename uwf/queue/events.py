@@ -104,6 +104,25 @@ class QueueReleased(EventData, frozen=True):
     run: str | None = None  # the run the holder started: a retry continues it
 
 
+class QueueWaiting(EventData, frozen=True):
+    """The lease holder gave the entry back because its run waits for an answer to
+    `question` (docs/queue.md#waiting): no attempt failed, no lease is held; it is
+    leasable again once resumed."""
+
+    type: ClassVar[str] = "queue.waiting"
+    lease_id: str
+    run: str
+    question: str
+
+
+class QueueResumed(EventData, frozen=True):
+    """A waiting entry's run was answered (or its question's deadline passed): the
+    entry is ready again, to continue its run."""
+
+    type: ClassVar[str] = "queue.resumed"
+    reason: str
+
+
 class QueueReclaimed(EventData, frozen=True):
     """An expired lease is taken back (`sched reclaim`): one failed attempt, as above."""
 
@@ -193,7 +212,8 @@ class SchedPolicySet(EventData, frozen=True):
 QUEUE_EVENTS: tuple[type[EventData], ...] = (
     QueueAdded, QueueDrained, QueueLeased, QueueRenewed, QueueCompleted, QueueReleased,
     QueueReclaimed, QueueReset, QueueCancelled, QueueStatusSet, QueuePublished,
-    QueueDeliveryFailed, QueueDelivered, QueueReceived, SchedPolicySet,
+    QueueDeliveryFailed, QueueDelivered, QueueReceived, SchedPolicySet, QueueWaiting,
+    QueueResumed,
 )
 # What a job says over MQTT: recorded on its subject, moving no status.
 MESSAGE_EVENTS: tuple[type[EventData], ...] = (

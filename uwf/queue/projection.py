@@ -31,6 +31,7 @@ from uwf.queue.events import (
     QueueRenewed,
     QueueReset,
     QueueStatusSet,
+    QueueWaiting,
     SchedPolicySet,
 )
 from uwf.queue.rules import TERMINAL, EntryState, Policy, leads_to, policy_of
@@ -112,7 +113,7 @@ _replace = msgspec.structs.replace
 
 class QueueProjection(StructProjection):
     name: ClassVar[str] = "queue"
-    version: ClassVar[int] = 5
+    version: ClassVar[int] = 6  # 5: partial indexes; 6: waiting
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in QUEUE_EVENTS if t is not SchedPolicySet)
     state_type: ClassVar[type[msgspec.Struct]] = QueueEntry
@@ -184,7 +185,7 @@ def _fields(state: QueueEntry, data: EventData) -> QueueEntry:
         if state.lease is None:
             return state
         return _replace(state, lease=_replace(state.lease, expires_at_ms=data.expires_at_ms))
-    if isinstance(data, QueueCompleted | QueueReleased) and data.run is not None:
+    if isinstance(data, QueueCompleted | QueueReleased | QueueWaiting) and data.run is not None:
         state = _replace(state, run=data.run)
     state = _replace(state, lease=None, next_eligible_at_ms=None)
     if isinstance(data, QueueReclaimed) or (isinstance(data, QueueReleased) and data.failed):

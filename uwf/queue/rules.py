@@ -1,7 +1,8 @@
 """The queue entry's transition table (SPEC §8, docs/queue.md): which event may follow
 which status, the status after it, and the policy the lease rules are judged under.
 
-An entry is `ready`, `leased`, `drained`, `parked` or `cancelled`; before its
+An entry is `ready`, `leased`, `drained`, `parked`, `cancelled` or `waiting` (its
+run waits for an answer; resumed to `ready` once answered); before its
 `queue.added` it does not exist (None). Everything that decides or folds an entry
 reads this one table: the commands (`uwf/queue/decide.py`), the `queue` view
 (`uwf/queue/projection.py`) and `log verify` (`uwf/audit/verify.py`).
@@ -28,12 +29,14 @@ from uwf.queue.events import (
     QueueReleased,
     QueueRenewed,
     QueueReset,
+    QueueResumed,
     QueueStatusSet,
+    QueueWaiting,
     SchedPolicySet,
 )
 from uwf.queue.terms import STATUSES
 
-READY, LEASED, DRAINED, PARKED, CANCELLED = STATUSES
+READY, LEASED, DRAINED, PARKED, CANCELLED, WAITING = STATUSES
 TERMINAL = (DRAINED, CANCELLED)
 SETTABLE = (READY, DRAINED, PARKED, CANCELLED)  # `queue status --set`: a lease is granted
 
@@ -42,7 +45,7 @@ SETTABLE = (READY, DRAINED, PARKED, CANCELLED)  # `queue status --set`: a lease 
 # at maxAttempts; a reclaim: ready or parked; a status set: the status set).
 KINDS = ("added", "leased", "renewed", "completed", "released", "released_failed",
          "released_parked", "reclaimed", "reclaimed_parked", "drained", "reset", "cancelled",
-         *(f"set_{status}" for status in SETTABLE))
+         "waiting", "resumed", *(f"set_{status}" for status in SETTABLE))
 _SET = {f"set_{status}": status for status in SETTABLE}
 
 # The table. A status (None: not added yet) -> the kinds that may follow it -> the
@@ -55,8 +58,9 @@ TRANSITIONS: dict[str | None, dict[str, str]] = {
     READY: {"leased": LEASED, "drained": DRAINED, "cancelled": CANCELLED, **_SET},
     LEASED: {"renewed": LEASED, "completed": DRAINED, "released": READY,
              "released_failed": READY, "released_parked": PARKED, "reclaimed": READY,
-             "reclaimed_parked": PARKED, "cancelled": CANCELLED, **_SET},
+             "reclaimed_parked": PARKED, "cancelled": CANCELLED, "waiting": WAITING, **_SET},
     PARKED: {"reset": READY, "cancelled": CANCELLED, **_SET},
+    WAITING: {"resumed": READY, "cancelled": CANCELLED, **_SET},
     DRAINED: {**_SET},
     CANCELLED: {**_SET},
 }
@@ -66,7 +70,7 @@ _UNKNOWN_STATUS = {"cancelled": CANCELLED, **_SET}
 RECLAIMS = frozenset({"reclaimed", "reclaimed_parked"})
 # The event types judged at their own instant: a lease's expiry, or the ceilings.
 TIMED = frozenset({QueueLeased.type, QueueRenewed.type, QueueCompleted.type,
-                   QueueReleased.type, QueueReclaimed.type})
+                   QueueReleased.type, QueueReclaimed.type, QueueWaiting.type})
 
 # Why a pair may not happen: the codes `refusal` returns. The commands word their
 # refusals from these (decide.py), `log verify` its problems (`problem`).
@@ -80,6 +84,10 @@ NOT_EXPIRED = "not-expired"  # a reclaim of a lease still live at its instant
 ATTEMPT = "attempt"  # a lease's attempt is not the failed attempts + 1
 ATTEMPTS = "attempts"  # a release or reclaim counts the failed attempts wrong
 PREVIOUS = "previous"  # a cancel or status set names a status the entry was not in
+
+
+# The events a lease's holder records while it holds the lease.
+Held = QueueRenewed | QueueCompleted | QueueReleased | QueueWaiting
 
 
 class EntryState(NamedTuple):
@@ -110,7 +118,7 @@ def kind_of(data: EventData) -> str | None:
 _KIND: dict[type[EventData], str] = {
     QueueAdded: "added", QueueLeased: "leased", QueueRenewed: "renewed",
     QueueCompleted: "completed", QueueDrained: "drained", QueueReset: "reset",
-    QueueCancelled: "cancelled",
+    QueueCancelled: "cancelled", QueueWaiting: "waiting", QueueResumed: "resumed",
 }
 
 
@@ -134,7 +142,7 @@ def refusal(state: EntryState | None, data: EventData, at: int | None = None) ->
         return NOT_SETTABLE
     if kind not in follows(state.status):
         return WRONG_STATUS
-    if isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed):
+    if isinstance(data, Held | QueueReclaimed):
         if data.lease_id != state.lease:
             return NOT_THE_LEASE
         if state.expires is not None and at is not None:
@@ -164,8 +172,9 @@ _WRONG_STATUS = {
     QueueDrained.type: "drained while {status}, not ready",
     QueueReset.type: "reset while {status}, not parked",
     QueueCancelled.type: "cancelled while already {status}",
+    QueueResumed.type: "resumed while {status}, not waiting",
     **{t.type: "the entry is {status}, not leased"
-       for t in (QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed)},
+       for t in (QueueRenewed, QueueCompleted, QueueReleased, QueueReclaimed, QueueWaiting)},
 }
 
 
@@ -200,7 +209,7 @@ def _words(code: str, state: EntryState, data: EventData, at: int | None) -> str
     if code == ATTEMPTS:
         assert isinstance(data, QueueReleased | QueueReclaimed)
         return f"{data.attempts} attempts recorded where {counted(state, data)} were counted"
-    assert isinstance(data, QueueRenewed | QueueCompleted | QueueReleased | QueueReclaimed)
+    assert isinstance(data, Held | QueueReclaimed)
     if code == NOT_THE_LEASE:
         return f"lease {data.lease_id} is not the live lease {state.lease}"
     assert state.expires is not None

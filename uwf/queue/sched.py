@@ -398,6 +398,8 @@ def _skip_reason(entry: QueueEntry, now: int) -> str:
         return "terminal"
     if entry.status == "leased":
         return "leased"
+    if entry.status == "waiting":
+        return "waiting"  # its run waits for an answer
     if not out_of_backoff(entry.next_eligible_at_ms, now):
         return "backoff"
     return "concurrency-ceiling"

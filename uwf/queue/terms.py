@@ -8,15 +8,16 @@ from typing import Annotated, Literal, get_args
 
 import msgspec
 
-Status = Literal["ready", "leased", "drained", "parked", "cancelled"]
+# `waiting`: its run waits for an answer to a question (docs/queue.md#waiting).
+Status = Literal["ready", "leased", "drained", "parked", "cancelled", "waiting"]
 STATUSES: tuple[str, ...] = get_args(Status)
 # The job registry's words for the same states.
 JOB_WORDS = {"ready": "pending", "leased": "running", "drained": "completed",
-             "parked": "error", "cancelled": "cancelled"}
+             "parked": "error", "cancelled": "cancelled", "waiting": "waiting"}
 ALIASES = {job: status for status, job in JOB_WORDS.items()}
 # A status or its job word, as a command accepts one (tests/test_layers.py checks the
 # two lists agree).
-StatusWord = Literal["ready", "leased", "drained", "parked", "cancelled",
+StatusWord = Literal["ready", "leased", "drained", "parked", "cancelled", "waiting",
                      "pending", "running", "completed", "error"]
 
 # Priorities are integers in this range (lower runs first): they are SQLite integers,

@@ -73,6 +73,8 @@ def derive(thread: ThreadState) -> str:
         return "running"  # `stalled` once past its deadline: see `lifecycle`
     if thread.state == "blocked":
         return "blocked"
+    if thread.state == "waiting":
+        return "waiting"  # for an answer to its head's question
     if thread.last_failure is not None:
         return "failed"
     if thread.state == "ended":
@@ -132,7 +134,7 @@ _UNFOLDED = object()  # `apply_over`: no thread state given, fold it
 
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 4  # 4: the thread's lastFailure says why (threads view 5)
+    version: ClassVar[int] = 5  # 5: waiting, the thread's question (threads view 6)
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
     state_type: ClassVar[type[msgspec.Struct]] = RunState

@@ -190,6 +190,8 @@ def loop_stage(thread: ThreadState) -> str:
         return thread.in_flight.role
     if thread.state == "blocked" and thread.blocked_role is not None:
         return thread.blocked_role
+    if thread.state == "waiting" and thread.asked is not None:
+        return thread.asked.role
     if thread.state == "ended":
         return "$END"
     return thread.last_role or "$START"

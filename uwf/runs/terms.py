@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Derived = Literal["running", "blocked", "failed", "completed", "cancelled", "queued"]
+Derived = Literal["running", "waiting", "blocked", "failed", "completed", "cancelled",
+                  "queued"]
 DERIVED: tuple[str, ...] = get_args(Derived)
-Lifecycle = Literal["running", "blocked", "failed", "completed", "cancelled", "queued",
-                    "stalled", "archived"]
+Lifecycle = Literal["running", "waiting", "blocked", "failed", "completed", "cancelled",
+                    "queued", "stalled", "archived"]
 LIFECYCLES: tuple[str, ...] = get_args(Lifecycle)
 # Which repos a read covers: every repo (home, the default) or the current one.
 Scope = Literal["home", "repo"]

@@ -19,11 +19,12 @@ from uwf.config.limits import DEFAULT_HISTORY
 from uwf.config.settings import Settings
 from uwf.errors import NotFound, Rejected, UsageError
 from uwf.language.moderator import NoTransition, status_of
+from uwf.payload import UNSET
 from uwf.store import Store
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import HistoryStep, StepContext
 from uwf.threads.routing import next_decision
-from uwf.threads.service import chain, get_thread
+from uwf.threads.service import chain, get_thread, question_of
 
 # How much history to give: a number of steps (0: none, only `steps` and `visits`),
 # "all", or None for the default (UWF_HISTORY > config historyLimit > DEFAULT_HISTORY).
@@ -119,7 +120,8 @@ def agent_context(
         role={"name": role, **definition, "schema": store.cas.get(definition["meta"]).payload},
         prompt=prompt, edge_prompt=edge_prompt, history=history, head=state.head,
         start=state.start, step_id=step_id, steps=state.steps,
-        history_truncated=len(history) < state.steps, visits=state.visits)
+        history_truncated=len(history) < state.steps, visits=state.visits,
+        question=question_of(store.cas, state) or UNSET)
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,13 @@ def write_step(
 
     `refs_checked_later`: a `detail_ref` missing from `cas` is let through, as in a
     staging folder, whose parent checks the node against the store."""
+    from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
     from uwf.threads.usage import parse_usage, split_usage, with_usage
 
-    output, reported = split_usage(output, cas.get(facts.schema).payload)
+    schema, what = facts.schema, f"the {facts.role} schema"
+    if is_ask(output):  # a question to a person: its own type, whatever the role's
+        schema, what = cas.put_schema(ASK_SCHEMA), "a question ($ASK)"
+    output, reported = split_usage(output, cas.get(schema).payload)
     if usage is not None:
         if reported is not None:
             raise UsageError("usage is given twice: in the output and on its own",
@@ -201,12 +207,14 @@ def write_step(
     if reported is not None and detail_ref is not None:
         raise UsageError("usage is kept in a text detail, and this detail is a node "
                          f"given by reference ({detail_ref})", "report usage without it")
-    problems = cas.problems(facts.schema, output)
+    problems = cas.problems(schema, output)
+    if not problems and schema != facts.schema:
+        problems = ask_problems(output)
     if problems:
-        raise Rejected(f"output does not match the {facts.role} schema: "
+        raise Rejected(f"output does not match {what}: "
                        f"{'; '.join(problems)}", "fix the output and submit again")
     cas.ensure_builtins()
-    output_hash = cas.put(facts.schema, output)
+    output_hash = cas.put(schema, output)
     if detail_ref is not None:
         if not is_hash(detail_ref) or not (refs_checked_later or cas.has(detail_ref)):
             raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")

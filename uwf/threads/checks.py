@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from uwf.cas.store import Cas, builtin_hash
+from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
 
 if TYPE_CHECKING:
     from uwf.threads.stepping import Plan
@@ -43,6 +44,12 @@ def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
         if not cas.has(step[field]):
             return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
     output = cas.get(step["output"]).payload
+    if is_ask(output):  # a question to a person: checked as one, not by the role's schema
+        problems = cas.problems(cas.put_schema(ASK_SCHEMA), output) or ask_problems(output)
+        if problems:
+            return Failure("ask", "its question ($ASK) is not one uwf can ask: "
+                                  + "; ".join(problems))
+        return None
     problems = cas.problems(schema, output)
     if problems:
         return Failure("schema", f"its output violates the {plan.decision.role} schema: "

@@ -7,7 +7,7 @@ operation runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
@@ -72,11 +72,24 @@ class ThreadList(Args, frozen=True, kw_only=True):
                                         metavar="NAME|HASH")] = None
     status: Annotated[list[StatusFilter] | None, arg(
         "only threads in this state: idle, running (a step in flight), active (idle or "
-        "running), blocked, ended or killed; repeat for several (ended or killed lists "
-        "ended threads without --all)", metavar="STATUS")] = None
+        "running), waiting (for an answer), blocked, ended or killed; repeat for several "
+        "(ended or killed lists ended threads without --all)", metavar="STATUS")] = None
+    waiting: Annotated[bool, arg("only threads waiting for an answer (--status "
+                                 "waiting), with their question")] = False
     limit: Annotated[NonNegative | None, arg("at most N threads (default: all)",
                                              metavar="N")] = None
     offset: Annotated[NonNegative, arg("skip the first N threads", metavar="N")] = 0
+
+
+class ThreadAnswer(Args, frozen=True, kw_only=True):
+    thread: ThreadId
+    answer: Annotated[str | None, arg("the answer: JSON matching the question's "
+                                      "answerSchema (`--json` is the output flag)",
+                                      metavar="JSON")] = None
+    file: Annotated[str | None, arg("read the answer's JSON from this file, or - for "
+                                    "stdin", metavar="FILE")] = None
+    by: Annotated[str | None, arg("who answers, recorded in the event",
+                                  metavar="NAME")] = None
 
 
 class ThreadKill(Args, frozen=True, kw_only=True):
@@ -142,8 +155,9 @@ def list_all(args: ThreadList, store: Store) -> list[ThreadRow]:
     """Threads oldest first, by the arguments' filters and page."""
     from uwf.threads.service import list_threads
 
+    statuses = [*(args.status or ()), *(["waiting"] if args.waiting else [])]
     return list_threads(store, args.all, args.limit, args.offset, workflow=args.workflow,
-                        statuses=args.status or ())
+                        statuses=statuses)
 
 
 def kill(args: ThreadKill, store: Store) -> ThreadShown:
@@ -151,6 +165,14 @@ def kill(args: ThreadKill, store: Store) -> ThreadShown:
     from uwf.threads.service import kill_thread
 
     return kill_thread(store, args.thread, args.reason or "")
+
+
+def answer(args: ThreadAnswer, store: Store, value: Any) -> ThreadShown:
+    """Answer the question a waiting thread asks (`value`, checked against its schema);
+    the thread's next step resumes the asking role with it."""
+    from uwf.threads.questions import answer_thread
+
+    return answer_thread(store, args.thread, value, args.by or "")
 
 
 def fork(args: ThreadFork, store: Store) -> Forked:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from uwf.engine.clock import format_ts
 from uwf.errors import Rejected
-from uwf.threads.events import ThreadEnded, ThreadStepFailed
+from uwf.threads.events import ThreadAnswered, ThreadEnded, ThreadStepFailed, ThreadTimedOut
 from uwf.threads.projection import ThreadState
-from uwf.threads.rules import AFTER_END, IN_FLIGHT, refusal
+from uwf.threads.rules import AFTER_END, IN_FLIGHT, WAITING, refusal
 
 # A step in flight is stranded once its agent's timeout and this grace have passed.
 DEADLINE_GRACE_MS = 30_000
@@ -34,6 +34,8 @@ def take_over(state: ThreadState, now: int, *, max_timeout_s: float) -> ThreadSt
     why = refusal(state.phase, "step_started")
     if why == AFTER_END:
         raise Rejected(f"thread {thread} has ended", "start a new thread, or fork this one")
+    if why == WAITING:
+        raise waiting(state)
     flight = state.in_flight
     if why != IN_FLIGHT or flight is None:
         return None
@@ -61,3 +63,37 @@ def kill(state: ThreadState, reason: str) -> ThreadEnded:
     if refusal(state.phase, "killed") is not None:
         raise Rejected(f"thread {state.thread} has already ended", "nothing to kill")
     return ThreadEnded("killed", reason)
+
+
+def waiting(state: ThreadState) -> Rejected:
+    """The refusal of a step (or a result) while the thread waits for an answer."""
+    asked = state.asked
+    question = "" if asked is None else f": {asked.question!r}"
+    return Rejected(f"thread {state.thread} is waiting for an answer{question}",
+                    f"answer it with `uwf thread answer {state.thread} --answer '{{...}}'`")
+
+
+def answer(state: ThreadState, answer_hash: str, now: int, by: str = "") -> ThreadAnswered:
+    """`thread answer`: only while the thread waits, once, and before the question's
+    deadline (after it, the thread's next step takes the `$TIMEOUT` edge)."""
+    asked = state.asked
+    if asked is None or refusal(state.phase, "answered", asked.step_id) is not None:
+        raise Rejected(f"thread {state.thread} is not waiting for an answer (it is "
+                       f"{state.state})", "see it with `uwf thread show "
+                       f"{state.thread}`; `uwf thread list --waiting` lists those that are")
+    if asked.deadline_ms is not None and now >= asked.deadline_ms:
+        raise Rejected(f"thread {state.thread}'s question was due by "
+                       f"{format_ts(asked.deadline_ms)}", "its next step takes the asking "
+                       "role's $TIMEOUT edge (`uwf thread step`), or blocks")
+    return ThreadAnswered(asked.step_id, answer_hash, by)
+
+
+def time_out(state: ThreadState, now: int) -> ThreadTimedOut | None:
+    """The thread's question past its deadline at `now` (None: it waits on, or does not
+    wait)."""
+    asked = state.asked
+    if asked is None or refusal(state.phase, "timed_out", asked.step_id) is not None:
+        return None
+    if asked.deadline_ms is None or now < asked.deadline_ms:
+        return None
+    return ThreadTimedOut(asked.step_id, asked.deadline_ms)

@@ -1,4 +1,5 @@
-"""The threads feature's events: start, step (started, stepped, failed), block, end."""
+"""The threads feature's events: start, step (started, stepped, failed), block, end; a
+role's question to a person (asked), its answer and its deadline passing."""
 
 from __future__ import annotations
 
@@ -110,6 +111,41 @@ class ThreadEnded(EventData, frozen=True):
     note: str = ""
 
 
+class ThreadAsked(EventData, frozen=True, omit_defaults=True):
+    """The step just accepted (`step_id`, its StepNode the head) asks a person: the
+    thread waits for an answer to `question` of the schema node `answer_schema`, until
+    `deadline_ms` when one was asked for (docs/threads.md#a-human-in-the-loop)."""
+
+    type: ClassVar[str] = "thread.asked"
+    refs: ClassVar[tuple[str, ...]] = ("answer_schema",)
+    step_id: str
+    role: str
+    question: str
+    answer_schema: str
+    deadline_ms: int | None = None
+
+
+class ThreadAnswered(EventData, frozen=True, omit_defaults=True):
+    """The question of step `step_id` is answered: `answer` is the answer's node (of the
+    question's answer schema); `by` says who, when told."""
+
+    type: ClassVar[str] = "thread.answered"
+    refs: ClassVar[tuple[str, ...]] = ("answer",)
+    step_id: str
+    answer: str
+    by: str = ""
+
+
+class ThreadTimedOut(EventData, frozen=True):
+    """No answer came before the question's deadline: the thread goes on by the asking
+    role's `$TIMEOUT` edge (or blocks, when it declares none)."""
+
+    type: ClassVar[str] = "thread.timed_out"
+    step_id: str
+    deadline_ms: int
+
+
 THREAD_EVENTS: tuple[type[EventData], ...] = (
     ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed, ThreadBlocked, ThreadEnded,
+    ThreadAsked, ThreadAnswered, ThreadTimedOut,
 )

@@ -10,12 +10,15 @@ from uwf.engine.events import Envelope
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.threads.events import (
+    ThreadAnswered,
+    ThreadAsked,
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
+    ThreadTimedOut,
 )
 from uwf.threads.rules import Phase, next_phase
 from uwf.threads.terms import DONE_STATES
@@ -30,6 +33,23 @@ class InFlight(msgspec.Struct, frozen=True, rename="camel"):
     agent: str
     deadline_ms: int
     started_at: str
+
+
+class Asked(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """The head's question (`thread.asked`): who asked it, what, its answer's schema
+    node and deadline; then its answer's node (`thread.answered`) or that its deadline
+    passed (`thread.timed_out`). Kept until the head moves."""
+
+    step_id: str
+    role: str
+    question: str
+    answer_schema: str
+    asked_at: str
+    deadline_ms: int | None = None
+    answer: str | None = None
+    answered_at: str | None = None
+    answered_by: str | None = None
+    timed_out: bool = False
 
 
 # A failure's message as the threads and runs views keep it: the one line a list shows
@@ -81,6 +101,7 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
     fork_of: str | None = None
     failures: int = 0
     visits: dict[str, int] = {}  # steps taken per role: O(1) for agents that count visits
+    asked: Asked | None = None  # the head's question, while the head is the step that asked
 
     @property
     def done(self) -> bool:
@@ -88,8 +109,13 @@ class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
 
     @property
     def phase(self) -> Phase:
-        """The thread as the transition table (uwf/threads/rules.py) sees it."""
-        return self.state, None if self.in_flight is None else self.in_flight.step_id
+        """The thread as the transition table (uwf/threads/rules.py) sees it: its state
+        and the step in flight (while it waits, the step whose question waits)."""
+        if self.in_flight is not None:
+            return self.state, self.in_flight.step_id
+        if self.state == "waiting" and self.asked is not None:
+            return self.state, self.asked.step_id
+        return self.state, None
 
 
 _replace = msgspec.structs.replace
@@ -97,10 +123,11 @@ _replace = msgspec.structs.replace
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 5  # 5: lastFailure says why, not only the reason
+    version: ClassVar[int] = 6  # 6: waiting, and the head's question
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStarted, ThreadStepStarted, ThreadStepped, ThreadStepFailed,
-                         ThreadBlocked, ThreadEnded)
+                         ThreadBlocked, ThreadEnded, ThreadAsked, ThreadAnswered,
+                         ThreadTimedOut)
     )
     state_type: ClassVar[type[msgspec.Struct]] = ThreadState
     # `thread list` reads open (not ended) threads in creation (key) order, one index
@@ -145,8 +172,24 @@ class ThreadsProjection(StructProjection):
             return _replace(
                 state, updated_at=event.ts, state=moved, head=data.head, steps=state.steps + 1,
                 last_role=data.role, last_status=data.status, in_flight=flight,
-                last_failure=None, visits=visits,
+                last_failure=None, visits=visits, asked=None,
             )
+        if isinstance(data, ThreadAsked):
+            question = Asked(data.step_id, data.role, data.question, data.answer_schema,
+                             event.ts, data.deadline_ms)
+            return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
+                            asked=question)
+        if isinstance(data, ThreadAnswered | ThreadTimedOut):
+            asked = state.asked
+            if asked is None or asked.step_id != data.step_id:
+                return _replace(state, updated_at=event.ts, state=moved)  # not its question
+            if isinstance(data, ThreadAnswered):
+                asked = _replace(asked, answer=data.answer, answered_at=event.ts,
+                                 answered_by=data.by or None)
+            else:
+                asked = _replace(asked, timed_out=True)
+            return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
+                            asked=asked)
         if isinstance(data, ThreadStepFailed):
             return _replace(state, updated_at=event.ts, state=moved, in_flight=flight,
                             last_failure=_last_failure(data, event.ts),

@@ -74,16 +74,36 @@ class Attempt(Result, kw_only=True):
     stderr: str | UnsetType = UNSET
 
 
+class Question(Result, kw_only=True):
+    """A role's question to a person (docs/threads.md#a-human-in-the-loop): the step
+    and role that asked it, the question, the JSON Schema its answer must match, when it
+    was asked and (when it has a deadline) is due; once answered, the answer, when and
+    by whom; `timedOut` once its deadline passed unanswered."""
+
+    step_id: str
+    role: str
+    question: str
+    answer_schema: Any
+    asked_at: str
+    due_at: str | UnsetType = UNSET
+    answer: Any | UnsetType = UNSET
+    answered_at: str | UnsetType = UNSET
+    answered_by: str | UnsetType = UNSET
+    timed_out: bool | UnsetType = UNSET
+
+
 class ThreadShown(ThreadSummary):
     """`thread show`, `step` and `kill`: the summary with the thread's `status` (the
     view's state) and `currentRole` (None when done, at `$END` or undecidable),
     `inFlight` while a step is in flight (status `running`), `lastFailure` while its
     last attempt is one that failed, and (`thread show`) its last attempts when one
-    of them failed or was reused."""
+    of them failed or was reused; `question` while its head is a step that asked one
+    (status `waiting` until it is answered)."""
 
     status: str
     current_role: str | None
     in_flight: StepInFlight | UnsetType = UNSET
+    question: Question | UnsetType = UNSET
     last_failure: StepFailure | UnsetType = UNSET
     attempts: list[Attempt] | UnsetType = UNSET
 
@@ -97,7 +117,7 @@ class ThreadRan(ThreadShown, kw_only=True):
 class ThreadRow(Result, kw_only=True):
     """One row of `thread list`: `done` only in lists that may hold ended threads;
     `status` `missing` or `corrupt` (and `currentRole` null) when the head node cannot
-    be read."""
+    be read; `question` (its text) while the thread is waiting for an answer."""
 
     thread: str
     workflow: str
@@ -106,6 +126,7 @@ class ThreadRow(Result, kw_only=True):
     status: str
     current_role: str | None
     in_flight: StepInFlight | UnsetType = UNSET
+    question: str | UnsetType = UNSET
 
 
 class LogRecord(Result):
@@ -147,7 +168,9 @@ class HistoryStep(Result):
 class StepContext(Result):
     """`agent context`: everything an agent needs for one step. `role` is the role's
     definition with its `name` and `schema`; `history` the last steps, oldest first;
-    `historyTruncated` says it holds fewer than `steps`."""
+    `historyTruncated` says it holds fewer than `steps`; `question` the question the
+    head asked, with its answer once answered (the step that resumes the asking role
+    reads it here)."""
 
     thread: str
     workflow: str
@@ -162,3 +185,4 @@ class StepContext(Result):
     steps: int
     history_truncated: bool
     visits: dict[str, int]
+    question: Question | UnsetType = UNSET

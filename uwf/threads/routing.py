@@ -5,16 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from uwf.cas.store import Cas
+from uwf.language.asking import TIMEOUT
 from uwf.language.moderator import START, Decision, evaluate, status_of
 from uwf.threads.projection import ThreadState
 
 
 def last_step(cas: Cas, state: ThreadState) -> tuple[str, Any]:
-    """The role and output at the thread's head (`$START` and None before any step)."""
+    """The role and output at the thread's head (`$START` and None before any step), as
+    the moderator reads them: a question answered carries its `answer`, one whose
+    deadline passed has the status `$TIMEOUT`."""
     if state.head is None:
         return START, None
     step = cas.get(state.head).payload
-    return step["role"], cas.get(step["output"]).payload
+    output = cas.get(step["output"]).payload
+    asked = state.asked
+    if asked is not None and isinstance(output, dict):
+        if asked.answer is not None:
+            output = {**output, "answer": cas.get(asked.answer).payload}
+        elif asked.timed_out:
+            output = {**output, "status": TIMEOUT}
+    return step["role"], output
 
 
 def history(cas: Cas, head: str | None) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The thread's transition table: which event may follow which state, and the state after.
 
-A thread is `idle` (no step in flight), `running` (one step in flight), `blocked`,
+A thread is `idle` (no step in flight), `running` (one step in flight), `waiting`
+(for an answer to its head's question: docs/threads.md#a-human-in-the-loop), `blocked`,
 `ended` (it reached `$END`) or `killed`; before its `thread.started` it does not
 exist (state None). Everything that decides or folds a thread reads this one
 table: the commands (`uwf/threads/decide.py`), the `threads` view, `log verify`
@@ -13,12 +14,15 @@ from __future__ import annotations
 
 from uwf.engine.events import EventData
 from uwf.threads.events import (
+    ThreadAnswered,
+    ThreadAsked,
     ThreadBlocked,
     ThreadEnded,
     ThreadStarted,
     ThreadStepFailed,
     ThreadStepped,
     ThreadStepStarted,
+    ThreadTimedOut,
 )
 from uwf.threads.terms import DONE_STATES, OPEN_STATES
 
@@ -26,16 +30,19 @@ from uwf.threads.terms import DONE_STATES, OPEN_STATES
 # the event says (`thread.stepped` with `reused`: an incremental rerun took the step
 # over and no agent ran; `thread.ended` with a reason other than `end`: killed).
 KINDS = ("started", "step_started", "stepped", "reused", "step_failed", "blocked", "ended",
-         "killed")
+         "killed", "asked", "answered", "timed_out")
 
 # The table. A state (None: not started yet) -> the kinds that may follow it -> the
 # state after. A pair not here is refused by the commands and named by `log verify`.
 # A step's result (stepped, step_failed) follows `running` only for the step in flight.
+# A question (asked) follows the step that asked it, in the same write; an answer or the
+# deadline passing follows it once, and only them (or a kill) while it waits.
 TRANSITIONS: dict[str | None, dict[str, str]] = {
     None: {"started": "idle"},
     "idle": {"step_started": "running", "reused": "idle", "blocked": "blocked",
-             "ended": "ended", "killed": "killed"},
+             "ended": "ended", "killed": "killed", "asked": "waiting"},
     "running": {"stepped": "idle", "step_failed": "idle", "killed": "killed"},
+    "waiting": {"answered": "idle", "timed_out": "idle", "killed": "killed"},
     "blocked": {"step_started": "running", "blocked": "blocked", "ended": "ended",
                 "killed": "killed"},
     "ended": {},
@@ -50,11 +57,15 @@ STARTED_TWICE = "started-twice"
 AFTER_END = "after-end"
 IN_FLIGHT = "in-flight"  # a step is in flight: nothing but its result or a kill
 NOT_IN_FLIGHT = "not-in-flight"  # a result for a step that is not the one in flight
-BLOCKED = "blocked"  # a step taken over by a rerun, on a blocked thread
+BLOCKED = "blocked"  # a step taken over by a rerun (or a question), on a blocked thread
+WAITING = "waiting"  # the thread waits for an answer: nothing but it, its deadline or a kill
+NOT_WAITING = "not-waiting"  # an answer (or a deadline) while no question waits
+OTHER_QUESTION = "other-question"  # an answer to a step whose question is not the one waiting
+ANSWERS = ("answered", "timed_out")
 
 
-# A thread as the table sees it: (its state, the id of the step in flight). A plain
-# tuple: the folds build one per event.
+# A thread as the table sees it: (its state, the id of the step in flight; while it
+# waits, the step whose question waits). A plain tuple: the folds build one per event.
 Phase = tuple[str | None, str | None]
 NOT_STARTED: Phase = (None, None)
 
@@ -72,6 +83,7 @@ def kind_of(data: EventData) -> str | None:
 _KIND: dict[type[EventData], str] = {
     ThreadStarted: "started", ThreadStepStarted: "step_started", ThreadStepped: "stepped",
     ThreadStepFailed: "step_failed", ThreadBlocked: "blocked", ThreadEnded: "ended",
+    ThreadAsked: "asked", ThreadAnswered: "answered", ThreadTimedOut: "timed_out",
 }
 # The table as (state, kind) -> state after: one lookup per event in the folds.
 _TARGET = {(state, kind): target for state, row in TRANSITIONS.items()
@@ -98,12 +110,18 @@ def refusal(phase: Phase, kind: str, step_id: str | None = None) -> str | None:
     """Why `kind` (about step `step_id`) may not follow `phase`, or None when it may."""
     state, flight = phase
     if (state, kind) in _TARGET:
+        if kind in ANSWERS and step_id != flight:
+            return OTHER_QUESTION
         return None if kind not in RESULTS or step_id == flight else NOT_IN_FLIGHT
     outside = outside_life(kind, started=state is not None, done=state in DONE_STATES)
     if outside is not None:
         return outside
     if kind in RESULTS:
         return NOT_IN_FLIGHT
+    if kind in ANSWERS:
+        return NOT_WAITING
+    if state == "waiting":
+        return WAITING
     return IN_FLIGHT if state == "running" else BLOCKED
 
 
@@ -148,8 +166,17 @@ def _problem(phase: Phase, data: EventData, subject: str, *, kind: str, step: st
         return f"{type_} after {subject} ended"
     if why == NOT_IN_FLIGHT:
         return f"step {step} finished but was not in flight"
+    if why == BLOCKED and kind == "asked":
+        return f"{type_} while {subject} was blocked"
     if why == BLOCKED:
         return f"step {step} was taken over while {subject} was blocked"
+    if why == NOT_WAITING:
+        what = "answered" if kind == "answered" else "timed out"
+        return f"question of step {step} {what} while {subject} was {phase[0]}, not waiting"
+    if why == WAITING:
+        return f"{type_} while {subject} was waiting for an answer"
+    if why == OTHER_QUESTION:
+        return f"{type_} for step {step} while step {phase[1]}'s question was waiting"
     flight = phase[1]
     if kind == "step_started":
         return f"step {step} started while step {flight} was in flight"
@@ -163,14 +190,14 @@ def _problem(phase: Phase, data: EventData, subject: str, *, kind: str, step: st
 # `log verify` names each problem once. A step's result settles an open thread by
 # what is still in flight and leaves any other state as it was.
 _AS_IT_SAYS = {"started": "idle", "step_started": "running", "blocked": "blocked",
-               "ended": "ended", "killed": "killed"}
+               "ended": "ended", "killed": "killed", "asked": "waiting"}
 
 
 def _next(phase: Phase, kind: str, step: str | None, why: str | None) -> Phase:
     state, flight = phase
-    if why == BEFORE_START:
-        return phase  # nothing folds into a thread not started yet
-    if kind in {"started", "step_started"}:
+    if why == BEFORE_START or (why is not None and kind in ANSWERS):
+        return phase  # nothing folds into a thread not started yet; a forged answer moves nothing
+    if kind in {"started", "step_started", "asked"}:
         flight = step
     elif kind == "step_failed":  # a failure of another step leaves this one in flight
         flight = None if step == flight else flight

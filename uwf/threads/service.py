@@ -13,6 +13,7 @@ from uwf.cas.hashing import is_hash
 from uwf.cas.nodes import Node
 from uwf.cas.store import Cas, builtin_hash
 from uwf.config.repo import find_repo, search_folders
+from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
@@ -29,6 +30,7 @@ from uwf.threads.projection import ThreadState
 from uwf.threads.results import (
     Forked,
     LogRecord,
+    Question,
     Started,
     StepInFlight,
     ThreadRow,
@@ -85,6 +87,8 @@ def current_role(cas: Cas, state: ThreadState) -> str | None:
         return state.in_flight.role
     if state.state == "blocked":
         return state.blocked_role
+    if state.state == "waiting" and state.asked is not None:
+        return state.asked.role
     try:
         _, decision = next_decision(cas, state)
     except UwfError:  # NoTransition (no edge, no condition holds), a missing node, ...
@@ -109,7 +113,26 @@ def describe(cas: Cas, state: ThreadState) -> ThreadShown:
                        done=state.done, status=state.state,
                        current_role=current_role(cas, state),
                        in_flight=in_flight(state) or UNSET,
+                       question=question_of(cas, state) or UNSET,
                        last_failure=last_failure(state) or UNSET)
+
+
+def question_of(cas: Cas, state: ThreadState) -> Question | None:
+    """The head's question as the surfaces show it (None: the head asked none)."""
+    asked = state.asked
+    if asked is None:
+        return None
+    try:
+        schema: Any = cas.get(asked.answer_schema).payload
+        value: Any = UNSET if asked.answer is None else cas.get(asked.answer).payload
+    except NotFound:  # a damaged store: the question still shows, its nodes as hashes
+        schema, value = asked.answer_schema, asked.answer or UNSET
+    return Question(
+        step_id=asked.step_id, role=asked.role, question=asked.question,
+        answer_schema=schema, asked_at=asked.asked_at,
+        due_at=UNSET if asked.deadline_ms is None else format_ts(asked.deadline_ms),
+        answer=value, answered_at=asked.answered_at or UNSET,
+        answered_by=asked.answered_by or UNSET, timed_out=asked.timed_out or UNSET)
 
 
 def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
@@ -218,7 +241,7 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
     if unknown := [status for status in given
                    if status not in STATUSES and status not in STATUS_ALIASES]:
         raise UsageError(f"unknown status {unknown[0]!r}",
-                         "give idle, running, active, blocked, ended or killed")
+                         "give idle, running, active, waiting, blocked, ended or killed")
     wanted = tuple(dict.fromkeys(
         state for status in given for state in STATUS_ALIASES.get(status, (status,))))
     views = store.read()
@@ -238,7 +261,9 @@ def list_threads(store: Store, include_ended: bool = False, limit: int | None = 
             thread=state.thread, workflow=state.workflow, head=head_of(state),
             done=state.done if with_done else UNSET, status=damage or state.state,
             current_role=None if damage else current_role(store.cas, state),
-            in_flight=UNSET if damage else in_flight(state) or UNSET))
+            in_flight=UNSET if damage else in_flight(state) or UNSET,
+            question=(state.asked.question if state.asked is not None
+                      and state.state == "waiting" else UNSET)))
     return rows
 
 

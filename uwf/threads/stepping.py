@@ -42,8 +42,10 @@ from uwf.errors import (
     UsageError,
     UwfError,
 )
+from uwf.language.asking import is_ask
 from uwf.language.moderator import END, Decision, NoTransition, status_of
 from uwf.store import Store
+from uwf.threads import decide
 from uwf.threads.agentproc import agent_environment, masked, spawn
 from uwf.threads.checks import Failure, check_step
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
@@ -55,6 +57,7 @@ from uwf.threads.events import (
     ThreadStepStarted,
 )
 from uwf.threads.projection import ThreadState
+from uwf.threads.questions import asked, time_out_thread
 from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
@@ -154,8 +157,8 @@ def run_thread(
     config: Config | None = None,
     in_process: InProcessAgent | None = None,
 ) -> ThreadRan:
-    """Step until the thread is done (or `max_steps` steps were taken): where it
-    stopped, with its status, and the steps taken."""
+    """Step until the thread is done, waits for an answer, or `max_steps` steps were
+    taken: where it stopped, with its status, and the steps taken."""
     config = config or load_config(store.settings.config_path)
     result = summary(get_thread(store.read(), thread))
     taken = 0
@@ -164,6 +167,8 @@ def run_thread(
         taken += 1
         if store.steps is not None:
             store.steps(taken, max_steps or 0)
+        if get_thread(store.read(), thread).state == "waiting":
+            break  # a question: nothing runs until it is answered (or its deadline)
     return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
 
@@ -220,6 +225,11 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
             return mine[0]  # an earlier try's start was committed
         if refusal(state.phase, "step_started") == AFTER_END:
             take_over(state, store.clock(), max_timeout_s=MAX_TIMEOUT_S)  # says it ended
+        if state.state == "waiting":
+            if decide.time_out(state, store.clock()) is None:
+                raise decide.waiting(state)
+            time_out_thread(store, thread)  # its deadline passed: on by its $TIMEOUT edge
+            continue
         gathered = _next(store, state, agent_flag, config, in_process=in_process)
         try:
             result = store.journal.write_at(
@@ -391,7 +401,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
     status = status_of(plan.decision.role, output)
     events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
         plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
-    events += _after(cas, plan, output, result)
+    events += _after(cas, plan, output, result, store.clock())
     return events, None
 
 
@@ -468,9 +478,13 @@ def _while_unavailable(call: Callable[[], T], seconds: float) -> T:
         pause = min(2 * pause, 2.0)
 
 
-def _after(cas: Cas, plan: Plan, output: Any, head: str) -> list[NewEvent]:
+def _after(cas: Cas, plan: Plan, output: Any, head: str, now: int) -> list[NewEvent]:
     """Step 8: ask the moderator again (from the new StepNode `head`); `$END` ends
-    the thread in the same batch."""
+    the thread in the same batch. A question ($ASK) is recorded instead: the thread
+    waits for its answer (its schema a node, before the event that names it)."""
+    if is_ask(output):
+        return [NewEvent(f"thread/{plan.thread}",
+                         asked(cas, plan.step_id, plan.decision.role, output, now))]
     try:
         _, decision = route_from(cas, plan.workflow, plan.start, role=plan.decision.role,
                                  output=output, head=head)

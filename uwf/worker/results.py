@@ -9,7 +9,8 @@ from uwf.payload import UNSET, Result, UnsetType
 # completed (drained), failed (ready again after its backoff), parked (failed at
 # maxAttempts), released (the worker stopped; ready again, no attempt counted) or lost
 # (the lease was taken away).
-Outcome = Literal["completed", "failed", "parked", "released", "lost"]
+# waiting: its run asked a question; the entry waits (no attempt failed) until answered.
+Outcome = Literal["completed", "failed", "parked", "released", "lost", "waiting"]
 
 
 class EntryDone(Result):

@@ -5,9 +5,11 @@ policy's maxConcurrent and the session filter hold whatever else leases), and
 runs each in a thread of its own: start the run (or continue the named one),
 step it to its end through the thread engine, renew the lease every third of
 leaseTtlMs meanwhile, then complete (the run reached `$END`) or release as
-failed with the reason. Agents are subprocesses in process groups of their own
-(`uwf.threads.stepping`), so one thread per entry costs little, and every store
-access goes through the journal, which is safe across threads.
+failed with the reason, or (the run asks a question) give it back as waiting, to
+be resumed once answered (uwf/queue/waiting.py). Agents are subprocesses in
+process groups of their own (`uwf.threads.stepping`), so one thread per entry
+costs little, and every store access goes through the journal, which is safe
+across threads.
 
 Time limits: each step gets at most the entry's idleTimeoutSec (a step is the
 unit of progress) and at most what is left of its timeoutSec; stepping kills
@@ -42,7 +44,7 @@ from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_MAX_STEPS
 from uwf.errors import NotFound, NothingToDo, Rejected, StoreBusy, StoreUnavailable, UwfError
 from uwf.payload import UNSET
-from uwf.queue import sched
+from uwf.queue import sched, waiting
 from uwf.queue.projection import QueueEntry
 from uwf.queue.results import Granted
 from uwf.queue.service import artifact_failure, get_entry
@@ -54,6 +56,7 @@ from uwf.worker.results import EntryDone, Outcome
 from uwf.worker.waker import Waker
 
 STOPPED_REASON = "worker stopped"
+WAITING_REASON = "its run waits for an answer"
 # How often the loop looks at the stop flag while it waits (seconds).
 TICK = 0.1
 DEFAULT_POLL = 2.0
@@ -248,6 +251,7 @@ class Worker:
 
     def _lease(self, free: int) -> tuple[list[Granted], NothingToDo | None]:
         try:
+            waiting.resume_answered(self.store)  # answered runs' entries: ready again
             granted = sched.lease(self.store, free, self.options.session)
         except NothingToDo as exc:
             return [], exc
@@ -352,6 +356,9 @@ class Worker:
                                     "attempt": held.attempt}
         if outcome is not None:
             event["outcome"] = outcome
+        if entry.status == "waiting" and entry.run is not None:  # what it asks, for a person
+            asked = get_thread(self.store.read(), entry.run).asked
+            event["question"] = None if asked is None else asked.question
         try:
             messages.publish(self.store, held.entry_id, event)
         except UwfError as exc:
@@ -412,6 +419,8 @@ class Worker:
                 # $END is not done until the work is there: a missing artifact fails
                 # the attempt (backoff or park), its reason naming the file.
                 return artifact_failure(entry)
+            if waiting.why_resume(state, self.store.clock()) is None:
+                return WAITING_REASON  # a question: given back, nothing held meanwhile
             if taken >= self.options.max_steps:
                 return f"run {run} took {taken} steps without reaching $END"
             taken += 1
@@ -467,6 +476,11 @@ class Worker:
             if failure is None:
                 sched.complete(self.store, held.entry_id, held.lease_id, run=held.run)
                 return result("completed")
+            if failure == WAITING_REASON and held.run is not None:
+                asked = get_thread(self.store.read(), held.run).asked
+                question = "" if asked is None else asked.question
+                waiting.wait(self.store, held.entry_id, held.lease_id, held.run, question)
+                return result("waiting", question)
             if failure == STOPPED_REASON:
                 sched.release(self.store, held.entry_id, held.lease_id, reason=failure,
                               run=held.run)
