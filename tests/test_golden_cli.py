@@ -315,6 +315,17 @@ def script(s: Session) -> None:
     _conventions(s, runs)
     # Added after the rest, so the times and ids before it stay as they were.
     s.both("uwf", "queue", "counts", "--minutes", "600")
+    _doctor(s)
+
+
+def _doctor(s: Session) -> None:
+    """The machine's parts vary: Python's version and path, the disk's figures, where the
+    agents' commands are installed."""
+    varies = [(r"Python [0-9.]+ \([^)]*\)", "Python <VERSION> (<PYTHON>)"),
+              (r"[0-9.]+ [KMGT]?i?B free of [0-9.]+ [KMGT]?i?B under", "<FREE> free of <SIZE> under"),
+              (r"-> \S*/uwf-mock", "-> <BIN>/uwf-mock")]
+    s.both("uwf", "doctor", masks=varies)
+    s.fails("uwf", "doctor", "--database", "mysql://x@y/z", code=2)
 
 
 def _conventions(s: Session, runs: list[str]) -> None:
