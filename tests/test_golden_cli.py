@@ -322,7 +322,8 @@ def _doctor(s: Session) -> None:
     """The machine's parts vary: Python's version and path, the disk's figures, where the
     agents' commands are installed."""
     varies = [(r"Python [0-9.]+ \([^)]*\)", "Python <VERSION> (<PYTHON>)"),
-              (r"[0-9.]+ [KMGT]?i?B free of [0-9.]+ [KMGT]?i?B under", "<FREE> free of <SIZE> under"),
+              (r"[0-9.]+ [KMGT]?i?B free of [0-9.]+ [KMGT]?i?B under",
+               "<FREE> free of <SIZE> under"),
               (r"-> \S*/uwf-mock", "-> <BIN>/uwf-mock")]
     s.both("uwf", "doctor", masks=varies)
     s.fails("uwf", "doctor", "--database", "mysql://x@y/z", code=2)
