@@ -108,6 +108,9 @@ class _Tally:
     graphs: int = 0
     summaries: int = 0
     touched: set[str] = field(default_factory=set)
+    # A run whose end this sync read, its summary.json written by an earlier sync that
+    # stopped before index.json: the index is rebuilt all the same.
+    ended_before: bool = False
 
 
 class Archive:
@@ -192,7 +195,7 @@ class Archive:
         self._flush(runs, touched, tally)
         if progress is not None:
             progress(head.seq - start.seq, head.seq - start.seq)
-        if tally.summaries or self.root.kind(INDEX) is None:
+        if tally.summaries or tally.ended_before or self.root.kind(INDEX) is None:
             self.root.replace(INDEX, index_document(self._summaries(runs)))
         inodes, files = self._open_inodes(), self._open_files()
         if only is None and (checkpoint is None or head.seq != checkpoint.seq
@@ -235,8 +238,11 @@ class Archive:
         if any(record.pending for record in touched.values()):
             self.store.log.sync()
         for run_id, record in touched.items():
-            if not record.pending and (record.summary or record.state is None
-                                       or not record.state.ended):
+            ended = record.state is not None and record.state.ended
+            if not record.pending and (record.summary or not ended):
+                # Ended and summed up already, by a sync that stopped after the summary,
+                # perhaps before index.json: this sync reads those events again.
+                tally.ended_before |= ended
                 continue
             folder = runs.folder(run_id, create=True)
             assert folder is not None
