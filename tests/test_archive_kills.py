@@ -33,6 +33,7 @@ from tests.conftest import BIN, EXAMPLE, Cli
 from uwf.archive import service as archive
 from uwf.archive.folder import Folder
 from uwf.archive.verify import verify
+from uwf.errors import UwfError
 from uwf.store import Store
 from uwf.threads.service import kill_thread, list_threads, start_thread
 from uwf.workflows.service import put_workflow
@@ -76,9 +77,12 @@ def assert_as_documented(store: Store, folder: Path) -> None:
 WRITES = ("append", "replace")  # write_once writes through replace
 
 
-def stopping_at(monkeypatch: pytest.MonkeyPatch, at: int | None) -> list[str]:
+def stopping_at(monkeypatch: pytest.MonkeyPatch, at: int | None, *,
+                half: bool = False) -> list[str]:
     """The archive folder's writes counted (their names, in order); the `at`-th (from 0)
-    raises Stopped before it writes anything. None: count only."""
+    raises Stopped before it writes anything, or with `half`, an append after writing
+    the first half of its bytes (a write the kernel ended at a page boundary when the
+    process was killed). None: count only."""
     seen: list[str] = []
     for name in WRITES:
         original = getattr(Folder, name)
@@ -86,6 +90,9 @@ def stopping_at(monkeypatch: pytest.MonkeyPatch, at: int | None) -> list[str]:
         def counted(self: Folder, *args: Any, _original: Any = original, _name: str = name,
                     **kwargs: Any) -> Any:
             if at is not None and len(seen) == at:
+                if half and _name == "append":
+                    child, data, *rest = args
+                    _original(self, child, data[:len(data) // 2], *rest, **kwargs)
                 raise Stopped(_name)
             seen.append(f"{_name} {args[0]}")
             return _original(self, *args, **kwargs)
@@ -111,7 +118,7 @@ def test_a_sync_stopped_at_each_write_leaves_only_open_runs_after_a_clean_one(
     monkeypatch.setenv("UWF_DURABILITY", "none")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
-    def attempt(at: int | None, where: Path) -> list[str]:
+    def attempt(at: int | None, where: Path, half: bool = False) -> list[str]:
         store = Store.open(where / "store")
         try:
             put_workflow(store, EXAMPLE)
@@ -122,7 +129,7 @@ def test_a_sync_stopped_at_each_write_leaves_only_open_runs_after_a_clean_one(
             archive.sync(store, folder)
             grow(store, tmp_path, rng, opened)
             with monkeypatch.context() as patch:
-                seen = stopping_at(patch, at)
+                seen = stopping_at(patch, at, half=half)
                 try:
                     archive.sync(store, folder)
                 except Stopped:
@@ -141,13 +148,38 @@ def test_a_sync_stopped_at_each_write_leaves_only_open_runs_after_a_clean_one(
     assert len(writes) == 3 * 2 + 3 * 2 + 2, writes
     assert writes[-1] == f"replace {CHECKPOINT}"
     failed = {}
-    for at in range(len(writes)):
+    points = [(at, False) for at in range(len(writes))]
+    points += [(at, True) for at, write in enumerate(writes) if write.startswith("append")]
+    for at, half in points:
         try:
-            attempt(at, tmp_path / f"stopped-{at}")
+            attempt(at, tmp_path / f"stopped-{at}-{half}", half)
         except AssertionError as exc:
-            failed[f"stopped before {writes[at]} (write {at})"] = str(exc).splitlines()[0]
-    print(json.dumps(failed, indent=1))
+            failed[f"stopped {'in' if half else 'before'} {writes[at]} (write {at})"] = \
+                str(exc).splitlines()[0]
+        except UwfError as exc:
+            failed[f"stopped {'in' if half else 'before'} {writes[at]} (write {at})"] = \
+                exc.line()
     assert failed == {}
+
+
+def test_a_partial_line_after_a_runs_end_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """No sync appends after `run_end`: a partial line there is not a stopped append's,
+    and is refused, never cut."""
+    assert cli.run("workflow", "put", str(EXAMPLE)).code == 0
+    started = cli.run("thread", "start", "solve-issue", "-p", "x", "--json")
+    run = json.loads(started.out)["thread"]
+    assert cli.run("thread", "kill", run, "--reason", "done").code == 0
+    folder = tmp_path / "archive"
+    assert cli.run("archive", "sync", str(folder)).code == 0
+    transitions = folder / "runs" / run / "transitions.jsonl"
+    with transitions.open("ab") as handle:
+        handle.write(b'{"event":"transition"')
+    damaged = transitions.read_bytes()
+    result = cli.run("archive", "sync", str(folder), "--run", run)
+    assert result.code == 1
+    assert result.err == (f"uwf: error: runs/{run}/transitions.jsonl ends in a partial line; "
+                          "run `uwf archive verify DIR`\n")
+    assert transitions.read_bytes() == damaged
 
 
 # -- real processes, killed ------------------------------------------------------------------

@@ -54,6 +54,7 @@ from uwf.archive.layout import (
 from uwf.archive.lines import (
     MAPPED_TYPES,
     Line,
+    RunEnd,
     RunFold,
     RunStart,
     check_run_id,
@@ -126,6 +127,7 @@ class Archive:
         # and its bytes, lines and digest.
         self._inodes: dict[str, tuple[int, int]] = {}
         self._files: dict[str, tuple[int, int, str]] = {}
+        self._synced = 0  # the checkpoint's seq: the log a finished sync archived
 
     def close(self) -> None:
         if self._root is not None:
@@ -159,6 +161,7 @@ class Archive:
         checkpoint = self._checkpoint()
         self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
         self._files = dict(checkpoint.files) if checkpoint is not None else {}
+        self._synced = checkpoint.seq if checkpoint is not None else 0
         if only is None:
             start = Checkpoint(checkpoint.seq, checkpoint.digest) if checkpoint else Checkpoint(
                 0, GENESIS_PREV)
@@ -301,6 +304,7 @@ class Archive:
                 return cached
             raw = folder.read(TRANSITIONS) or b""
             self._check_as_left(run_id, raw, where)
+            raw = self._cut_partial(folder, run_id, raw, where, inode)
             lines = read_lines(raw, where)
             record = _Run(run_id, len(raw), inode, fold_lines(lines, run_id, where),
                           lines[-1].event_id if lines else None,
@@ -311,6 +315,26 @@ class Archive:
             folder.close()
         self._runs[run_id] = record
         return record
+
+    def _cut_partial(self, folder: Folder, run_id: str, raw: bytes, where: str,
+                     inode: tuple[int, int] | None) -> bytes:
+        """`raw` without a partial last line, which is cut from the file too, when an
+        append stopped part way left it (the kernel may end a write killed part way at
+        a page boundary): past what the checkpoint records of this open run's file
+        (`_check_as_left` checked that first), or in a file with no whole line, or whose
+        lines are all of the log after the checkpoint (a run a stopped sync began). Its
+        events are read again from the log, as a crashed sync's are. A partial line
+        after `run_end` (no sync appends there), or in a file a finished sync left, is
+        refused (Corrupt), never cut."""
+        if not raw or raw.endswith(b"\n"):
+            return raw
+        whole = raw.rfind(b"\n") + 1
+        lines = read_lines(raw[:whole], where)
+        unfinished = run_id in self._files or not lines or lines[0].seq > self._synced
+        if not unfinished or (lines and isinstance(lines[-1], RunEnd)):
+            read_lines(raw, where)  # Corrupt: it ends in a partial line
+        folder.cut(TRANSITIONS, whole, len(raw), inode)
+        return raw[:whole]
 
     def _check_as_left(self, run_id: str, raw: bytes, where: str) -> None:
         """The file must start with what the last sync left in it (bytes, lines and
