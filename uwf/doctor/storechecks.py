@@ -75,7 +75,11 @@ def lock(root: Path) -> tuple[Check, bool]:
     if not os.access(path, os.W_OK):
         return fail("lock", f"{path} is not writable by this user",
                     "run uwf as the store's owner, or fix the file's permissions"), False
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return fail("lock", f"cannot open {path}: {exc.strerror}",
+                    "run uwf as the store's owner, or fix the file's permissions"), False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
