@@ -316,6 +316,7 @@ def script(s: Session) -> None:
     # Added after the rest, so the times and ids before it stay as they were.
     s.both("uwf", "queue", "counts", "--minutes", "600")
     _ask(s)
+    _doctor(s)
 
 
 def _ask(s: Session) -> None:
@@ -337,6 +338,17 @@ def _ask(s: Session) -> None:
     s.json("uwf", "thread", "answer", other, "--answer", '{"approved": false}')
     s.fails("uwf", "thread", "answer", thread, "--answer", '{"approved": true}', code=1)
     s.json("uwf", "thread", "run", thread, "--agent", asker)
+
+
+def _doctor(s: Session) -> None:
+    """The machine's parts vary: Python's version and path, the disk's figures, where the
+    agents' commands are installed."""
+    varies = [(r"Python [0-9.]+ \([^)]*\)", "Python <VERSION> (<PYTHON>)"),
+              (r"[0-9.]+ [KMGT]?i?B free of [0-9.]+ [KMGT]?i?B under",
+               "<FREE> free of <SIZE> under"),
+              (r"-> \S*/uwf-mock", "-> <BIN>/uwf-mock")]
+    s.both("uwf", "doctor", masks=varies)
+    s.fails("uwf", "doctor", "--database", "mysql://x@y/z", code=2)
 
 
 def _conventions(s: Session, runs: list[str]) -> None:

@@ -31,7 +31,8 @@ BELOW_FEATURES = {
 # the queue names threads and workflows, the worker drives the queue, threads and
 # the archive, the archive and the audit read the other features' events, the bridge
 # publishes through the queue's MQTT connection, a store's copy finds its nodes as
-# json-cas's gc does and verifies itself with the audit's and the registry's checks.
+# json-cas's gc does and verifies itself with the audit's and the registry's checks;
+# the doctor reaches a broker as the queue does and finds anchors where the audit puts them.
 # The audit reads every feature's events through the checks of the features a store
 # is opened with (`uwf.engine.feature`), and names none.
 FEATURES = {
@@ -45,6 +46,7 @@ FEATURES = {
     "bridge": {"queue"},
     "jsoncas": set(),
     "storecopy": {"audit", "jsoncas", "runs"},
+    "doctor": {"audit", "queue"},
 }
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results",

@@ -216,6 +216,28 @@ class Folder:
         finally:
             os.close(fd)
 
+    def cut(self, child: str, size: int, expected_size: int,
+            inode: tuple[int, int] | None) -> None:
+        """Cut `child` back to `size` bytes: a partial last line a sync stopped in the
+        middle of its append left (the kernel may end a write killed part way at a page
+        boundary). As `append`: only that very file, at the size the caller read, with
+        one name; then fsync."""
+        try:
+            fd = os.open(child, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+        except OSError as exc:
+            raise _refused(self.name(child), exc) from None
+        try:
+            info = os.fstat(fd)
+            self.check_own(child, info, inode)
+            if not stat.S_ISREG(info.st_mode) or info.st_size != expected_size:
+                raise Corrupt(f"{self.name(child)} changed behind the archive's back",
+                              "run `uwf archive verify DIR`")
+            os.ftruncate(fd, size)
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def write_once(self, child: str, data: bytes) -> bool:
         """Write `child` unless it exists (then leave it: a second write is a bug the
         seed forbids); True when written."""

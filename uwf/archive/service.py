@@ -54,6 +54,7 @@ from uwf.archive.layout import (
 from uwf.archive.lines import (
     MAPPED_TYPES,
     Line,
+    RunEnd,
     RunFold,
     RunStart,
     check_run_id,
@@ -108,6 +109,9 @@ class _Tally:
     graphs: int = 0
     summaries: int = 0
     touched: set[str] = field(default_factory=set)
+    # A run whose end this sync read, its summary.json written by an earlier sync that
+    # stopped before index.json: the index is rebuilt all the same.
+    ended_before: bool = False
 
 
 class Archive:
@@ -123,6 +127,7 @@ class Archive:
         # and its bytes, lines and digest.
         self._inodes: dict[str, tuple[int, int]] = {}
         self._files: dict[str, tuple[int, int, str]] = {}
+        self._synced = 0  # the checkpoint's seq: the log a finished sync archived
 
     def close(self) -> None:
         if self._root is not None:
@@ -156,6 +161,7 @@ class Archive:
         checkpoint = self._checkpoint()
         self._inodes = dict(checkpoint.inodes) if checkpoint is not None else {}
         self._files = dict(checkpoint.files) if checkpoint is not None else {}
+        self._synced = checkpoint.seq if checkpoint is not None else 0
         if only is None:
             start = Checkpoint(checkpoint.seq, checkpoint.digest) if checkpoint else Checkpoint(
                 0, GENESIS_PREV)
@@ -192,7 +198,7 @@ class Archive:
         self._flush(runs, touched, tally)
         if progress is not None:
             progress(head.seq - start.seq, head.seq - start.seq)
-        if tally.summaries or self.root.kind(INDEX) is None:
+        if tally.summaries or tally.ended_before or self.root.kind(INDEX) is None:
             self.root.replace(INDEX, index_document(self._summaries(runs)))
         inodes, files = self._open_inodes(), self._open_files()
         if only is None and (checkpoint is None or head.seq != checkpoint.seq
@@ -235,8 +241,11 @@ class Archive:
         if any(record.pending for record in touched.values()):
             self.store.log.sync()
         for run_id, record in touched.items():
-            if not record.pending and (record.summary or record.state is None
-                                       or not record.state.ended):
+            ended = record.state is not None and record.state.ended
+            if not record.pending and (record.summary or not ended):
+                # Ended and summed up already, by a sync that stopped after the summary,
+                # perhaps before index.json: this sync reads those events again.
+                tally.ended_before |= ended
                 continue
             folder = runs.folder(run_id, create=True)
             assert folder is not None
@@ -295,6 +304,7 @@ class Archive:
                 return cached
             raw = folder.read(TRANSITIONS) or b""
             self._check_as_left(run_id, raw, where)
+            raw = self._cut_partial(folder, run_id, raw, where, inode)
             lines = read_lines(raw, where)
             record = _Run(run_id, len(raw), inode, fold_lines(lines, run_id, where),
                           lines[-1].event_id if lines else None,
@@ -305,6 +315,26 @@ class Archive:
             folder.close()
         self._runs[run_id] = record
         return record
+
+    def _cut_partial(self, folder: Folder, run_id: str, raw: bytes, where: str,
+                     inode: tuple[int, int] | None) -> bytes:
+        """`raw` without a partial last line, which is cut from the file too, when an
+        append stopped part way left it (the kernel may end a write killed part way at
+        a page boundary): past what the checkpoint records of this open run's file
+        (`_check_as_left` checked that first), or in a file with no whole line, or whose
+        lines are all of the log after the checkpoint (a run a stopped sync began). Its
+        events are read again from the log, as a crashed sync's are. A partial line
+        after `run_end` (no sync appends there), or in a file a finished sync left, is
+        refused (Corrupt), never cut."""
+        if not raw or raw.endswith(b"\n"):
+            return raw
+        whole = raw.rfind(b"\n") + 1
+        lines = read_lines(raw[:whole], where)
+        unfinished = run_id in self._files or not lines or lines[0].seq > self._synced
+        if not unfinished or (lines and isinstance(lines[-1], RunEnd)):
+            read_lines(raw, where)  # Corrupt: it ends in a partial line
+        folder.cut(TRANSITIONS, whole, len(raw), inode)
+        return raw[:whole]
 
     def _check_as_left(self, run_id: str, raw: bytes, where: str) -> None:
         """The file must start with what the last sync left in it (bytes, lines and

@@ -152,6 +152,11 @@ def _demo() -> Sequence[Command[Any]]:
     return DEMO_COMMANDS
 
 
+def _doctor() -> Sequence[Command[Any]]:
+    from uwf.cli.doctor import DOCTOR_COMMANDS
+    return DOCTOR_COMMANDS
+
+
 def _mcp() -> Sequence[Command[Any]]:
     from uwf.cli.mcp import MCP_COMMANDS
     return MCP_COMMANDS
@@ -202,6 +207,7 @@ COMMANDS = Group(
         Lazy(("registry",), _registry),
         Lazy(("log",), _log),
         Lazy(("store",), _store),
+        Lazy(("doctor",), _doctor),
         Lazy(("demo",), _demo),
         Lazy(("mcp",), _mcp),
         Lazy(("dashboard",), _dashboard),
