@@ -228,9 +228,12 @@ def test_a_server_restart_during_a_worker_fleet(own_server: Server, tmp_path: Pa
         entries = ok(cli, "queue", "list")["entries"]
         assert len(entries) == ENTRIES
         parked = [entry["id"] for entry in entries if entry["status"] == "parked"]
-        assert not parked, [(cli.run("queue", "logs", entry).out,
-                             [result for result in results() if result["id"] == entry])
-                            for entry in parked]
+        if parked:  # why, in full: each attempt's outcome and reason, the entry's events
+            said = [f"{result['attempt']} {result['outcome']}: {result.get('reason')}"
+                    for result in results() if result["id"] == parked[0]]
+            logged = [f"{event['type']} {json.dumps(event.get('data'))[:300]}"
+                      for event in ok(cli, "queue", "logs", parked[0])["events"]]
+            pytest.fail(f"entry {parked[0]} parked:\n" + "\n".join([*said, *logged]))
         return all(entry["status"] == "drained" for entry in entries)
 
     def reclaim() -> None:
