@@ -229,7 +229,8 @@ def test_a_server_restart_during_a_worker_fleet(own_server: Server, tmp_path: Pa
         assert len(entries) == ENTRIES
         parked = [entry["id"] for entry in entries if entry["status"] == "parked"]
         if parked:  # why, in full: each attempt's outcome and reason, the entry's events
-            said = [f"{result['attempt']} {result['outcome']}: {result.get('reason')}"
+            said = [f"{result['attempt']} {result['outcome']} after {result.get('seconds')} s:"
+                    f" {result.get('reason')}"
                     for result in results() if result["id"] == parked[0]]
             logged = [f"{event['type']} {json.dumps(event.get('data'))[:300]}"
                       for event in ok(cli, "queue", "logs", parked[0])["events"]]

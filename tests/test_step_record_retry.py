@@ -157,3 +157,34 @@ def test_a_step_whose_start_lost_its_answer_runs_once(store: Store,
                                        "thread.stepped"]
     assert get_thread(store.read(), thread).in_flight is None
     assert done.head is not None
+
+
+def test_a_step_checked_while_the_store_does_not_answer_is_recorded(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checking the agent's StepNode reads the CAS (on PostgreSQL, the server): a read
+    cut by a server restarting is tried again with the record, rather than leave the
+    step in flight, unrecorded, holding its thread until its deadline."""
+    from uwf.threads import stepping
+
+    put_workflow(store, EXAMPLE)
+    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    real = stepping.check_step
+    calls: list[int] = []
+
+    def check_step(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreUnavailable("terminating connection due to administrator command",
+                                   "check the server")
+        return real(*args)
+
+    monkeypatch.setattr(stepping, "check_step", check_step)
+
+    def agent(ctx: StepContext) -> tuple[Any, str]:
+        return {"status": "ready", "plan": "check the password"}, "planned"
+
+    done = step_thread(store, thread, in_process=agent, config=CONFIG)
+    assert len(calls) == 2
+    assert recorded(store, thread) == ["thread.started", "thread.step_started",
+                                       "thread.stepped"]
+    assert done.head is not None

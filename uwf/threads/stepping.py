@@ -345,6 +345,9 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
                 hidden = secret_values(store.settings.environ, config)
                 return Failure("invalid", masked(f"its nodes cannot be taken in: "
                                                   f"{exc.what}", hidden))
+            except StoreUnavailable as exc:  # recorded when the store answers again
+                return Failure("unavailable", f"its nodes could not be taken in: "
+                                              f"{exc.what}")
         return result
     finally:
         staging.remove(folder)
@@ -412,20 +415,29 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
     secrets = secret_values(store.settings.environ, config)
-    events, error = _result(store, cas, plan, result, secrets)
-    records = nodes() if error is None else ()
+    judged: list[tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]] = []
 
-    def decide(views: Views) -> Outcome[_Finished]:
-        finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
-        # The summary is read inside the writers' section, from the views just folded.
-        return Outcome(events, then=lambda views: (
-            error, summary(get_thread(views, plan.thread))))
+    def judge() -> tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]:
+        # Once, inside the retries: checking the StepNode reads the CAS, which a server
+        # restarting may not answer yet (the step would stay in flight, unrecorded).
+        if not judged:
+            events, error = _result(store, cas, plan, result, secrets)
+            judged.append((events, error, nodes() if error is None else ()))
+        return judged[0]
 
     tries = 0
 
     def write() -> _Finished:
         nonlocal tries
         tries += 1
+        events, error, records = judge()
+
+        def decide(views: Views) -> Outcome[_Finished]:
+            finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
+            # The summary is read inside the writers' section, from the views just folded.
+            return Outcome(events, then=lambda views: (
+                error, summary(get_thread(views, plan.thread))))
+
         try:
             return store.journal.write(decide, nodes=records)
         except Rejected:
