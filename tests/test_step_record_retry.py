@@ -164,11 +164,10 @@ def test_a_step_checked_while_the_store_does_not_answer_is_recorded(
     """Checking the agent's StepNode reads the CAS (on PostgreSQL, the server): a read
     cut by a server restarting is tried again with the record, rather than leave the
     step in flight, unrecorded, holding its thread until its deadline."""
-    from uwf.threads import stepping
+    from uwf.threads.checks import check_step as real
 
     put_workflow(store, EXAMPLE)
     thread = start_thread(store, "solve-issue", "Fix the login bug").thread
-    real = stepping.check_step
     calls: list[int] = []
 
     def check_step(*args: Any) -> Any:
@@ -178,7 +177,7 @@ def test_a_step_checked_while_the_store_does_not_answer_is_recorded(
                                    "check the server")
         return real(*args)
 
-    monkeypatch.setattr(stepping, "check_step", check_step)
+    monkeypatch.setattr("uwf.threads.stepping.check_step", check_step)
 
     def agent(ctx: StepContext) -> tuple[Any, str]:
         return {"status": "ready", "plan": "check the password"}, "planned"
