@@ -10,12 +10,12 @@ import contextlib
 import fcntl
 import os
 import stat
-import time
 from pathlib import Path
 
 import msgspec
 
 from uwf.doctor.results import Check, fail, ok, warn
+from uwf.engine.clock import system_clock
 from uwf.engine.events import FORMAT_VERSION
 from uwf.engine.filelog import FileLog
 from uwf.engine.spans import complete_end
@@ -199,7 +199,9 @@ def anchors(store: Store, folder: str | None) -> Check:
         return fail("anchors", f"the newest anchor, {newest}, is of seq {made.seq}, past the "
                     f"log's end at seq {head}: this log lost lines, or it is another log's",
                     f"run `uwf log verify --anchor {newest}`")
-    age = _age(time.time() - _mtime(newest))
+    # The wall clock (a file's mtime is one), not the store's: a fixed --now says
+    # nothing of when the anchor was written.
+    age = _age(system_clock() / 1000 - _mtime(newest))
     behind = head - made.seq
     return ok("anchors", f"newest {newest.name}: seq {made.seq}, {behind} event"
               f"{'' if behind == 1 else 's'} and {age} behind the log")
