@@ -90,3 +90,18 @@ def test_settings_resolve_user_paths_with_their_home_and_folder(tmp_path: Path) 
     assert relative.config_path == tmp_path / "c.yaml"
     # No working folder (it was removed): a relative path stays relative.
     assert Settings.from_env({"HOME": "/h"}, None).path("r") == Path("r")
+
+
+def test_uwf_debug_is_read_from_the_commands_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused command raises with UWF_DEBUG=1 in its environment, and only then:
+    the process's UWF_DEBUG is not the command's."""
+    from uwf.errors import UwfError
+
+    argv = ["--store", str(tmp_path / "store"), "workflow", "show", "nothing-of-that-name"]
+    base = {"HOME": str(tmp_path), "UWF_DURABILITY": "none"}
+    monkeypatch.setenv("UWF_DEBUG", "1")
+    assert main(argv, environ=base, cwd=tmp_path) != 0
+    monkeypatch.delenv("UWF_DEBUG")
+    with pytest.raises(UwfError):
+        main(argv, environ={**base, "UWF_DEBUG": "1"}, cwd=tmp_path)
