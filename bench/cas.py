@@ -140,7 +140,7 @@ def run_mode(base: Path, durable: bool, n: int, block: int, budget: float) -> No
     uwf_root, raw_root = work / "cas", work / "raw"
     make_fanout(uwf_root)
     make_fanout(raw_root)
-    cas = Cas(FileBlobs(uwf_root, durable), clock=system_clock)
+    cas = Cas(FileBlobs(uwf_root, durable, wall=system_clock), clock=system_clock)
     cas.ensure_builtins()
     schema_hash = cas.put_schema(OUTPUT_SCHEMA)
     workloads = [Workload("Text node", builtin_hash("Text"), text_payload),
@@ -185,8 +185,8 @@ def measure(cas: Cas, workload: Workload, raw_root: Path, uwf_root: Path, *, dur
     os.sync()
     read = interleave({
         # A new Cas per block: its decoded-node cache is empty, as in a new process.
-        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable), clock=system_clock).get,
-                            take("get", hashes)),
+        "get": lambda: rate(Cas(FileBlobs(uwf_root, durable, wall=system_clock),
+                                clock=system_clock).get, take("get", hashes)),
         "verify": lambda: rate(cas.verify, take("verify", hashes)),
         "read": lambda: raw_read(raw_root, take("read", hashes)),
     }, blocks)

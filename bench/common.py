@@ -412,7 +412,7 @@ def _bench_cas(root: Path) -> Any:
     from uwf.cas.store import Cas
     from uwf.engine.clock import system_clock
 
-    cas = Cas(FileBlobs(root / "cas", durable=False), clock=system_clock)
+    cas = Cas(FileBlobs(root / "cas", durable=False, wall=system_clock), clock=system_clock)
     cas.ensure_builtins()
     return cas
 

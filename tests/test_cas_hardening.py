@@ -33,6 +33,7 @@ from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.hashing import format_hash, node_hash
 from uwf.cas.limits import MAX_DEPTH, MAX_NODE_BYTES
 from uwf.cas.store import Cas, WalkEntry, builtin_hash, encode_node, meta_hash
+from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, Rejected, UwfError
 from uwf.jsoncas import service as jsoncas
 from uwf.store import Store
@@ -44,7 +45,8 @@ OUTSIDE_SUBSET = f"{ONLY_INSIDE}|is not of type"  # a `$ref` key, or an array wh
 
 
 def new_cas(blobs: Blobs | None = None) -> Cas:
-    cas = Cas(blobs if blobs is not None else MemoryBlobs(), clock=lambda: 1_700_000_000_000)
+    cas = Cas(blobs if blobs is not None else MemoryBlobs(wall=system_clock),
+              clock=lambda: 1_700_000_000_000)
     cas.ensure_builtins()
     cas.put_schema(ANY_SCHEMA)
     return cas
@@ -235,8 +237,8 @@ def test_a_ref_that_is_data_is_not_a_reference(schema: Any, good: Any, bad: Any)
 @pytest.fixture(params=["memory", "file"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Blobs:
     if request.param == "memory":
-        return MemoryBlobs()
-    return FileBlobs(tmp_path / "cas", durable=False)
+        return MemoryBlobs(wall=system_clock)
+    return FileBlobs(tmp_path / "cas", durable=False, wall=system_clock)
 
 
 def alter(blobs: Blobs, hash_: str, change: Any) -> None:
@@ -285,7 +287,7 @@ def test_the_hash_is_checked_once_per_process(blobs: Blobs,
     '"\\ud800"', '{"\\udc80": 1}'])
 def test_get_of_a_hostile_node_file_is_corrupt_never_a_crash(tmp_path: Path,
                                                              payload: str) -> None:
-    cas = new_cas(FileBlobs(tmp_path / "cas", durable=False))
+    cas = new_cas(FileBlobs(tmp_path / "cas", durable=False, wall=system_clock))
     hash_ = "0123456789ABC"
     path = tmp_path / "cas" / hash_[:2] / f"{hash_}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,14 +325,15 @@ def test_json_cas_get_and_workflow_show_fail_closed_on_an_edited_node(cli: Cli) 
 def foreign_store(tmp_path: Path) -> tuple[Path, str]:
     """A store outside ours holding one valid Text node: (its cas folder, the hash)."""
     outside = tmp_path / "outside" / "cas"
-    hash_ = new_cas(FileBlobs(outside, durable=False)).put(builtin_hash("Text"), "foreign")
+    hash_ = new_cas(FileBlobs(outside, durable=False, wall=system_clock)).put(
+        builtin_hash("Text"), "foreign")
     return outside, hash_
 
 
 def test_a_symlinked_fanout_folder_is_not_served(tmp_path: Path) -> None:
     outside, hash_ = foreign_store(tmp_path)
     root = tmp_path / "store" / "cas"
-    cas = new_cas(FileBlobs(root, durable=False))
+    cas = new_cas(FileBlobs(root, durable=False, wall=system_clock))
     (root / hash_[:2]).symlink_to(outside / hash_[:2], target_is_directory=True)
     with pytest.raises(Corrupt, match="symbolic link"):
         cas.get(hash_)
@@ -348,7 +351,7 @@ def test_a_symlinked_fanout_folder_is_not_served(tmp_path: Path) -> None:
 def test_a_symlinked_node_file_is_not_served(tmp_path: Path) -> None:
     outside, hash_ = foreign_store(tmp_path)
     root = tmp_path / "store" / "cas"
-    cas = new_cas(FileBlobs(root, durable=False))
+    cas = new_cas(FileBlobs(root, durable=False, wall=system_clock))
     (root / hash_[:2]).mkdir(exist_ok=True)
     (root / hash_[:2] / f"{hash_}.json").symlink_to(outside / hash_[:2] / f"{hash_}.json")
     with pytest.raises(Corrupt, match="symbolic link"):
@@ -536,7 +539,7 @@ def test_walk_keeps_the_order_of_the_recursive_walk() -> None:
 
 def test_json_cas_walks_a_chain_of_3000_steps(cli: Cli) -> None:
     assert cli.cas("schema", "list").code == 0  # the store exists
-    cas = new_cas(FileBlobs(cli.home / "cas", durable=False))
+    cas = new_cas(FileBlobs(cli.home / "cas", durable=False, wall=system_clock))
     _, steps, _ = step_chain(cas, 3000)
     walked = cli.cas("--json", "walk", steps[-1])
     assert walked.code == 0, walked.err
@@ -551,7 +554,7 @@ def test_json_cas_walks_a_chain_of_3000_steps(cli: Cli) -> None:
 def test_node_files_honour_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
     old = os.umask(umask)
     try:
-        cas = new_cas(FileBlobs(tmp_path / "cas", durable=False))
+        cas = new_cas(FileBlobs(tmp_path / "cas", durable=False, wall=system_clock))
         hash_ = cas.put_text("private")
     finally:
         os.umask(old)

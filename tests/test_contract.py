@@ -20,6 +20,7 @@ from tests.pgkit import pg_database  # noqa: F401  (the postgres backends' datab
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
 from uwf.cas.pgblobs import PgBlobs
 from uwf.cas.store import Cas, builtin_hash
+from uwf.engine.clock import system_clock
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, MemoryLog
@@ -88,10 +89,10 @@ def views(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]
 @pytest.fixture(params=["memory", "file", "postgres"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Blobs:
     if request.param == "memory":
-        return MemoryBlobs()
+        return MemoryBlobs(wall=system_clock)
     if request.param == "postgres":
         return PgBlobs(request.getfixturevalue("pg_database"))
-    return FileBlobs(tmp_path / "cas")
+    return FileBlobs(tmp_path / "cas", wall=system_clock)
 
 
 def registered(name: str, hash_: str = "70D2DHWNFR6T8") -> NewEvent:
@@ -639,7 +640,7 @@ def test_garbage_is_what_the_roots_do_not_reach(cas: Cas) -> None:
 
 
 def test_verify_detects_an_altered_file(tmp_path: Path) -> None:
-    cas = Cas(FileBlobs(tmp_path / "cas"), clock=lambda: 1)
+    cas = Cas(FileBlobs(tmp_path / "cas", wall=system_clock), clock=lambda: 1)
     hash_ = cas.put_text("original")
     path = tmp_path / "cas" / hash_[:2] / f"{hash_}.json"
     path.write_text(path.read_text().replace("original", "altered"))

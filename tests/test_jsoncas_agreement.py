@@ -21,6 +21,7 @@ from uwf.cas.backends import FileBlobs, MemoryBlobs, node_path
 from uwf.cas.hashing import format_hash
 from uwf.cas.store import Cas, encode_node, meta_hash
 from uwf.cas.subset import schema_problems
+from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, Rejected
 from uwf.store import Store
 
@@ -37,7 +38,7 @@ def f64(number: float) -> bytes:
 
 
 def new_cas() -> Cas:
-    return Cas(MemoryBlobs(), clock=lambda: TS)
+    return Cas(MemoryBlobs(wall=system_clock), clock=lambda: TS)
 
 
 # -- numbers: json-cas's own answers, through the command ---------------------------------
@@ -82,7 +83,7 @@ def write_like_old_uwf(cas_root: Path) -> tuple[str, str]:
     """An old store, written by hand as uwf wrote it before the rule was recorded: the
     meta-schema, a schema and a data node `{"x": 1.5}` named by the old rule (CBOR
     `a1 61 78 f9 3e00`, 1.5 as a half float); no record of the rule. (schema, node)."""
-    cas = Cas(FileBlobs(cas_root, durable=False), clock=lambda: TS)
+    cas = Cas(FileBlobs(cas_root, durable=False, wall=system_clock), clock=lambda: TS)
     cas.ensure_meta()
     schema = cas.put_schema(NUMBER_SCHEMA)  # no number in it: the same under both rules
     (cas_root / "hash-rule").unlink(missing_ok=True)  # as an older uwf left it: no record
@@ -151,7 +152,7 @@ def test_a_new_store_records_json_cas_s_rule_and_refuses_an_old_rule_name(
 
 
 def test_a_rule_this_uwf_does_not_know_fails_closed() -> None:
-    blobs = MemoryBlobs()
+    blobs = MemoryBlobs(wall=system_clock)
     blobs.record_hash_rule("json-cas-2")
     cas = Cas(blobs, clock=lambda: TS)
     with pytest.raises(Corrupt, match="does not know"):

@@ -26,6 +26,7 @@ from uwf.cas.store import (
     meta_hash,
 )
 from uwf.cas.subset import DRAFT07_BOOTSTRAP, META_HASH, keywords, meta_schema, schema_problems
+from uwf.engine.clock import system_clock
 from uwf.errors import Rejected
 
 VECTORS: dict[str, Any] = json.loads(
@@ -34,7 +35,7 @@ PERSON = VECTORS["vectors"][3]["payload"]
 
 
 def new_cas() -> Cas:
-    return Cas(MemoryBlobs(), clock=lambda: 1_700_000_000_000)
+    return Cas(MemoryBlobs(wall=system_clock), clock=lambda: 1_700_000_000_000)
 
 
 @pytest.mark.parametrize("vector", VECTORS["vectors"], ids=lambda v: v["what"])

@@ -255,44 +255,58 @@ def test_the_circle_rule_can_fail() -> None:
 
 # -- settings at the edge ---------------------------------------------------------------
 
-# What reads the process's environment or working folder. Below the entry points
-# (`cli`, `agents`) only ENTRY_HELPER may: `Store.open(root)` given no settings.
+# What reads the process's environment, working folder, HOME or wall clock. Below the
+# entry points (`cli`, `agents`: processes of their own) only ENTRY_HELPERS may:
+# `process_settings` (`Store.open(root)` given no settings), `expand_user` (a `~user`
+# path, by the password database) and the engine's wall clock. A user's path is
+# resolved at the edge (`Settings.path`: the command's HOME and working folder), so
+# nothing below expands `~`, makes a path absolute from the process's folder, or reads
+# the time but through a clock it is given.
 PROCESS_READS = {("os", "environ"), ("os", "environb"), ("os", "getenv"), ("os", "getenvb"),
                  ("os", "putenv"), ("os", "unsetenv"), ("os", "getcwd"), ("os", "getcwdb"),
-                 ("os", "chdir"), ("Path", "cwd"), ("Path", "home")}
-ENTRY_HELPER = ("uwf.config.settings", "process_settings")
+                 ("os", "chdir"), ("Path", "cwd"), ("Path", "home"), ("time", "time"),
+                 ("time", "time_ns")}
+# Read whatever they are called on: `Path(p).expanduser()`, `os.path.abspath(p)`.
+ANY_OWNER = {"expanduser", "abspath"}
+ENTRY_HELPERS = {("uwf.config.settings", "process_settings"),
+                 ("uwf.config.settings", "expand_user"),
+                 ("uwf.engine.clock", "system_clock")}
 
 
 def process_reads(module: str, source: str) -> list[str]:
-    """Each read of the process's environment or working folder in `source`, as
-    `line: os.environ`, outside the one function allowed to make them."""
+    """Each read of the process's environment, working folder, HOME or wall clock in
+    `source`, as `line: os.environ`, outside the functions allowed to make them."""
     tree = ast.parse(source)
     allowed_lines: set[int] = set()
     for node in ast.walk(tree):
-        if (isinstance(node, ast.FunctionDef) and (module, node.name) == ENTRY_HELPER
+        if (isinstance(node, ast.FunctionDef) and (module, node.name) in ENTRY_HELPERS
                 and node.end_lineno is not None):
             allowed_lines |= set(range(node.lineno, node.end_lineno + 1))
     found: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
         reads: list[tuple[str, str]] = []
         if isinstance(node, ast.Attribute):
-            owner = node.value  # os.environ, Path.cwd, pathlib.Path.home
+            owner = node.value  # os.environ, Path.cwd, pathlib.Path.home, Path(p).expanduser
             name = (owner.attr if isinstance(owner, ast.Attribute)
                     else owner.id if isinstance(owner, ast.Name) else "")
             reads = [(name, node.attr)]
-        elif isinstance(node, ast.ImportFrom) and node.module == "os":
-            reads = [("os", alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "os.path", "time",
+                                                                 "posixpath"):
+            reads = [(node.module.split(".")[-1], alias.name) for alias in node.names]
         else:
             continue
-        found += [(node.lineno, node.col_offset, f"{node.lineno}: {owner_name}.{attr}")
+        found += [(node.lineno, node.col_offset,
+                   f"{node.lineno}: {owner_name + '.' if owner_name else ''}{attr}")
                   for owner_name, attr in reads
-                  if (owner_name, attr) in PROCESS_READS and node.lineno not in allowed_lines]
+                  if ((owner_name, attr) in PROCESS_READS or attr in ANY_OWNER)
+                  and node.lineno not in allowed_lines]
     return [text for _, _, text in sorted(found)]
 
 
 def test_nothing_below_the_entry_points_reads_the_environment_or_working_folder() -> None:
     """Settings are resolved once at the edge (`uwf.config.settings`) and passed down,
-    so `main(argv)` can run in several threads at once, each with its own answers."""
+    so `main(argv)` can run in several threads at once, each with its own answers: no
+    `os.environ`, `Path.cwd`, `expanduser`, `abspath` or `time.time` below it."""
     wrong = [f"{module} {read}" for module, path in modules()
              if module.split(".")[1:2] not in (["cli"], ["agents"])
              for read in process_reads(module, path.read_text("utf-8"))]
@@ -311,6 +325,24 @@ def test_the_settings_rule_can_fail() -> None:
         "3: os.getenv", "7: os.environ", "7: Path.home", "7: os.getcwd"]
     assert process_reads("uwf.config.settings", "import pathlib\npathlib.Path.home()\n") == [
         "2: Path.home"]
+
+
+def test_the_rule_catches_user_paths_and_the_clock_below_the_edge() -> None:
+    """`~`, a relative path made absolute and the wall clock are the process's: below
+    the edge each is a finding, but in the helpers named for them."""
+    source = ("import os, time\nfrom pathlib import Path\nfrom os.path import abspath\n"
+              "from time import time as now\n"
+              "def f(p):\n    return Path(p).expanduser(), os.path.abspath(p), time.time()\n"
+              "def g(p):\n    return os.path.expanduser(p), time.time_ns()\n"
+              "def expand_user(p):\n    return Path(p).expanduser()\n"
+              "def system_clock():\n    return time.time_ns()\n")
+    assert process_reads("uwf.archive.folder", source) == [
+        "3: path.abspath", "4: time.time", "6: expanduser", "6: path.abspath", "6: time.time",
+        "8: path.expanduser", "8: time.time_ns", "10: expanduser", "12: time.time_ns"]
+    assert process_reads("uwf.config.settings", source)[-2:] == [
+        "8: time.time_ns", "12: time.time_ns"]
+    assert process_reads("uwf.engine.clock", source)[-3:] == [
+        "8: path.expanduser", "8: time.time_ns", "10: expanduser"]
 
 
 def test_a_features_commands_and_results_are_cheap_to_import() -> None:

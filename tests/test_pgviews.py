@@ -19,6 +19,7 @@ from tests.conftest import EXAMPLE
 from uwf.cas.backends import MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import process_settings
+from uwf.engine.clock import system_clock
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Journal, Outcome
 from uwf.engine.log import Checkpoint, MemoryLog
@@ -357,7 +358,7 @@ def test_the_real_projections_fold_into_postgres_as_they_replay(
     views = PgViewStore(db, [projection.spec() for projection in projections])
     clock = Clock()
     store = Store(None, Journal(MemoryLog(), views, projections, event_catalog(), clock=clock),
-                  Cas(MemoryBlobs(), clock=clock), settings=process_settings())
+                  Cas(MemoryBlobs(wall=system_clock), clock=clock), settings=process_settings())
     put_workflow(store, EXAMPLE)
     sched.set_policy(store, {"leaseTtlMs": 10_000})
     added = [queue.add(store, queue.EntrySpec(workflow="solve-issue", prompt=f"job {n}",

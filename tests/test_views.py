@@ -60,7 +60,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path,
         projections = all_projections()
         views = PgViewStore(db, [projection.spec() for projection in projections])
         yield Store(None, Journal(MemoryLog(), views, projections, CATALOG, clock=system_clock),
-                    Cas(MemoryBlobs(), clock=system_clock), settings=process_settings())
+                    Cas(MemoryBlobs(wall=system_clock), clock=system_clock),
+                    settings=process_settings())
         db.close()
         return
     opened = Store.memory() if request.param == "memory" else Store.open(tmp_path / "s")

@@ -21,11 +21,13 @@ def make_folders(path: str, durable: bool) -> None:
     `durable`, each new folder's parent is fsynced once it holds it, so a crash never
     keeps a file whose folder's name was lost."""
     missing: list[str] = []
-    folder = os.path.abspath(path)
+    # The caller's path as given (an absolute one, resolved at the edge): a relative one
+    # stops at its first name, whose folder is then ".".
+    folder = os.path.normpath(path)
     while not os.path.isdir(folder):
         missing.append(folder)
         parent = os.path.dirname(folder)
-        if parent == folder:
+        if parent in ("", folder):
             break
         folder = parent
     made: list[str] = []
@@ -38,4 +40,4 @@ def make_folders(path: str, durable: bool) -> None:
         made.append(folder)
     if durable:
         for folder in made:
-            fsync_folder(os.path.dirname(folder))
+            fsync_folder(os.path.dirname(folder) or ".")

@@ -157,7 +157,7 @@ class Store:
         snapshots = SqliteSnapshots(views.path, specs, durable=settings.durable)
         journal = Journal(log, views, projections, catalog_of(listed), clock=clock,
                           redact=redact, snapshots=snapshots)
-        loose = FileBlobs(path / "cas", settings.durable)
+        loose = FileBlobs(path / "cas", settings.durable, wall=system_clock)
         Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
         cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)
         return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings,
@@ -205,7 +205,9 @@ class Store:
         views = MemoryViewStore([projection.spec() for projection in projections])
         journal = Journal(MemoryLog(), views, projections, catalog_of(listed), clock=clock,
                           redact=redact)
-        cas = Cas(LoggedBlobs(MemoryBlobs(), NodeRecords(journal)), clock=clock, redact=redact)
+        # Nodes' ages (gc's grace) by the wall clock, whatever `clock` is.
+        cas = Cas(LoggedBlobs(MemoryBlobs(wall=system_clock), NodeRecords(journal)),
+                  clock=clock, redact=redact)
         return cls(None, journal, cas, redact=redact,
                    settings=settings if settings is not None else process_settings(),
                    features=listed)

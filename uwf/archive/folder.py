@@ -22,7 +22,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,8 +33,10 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def check_root(directory: str | Path, *, create: bool) -> Path:
-    """The archive root `directory` made absolute, refused before anything is written:
+def check_root(directory: str | Path, *, create: bool,
+               where: Callable[[str | Path], Path]) -> Path:
+    """The archive root `directory` made absolute by `where` (the command's
+    `Settings.path`: its HOME and working folder), refused before anything is written:
     an empty name (what an unset shell variable gives, which would mean the working
     folder), a name the system cannot use (too long) and a file where the folder should
     be are usage errors; a missing folder is created later only if `create` and its
@@ -43,7 +45,7 @@ def check_root(directory: str | Path, *, create: bool) -> Path:
         raise UsageError("the archive folder is an empty name (an unset shell variable?), "
                          "which would mean the working folder",
                          "give the archive's folder, for example ./archive")
-    path = Path(os.path.abspath(Path(directory).expanduser()))
+    path = where(directory)
     try:
         if path.exists():
             if not path.is_dir():

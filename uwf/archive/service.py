@@ -120,7 +120,7 @@ class Archive:
 
     def __init__(self, store: Store, directory: str | Path, *, create: bool = True) -> None:
         self.store = store
-        self.path = check_root(directory, create=create)
+        self.path = check_root(directory, create=create, where=store.settings.path)
         self._runs: dict[str, _Run] = {}
         self._root: Folder | None = None
         # What the checkpoint recorded of the open runs' transitions.jsonl: its inode,

@@ -448,7 +448,7 @@ class _Verifier:
 
 def verify(store: Store, directory: str | Path) -> ArchiveVerified:
     """Check the archive at `directory`, naming every problem."""
-    path = check_root(directory, create=False)
+    path = check_root(directory, create=False, where=store.settings.path)
     root = Folder.root(path, durable=False, create=False)
     try:
         with root.lock(LOCK, store.settings.lock_timeout, shared=True):

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
+    from uwf.config.settings import Settings
+
 ANCHOR_FORMAT = 1
 _HEX32 = r"^[0-9a-f]{32}$"
 _NEW_KEY = "make one with `uwf log anchor --new-key --key FILE`"
@@ -306,7 +308,9 @@ def check_all(anchors: list[tuple[str, Anchor]], digests: Mapping[int, str], las
     return [check(path, anchor, digests, last_seq) for path, anchor in ordered]
 
 
-def usage_key(path: str | None, env: Mapping[str, str]) -> Path:
+def usage_key(path: str | None, settings: Settings) -> Path:
+    """The key `--key` names, resolved by the command's settings (its HOME and working
+    folder), else the one its environment names."""
     if path is not None and not path.strip():
         raise UsageError("--key is empty", "pass the key file")
-    return Path(path).expanduser() if path else default_key_path(env)
+    return settings.path(path) if path else default_key_path(settings.environ)

@@ -7,7 +7,6 @@ operation runs. `log tail` has no operation: it prints the log's lines as they a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated
 
 from uwf.audit.results import Anchor, AnchorWritten, KeyMade
@@ -15,6 +14,7 @@ from uwf.config.args import Args, NonNegative, arg
 
 if TYPE_CHECKING:
     from uwf.audit.results import LogVerified
+    from uwf.config.settings import Settings
     from uwf.engine.fold import Progress
     from uwf.store import Store
 
@@ -58,13 +58,11 @@ def verify(args: LogVerify, store: Store, progress: Progress | None = None) -> L
 
             raise UsageError("--key is only used with --anchor", "add --anchor FILE")
         return audit.verify(store, progress=progress)
-    from pathlib import Path
-
     from uwf.audit import anchor as anchors
 
-    key = anchors.load_public_key(anchors.usage_key(args.key, store.settings.environ))
+    key = anchors.load_public_key(anchors.usage_key(args.key, store.settings))
     # Every anchor is checked before the log is read: a forged one is refused outright.
-    loaded = [(path, anchors.load(Path(path).expanduser(), key)) for path in args.anchor]
+    loaded = [(path, anchors.load(store.settings.path(path), key)) for path in args.anchor]
     return audit.verify(store, anchors=loaded, progress=progress)
 
 
@@ -72,24 +70,23 @@ def anchor(args: LogAnchor, store: Store) -> Anchor | AnchorWritten | KeyMade:
     """Sign the log's head (into a new file with `out`); with `new_key`, make the key
     instead (`new_key`, which needs no store)."""
     if args.new_key:
-        return new_key(args, store.settings.environ)
-    from pathlib import Path
-
+        return new_key(args, store.settings)
     from uwf.audit import anchor as anchors
 
-    made = anchors.make(store, anchors.usage_key(args.key, store.settings.environ))
+    made = anchors.make(store, anchors.usage_key(args.key, store.settings))
     if args.out is None:
         return made
-    out = Path(args.out).expanduser()
+    out = store.settings.path(args.out)
     anchors.write(made, out)
     return AnchorWritten(anchor=str(out), seq=made.seq, digest=made.digest, ts=made.ts)
 
 
-def new_key(args: LogAnchor, environ: Mapping[str, str]) -> KeyMade:
-    """`log anchor --new-key`: a new key at `key` (by default the one `environ` names)."""
+def new_key(args: LogAnchor, settings: Settings) -> KeyMade:
+    """`log anchor --new-key`: a new key at `key` (by default the one the settings'
+    environment names)."""
     from uwf.audit import anchor as anchors
 
-    key = anchors.usage_key(args.key, environ)
+    key = anchors.usage_key(args.key, settings)
     if args.out is not None:
         from uwf.errors import UsageError
 

@@ -56,7 +56,8 @@ class Blobs(Protocol):
     def remove(self, hash_: str) -> None: ...
 
     def age(self, hash_: str) -> float:
-        """Seconds since the node was written (gc spares young nodes)."""
+        """Seconds since the node was written (gc spares young nodes), by the wall clock
+        the backend was given (`wall`: `uwf.engine.clock.system_clock` in a store)."""
         ...
 
     def hash_rule(self) -> str | None:
@@ -77,8 +78,12 @@ class FileBlobs:
     nothing outside the store is read, listed, written or deleted through one.
     """
 
-    def __init__(self, root: Path, durable: bool = True, max_bytes: int | None = None) -> None:
+    def __init__(self, root: Path, durable: bool = True, max_bytes: int | None = None, *,
+                 wall: Callable[[], int]) -> None:
         self.root = root
+        # The wall clock in ms, for a node's age (its file's mtime is wall time; a fixed
+        # --now says nothing of when it was written).
+        self.wall = wall
         self.durable = durable
         # A node file longer than this is refused unread (a folder another process
         # wrote, such as an agent's staging folder); None: the store's own, read whole.
@@ -163,9 +168,7 @@ class FileBlobs:
             os.unlink(self._path(hash_))  # a link itself, never what it points to
 
     def age(self, hash_: str) -> float:
-        import time
-
-        return time.time() - os.lstat(self._path(hash_)).st_mtime
+        return self.wall() / 1000 - os.lstat(self._path(hash_)).st_mtime
 
     def hash_rule(self) -> str | None:
         path = os.path.join(self._root, RULE_FILE)
@@ -257,7 +260,8 @@ def _not_a_record(path: str, kind: str) -> Corrupt:
 class MemoryBlobs:
     """The in-memory twin of `FileBlobs`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wall: Callable[[], int]) -> None:
+        self.wall = wall  # the wall clock in ms, for a node's age
         self._nodes: dict[str, bytes] = {}
         self._born: dict[str, float] = {}
         self._rule: str | None = None
@@ -269,12 +273,10 @@ class MemoryBlobs:
         return check_hash(hash_) in self._nodes
 
     def write(self, hash_: str, data: bytes) -> bool:
-        import time
-
         if check_hash(hash_) in self._nodes:
             return False
         self._nodes[hash_] = data
-        self._born[hash_] = time.time()
+        self._born[hash_] = self.wall() / 1000
         return True
 
     def hashes(self) -> Iterator[str]:
@@ -284,9 +286,7 @@ class MemoryBlobs:
         self._nodes.pop(check_hash(hash_), None)
 
     def age(self, hash_: str) -> float:
-        import time
-
-        return time.time() - self._born[check_hash(hash_)]
+        return self.wall() / 1000 - self._born[check_hash(hash_)]
 
     def hash_rule(self) -> str | None:
         return self._rule

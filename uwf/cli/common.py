@@ -8,18 +8,23 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from uwf.config.settings import Settings
 
 
-def read_input(source: str) -> str:
-    """The text of a file, or of stdin for `-`: a regular file (never a FIFO, a device
+def read_input(source: str, settings: Settings) -> str:
+    """The text of a file (`source` resolved by the command's `settings`: its HOME and
+    working folder), or of stdin for `-`: a regular file (never a FIFO, a device
     or a folder) of at most MAX_JSON_INPUT_BYTES, and UTF-8; a one-line error otherwise
     (docs/cli.md#files-a-command-reads)."""
     from uwf.config import inputfile
     from uwf.errors import UsageError
 
     # The bytes themselves: a text stdin would smuggle bad bytes in as surrogates.
-    data = inputfile.read_input(source, inputfile.MAX_JSON_INPUT_BYTES, stdin=True)
+    data = inputfile.read_input(source if source == "-" else settings.path(source),
+                                inputfile.MAX_JSON_INPUT_BYTES, stdin=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 from uwf.cli.context import Context
@@ -18,17 +17,22 @@ class DemoArgs(Args, frozen=True, kw_only=True):
                               "print where it is")] = False
 
 
-def _colour(text: str, code: str) -> str:
-    if os.environ.get("NO_COLOR") or not sys.stdout.isatty():
+def _colour(text: str, code: str, environ: Mapping[str, str]) -> str:
+    """`text` in colour, unless the command's environment sets NO_COLOR or stdout is
+    not a terminal."""
+    if environ.get("NO_COLOR") or not sys.stdout.isatty():
         return text
     return f"\033[{code}m{text}\033[0m"
 
 
-def _line(entry: dict[str, Any]) -> str:
+def _line(entry: dict[str, Any], environ: Mapping[str, str]) -> str:
+    def colour(text: str, code: str) -> str:
+        return _colour(text, code, environ)
+
     if "forgery" in entry:
-        mark = _colour("caught", "32") if entry["caught"] else _colour("MISSED", "31;1")
+        mark = colour("caught", "32") if entry["caught"] else colour("MISSED", "31;1")
         return f"  {mark}  {entry['forgery']:<15} {entry['text']}"
-    mark = _colour("ok", "32") if entry["ok"] else _colour("FAILED", "31;1")
+    mark = colour("ok", "32") if entry["ok"] else colour("FAILED", "31;1")
     return f"  {mark}  {entry['step']:<9} {entry['text']}"
 
 
@@ -40,8 +44,8 @@ def _demo(args: DemoArgs, ctx: Context) -> Iterator[str]:
 
     human = not ctx.json and sys.stdout.isatty()
     if human:
-        yield (_colour("uwf demo", "1") + ": a scratch store; a thread run by uwf-mock; the "
-               "views rebuilt; an archive; the log forged four ways, each on a copy")
+        yield (_colour("uwf demo", "1", ctx.environ) + ": a scratch store; a thread run by "
+               "uwf-mock; the views rebuilt; an archive; the log forged four ways, each on a copy")
     result: dict[str, Any] = {}
     forging = False
     for entry in demo.tour(args.keep):
@@ -51,7 +55,7 @@ def _demo(args: DemoArgs, ctx: Context) -> Iterator[str]:
             if "forgery" in entry and not forging:
                 forging = True
                 yield "forging the log:"
-            yield _line(entry)
+            yield _line(entry, ctx.environ)
     if human:
         yield (f"{result['caught']} of {len(result['forgeries'])} forgeries caught, in "
                f"{result['seconds']} s" + (f"; kept in {result['folder']}" if result["folder"]

@@ -18,18 +18,18 @@ from uwf.jsoncas import commands as cas
 from uwf.jsoncas.commands import Gc, Get, Has, HashArgs, Put, Verify, Walk
 
 
-def _read_json(source: str) -> Any:
+def _read_json(source: str, ctx: Context) -> Any:
     """JSON from a file or `-` (stdin); a clear error when it is not JSON or is beyond
     the limits (docs/cli.md#limits)."""
-    return parse_json(read_input(source), source)
+    return parse_json(read_input(source, ctx.settings), source)
 
 
 def _put(args: Put, ctx: Context) -> str:
-    return cas.put(args, ctx.store, _read_json(args.file))
+    return cas.put(args, ctx.store, _read_json(args.file, ctx))
 
 
 def _hash(args: HashArgs, ctx: Context) -> str:
-    value = _read_json(args.file)
+    value = _read_json(args.file, ctx)
     return cas.hash_of(args, None if args.self else ctx.store, value)  # --self: no store
 
 

@@ -73,7 +73,7 @@ def _log_verify(args: LogVerify, ctx: Context) -> LogVerified:
 
 def _log_anchor(args: LogAnchor, ctx: Context) -> Anchor | AnchorWritten | KeyMade:
     if args.new_key:  # no store is opened to make a key
-        return audit.new_key(args, ctx.environ)
+        return audit.new_key(args, ctx.settings)
     return audit.anchor(args, ctx.store)
 
 

@@ -19,6 +19,8 @@ from uwf.workflows import commands as workflows
 from uwf.workflows.commands import WorkflowPut, WorkflowShow
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from uwf.cli.context import Context
     from uwf.engine.feature import Feature
 
@@ -218,13 +220,15 @@ COMMANDS = Group(
 
 def main(argv: Sequence[str] | None = None, *,
          environ: Mapping[str, str] | None = None,
-         features: Sequence[Feature] | None = None) -> int:
+         features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     """Entry point of the `uwf` console script; `main(argv)` runs in-process, in
     `environ` if given (else this process's environment), so calls in several threads
-    at once each have their own store, clock and settings. `features` are those of
-    the store a command opens (by default uwf's: `uwf.features.FEATURES`, imported when
-    a store is opened); the MCP server, the dashboard and the worker it starts use them."""
-    return console(COMMANDS, argv, environ, features)
+    at once each have their own store, clock and settings; its relative and `~` paths
+    are of `cwd` (default: this process's working folder) and `environ`'s HOME.
+    `features` are those of the store a command opens (by default uwf's:
+    `uwf.features.FEATURES`, imported when a store is opened); the MCP server, the
+    dashboard and the worker it starts use them."""
+    return console(COMMANDS, argv, environ, features, cwd)
 
 
 __all__ = ["COMMANDS", "main", "panel"]

@@ -25,6 +25,8 @@ from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from uwf.cli.progress import Bars
     from uwf.engine.feature import Feature
     from uwf.redact import Redact
@@ -180,13 +182,14 @@ def render_text(command: Command[Any], result: Any, as_json: bool, redact: Redac
 
 def run(group: Group, argv: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
-        features: Sequence[Feature] | None = None) -> int:
+        features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     """Parse, dispatch, print; return the exit code.
 
     Touches no process-wide state (environment, signal handlers), so it can run
     many commands in one process; `console` is the console scripts' entry point.
     `environ` is the command's environment (default: a copy of this process's);
-    `features` the features of the store it opens (default: uwf's, `uwf.features`).
+    `features` the features of the store it opens (default: uwf's, `uwf.features`);
+    `cwd` its working folder (default: this process's), which its relative paths are of.
     """
     command: Command[Any] | None = None
     args: Args | None = None
@@ -201,25 +204,29 @@ def run(group: Group, argv: Sequence[str] | None = None,
             return 128 + signum if signum else code
         if signum := _TERMINATION.release():  # it came before the command was known
             raise Terminated(128 + signum)
-        return _run(command, args, options, group.prog, environ=environ, features=features)
+        return _run(command, args, options, group.prog, environ=environ, features=features,
+                    cwd=cwd)
     except Terminated as exc:
         return exc.exit_code(command, args)
 
 
 def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str, *,
          environ: Mapping[str, str] | None = None,
-         features: Sequence[Feature] | None = None) -> int:
+         features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
     as_json = json_flag or not _is_terminal()
     context: Context | None = None
+    # The command's environment (UWF_DEBUG, the bars'), never the process's behind it.
+    environ = dict(os.environ) if environ is None else environ
+    debug = environ.get("UWF_DEBUG") == "1"
     # None unless stderr is a terminal: then nothing is drawn.
-    bars = terminal_bars(os.environ if environ is None else environ)
+    bars = terminal_bars(environ)
     try:
         # A malformed --now / UWF_NOW is a usage error here, before any work.
         context = Context(store_root=_option(options, "store"), json=json_flag,
                           now=_option(options, "now"), terminal=not as_json,
                           progress=bars.bar("rebuilding views") if bars else None, bars=bars,
-                          environ=dict(os.environ) if environ is None else environ,
+                          environ=environ, cwd=... if cwd is None else cwd,
                           features=features)
         try:
             result = command.call(args, context)
@@ -240,7 +247,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         sys.stdout.flush()
         return EXIT_REJECTED if command.failed(result) else 0
     except UwfError as exc:
-        if os.environ.get("UWF_DEBUG") == "1":
+        if debug:
             raise
         _error(f"{prog}: error: {exc.line()}", context)
         return exc.exit_code
@@ -250,7 +257,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         _silence_stdout()
         return 0
     except Exception as exc:
-        if os.environ.get("UWF_DEBUG") == "1":
+        if debug:
             raise
         _error(f"{prog}: error: internal error ({type(exc).__name__}: {exc}); "
                "rerun with UWF_DEBUG=1 and report it", context)
@@ -259,13 +266,13 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
 
 def console(group: Group, argv: Sequence[str] | None = None,
             environ: Mapping[str, str] | None = None,
-            features: Sequence[Feature] | None = None) -> int:
+            features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     """A console script's `main`: with `argv` None (the `uwf` / `json-cas` executable)
     install the SIGTERM handler and exit; with `argv`, run in-process (in `environ`,
-    default this process's environment, on a store of `features`, default uwf's) and
-    return."""
+    default this process's environment, on a store of `features`, default uwf's, in
+    the working folder `cwd`, default this process's) and return."""
     if argv is not None:
-        return run(group, argv, environ, features)
+        return run(group, argv, environ, features, cwd)
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (uwf.cli.completion)
         from uwf.cli.completion import answer
 

@@ -100,7 +100,7 @@ def _answer(args: ThreadAnswer, ctx: Context) -> Any:
         raise UsageError("give the answer with --answer JSON or --file FILE (one of them)",
                          f"see the question with `uwf thread show {args.thread}`")
     text, source = ((args.answer, "--answer") if args.answer is not None
-                    else (read_input(args.file or "-"), args.file or "-"))
+                    else (read_input(args.file or "-", ctx.settings), args.file or "-"))
     return threads.answer(args, ctx.store, parse_json(text, source))
 
 
@@ -124,8 +124,8 @@ def _context(args: AgentContext, ctx: Context) -> Any:
 
 
 def _submit(args: AgentSubmit, ctx: Context) -> str:
-    output = parse_json(read_input(args.output), "--output")
-    detail = read_input(args.detail) if args.detail else None
+    output = parse_json(read_input(args.output, ctx.settings), "--output")
+    detail = read_input(args.detail, ctx.settings) if args.detail else None
     staged = _staged(ctx)
     if staged is not None:
         from uwf.threads.staging import staged_submit

@@ -84,7 +84,7 @@ def open_input(source: str | Path, limit: int, *, what: str = "", stdin: bool = 
         yield raw if raw is not None else io.BytesIO(
             sys.stdin.read(limit + 1).encode("utf-8", "surrogatepass"))
         return
-    path = Path(source).expanduser() if isinstance(source, str) else source
+    path = Path(source)  # resolved by the caller, at the edge (Settings.path)
     other = action or ("give a regular file, or - for stdin" if stdin
                        else "give a regular file")
     try:

@@ -77,8 +77,8 @@ class Settings:
         return cls(
             environ=environ,
             cwd=cwd,
-            store_root=Path() if url else store_root(
-                str(store) if store is not None else None, environ),
+            store_root=Path() if url else in_folder(store_root(
+                str(store) if store is not None else None, environ), cwd),
             store_url=url,
             durable=durability(environ),
             now=now or None,
@@ -87,7 +87,7 @@ class Settings:
                                          integer=True, positive=True, environ=environ)),
             lock_timeout=env_number("UWF_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S,
                                     environ=environ),
-            config_path=config_path(environ),
+            config_path=in_folder(config_path(environ), cwd),
             node_records=node_records(environ),
         )
 
@@ -101,11 +101,12 @@ class Settings:
         """The `.env` beside the config file (it may not exist)."""
         return self.config_path.parent / ".env"
 
-    def path(self, given: str) -> Path:
-        """A path the user gave (`--repo`), as this command's: `~` expanded with its
-        HOME, a relative one taken from its working folder (if it has one)."""
-        path = expand_user(given, self.environ)
-        return self.cwd / path if self.cwd is not None else path
+    def path(self, given: str | Path) -> Path:
+        """A path the user gave (`--repo`, a file, a folder), as this command's: `~`
+        expanded with its HOME, a relative one taken from its working folder (if it has
+        one). Every user-given path is resolved here, at the edge; nothing below calls
+        `expanduser` or `abspath`, or reads the process's HOME or working folder."""
+        return in_folder(expand_user(str(given), self.environ), self.cwd)
 
     def with_environ(self, **changes: str) -> Settings:
         """These settings with `changes` added to the environment its agents get."""
@@ -120,6 +121,12 @@ def process_settings(store: str | Path | None = None, now: str | None = None) ->
     except OSError:
         cwd = None
     return Settings.from_env(os.environ, cwd, store=store, now=now)
+
+
+def in_folder(path: Path, cwd: Path | None) -> Path:
+    """`path` taken from the working folder `cwd` when it is relative (as is without
+    one)."""
+    return cwd / path if cwd is not None else path
 
 
 def store_root(explicit: str | None, environ: Mapping[str, str]) -> Path:

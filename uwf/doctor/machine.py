@@ -101,9 +101,7 @@ def agent(name: str, command: str, settings: Settings) -> Check:
     label = f"agent {name}"
     fix = f"install it, or fix agents.{name}.command in {settings.config_path}"
     if "/" in command:
-        path = Path(command).expanduser()
-        if not path.is_absolute() and settings.cwd is not None:
-            path = settings.cwd / path
+        path = settings.path(command)
         if not path.exists():
             return fail(label, f"its command {command} does not exist", fix)
         if path.is_dir() or not os.access(path, os.X_OK):

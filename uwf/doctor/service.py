@@ -73,7 +73,7 @@ def _store(settings: Settings, anchors: str | None, timeout: float) -> list[Chec
         if isinstance(store.log, FileLog):
             checks.append(storechecks.log_tail(store.log, writing))
             checks.append(machine.disk(settings))
-        checks.append(storechecks.anchors(store, anchors))
+        checks.append(storechecks.anchors(settings, store.log, anchors))
     finally:
         store.close()
     return checks

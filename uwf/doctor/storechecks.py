@@ -10,17 +10,22 @@ import contextlib
 import fcntl
 import os
 import stat
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from uwf.doctor.results import Check, fail, ok, warn
+from uwf.engine.clock import system_clock
 from uwf.engine.events import FORMAT_VERSION
 from uwf.engine.filelog import FileLog
 from uwf.engine.spans import complete_end
 from uwf.errors import UwfError
 from uwf.store import Store
+
+if TYPE_CHECKING:
+    from uwf.config.settings import Settings
+    from uwf.engine.log import EventLog
 
 
 class _First(msgspec.Struct):
@@ -166,18 +171,19 @@ def _last_line(log: FileLog, name: str, end: int) -> _Batch | None:
         return None  # not ours to judge here: `uwf log verify` names it
 
 
-def anchors(store: Store, folder: str | None) -> Check:
+def anchors(settings: Settings, log: EventLog, folder: str | None) -> Check:
     """The anchor key (UWF_ANCHOR_KEY, else beside the config) and, given the folder
-    anchors go to, the newest there: its seq against the log's head, and its age."""
+    anchors go to (resolved by `settings`), the newest there: its seq against `log`'s
+    head, and its age."""
     from uwf.audit.anchor import default_key_path
 
-    key = default_key_path(store.settings.environ)
+    key = default_key_path(settings.environ)
     if folder is None:
         if key.exists():
             return ok("anchors", f"key {key}; give --anchors DIR to see the newest anchor's "
                       "age")
         return ok("anchors", "none configured (optional: docs/audit.md#anchors)")
-    path = store.settings.path(folder)
+    path = settings.path(folder)
     if not path.is_dir():
         return fail("anchors", f"{path} is not a folder",
                     "give the folder `worker --anchors DIR` or `log anchor --out` writes to")
@@ -194,12 +200,14 @@ def anchors(store: Store, folder: str | None) -> Check:
     except (OSError, msgspec.DecodeError):
         return fail("anchors", f"{newest} is not an anchor",
                     f"move it out of {path}, or check it with `uwf log verify --anchor`")
-    head = store.log.head().seq
+    head = log.head().seq
     if made.seq > head:
         return fail("anchors", f"the newest anchor, {newest}, is of seq {made.seq}, past the "
                     f"log's end at seq {head}: this log lost lines, or it is another log's",
                     f"run `uwf log verify --anchor {newest}`")
-    age = _age(time.time() - _mtime(newest))
+    # The wall clock (a file's mtime is one), not the store's: a fixed --now says
+    # nothing of when the anchor was written.
+    age = _age(system_clock() / 1000 - _mtime(newest))
     behind = head - made.seq
     return ok("anchors", f"newest {newest.name}: seq {made.seq}, {behind} event"
               f"{'' if behind == 1 else 's'} and {age} behind the log")

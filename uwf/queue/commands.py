@@ -229,7 +229,8 @@ def add(args: QueueAdd, store: Store) -> EntryAdded | BatchAdded | Plain:
             raise UsageError(f"--batch takes its entries from the file, not "
                              f"--{given[0].replace('_', '-')}",
                              "put the values in each line of the file")
-        added = queue.add_batch(store, args.batch)
+        added = queue.add_batch(store, args.batch if args.batch == "-"
+                                else store.settings.path(args.batch))
         return Plain("\n".join(added.ids)) if args.quiet else added
     spec = queue.entry_spec({
         "workflow": args.workflow, "prompt": args.prompt, "run": args.run, "repo": args.repo,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import queue as queues
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ def publish(store: Store, entry_id: str, event: Any, *,
     entry, seq, ts = store.journal.write_at(decide)
     pending = _undelivered(store, entry)
     try:
-        send(store, entry, [*pending, (seq, ts, event)], timeout)
+        send(store.settings.environ, entry, [*pending, (seq, ts, event)], timeout)
     except BrokerUnavailable as exc:
         failed = QueueDeliveryFailed(seq=seq, error=exc.what)
         store.journal.write(lambda views: Outcome([NewEvent(subject, failed)]))
@@ -89,7 +89,7 @@ def resend(store: Store, entry_id: str, *, timeout: float = CONNECT_TIMEOUT_S) -
     entry = _job(store.read(), entry_id)
     pending = _undelivered(store, entry)
     if pending:
-        send(store, entry, pending, timeout)
+        send(store.settings.environ, entry, pending, timeout)
         resent = [number for number, _, _ in pending]
         store.journal.write(lambda views: Outcome([NewEvent(f"queue/{entry_id}",
                                                             QueueDelivered(seqs=resent))]))
@@ -97,11 +97,12 @@ def resend(store: Store, entry_id: str, *, timeout: float = CONNECT_TIMEOUT_S) -
                      resent=[number for number, _, _ in pending])
 
 
-def send(store: Store, entry: QueueEntry, events: list[tuple[int, str, Any]],
+def send(environ: Mapping[str, str], entry: QueueEntry, events: list[tuple[int, str, Any]],
          timeout: float) -> None:
-    """Publish (seq, ts, event)s of the job in order, each acknowledged by the broker."""
+    """Publish (seq, ts, event)s of the job in order, each acknowledged by the broker
+    (its password, if any, from `environ`: the command's)."""
     assert entry.broker is not None
-    with Connection(entry.broker, store.settings.environ, timeout=timeout) as connection:
+    with Connection(entry.broker, environ, timeout=timeout) as connection:
         for seq, ts, event in events:
             connection.publish(entry.topic, message(entry, seq, ts, event), timeout=timeout)
 
@@ -144,8 +145,8 @@ def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float 
     tried again until it answers, said once through `notice`."""
     entry = _job(store.read(), entry_id)
     assert entry.broker is not None
-    connection = _connected(store, entry, timeout, retry=follow, stopped=stopped,
-                            notice=notice)
+    connection = _connected(store.settings.environ, entry, timeout, retry=follow,
+                            stopped=stopped, notice=notice)
     if connection is None:
         return
     with connection:
@@ -163,7 +164,7 @@ def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float 
                 return
 
 
-def _connected(store: Store, entry: QueueEntry, timeout: float, *, retry: bool,
+def _connected(environ: Mapping[str, str], entry: QueueEntry, timeout: float, *, retry: bool,
                stopped: Callable[[], bool], notice: Callable[[str], None]
                ) -> Connection | None:
     """The job's subscriber connection; with `retry`, tried again until the broker
@@ -172,7 +173,7 @@ def _connected(store: Store, entry: QueueEntry, timeout: float, *, retry: bool,
     broker = entry.broker
 
     def make() -> Connection:
-        return Connection(broker, store.settings.environ, client_id=f"uwf-sub-{entry.id}",
+        return Connection(broker, environ, client_id=f"uwf-sub-{entry.id}",
                           clean=False, timeout=timeout)
 
     if not retry:

@@ -251,8 +251,9 @@ def add(store: Store, spec: EntrySpec) -> EntryAdded:
     return EntryAdded(added=bool(added), entry=record(entry))
 
 
-def add_batch(store: Store, path: str) -> BatchAdded:
-    """Queue every line of a JSON-lines file (or `-`, stdin) in one write (one lock, one
+def add_batch(store: Store, path: str | Path) -> BatchAdded:
+    """Queue every line of a JSON-lines file (resolved at the edge, or `-`: stdin) in
+    one write (one lock, one
     fsync): all or nothing, and a bad line rejects the batch, naming its number. The
     file is read as a stream of lines, each at most MAX_BATCH_LINE_BYTES, the whole at
     most MAX_BATCH_BYTES and MAX_BATCH_ENTRIES entries (docs/queue.md); it may start
@@ -260,7 +261,7 @@ def add_batch(store: Store, path: str) -> BatchAdded:
     resolver = _Resolver(store)
     specs: list[QueueAdded] = []
     decoder = msgspec.json.Decoder(EntrySpec)
-    name = shown(path)
+    name = shown(str(path))
     with contextlib.closing(read_lines(path, MAX_BATCH_LINE_BYTES, MAX_BATCH_BYTES,
                                        stdin=True)) as lines:
         for number, raw in lines:

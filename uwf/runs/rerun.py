@@ -14,7 +14,6 @@ differs runs live, and so does everything after it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import msgspec
 
@@ -134,10 +133,10 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
     views = store.read()
     original = get_run(views, run_id)
     _check_rerunnable(store, original, store.clock())
-    if workflow is not None and is_workflow_file(workflow):
+    if workflow is not None and is_workflow_file(workflow, store.settings.path(workflow)):
         # A file is registered first, as `thread start FILE` does (after the checks, so a
         # refused rerun registers nothing).
-        workflow = put_workflow(store, Path(workflow).expanduser()).workflow
+        workflow = put_workflow(store, store.settings.path(workflow)).workflow
         views = store.read()
     prompt = str(store.cas.get(original.thread.start).payload["prompt"])
     workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow

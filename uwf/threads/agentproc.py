@@ -28,8 +28,10 @@ from uwf.threads.checks import Failure
 from uwf.threads.events import STDERR_TAIL_BYTES, STDERR_TAIL_LINES
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from uwf.config.configfile import Config
-    from uwf.store import Store
+    from uwf.config.settings import Settings
 
 EXIT_GRACE = 0.5  # seconds the pipes may drain after the agent exits
 _POLL = 0.05  # how often an agent that prints nothing is checked for exit
@@ -103,18 +105,20 @@ def stderr_tail(err: bytes, secrets: list[str]) -> str | None:
     return tail.decode() or None
 
 
-def agent_environment(store: Store, config: Config) -> dict[str, str]:
-    """The environment an agent starts from: the entry point's over the config's
-    secrets, with what opens the store taken out. An agent on a folder store gets
+def agent_environment(settings: Settings, root: Path | None, config: Config
+                      ) -> dict[str, str]:
+    """The environment an agent starts from: the entry point's (`settings`') over the
+    config's secrets, with what opens the store taken out. An agent on a folder store
+    (at `root`; None: on PostgreSQL) gets
     UWF_HOME (a subflow starts its child threads there); on PostgreSQL it gets no URL,
     no password and no libpq variable (PG*)."""
     # As with dotenv: the environment (the entry point's) wins over `.env`.
-    env = {**config.secrets(), **store.settings.environ}
+    env = {**config.secrets(), **settings.environ}
     env.pop("UWF_HOME", None)
-    if store.root is not None:
-        env["UWF_HOME"] = str(store.root)
+    if root is not None:
+        env["UWF_HOME"] = str(root)
         return env
-    url = store.settings.store_url or ""
+    url = settings.store_url or ""
     password = _url_password(url)
     return {name: value for name, value in env.items()
             if not name.startswith("PG") and not is_database_url(value)

@@ -34,6 +34,7 @@ from uwf.cas.backends import FileBlobs
 from uwf.cas.limits import MAX_NODE_BYTES
 from uwf.cas.nodes import Node
 from uwf.cas.store import Cas, meta_hash
+from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.redact import Redact
 from uwf.threads.agent import HistoryLimit, StepFacts, write_step
@@ -50,8 +51,8 @@ MAX_NODES = 10_000
 def _cas(folder: Path, clock: Callable[[], int], redact: Redact | None) -> Cas:
     # Not fsynced: the folder only has to outlive the agent; the parent's copy into
     # the store is the durable one.
-    return Cas(FileBlobs(folder / "cas", durable=False, max_bytes=MAX_FILE_BYTES),
-               clock=clock, redact=redact)
+    return Cas(FileBlobs(folder / "cas", durable=False, max_bytes=MAX_FILE_BYTES,
+                         wall=system_clock), clock=clock, redact=redact)
 
 
 # -- the parent's side ------------------------------------------------------------

@@ -308,7 +308,7 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
     from uwf.threads import staging
     from uwf.threads.agent import agent_context
 
-    env = agent_environment(store, config)
+    env = agent_environment(store.settings, store.root, config)
     env.update({
         "UWF_THREAD": plan.thread,
         "UWF_ROLE": plan.decision.role,

@@ -53,7 +53,6 @@ class WorkerArgs(Args, frozen=True, kw_only=True):
 def worker(args: WorkerArgs, store: Store) -> Worker:
     """A worker on `store` with these arguments and the store's config, ready to run:
     `results()` yields each entry's end (its `record()` is what a line prints)."""
-    from pathlib import Path
 
     from uwf.config.configfile import load_config
     from uwf.errors import UsageError
@@ -62,10 +61,11 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
     if args.anchors is None and (args.anchor_key is not None or args.anchor_every):
         raise UsageError("--anchor-every and --anchor-key go with --anchors DIR",
                          "add --anchors DIR")
+    where = store.settings.path
     options = WorkerOptions(args.session, args.concurrency, args.once, args.poll,
-                            archive=args.archive, anchors=args.anchors,
+                            archive=args.archive, anchors=args.anchors
+                            and str(where(args.anchors)),
                             anchor_every=args.anchor_every or DEFAULT_ANCHOR_EVERY,
-                            anchor_key=Path(args.anchor_key).expanduser()
-                            if args.anchor_key else None,
+                            anchor_key=where(args.anchor_key) if args.anchor_key else None,
                             allow_entry_commands=args.allow_entry_commands)
     return Worker(store, load_config(store.settings.config_path), options)

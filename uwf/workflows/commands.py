@@ -30,7 +30,7 @@ def put(args: WorkflowPut, store: Store) -> Registered:
     """Validate a workflow file and register it."""
     from uwf.workflows.service import put_workflow
 
-    return put_workflow(store, args.file)
+    return put_workflow(store, store.settings.path(args.file))
 
 
 def show(args: WorkflowShow, store: Store) -> WorkflowShown:

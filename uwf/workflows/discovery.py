@@ -52,13 +52,14 @@ class Chosen(msgspec.Struct, frozen=True):
     store_version: str | None = None
 
 
-def is_workflow_file(ref: str) -> bool:
+def is_workflow_file(ref: str, path: Path) -> bool:
     """`thread start WORKFLOW` names a file: a path with a folder, or a .yaml, .yml or
-    .json name, that exists. Anything else is a workflow name or hash. (One that is not
-    a regular file, a FIFO or a folder, is then refused by name as `workflow put` does.)"""
+    .json name, that exists (at `path`: `ref` resolved by the command's settings).
+    Anything else is a workflow name or hash. (One that is not a regular file, a FIFO
+    or a folder, is then refused by name as `workflow put` does.)"""
     looks_like_a_path = (os.sep in ref or "/" in ref
                          or ref.lower().endswith(WORKFLOW_FILE_SUFFIXES))
-    return looks_like_a_path and _exists(Path(ref).expanduser())
+    return looks_like_a_path and _exists(path)
 
 
 def _exists(path: Path) -> bool:
@@ -91,8 +92,8 @@ def use_workflow(store: Store, ref: str, folders: Sequence[Path] | Path | None) 
     """The workflow `ref` means, registering a file it names (and only then appending
     `workflow.registered`). `folders`: where to look for a repo file holding the name
     `ref`, nearest first (None or empty: nowhere)."""
-    if is_workflow_file(ref):
-        registered = put_workflow(store, Path(ref).expanduser())
+    if is_workflow_file(ref, path := store.settings.path(ref)):
+        registered = put_workflow(store, path)
         return Chosen(*resolve_workflow(store, store.read(), registered.workflow))
     if folders is not None and (found := repo_workflow_file(folders, ref)) is not None:
         return _use_repo_file(store, ref, found)
