@@ -1,5 +1,5 @@
 """A command imports what it needs (issue 30, item 6): each group's declarations are
-imported only when the command line names that group (`uwf.cli.spec.Lazy`), and a
+imported only when the command line names that group (`uwf.invoker.spec.Lazy`), and a
 read such as `uwf workflow show` loads none of the other groups' modules nor the
 workflow compiler. Measured with `python -X importtime` and bench/show.py; here only
 which modules load, never how long they take."""
@@ -16,13 +16,13 @@ import pytest
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
 from uwf.cli.parsing import named
-from uwf.cli.spec import Command, Group, Lazy
 from uwf.config.args import NoArgs
+from uwf.invoker.spec import Command, Group, Lazy
 
 # The modules a command of each kind may load from uwf.cli (the entry point's own).
-# (uwf.cli.ids makes id arguments whole; it reads the store only for an id's prefix.)
-CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.main", "uwf.cli.render", "uwf.cli.spec",
-            "uwf.cli.parsing", "uwf.cli.context", "uwf.cli.ids"}
+# (uwf.invoker.ids makes id arguments whole; it reads the store only for an id's prefix.)
+CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.main", "uwf.cli.render", "uwf.invoker.spec",
+            "uwf.cli.parsing", "uwf.invoker.context", "uwf.invoker.ids"}
 
 
 def loaded_after(argv: list[str], tmp_path: Path) -> list[str]:
