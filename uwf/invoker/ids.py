@@ -3,10 +3,11 @@ Base32 is case-insensitive), whole or as the first few characters of one; a node
 in any case.
 
 Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through the invoker
-(`uwf.invoker.invoke`), which makes each id argument whole (`whole_ids`) before the handler sees it: upper case,
-and a prefix looked up in the view that holds such ids by a range scan of its key (never
-a scan of every row). A prefix no id has is not found (exit 1); one several ids have is
-refused naming a few of them (exit 2). The features' services take whole ids only.
+(`uwf.invoker.invoke`), which makes each id argument whole (`whole_ids`) before the
+handler sees it: upper case, and a prefix looked up in the view that holds such ids by a
+range scan of its key (never a scan of every row). A prefix no id has is not found (exit
+1); one several ids have is refused naming a few of them (exit 2). The features'
+services take whole ids only.
 """
 
 from __future__ import annotations
