@@ -1,14 +1,14 @@
 """A page's data: the CLI's own commands, called by name, their `--json` payloads.
 
 The dashboard calls the declared commands it is given (those `uwf dashboard` was
-called among: `Context.commands`, uwf's) through the invoker the CLI and `uwf mcp`
-use (`uwf.invoker.invoke`): the arguments converted into the command's `Args` (from
-a query string, so `"50"` may be the integer 50), the command run with the server's
-one context, the result made the payload `--json` prints (`to_payload`, secrets masked as the CLI
-masks them). A refused call is its one-line error and exit code, as a tool error
-is, and the same refusal in the page's words (`words`) for the page to show. The
-pages call only commands that change nothing; the actions (`WRITES`) are loaded
-only for a server with a token.
+called among: `Context.commands`, uwf's) through the invoker the CLI and `uwf mcp` use
+(`uwf.invoker.invoke`): the arguments converted into the command's `Args` (from a
+query string, so `"50"` may be the integer 50), the command run with the server's one
+context, the result made the payload `--json` prints (`to_payload`, secrets masked as
+the CLI masks them). A refused call is its one-line error and exit code, as a tool
+error is, and the same refusal in the page's words (`words`) for the page to show. The
+pages call only commands that change nothing; the actions (`WRITES`) are loaded only
+for a server with a token.
 """
 
 from __future__ import annotations
