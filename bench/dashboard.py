@@ -103,10 +103,11 @@ def pages_of(ids: dict[str, str], word: str) -> list[Page]:
 
 def context_for(root: Path, cwd: Path) -> Any:
     """The CLI's Context on the store at `root`, as `uwf dashboard --store ROOT` has it."""
-    from uwf.cli.context import Context
+    from uwf.cli.main import COMMANDS
+    from uwf.invoker.context import Context
 
     environ = {key: value for key, value in os.environ.items() if not key.startswith("UWF_")}
-    return Context(store_root=str(root), environ=environ, cwd=cwd)
+    return Context(store_root=str(root), environ=environ, cwd=cwd, commands=COMMANDS)
 
 
 @contextlib.contextmanager

@@ -68,10 +68,12 @@ def make_fleet(root: Path) -> Fleet:
 
 
 def context_of(cli: Cli, **extra: str) -> Any:
-    """The CLI's Context for this store and environment, as `uwf dashboard` gets it."""
-    from uwf.cli.context import Context
+    """The CLI's Context for this store and environment, as `uwf dashboard` gets it
+    (among uwf's commands)."""
+    from uwf.cli.main import COMMANDS
+    from uwf.invoker.context import Context
 
-    return Context(environ={**cli.env, **extra}, cwd=cli.home.parent)
+    return Context(environ={**cli.env, **extra}, cwd=cli.home.parent, commands=COMMANDS)
 
 
 @contextmanager

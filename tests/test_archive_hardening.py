@@ -282,7 +282,7 @@ def test_a_sigterm_whose_exception_was_swallowed_still_stops_a_follow(
     import weakref
 
     from uwf.cli.common import until_signalled
-    from uwf.cli.entry import Terminated, Termination, quiet_termination
+    from uwf.cli.termination import Terminated, Termination, quiet_termination
 
     ignored: list[type[BaseException]] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda raised: ignored.append(raised.exc_type))

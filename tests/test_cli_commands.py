@@ -19,10 +19,11 @@ import pytest
 from tests.conftest import EXAMPLE
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
-from uwf.cli.context import Context
 from uwf.cli.parsing import command_parsers
-from uwf.cli.spec import Command, Group, command_schemas
 from uwf.errors import UsageError
+from uwf.invoker import invoke as invoker
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command, Group, command_schemas
 
 GROUPS = {"uwf": uwf_cli.COMMANDS, "json-cas": jsoncas.COMMANDS}
 DECLARED = [(prog, command) for prog, group in GROUPS.items() for command in group]
@@ -209,22 +210,29 @@ def test_main_runs_many_commands_in_one_process(tmp_path: Path,
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_handler_is_callable_without_the_command_line(tmp_path: Path) -> None:
-    """What another surface does: arguments as the Struct, a Context, the same handler."""
+    """What another surface does: argument values, a Context, the one invoker."""
     group: Group = uwf_cli.COMMANDS
     commands = {command.name: command for command in group}
-    context = Context(store_root=str(tmp_path / "store"), now="2026-01-02T03:04:05Z")
+    context = Context(store_root=str(tmp_path / "store"), now="2026-01-02T03:04:05Z",
+                      environ=dict(os.environ), cwd=tmp_path)
     try:
         put = commands["workflow put"]
-        registered = put.handler(msgspec.convert({"file": str(EXAMPLE)}, put.args), context)
+        registered = invoker.invoke(put, invoker.arguments(put, {"file": str(EXAMPLE)}), context)
         listed = commands["workflow list"]
-        rows = listed.handler(msgspec.convert({}, listed.args), context)
+        rows = invoker.invoke(listed, invoker.arguments(listed, {}), context)
     finally:
         context.close()
     assert [row.workflow for row in rows] == [registered.workflow]
-    with pytest.raises(msgspec.ValidationError):
-        msgspec.convert({"thread": "T", "max_steps": 0}, commands["thread run"].args)
+    with pytest.raises(invoker.Invalid) as refused:  # a classified refusal
+        invoker.arguments(commands["thread run"],
+                          {"thread": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "max_steps": 0})
+    assert refused.value.exit_code == 2
+    assert refused.value.line() == ("argument --max-steps: must be 1 or more, not 0; "
+                                    "see `uwf thread run --help`")
+    assert refused.value.worded(lambda param: f"parameter {param.name}") == (
+        "parameter max_steps: must be 1 or more, not 0")
     with pytest.raises(UsageError, match="invalid time"):
-        Context(now="yesterday")
+        Context(now="yesterday", environ={}, cwd=None)
 
 
 def _outcome(parse: Callable[[], tuple[Command[Any], Any, argparse.Namespace]],

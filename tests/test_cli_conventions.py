@@ -116,12 +116,13 @@ def test_queue_entry_and_lease_ids_resolve_too(cli: Cli) -> None:
 
 
 def test_mcp_resolves_ids_as_the_cli_does(twins: tuple[Kit, list[str]]) -> None:
-    from uwf.cli.context import Context
     from uwf.cli.main import COMMANDS
     from uwf.cli.mcp import Tools
+    from uwf.invoker.context import Context
 
     kit, (first, second) = twins
-    context = Context(store_root=str(kit.cli.home), environ=kit.cli.env)
+    context = Context(store_root=str(kit.cli.home), environ=kit.cli.env,
+                      cwd=kit.cli.home.parent)
     try:
         tools = Tools([COMMANDS], context)
         unique = first[:_common([first, second]) + 1].lower()

@@ -1,5 +1,5 @@
 """A command imports what it needs (issue 30, item 6): each group's declarations are
-imported only when the command line names that group (`uwf.cli.spec.Lazy`), and a
+imported only when the command line names that group (`uwf.invoker.spec.Lazy`), and a
 read such as `uwf workflow show` loads none of the other groups' modules nor the
 workflow compiler. Measured with `python -X importtime` and bench/show.py; here only
 which modules load, never how long they take."""
@@ -16,13 +16,17 @@ import pytest
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
 from uwf.cli.parsing import named
-from uwf.cli.spec import Command, Group, Lazy
 from uwf.config.args import NoArgs
+from uwf.invoker.spec import Command, Group, Lazy
 
-# The modules a command of each kind may load from uwf.cli (the entry point's own).
-# (uwf.cli.ids makes id arguments whole; it reads the store only for an id's prefix.)
-CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.main", "uwf.cli.render", "uwf.cli.spec",
-            "uwf.cli.parsing", "uwf.cli.context", "uwf.cli.ids"}
+# The modules a command of each kind may load from uwf.cli (the entry point's own) and
+# from the invoker below it (uwf.invoker.ids makes id arguments whole; it reads the
+# store only for an id's prefix).
+CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.termination", "uwf.cli.process",
+            "uwf.cli.main", "uwf.cli.render", "uwf.cli.parsing",
+            "uwf.invoker", "uwf.invoker.spec", "uwf.invoker.context", "uwf.invoker.ids",
+            "uwf.invoker.invoke", "uwf.invoker.params", "uwf.invoker.text"}
+SURFACE = ("uwf.cli", "uwf.invoker")
 
 
 def loaded_after(argv: list[str], tmp_path: Path) -> list[str]:
@@ -48,7 +52,7 @@ def store_with_workflow(tmp_path: Path) -> Path:
 def test_workflow_show_loads_no_other_group(store_with_workflow: Path, tmp_path: Path) -> None:
     modules = loaded_after(["--store", str(store_with_workflow), "workflow", "show",
                             "solve-issue"], tmp_path)
-    assert {m for m in modules if m.startswith("uwf.cli")} <= CLI_CORE
+    assert {m for m in modules if m.startswith(SURFACE)} <= CLI_CORE
     # No other feature's declarations (the store loads every feature's events and
     # projections, not their commands), and no compiler: show reads the registered node.
     for feature in ("threads", "runs", "queue", "archive", "worker", "bridge", "audit",

@@ -139,9 +139,9 @@ def test_a_file_whose_name_differs_is_refused(cli: Cli, tmp_path: Path, store_di
 
 
 def test_the_mcp_tool_says_which_was_used(cli: Cli, tmp_path: Path) -> None:
-    from uwf.cli.context import Context
     from uwf.cli.main import COMMANDS
     from uwf.cli.mcp import Tools
+    from uwf.invoker.context import Context
 
     repo = make_repo(tmp_path)
     file = write(repo / ".workflows" / "tiny.yaml", tiny())

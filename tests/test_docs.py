@@ -33,7 +33,7 @@ from uwf.cas.hashing import hash_bytes
 from uwf.cas.store import BUILTIN_NAMES, builtin_hash, meta_hash
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
-from uwf.cli.spec import Command
+from uwf.invoker.spec import Command
 from uwf.store import event_catalog
 
 EVENT_TYPES = event_catalog().types

@@ -29,8 +29,8 @@ from tests.conftest import BIN, EXAMPLE
 from tests.fuzzkit import Sandbox, fresh
 from uwf.cli.jsoncas import COMMANDS as CAS_COMMANDS
 from uwf.cli.main import COMMANDS as UWF_COMMANDS
-from uwf.cli.parsing import Param, params
-from uwf.cli.spec import Group
+from uwf.invoker.params import Param, params
+from uwf.invoker.spec import Group
 
 MOCK = EXAMPLE.parent / "mock-solve-issue.yaml"
 TARGET = "argv"

@@ -43,8 +43,8 @@ from tests.conftest import BIN, EXAMPLE
 from uwf import __version__
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
-from uwf.cli.spec import Group
 from uwf.engine import ulids
+from uwf.invoker.spec import Group
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "cli.txt"
 Main = Callable[[Sequence[str] | None], int]
@@ -52,7 +52,7 @@ PROGRAMS: dict[str, tuple[Main, Group]] = {
     "uwf": (uwf_cli.main, uwf_cli.COMMANDS),
     "json-cas": (jsoncas.main, jsoncas.COMMANDS),
 }
-# The options every command takes (uwf.cli.context.GLOBAL_OPTIONS); those with a value.
+# The options every command takes (uwf.invoker.context.GLOBAL_OPTIONS); those with a value.
 GLOBAL_FLAGS = {"--json"}
 GLOBAL_VALUED = {"--store", "--format", "--now"}
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -51,7 +51,11 @@ FEATURES = {
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results",
          "order", "feature"}
-# The surfaces: the command line, the agents, the web dashboard (over the CLI's commands).
+# The commands, below the surfaces: their declarations' shape, their context, the one
+# invoker every surface calls (argument values in, a typed result or a refusal out).
+INVOKER = "invoker"
+# The surfaces: the command line, the agents, the web dashboard. Each calls the commands
+# through the invoker; none imports another but the command line, which starts them.
 TOP = {"cli", "agents", "dashboard"}
 # The composition root: each feature's value, listed once (it imports `<feature>.feature`).
 ROOT = "uwf.features"
@@ -103,8 +107,10 @@ def allowed(module: str, name: str) -> bool:
         if is_model(module):  # pure: the layers below and the model of the features it may use
             return there in below or (is_model(name) and there in reach)
         return there in below | {"config", "store"} | reach
+    if here == INVOKER:  # any layer below the surfaces, no surface
+        return there not in TOP
     assert here in TOP, module
-    return True
+    return here == "cli" or there != "cli"
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -118,7 +124,8 @@ def modules() -> list[tuple[str, Path]]:
     return found
 
 
-@pytest.mark.parametrize("layer", sorted({*BELOW_FEATURES, *FEATURES, *TOP, "store", "features"}))
+@pytest.mark.parametrize("layer", sorted({*BELOW_FEATURES, *FEATURES, *TOP, INVOKER, "store",
+                                          "features"}))
 def test_a_layer_imports_only_what_the_map_allows(layer: str) -> None:
     wrong = [f"{module} imports {name}"
              for module, path in modules() if module.split(".")[1:2] == [layer]
@@ -160,8 +167,8 @@ def test_the_leaves_import_no_layer() -> None:
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
            if not p.name.startswith((".", "_")) and p.name != "py.typed"}
-    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, "store", "features", "errors", "redact", "ids",
-                   "payload", "folders"}
+    assert top == {*BELOW_FEATURES, *FEATURES, *TOP, INVOKER, "store", "features", "errors",
+                   "redact", "ids", "payload", "folders"}
 
 
 def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
@@ -178,14 +185,20 @@ def test_the_map_is_checked_by_a_rule_that_can_fail() -> None:
     assert allowed(ROOT, "uwf.queue.feature")
     assert allowed("uwf.queue.feature", "uwf.queue.order")
     assert allowed("uwf.worker.service", "uwf.queue.sched")
+    assert not allowed("uwf.queue.service", "uwf.invoker.spec")  # features know no surface
+    assert not allowed("uwf.invoker.invoke", "uwf.cli.render")
+    assert not allowed("uwf.invoker.context", "uwf.cli.progress")
+    assert not allowed("uwf.dashboard.calls", "uwf.cli.main")  # the invoker, not the CLI
+    assert allowed("uwf.dashboard.calls", "uwf.invoker.invoke")
+    assert allowed("uwf.cli.dashboard", "uwf.dashboard.server")  # the CLI starts it
 
 
 # -- no circles ---------------------------------------------------------------------
 
-# The one circle left: the dashboard calls the CLI's command table (uwf.cli.main's
-# COMMANDS, its parsing and context) and the CLI serves the dashboard. It goes with the
-# one surface-neutral invoker under the features (issue 33, item 3).
-KNOWN_CIRCLES = [{"uwf.cli", "uwf.dashboard"}]
+# None left: the dashboard calls the commands through the invoker (`uwf.invoker`), handed
+# the command table by the CLI that starts it (`Context.commands`), and imports no CLI
+# module; `uwf mcp` serves the table it is run from the same way.
+KNOWN_CIRCLES: list[set[str]] = []
 
 
 def module_imports(path: Path, known: set[str]) -> set[str]:

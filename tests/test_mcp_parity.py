@@ -32,8 +32,8 @@ from tests.conftest import BIN, EXAMPLE, Cli
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.cli.mcp import LIST_SCHEMA, TEXT_SCHEMA, tool_name
-from uwf.cli.parsing import flag_name, params
-from uwf.cli.spec import Command, Group
+from uwf.invoker.params import flag_name, params
+from uwf.invoker.spec import Command, Group
 
 pytest.importorskip("mcp")  # the `mcp` extra; `dev` installs it, so CI never skips
 

@@ -23,10 +23,10 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
-from uwf.cli.context import Context
 from uwf.config.repo import find_repo
 from uwf.config.settings import Settings, config_path, expand_user, store_root
 from uwf.errors import UsageError
+from uwf.invoker.context import Context
 from uwf.store import Store
 
 HOME = {"HOME": "/home/someone"}
@@ -154,7 +154,7 @@ def test_a_context_resolves_its_own_environment(tmp_path: Path) -> None:
     finally:
         context.close()
     with pytest.raises(UsageError, match="for UWF_NOW"):
-        Context(environ={"UWF_NOW": "soon"})
+        Context(environ={"UWF_NOW": "soon"}, cwd=None)
 
 
 # -- many commands at once --------------------------------------------------------------

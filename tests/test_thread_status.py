@@ -25,9 +25,9 @@ from tests.threadkit import (
     wait_for,
 )
 from uwf.cli import main as uwf_cli
-from uwf.cli.spec import command_schemas
 from uwf.errors import UsageError
 from uwf.ids import ULID_PATTERN, ULID_PREFIX_PATTERN
+from uwf.invoker.spec import command_schemas
 from uwf.store import Store
 from uwf.threads import service as api_threads
 from uwf.threads.routing import next_decision

@@ -379,9 +379,9 @@ def test_a_name_too_long_for_a_file_is_not_found(cli: Cli, tmp_path: Path, lengt
             "no workflow named 'aaa")
     refused(uwf(cli, "thread", "start", f"{name}/w.yaml", "-p", "x", cwd=repo), 1,
             "no workflow file aaa")
-    from uwf.cli.context import Context
     from uwf.cli.main import COMMANDS
     from uwf.cli.mcp import Tools
+    from uwf.invoker.context import Context
 
     context = Context(store_root=str(cli.home), json=True, environ=cli.env, cwd=repo)
     try:

@@ -13,7 +13,7 @@ from uwf.errors import UsageError
 ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 _ULID = re.compile(ULID_PATTERN)
 # What a command line may give for one: any case (Crockford Base32 is case-insensitive),
-# whole or its first characters; the command layer makes it whole (uwf.cli.ids).
+# whole or its first characters; the command layer makes it whole (uwf.invoker.ids).
 ULID_PREFIX_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{0,25}$"
 ULID_LENGTH = 26
 

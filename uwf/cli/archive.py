@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from uwf.archive import commands as archive
 from uwf.archive.commands import ArchiveSync, ArchiveVerify
 from uwf.cli.common import until_signalled
-from uwf.cli.context import Context
-from uwf.cli.spec import Command, on_store
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command, on_store
 from uwf.payload import to_payload
 
 if TYPE_CHECKING:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.bridge import commands as bridge
 from uwf.bridge.commands import BridgeMqtt
-from uwf.cli.spec import Command
+from uwf.invoker.spec import Command
 
 if TYPE_CHECKING:
     from uwf.bridge.results import Bridged
-    from uwf.cli.context import Context
+    from uwf.invoker.context import Context
 
 
 def _mqtt(args: BridgeMqtt, ctx: Context) -> Iterator[str]:
@@ -22,8 +22,8 @@ def _mqtt(args: BridgeMqtt, ctx: Context) -> Iterator[str]:
     import sys
 
     from uwf.cli.common import until_signalled
-    from uwf.cli.parsing import one_line
     from uwf.cli.render import dump_json
+    from uwf.invoker.text import one_line
     from uwf.payload import to_payload
 
     human = not ctx.json and sys.stdout.isatty()

@@ -14,12 +14,12 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from uwf.cli.spec import Command, Group
 from uwf.config.args import Args, arg
+from uwf.invoker.spec import Command, Group
 from uwf.payload import Plain
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
+    from uwf.invoker.context import Context
 
 SHELLS = ("bash", "zsh", "fish")
 PROGRAMS = ["uwf", "json-cas"]
@@ -64,8 +64,8 @@ def _starts_with(completion: str, prefix: str) -> bool:
 
 def _attach(parser: argparse.ArgumentParser) -> None:
     """Give each id argument of each command a completer of its kind."""
-    from uwf.cli.ids import KINDS
-    from uwf.cli.parsing import params
+    from uwf.invoker.ids import KINDS
+    from uwf.invoker.params import params
 
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -88,11 +88,12 @@ class Ids:
 
     def __call__(self, prefix: str, parsed_args: argparse.Namespace,
                  **_: Any) -> list[str]:
-        from uwf.cli.context import Context
-        from uwf.cli.ids import KINDS, starting_with
+        from uwf.cli.process import working_folder
+        from uwf.invoker.context import Context
+        from uwf.invoker.ids import KINDS, starting_with
 
         context = Context(store_root=getattr(parsed_args, "store", None),
-                          environ=dict(os.environ))
+                          environ=dict(os.environ), cwd=working_folder())
         try:
             settings = context.settings
             if settings.store_url is None and not settings.store_root.is_dir():

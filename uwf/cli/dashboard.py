@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from uwf.cli.context import Context
-from uwf.cli.spec import Command
 from uwf.dashboard.commands import DashboardArgs
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command
 
 
 def _dashboard(args: DashboardArgs, ctx: Context) -> Iterator[str]:

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
-from uwf.cli.context import Context
-from uwf.cli.spec import Command
 from uwf.config.args import Args, arg
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command
 
 
 class DemoArgs(Args, frozen=True, kw_only=True):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.spec import Command
 from uwf.doctor import commands as doctor
 from uwf.doctor.commands import Doctor
+from uwf.invoker.spec import Command
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
     from uwf.doctor.results import Diagnosis
+    from uwf.invoker.context import Context
 
 _MARK = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 

@@ -1,85 +1,11 @@
-"""The console scripts `uwf` and `json-cas`, and their SIGTERM handler.
-
-The handler is installed first thing, before the commands' modules are imported
-(tens of milliseconds): a SIGTERM that comes while they load waits, as one that
-comes while the command line is read does, until the command is known; then it
-ends the command as SIGTERM does (exit 0 for one that stops on signals, such as
-`archive sync --follow`; else 143). This module imports only `signal` and `sys`.
-`main(argv)` (uwf.cli.main, uwf.cli.jsoncas) installs nothing: it runs in-process.
+"""The console scripts `uwf` and `json-cas`: each installs the SIGTERM handler
+(`uwf.cli.termination`) first thing, before the commands' modules are imported, then
+runs its binary's `main`. This module imports only the handler's (`signal`, `sys`).
 """
 
 from __future__ import annotations
 
-import signal
-import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from uwf.cli.spec import Command
-    from uwf.config.args import Args
-
-
-class Terminated(SystemExit):
-    """SIGTERM, unwinding the command like Ctrl-C (exit 128 + the signal)."""
-
-    def exit_code(self, command: Command[Any] | None, args: Args | None) -> int:
-        """0 when the command stops cleanly on a signal with these arguments."""
-        if command is not None and command.stops_on_signal is not None and (
-                command.stops_on_signal(args)):
-            return 0
-        return self.code if isinstance(self.code, int) else 128 + signal.SIGTERM
-
-
-class Termination:
-    """The console scripts' SIGTERM handler. While `deferred` (from the start until the
-    command line is parsed) it only remembers the signal; afterwards it raises
-    Terminated, which a command that stops on signals turns into exit 0."""
-
-    def __init__(self) -> None:
-        self.deferred = False
-        self.pending = 0
-        # The last signal raised as Terminated. Kept: the raise may land where exceptions
-        # are ignored (an import's module-lock callback, a finalizer), and a command that
-        # stops on signals must still stop (`until_signalled` reads it).
-        self.received = 0
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.deferred:
-            self.pending = signum
-            return
-        self.received = signum
-        raise Terminated(128 + signum)
-
-    def release(self) -> int:
-        """End the deferral; the signal that came meanwhile (0: none)."""
-        self.deferred = False
-        pending, self.pending = self.pending, 0
-        return pending
-
-
-TERMINATION = Termination()
-
-
-def install_termination() -> None:
-    """Handle SIGTERM with `TERMINATION`, deferred until the command is known (once per
-    process: a second call changes nothing)."""
-    if signal.getsignal(signal.SIGTERM) is TERMINATION:
-        return
-    TERMINATION.deferred = True
-    signal.signal(signal.SIGTERM, TERMINATION)
-    sys.unraisablehook = quiet_termination(sys.unraisablehook)
-
-
-def quiet_termination(hook: Callable[[Any], object]) -> Callable[[Any], object]:
-    """`hook`, but silent for a Terminated raised where Python ignores exceptions (an
-    import's module-lock callback): no traceback on stderr; the handler kept the signal
-    (`Termination.received`)."""
-    def quiet(raised: Any) -> object:
-        if isinstance(raised.exc_value, Terminated):
-            return None
-        return hook(raised)
-    return quiet
+from uwf.cli.termination import install_termination
 
 
 def uwf() -> None:

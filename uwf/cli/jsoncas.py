@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from uwf.cli.common import parse_json, read_input
-from uwf.cli.context import Context
 from uwf.cli.render import console
-from uwf.cli.spec import Command, Group, on_store
 from uwf.config.args import NoArgs
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command, Group, on_store
 from uwf.jsoncas import commands as cas
 from uwf.jsoncas.commands import Gc, Get, Has, HashArgs, Put, Verify, Walk
 

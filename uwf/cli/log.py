@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.audit import commands as audit
 from uwf.audit.commands import LogAnchor, LogTail, LogVerify
-from uwf.cli.context import Context
 from uwf.cli.render import table
-from uwf.cli.spec import Command
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command
 
 if TYPE_CHECKING:
     from uwf.audit.results import Anchor, AnchorWritten, KeyMade, LogVerified

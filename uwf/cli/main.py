@@ -13,16 +13,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uwf.cli.render import console, panel
-from uwf.cli.spec import Command, Group, Lazy, on_store
 from uwf.config.args import NoArgs
+from uwf.invoker.spec import Command, Group, Lazy, on_store
 from uwf.workflows import commands as workflows
 from uwf.workflows.commands import WorkflowPut, WorkflowShow
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from uwf.cli.context import Context
     from uwf.engine.feature import Feature
+    from uwf.invoker.context import Context
 
 # -- workflow ----------------------------------------------------------------
 

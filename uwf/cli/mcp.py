@@ -1,19 +1,19 @@
 """`uwf mcp`: every declared command as an MCP tool, over stdio or streamable HTTP.
 
-The tools are generated from the same declarations the command line is rendered
-from (`uwf.cli.spec`): `uwf workflow put` is the tool `uwf_workflow_put`, its
-input schema the JSON Schema of the command's `Args`, its description the
-command's help. A call runs the command's handler with the server's one open
-store and returns exactly the payload `uwf workflow put --json` prints, as text
-and as structured content, which MCP wants an object: a list (the rows of
-`workflow list`, the lines of `log tail`) is `{"items": [...]}`, a string (a hash)
-`{"text": ...}`, and each tool's output schema says which. A refused call (a bad
-argument, a missing thread, a rejected step) is a tool error carrying the CLI's
-one-line message and exit code, a parameter named as the tool's input schema names
-it. A line (stdio) or body (HTTP) that is not a JSON-RPC message gets JSON-RPC's
-error response (`uwf.cli.mcpwire`). Calls run one at a time, in a worker thread,
-so a long one (`thread run`, `worker --once`) reports progress while the event
-loop stays responsive.
+The tools are generated from the same declarations the command line is rendered from
+(`uwf.invoker.spec`): `uwf workflow put` is the tool `uwf_workflow_put`, its input
+schema the JSON Schema of the command's `Args`, its description the command's help.
+A call runs the command through the invoker every surface uses
+(`uwf.invoker.invoke`) with the server's one open store and returns exactly the
+payload `uwf workflow put --json` prints, as text and as structured content, which
+MCP wants an object: a list (the rows of `workflow list`, the lines of `log tail`)
+is `{"items": [...]}`, a string (a hash) `{"text": ...}`, and each tool's output
+schema says which. A refused call (a bad argument, a missing thread, a rejected
+step) is a tool error carrying the CLI's one-line message and exit code, a parameter
+named as the tool's input schema names it. A line (stdio) or body (HTTP) that is not
+a JSON-RPC message gets JSON-RPC's error response (`uwf.cli.mcpwire`). Calls run one
+at a time, in a worker thread, so a long one (`thread run`, `worker --once`) reports
+progress while the event loop stays responsive.
 
 The MCP SDK is loaded only when the server starts (`uwf --help` stays cheap).
 """
@@ -27,21 +27,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
-import msgspec
-
-from uwf.cli.context import Context
 from uwf.cli.mcpwire import CheckedLines, checked_posts, stdin_lines
-from uwf.cli.parsing import Param, collect, invalid, masked, one_line, params
-from uwf.cli.spec import Command, Group, command_schemas
 from uwf.config.args import Args, arg
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UsageError, UwfError
+from uwf.invoker import invoke as invoker
+from uwf.invoker.context import Context
+from uwf.invoker.invoke import Progress
+from uwf.invoker.params import Param, params
+from uwf.invoker.spec import Command, Group, command_schemas
+from uwf.invoker.text import masked, one_line
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
     import mcp_types
 
-# Sent with each progress notification: how far a long call is (done, total, what).
-Progress = Callable[[float, float | None, str | None], None]
 
 # The binaries whose commands are tools, and the prefix of their tools' names.
 PREFIXES = {"uwf": "uwf", "json-cas": "jsoncas"}
@@ -160,36 +159,22 @@ class Tools:
               arguments: dict[str, Any], progress: Progress | None) -> Outcome:
         prog = group.prog
         try:
-            args = _convert(name, command, arguments)
+            try:
+                args = invoker.arguments(command, arguments)
+            except invoker.Invalid as exc:  # said as the command line says it, in the
+                # tool's terms: each parameter named as its input schema names it
+                raise UsageError(f"{name}: {exc.worded(_parameter)}",
+                                 "see the tool's inputSchema") from None
             if command.endless is not None and command.endless(args):
                 raise UsageError(f"{name} with these arguments runs until it is stopped, "
                                  "and a tool call must end", _bounded(command))
-            store, notify = self.context.store, _Notifier(progress)
-            if progress is not None:
-                store.progress = notify.counting("views caught up")
-                store.steps = notify.counting("steps taken")
-            try:
-                result = command.call(args, self.context)
-                if command.streams:
-                    result = collect(result, notify.say)
-            finally:
-                store.progress = store.steps = None
+            result = invoker.invoke(command, args, self.context, progress=progress)
             return _outcome(command, result, self.context)
         except UwfError as exc:
             return _failed(prog, exc.line(), exc.exit_code, self.context)
         except Exception as exc:  # a bug: said, and the server serves the next call
             return _failed(prog, f"internal error ({type(exc).__name__}: {exc}); report it",
                            EXIT_REJECTED, self.context)
-
-
-def _convert(name: str, command: Command[Any], arguments: dict[str, Any]) -> Any:
-    """The command's Args; what they refuse is said as the command line says it, each
-    parameter named as the tool's input schema names it."""
-    try:
-        return msgspec.convert(arguments, command.args)
-    except msgspec.ValidationError as exc:
-        line = invalid(exc, params(command.args), arguments, _parameter)
-        raise UsageError(f"{name}: {line}", "see the tool's inputSchema") from None
 
 
 def _parameter(param: Param) -> str:
@@ -206,27 +191,6 @@ def _bounded(command: Command[Any]) -> str:
     if "once" in names:
         ways.append("give once: true")
     return " or ".join(ways) or "it cannot be a tool call"
-
-
-@dataclass
-class _Notifier:
-    """A call's progress notifications, numbered so that their progress only grows (as
-    MCP wants) whoever reports: the store's catch-up, its steps, a command's lines."""
-
-    progress: Progress | None
-    count: int = 0
-
-    def say(self, message: str) -> None:
-        if self.progress is not None:
-            self.count += 1
-            self.progress(self.count, None, message)
-
-    def counting(self, what: str) -> Callable[[int, int], None]:
-        """A store's callback (done, total or 0), said as `<what>: done of total`."""
-        return lambda done, total: self.say(
-            f"{what}: {done}" + (f" of {total}" if total else ""))
-
-
 
 
 def _outcome(command: Command[Any], result: Any, context: Context) -> Outcome:
@@ -373,11 +337,13 @@ def _address(text: str) -> tuple[str, int]:
 
 def _mcp(args: McpArgs, ctx: Context) -> Iterator[str]:
     from uwf.cli.jsoncas import COMMANDS as JSONCAS
-    from uwf.cli.main import COMMANDS as UWF
 
     http = None if args.http is None else _address(args.http)
+    if ctx.commands is None:
+        raise UsageError("uwf mcp serves the commands it is called among, and was given "
+                         "none", "run it as `uwf mcp`")
     ctx.json = True  # streaming commands print JSON lines, as with --json
-    serve(Tools([UWF, JSONCAS], ctx), http)
+    serve(Tools([ctx.commands, JSONCAS], ctx), http)
     yield from ()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.spec import Command, on_store
+from uwf.invoker.spec import Command, on_store
 from uwf.queue import commands as queue
 from uwf.queue.commands import (
     EntryRef,
@@ -29,7 +29,7 @@ from uwf.queue.commands import (
 )
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
+    from uwf.invoker.context import Context
 
 
 def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
@@ -38,7 +38,7 @@ def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
     import json
     import sys
 
-    from uwf.cli.parsing import one_line
+    from uwf.invoker.text import one_line
     from uwf.payload import to_payload
     from uwf.queue import messages
 

@@ -13,15 +13,17 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.context import Context, process_redactor
-from uwf.cli.entry import TERMINATION as _TERMINATION
-from uwf.cli.entry import Terminated, install_termination
-from uwf.cli.spec import Command, Group
+from uwf.cli.process import process_redactor, working_folder
+from uwf.cli.termination import TERMINATION as _TERMINATION
+from uwf.cli.termination import Terminated, install_termination
 from uwf.config.args import Args
 from uwf.errors import EXIT_REJECTED, EXIT_USAGE, UwfError
+from uwf.invoker.context import Context
+from uwf.invoker.invoke import invoke
+from uwf.invoker.spec import Command, Group
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
     from uwf.engine.feature import Feature
     from uwf.redact import Redact
 
-from uwf.cli.parsing import masked, one_line, parse
+from uwf.cli.parsing import parse
+from uwf.invoker.text import masked, one_line
 
 # -- output ----------------------------------------------------------------------------
 
@@ -204,13 +207,13 @@ def run(group: Group, argv: Sequence[str] | None = None,
             return 128 + signum if signum else code
         if signum := _TERMINATION.release():  # it came before the command was known
             raise Terminated(128 + signum)
-        return _run(command, args, options, group.prog, environ=environ, features=features,
+        return _run(command, args, options, group, environ=environ, features=features,
                     cwd=cwd)
     except Terminated as exc:
         return exc.exit_code(command, args)
 
 
-def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: str, *,
+def _run(command: Command[Any], args: Args, options: argparse.Namespace, group: Group, *,
          environ: Mapping[str, str] | None = None,
          features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
@@ -226,12 +229,13 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
         context = Context(store_root=_option(options, "store"), json=json_flag,
                           now=_option(options, "now"), terminal=not as_json,
                           progress=bars.bar("rebuilding views") if bars else None, bars=bars,
-                          environ=environ, cwd=... if cwd is None else cwd,
-                          features=features)
+                          environ=dict(os.environ) if environ is None else environ,
+                          cwd=working_folder() if cwd is None else cwd, features=features,
+                          commands=group)
         try:
-            result = command.call(args, context)
+            result = invoke(command, args, context,
+                            each_line=_printer(context) if command.streams else None)
             if command.streams:
-                _stream(result, context.redact)
                 return 0
             result = to_payload(result)  # what --json prints: a typed result's dict
             text = render_text(command, result, as_json, context.redact)
@@ -249,7 +253,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     except UwfError as exc:
         if debug:
             raise
-        _error(f"{prog}: error: {exc.line()}", context)
+        _error(f"{group.prog}: error: {exc.line()}", context)
         return exc.exit_code
     except KeyboardInterrupt:
         return 0 if command.stops_on_signal is not None and command.stops_on_signal(args) else 130
@@ -259,7 +263,7 @@ def _run(command: Command[Any], args: Args, options: argparse.Namespace, prog: s
     except Exception as exc:
         if debug:
             raise
-        _error(f"{prog}: error: internal error ({type(exc).__name__}: {exc}); "
+        _error(f"{group.prog}: error: internal error ({type(exc).__name__}: {exc}); "
                "rerun with UWF_DEBUG=1 and report it", context)
         return EXIT_REJECTED
 
@@ -294,10 +298,14 @@ def _error(line: str, context: Context | None) -> None:
     sys.stderr.write(one_line(masked(line, redact)) + "\n")
 
 
-def _stream(lines: Iterable[str], redact: Redact | None) -> None:
-    for line in lines:
-        sys.stdout.write(masked(line, redact) + "\n")
+def _printer(context: Context) -> Callable[[str], None]:
+    """A streaming command's lines printed as they come, secrets masked."""
+
+    def print_line(line: str) -> None:
+        sys.stdout.write(masked(line, context.redact) + "\n")
         sys.stdout.flush()
+
+    return print_line
 
 
 def _silence_stdout() -> None:

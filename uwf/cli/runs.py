@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.spec import Command, on_store
+from uwf.invoker.spec import Command, on_store
 from uwf.runs import commands as runs
 from uwf.runs.commands import (
     History,
@@ -20,8 +20,8 @@ from uwf.runs.commands import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from uwf.cli.context import Context
-    from uwf.cli.spec import A, R
+    from uwf.invoker.context import Context
+    from uwf.invoker.spec import A, R
     from uwf.store import Store
 
 

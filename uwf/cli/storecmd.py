@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from uwf.cli.spec import Command
+from uwf.invoker.spec import Command
 from uwf.storecopy import commands as storecopy
 from uwf.storecopy.commands import StoreCopy
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
-    from uwf.cli.progress import Bars
+    from uwf.invoker.context import Bars, Context
     from uwf.storecopy.results import Copied
 
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from uwf.cli.common import parse_json, read_input
-from uwf.cli.context import Context
-from uwf.cli.spec import Command, on_store
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command, on_store
 from uwf.payload import to_payload
 from uwf.threads import commands as threads
 from uwf.threads.commands import (

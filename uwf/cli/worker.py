@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from uwf.cli.common import until_signalled
-from uwf.cli.context import Context
-from uwf.cli.spec import Command
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command
 from uwf.worker import commands as workers
 from uwf.worker.commands import WorkerArgs
 

@@ -51,7 +51,7 @@ def arg(help: str, *, positional: bool = False, short: str | None = None,
     `metavar` shown in usage, for a string with a pattern what a value must be
     (`expect`), said when one does not match, and for an id the kind it is (`ids`:
     threads, runs, queue or lease, which every surface accepts in any case and as a
-    unique prefix; or hash, in any case: uwf.cli.ids)."""
+    unique prefix; or hash, in any case: uwf.invoker.ids)."""
     extra: dict[str, Any] = {}
     if positional:
         extra["positional"] = True

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
-from uwf.cli.context import Context
-from uwf.cli.parsing import masked
 from uwf.dashboard import actions, pages, times
 from uwf.dashboard.calls import Called, Caller
 from uwf.dashboard.guard import Guard
+from uwf.invoker.context import Context
+from uwf.invoker.text import masked
 
 if TYPE_CHECKING:
     from jinja2 import Environment

@@ -1,29 +1,29 @@
 """A page's data: the CLI's own commands, called by name, their `--json` payloads.
 
-The dashboard calls the declared commands (`uwf.cli.main.COMMANDS`) as `uwf mcp`
-does: the arguments converted into the command's `Args` (from a query string, so
-`"50"` may be the integer 50), the handler run with the server's one context, the
-result made the payload `--json` prints (`to_payload`, secrets masked as the CLI
-masks them). A refused call is its one-line error and exit code, as a tool error
-is, and the same refusal in the page's words (`words`) for the page to show. The
-pages call only commands that change nothing; the actions (`WRITES`) are loaded
-only for a server with a token.
+The dashboard calls the declared commands it is given (those `uwf dashboard` was
+called among: `Context.commands`, uwf's) through the invoker the CLI and `uwf mcp` use
+(`uwf.invoker.invoke`): the arguments converted into the command's `Args` (from a
+query string, so `"50"` may be the integer 50), the command run with the server's one
+context, the result made the payload `--json` prints (`to_payload`, secrets masked as
+the CLI masks them). A refused call is its one-line error and exit code, as a tool
+error is, and the same refusal in the page's words (`words`) for the page to show. The
+pages call only commands that change nothing; the actions (`WRITES`) are loaded only
+for a server with a token.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from uwf.cli.context import Context
-from uwf.cli.parsing import collect, invalid, masked, one_line, params
-from uwf.cli.spec import Command
 from uwf.dashboard import words
 from uwf.errors import EXIT_REJECTED, NotFound, Rejected, UsageError, UwfError
+from uwf.invoker import invoke as invoker
+from uwf.invoker.context import Context
+from uwf.invoker.spec import Command
+from uwf.invoker.text import masked, one_line
 from uwf.payload import to_payload
 
 # The commands a page may call. `workflow show` is not marked read-only because it
@@ -56,16 +56,20 @@ class Called:
 
 
 class Caller:
-    """The read commands (and, with `actions`, the actions' commands), called one at a
-    time against one context's store."""
+    """The read commands (and, with `actions`, the actions' commands) of `commands`
+    (by default the context's), called one at a time against one context's store."""
 
-    def __init__(self, context: Context, *, actions: bool = False) -> None:
-        from uwf.cli.main import COMMANDS
-
+    def __init__(self, context: Context, *, actions: bool = False,
+                 commands: Iterable[Command[Any]] | None = None) -> None:
+        if commands is None:
+            commands = context.commands
+        if commands is None:
+            raise UsageError("the dashboard calls the commands it is started among, and "
+                             "was given none", "run it as `uwf dashboard`")
         wanted = READS | WRITES if actions else READS
         self.context = context
         self.commands: dict[str, Command[Any]] = {
-            command.name: command for command in COMMANDS if command.name in wanted}
+            command.name: command for command in commands if command.name in wanted}
         assert set(self.commands) == wanted, wanted - set(self.commands)
         self._lock = threading.Lock()
 
@@ -80,18 +84,11 @@ class Caller:
                 # A node deleted or altered since the last page is seen so, never as live.
                 self.context.store.cas.forget_checked()
                 try:
-                    args = _convert(command, given)
-                except msgspec.ValidationError as exc:
-                    said = invalid(exc, params(command.args), given,
-                                   lambda param: (labels or {}).get(param.name, param.name))
-                    return self._failed(name, UsageError(
-                        invalid(exc, params(command.args), given),
-                        f"see `uwf {command.name} --help`"), 400,
-                        f"{said}; change it and try again")
-                result = command.call(args, self.context)
-                if command.streams:
-                    result = collect(result)
-                return Called(name, self._payload(result))
+                    args = invoker.arguments(command, given, strict=False)
+                except invoker.Invalid as exc:  # the page names each argument its way
+                    said = exc.worded(lambda param: (labels or {}).get(param.name, param.name))
+                    return self._failed(name, exc, 400, f"{said}; change it and try again")
+                return Called(name, self._payload(invoker.invoke(command, args, self.context)))
             except NotFound as exc:
                 return self._failed(name, exc, 404)
             except UsageError as exc:
@@ -121,10 +118,4 @@ class Caller:
 
     def _line(self, line: str) -> str:
         return one_line(masked(f"uwf: error: {line}", self.context.redact))
-
-
-def _convert(command: Command[Any], arguments: dict[str, Any]) -> Any:
-    """The command's Args from a query's strings (msgspec's refusal raised as is)."""
-    return msgspec.convert(arguments, command.args, strict=False)
-
 

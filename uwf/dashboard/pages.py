@@ -170,7 +170,7 @@ def _detail(caller: Caller, hash_: Any) -> tuple[str | None, bool]:
     text = payload if isinstance(payload, str) else json.dumps(payload, indent=2,
                                                                ensure_ascii=False)
     if caller.context.redact is not None:
-        from uwf.cli.parsing import masked
+        from uwf.invoker.text import masked
 
         text = masked(text, caller.context.redact)
     return text[:DETAIL_CHARS], False

@@ -10,9 +10,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from uwf.cli.context import Context
 from uwf.dashboard.commands import TOKEN_ENV, DashboardArgs
 from uwf.errors import UsageError
+from uwf.invoker.context import Context
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The Host headers a loopback server without a token answers (DNS rebinding).

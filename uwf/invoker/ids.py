@@ -2,11 +2,12 @@
 Base32 is case-insensitive), whole or as the first few characters of one; a node's hash
 in any case.
 
-Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through `Command.call`,
-which makes each id argument whole (`whole_ids`) before the handler sees it: upper case,
-and a prefix looked up in the view that holds such ids by a range scan of its key (never
-a scan of every row). A prefix no id has is not found (exit 1); one several ids have is
-refused naming a few of them (exit 2). The features' services take whole ids only.
+Every surface (the CLI, `uwf mcp`, the dashboard) runs a command through the invoker
+(`uwf.invoker.invoke`), which makes each id argument whole (`whole_ids`) before the
+handler sees it: upper case, and a prefix looked up in the view that holds such ids by a
+range scan of its key (never a scan of every row). A prefix no id has is not found (exit
+1); one several ids have is refused naming a few of them (exit 2). The features'
+services take whole ids only.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from uwf.ids import ULID_LENGTH, ULID_PREFIX_PATTERN
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
-    from uwf.cli.spec import A
+    from uwf.invoker.context import Context
+    from uwf.invoker.spec import A
 
 _HASH = r"[0-9A-Fa-f][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{12}"  # uwf.cas.hashing's
 # (Patterns, compiled by `re`'s own cache on first use: most commands take no id.)
@@ -35,7 +36,7 @@ SHOWN = 3  # the matches an ambiguous prefix names
 def whole_ids(args: A, ctx: Context) -> A:
     """`args` with every id argument whole and upper case (the store is read only for
     a prefix); a value that is no id's start is left for the handler to refuse."""
-    from uwf.cli.parsing import params
+    from uwf.invoker.params import params
 
     given = {param.name: param.ids for param in params(type(args)) if param.ids}
     changed: dict[str, str] = {}

@@ -2,7 +2,8 @@
 
 A `Context` holds `--store`, `--json` and `--now` for one command (and whether its
 result is read on a terminal), with the environment and working folder it runs in
-(by default this process's, copied when the context is made). From them it resolves
+(the entry point's: the CLI gives its process's, `uwf.cli.process`), and the commands
+it was called among (`commands`: a server it starts serves them). From them it resolves
 the command's `Settings` once, on first use, opens the store with them
 (`Store.open(settings=..., redact=..., features=...)`, with the features the entry
 point listed: by default `uwf.features.FEATURES`) and closes it in `close()`, and
@@ -14,18 +15,32 @@ its own environment.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import EllipsisType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from uwf.cli.progress import Bars
+    from contextlib import AbstractContextManager
+    from typing import Protocol
+
     from uwf.config.settings import Settings
     from uwf.engine.feature import Feature
+    from uwf.invoker.spec import Group
     from uwf.redact import Redact
     from uwf.store import Store
+
+    class Meter(Protocol):
+        """One progress bar: told (done, total or 0); a line printed `aside` it."""
+
+        def __call__(self, done: int, total: int) -> None: ...
+
+        def aside(self) -> AbstractContextManager[None]: ...
+
+    class Bars(Protocol):
+        """Where a long command draws its bars (the CLI's, on a terminal's stderr:
+        `uwf.cli.progress.Bars`)."""
+
+        def bar(self, label: str, unit: str = "events", leave: bool = True) -> Meter: ...
 
 # The options every command accepts; no command argument may take these names.
 GLOBAL_OPTIONS = ("store", "json", "format", "now")
@@ -40,24 +55,6 @@ def redactor_for(environ: Mapping[str, str]) -> Redact | None:
     return load_redactor(environ, config_path(environ))
 
 
-def process_redactor() -> Redact | None:
-    """The redactor for this process's secrets (before a command has a context)."""
-    return redactor_for(os.environ)
-
-
-def process_environ() -> dict[str, str]:
-    """A copy of this process's environment: a command's, unless it is given one."""
-    return dict(os.environ)
-
-
-def working_folder() -> Path | None:
-    """This process's working folder, or None when it has none (it was removed)."""
-    try:
-        return Path.cwd()
-    except OSError:
-        return None
-
-
 class Context:
     """The global options of one command; the settings and store they name, lazily.
 
@@ -67,9 +64,10 @@ class Context:
     def __init__(self, *, store_root: str | None = None, json: bool = False,
                  now: str | None = None, terminal: bool = False,
                  progress: Callable[[int, int], None] | None = None,
-                 bars: Bars | None = None, environ: Mapping[str, str] | None = None,
-                 cwd: Path | EllipsisType | None = ...,
-                 features: Sequence[Feature] | None = None) -> None:
+                 bars: Bars | None = None, environ: Mapping[str, str],
+                 cwd: Path | None,
+                 features: Sequence[Feature] | None = None,
+                 commands: Group | None = None) -> None:
         from uwf.engine.clock import clock_from
 
         self.store_root = store_root  # --store; else UWF_HOME and the defaults
@@ -83,14 +81,17 @@ class Context:
         # Where a long command draws more bars (`thread run`'s steps, `log verify`'s
         # events): the CLI's when stderr is a terminal; None draws nothing (piped, MCP).
         self.bars = bars
-        # The environment and working folder the command runs in (by default this
-        # process's, copied now; a cwd of None: it has none).
-        self.environ: Mapping[str, str] = process_environ() if environ is None else environ
-        self.cwd: Path | None = working_folder() if cwd is ... else cwd
+        # The environment and working folder the command runs in (the entry point's:
+        # the CLI gives its process's, copied; a cwd of None: it has none).
+        self.environ: Mapping[str, str] = environ
+        self.cwd: Path | None = cwd
         # The features of the store (None: uwf's, `uwf.features.FEATURES`, loaded when the
         # store is opened, so a command that opens none does not import them).
         self._features = None if features is None else tuple(features)
         self._store: Store | None = None
+        # The commands this one was called among (the binary's), which a server it
+        # starts offers: `uwf mcp`'s tools, the dashboard's reads and actions.
+        self.commands = commands
         clock_from(self.now, self.environ)  # a malformed --now / UWF_NOW: a usage error now
 
     def __repr__(self) -> str:

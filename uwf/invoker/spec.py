@@ -4,8 +4,9 @@ A command's arguments are one frozen msgspec Struct (a subclass of
 `uwf.config.args.Args`, declared in the feature's `commands` module). From that
 one declaration the CLI renders argparse (`uwf.cli.parsing`) and any other
 surface (an MCP server) derives a JSON Schema (`command_schemas`); every surface
-calls the same handler, `handler(args, ctx) -> result`, and renders the result
-with `uwf.payload.to_payload`.
+runs it through the one invoker (`uwf.invoker.invoke`), which calls its handler,
+`handler(args, ctx) -> result`, and renders the result with
+`uwf.payload.to_payload`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import msgspec
 from uwf.config.args import Args
 
 if TYPE_CHECKING:
-    from uwf.cli.context import Context
+    from uwf.invoker.context import Context
     from uwf.store import Store
 
 A = TypeVar("A", bound=Args)
@@ -77,13 +78,6 @@ class Command(msgspec.Struct, Generic[A], frozen=True):
     endless: Callable[[Any], bool] | None = None
     # Offered as an MCP tool (`uwf mcp`): every command but the server itself.
     mcp: bool = True
-
-    def call(self, args: A, ctx: Context) -> Any:
-        """The handler, run with the id arguments made whole (any case, a unique prefix:
-        uwf.cli.ids), as every surface (CLI, MCP, dashboard) runs a command."""
-        from uwf.cli.ids import whole_ids
-
-        return self.handler(whole_ids(args, ctx), ctx)
 
     def failed(self, payload: Any) -> bool:
         """Whether `payload` (what `--json` prints) makes the command exit 1 though it
