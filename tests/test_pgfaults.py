@@ -579,3 +579,36 @@ def test_an_immediate_restart_in_a_storm_of_eight_workers(tmp_path: Path) -> Non
         with contextlib.suppress(subprocess.CalledProcessError):
             server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_section_whose_connection_broke_is_never_taken_as_written(pg_url: str) -> None:
+    """The server ends the writer's connection inside a section (a restart), and the
+    section goes on past the lost statement (as a retry or a catch-up may): psycopg
+    leaves such a block without a COMMIT and without an error, so the section was
+    taken as written, and a worker's `thread start` right before a restart was
+    acknowledged but not in the log. It is StoreUnavailable, and nothing is written."""
+    from uwf.errors import StoreUnavailable
+    from uwf.store import Store
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("CREATE TABLE scratch_rows (x int)")
+    store = Store.open(pg_url)
+    try:
+        database = store.database
+        assert database is not None
+
+        def past_a_lost_statement() -> None:
+            with database.transaction() as connection:
+                connection.execute("INSERT INTO scratch_rows VALUES (1)")
+                cut(pg_url, connection.info.backend_pid)
+                with contextlib.suppress(psycopg.OperationalError):
+                    connection.execute("INSERT INTO scratch_rows VALUES (2)")
+
+        with pytest.raises(StoreUnavailable, match="lost before the commit"):
+            past_a_lost_statement()
+        with database.transaction() as connection:  # the next section connects again
+            connection.execute("INSERT INTO scratch_rows VALUES (3)")
+    finally:
+        store.close()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        assert admin.execute("SELECT x FROM scratch_rows").fetchall() == [(3,)]

@@ -162,12 +162,18 @@ class PgDatabase:
             writer = self.writer  # connected again first if the server dropped it
             self._local.depth = 1
             try:
-                with writer.transaction():
+                with writer.transaction() as transaction:
                     yield writer
             except self._psycopg.OperationalError as exc:
                 raise self.unavailable(exc) from None
             finally:
                 self._local.depth = 0
+            # psycopg leaves a block whose connection broke inside it without a COMMIT and
+            # without an error: a section that went on past a lost statement (a retry, a
+            # catch-up) would be taken as written. The server ended it: nothing was.
+            if transaction.status != transaction.Status.COMMITTED:
+                raise self.unavailable(ConnectionError(
+                    "the connection was lost before the commit; nothing was written"))
 
     def create(self, table: str, *statements: str) -> None:
         """Run `statements` (CREATE ... IF NOT EXISTS) unless `table` exists. Two processes
