@@ -432,14 +432,14 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
         tries += 1
         events, error, records = judge()
 
-        def decide(views: Views) -> Outcome[_Finished]:
+        def record(views: Views) -> Outcome[_Finished]:
             finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
             # The summary is read inside the writers' section, from the views just folded.
             return Outcome(events, then=lambda views: (
                 error, summary(get_thread(views, plan.thread))))
 
         try:
-            return store.journal.write(decide, nodes=records)
+            return store.journal.write(record, nodes=records)
         except Rejected:
             # A write the store lost contact with may have been committed all the same
             # (the connection dropped after its COMMIT): retried, its step is no longer
