@@ -614,7 +614,7 @@ def test_a_section_whose_connection_broke_is_never_taken_as_written(pg_url: str)
         assert admin.execute("SELECT x FROM scratch_rows").fetchall() == [(3,)]
 
 
-def test_every_acknowledged_start_survives_fast_restarts(tmp_path: Path) -> None:
+def test_every_acknowledged_start_survives_fast_restarts(own_server: Server) -> None:
     """Three threads of one process start threads as fast as they can, a fourth sets
     the policy, while the server is restarted (`-m fast`) six times: every
     `start_thread` that returned is in the log afterwards. (Before sections checked
@@ -627,13 +627,10 @@ def test_every_acknowledged_start_survives_fast_restarts(tmp_path: Path) -> None
     from uwf.threads.service import get_thread, start_thread
     from uwf.workflows.service import put_workflow
 
-    folder = Path(tempfile.mkdtemp(prefix="uwf-pg-"))
-    server = Server(folder, pg_bin())
-    server.start()
     stop = threading.Event()
     acknowledged: list[str] = []
+    store = Store.open(own_server.create_database())
     try:
-        store = Store.open(server.create_database())
         put_workflow(store, EXAMPLE)
 
         def starting(n: int) -> None:
@@ -661,7 +658,7 @@ def test_every_acknowledged_start_survives_fast_restarts(tmp_path: Path) -> None
                     return len(acknowledged) > seen + 20
 
                 until(more, 30, "20 more threads started since the last restart")
-                restart(server)
+                restart(own_server)
         finally:
             stop.set()
             for worker in workers:
@@ -674,8 +671,5 @@ def test_every_acknowledged_start_survives_fast_restarts(tmp_path: Path) -> None
             except NotFound:
                 lost.append(thread)
         assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged starts lost"
-        store.close()
     finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        store.close()
