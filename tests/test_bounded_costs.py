@@ -9,12 +9,11 @@ which is fast; the agents under test then run as real processes on the same stor
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -121,7 +120,7 @@ def test_default_context_of_100_steps_holds_the_last_20(store: Store, tmp_path: 
 def test_default_context_reads_only_the_last_20_step_nodes(
         store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The older layout (UWF_NODES=loose): each step's nodes are files, so one can go.
-    store.settings = dataclasses.replace(store.settings, node_records=False)
+    store.settings = msgspec.structs.replace(store.settings, node_records=False)
     thread = loop_thread(store, tmp_path, 100)
     steps = [node.hash for node in chain(store, get_thread(store.read(), thread).head)]
     assert len(steps) == 100
@@ -163,7 +162,8 @@ def test_history_default_from_env_and_config(store: Store, tmp_path: Path) -> No
     # UWF_HISTORY wins over the config; the caller wins over both. It comes from the
     # environment the entry point resolved (the store's settings), not this process's.
     def history(value: str) -> Store:
-        return replace(store, settings=store.settings.with_environ(UWF_HISTORY=value))
+        return msgspec.structs.replace(
+            store, settings=store.settings.with_environ(UWF_HISTORY=value))
 
     assert len(agent_context(history("3"), thread, "worker").history) == 3
     assert len(agent_context(history("3"), thread, "worker", config=seven).history) == 3

@@ -29,12 +29,14 @@ CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.termination", "uwf.cli.process"
 SURFACE = ("uwf.cli", "uwf.invoker")
 
 
-def loaded_after(argv: list[str], tmp_path: Path) -> list[str]:
-    """The uwf modules a fresh interpreter holds after `main(argv)` (exit 0)."""
+def loaded_after(argv: list[str], tmp_path: Path, prefix: str = "uwf") -> list[str]:
+    """The modules (uwf's, or all with `prefix=""`) a fresh interpreter holds after
+    `main(argv)` (exit 0)."""
     probe = ("import contextlib, io, json, sys\nfrom uwf.cli.main import main\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n"
              f"    code = main({argv!r})\n"
-             "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('uwf'))]))")
+             f"print(json.dumps([code, sorted(m for m in sys.modules\n"
+             f"                          if m.startswith({prefix!r}))]))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True, cwd=tmp_path, timeout=60)
     code, modules = json.loads(done.stdout)
@@ -59,6 +61,18 @@ def test_workflow_show_loads_no_other_group(store_with_workflow: Path, tmp_path:
                     "dashboard", "storecopy"):
         assert f"uwf.{feature}.commands" not in modules, feature
     assert not [m for m in modules if m.startswith("uwf.language.")]
+
+
+def test_workflow_show_loads_none_of_the_costly_helpers(store_with_workflow: Path,
+                                                        tmp_path: Path) -> None:
+    """What a read has no use for, each a millisecond or more of every CLI call: shutil
+    (argparse's formatter asks it the terminal's width; it brings bz2 and lzma), OpenSSL
+    (a line's digest takes CPython's own SHA-256), cbor2 (an old store's hash rule) and
+    dataclasses (each class made costs more than a msgspec Struct)."""
+    modules = set(loaded_after(["--store", str(store_with_workflow), "workflow", "show",
+                                "solve-issue"], tmp_path, prefix=""))
+    assert "uwf.workflows.commands" in modules  # the probe saw the command run
+    assert {"shutil", "_hashlib", "cbor2", "dataclasses"} & modules == set()
 
 
 def test_a_named_group_loads_its_own_declarations_only(store_with_workflow: Path,

@@ -15,9 +15,10 @@ Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from uwf.cas.backends import FileBlobs, MemoryBlobs
 from uwf.cas.records import LoggedBlobs
@@ -67,8 +68,7 @@ def event_catalog(features: Sequence[Feature] | None = None) -> EventCatalog:
     return catalog_of(default_features() if features is None else features)
 
 
-@dataclass
-class Store:
+class Store(msgspec.Struct):
     """A store's parts: the event log, its views (via the journal) and the CAS."""
 
     root: Path | None
@@ -83,11 +83,11 @@ class Store:
     now: str | None = None
     redact: Redact | None = None
     # What the entry point resolved from its environment, working folder and argv.
-    settings: Settings = field(default_factory=process_settings)
+    settings: Settings = msgspec.field(default_factory=process_settings)
     # The PostgreSQL database the parts share, closed with the store (None: a folder).
     database: PgDatabase | None = None
     # The features whose events, views, checks and upcasters the parts were wired with.
-    features: tuple[Feature, ...] = field(default_factory=default_features)
+    features: tuple[Feature, ...] = msgspec.field(default_factory=default_features)
 
     @property
     def log(self) -> EventLog:
@@ -137,10 +137,10 @@ class Store:
         elif now is not None:
             raise ValueError("give --now in the settings (Settings.from_env(now=...))")
         elif root is not None and is_database_url(str(root)):
-            settings = replace(settings, store_url=str(root))
+            settings = msgspec.structs.replace(settings, store_url=str(root))
         elif root is not None:
-            settings = replace(settings, store_root=store_root(str(root), settings.environ),
-                               store_url=None)
+            settings = msgspec.structs.replace(
+                settings, store_root=store_root(str(root), settings.environ), store_url=None)
         clock = clock or settings.clock
         listed = valid(default_features() if features is None else features)
         if settings.store_url is not None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import cbor2
-
 from uwf.cas.hashing import hash_bytes
 
 LEGACY_RULE = "uwf-legacy"  # never recorded: a store without a record uses it
@@ -42,7 +40,10 @@ def legacy_normalize(value: Any) -> Any:
 
 
 def legacy_cbor(payload: Any) -> bytes:
-    """The old encoding: cbor2's core deterministic encoding, shortest floats."""
+    """The old encoding: cbor2's core deterministic encoding, shortest floats (cbor2
+    loaded here: only an old store's node needs it, and a read should not pay for it)."""
+    import cbor2
+
     return bytes(cbor2.dumps(legacy_normalize(payload), canonical=True))
 
 

@@ -4,14 +4,14 @@ gives, and what is wrong with a node record of the log (`log verify`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from uwf.cas.hashing import is_hash, node_hash, self_hash
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(msgspec.Struct, frozen=True):
     hash: str
     type: str
     payload: Any

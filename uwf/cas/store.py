@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import msgspec
 
 from uwf.cas.backends import Blobs, check_hash
 from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, self_hash
@@ -40,8 +41,7 @@ BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
 CHECKED_KEPT = 4096  # checked nodes a Cas keeps in memory (then it lets them all go)
 
 
-@dataclass(frozen=True)
-class WalkEntry:
+class WalkEntry(msgspec.Struct, frozen=True):
     hash: str
     type: str
     depth: int

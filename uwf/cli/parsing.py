@@ -7,6 +7,7 @@ value is one line naming the argument and what it accepts.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -37,6 +38,30 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's raw-description help, its width found as `shutil.get_terminal_size`
+    finds it (COLUMNS, then the terminal, then 80) without importing shutil: argparse
+    makes a formatter for every argument added, and shutil brings bz2, lzma and zlib."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 # -- argparse --------------------------------------------------------------------------
 
 def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.ArgumentParser:
@@ -47,7 +72,7 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
     parser = _Parser(
         prog=group.prog,
         description=group.description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
         epilog="examples:\n" + "\n".join(f"  {c.example}" for c in commands[:4]),
     )
     _global_options(parser, argparse.SUPPRESS)
@@ -63,7 +88,8 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
             name = command.path[0]
             if name not in subgroups:
                 sub = top.add_parser(name, help=group.groups.get(name, ""),
-                                     description=group.groups.get(name, ""))
+                                     description=group.groups.get(name, ""),
+                                     formatter_class=_Formatter)
                 subgroups[name] = sub.add_subparsers(dest="_command", metavar="SUBCOMMAND",
                                                      parser_class=_Parser)
                 subgroups[name].required = True
@@ -73,7 +99,7 @@ def build_parser(group: Group, only: Command[Any] | None = None) -> argparse.Arg
             help=command.help,
             description=command.help,
             epilog=f"example:\n  {command.example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_Formatter,
         )
         for param in params(command.args):
             if param.name in GLOBAL_OPTIONS or param.name.startswith("_"):

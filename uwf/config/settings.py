@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+
+import msgspec
 
 from uwf.config.env import env_number
 from uwf.engine.clock import Clock, fixed_clock, parse_instant, system_clock
@@ -30,8 +31,7 @@ from uwf.errors import UsageError
 DEFAULT_LOCK_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True):
     """One command's outside world: its environment and working folder, and what uwf
     reads from them, checked."""
 
@@ -110,7 +110,7 @@ class Settings:
 
     def with_environ(self, **changes: str) -> Settings:
         """These settings with `changes` added to the environment its agents get."""
-        return replace(self, environ=MappingProxyType({**self.environ, **changes}))
+        return msgspec.structs.replace(self, environ=MappingProxyType({**self.environ, **changes}))
 
 
 def process_settings(store: str | Path | None = None, now: str | None = None) -> Settings:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -362,7 +361,7 @@ class _FileSession:
             # A note for this very cut means its writer died before truncating: the
             # cut below is the same one, so it is recorded once, not twice.
             tail = self.segments.read(name, cut, size)
-            same = (name, cut, len(tail), hashlib.sha256(tail).hexdigest()[:32])
+            same = (name, cut, len(tail), digest(tail))
             unrecorded = [r for r in unrecorded
                           if (r.segment, r.offset, r.dropped_bytes, r.digest) != same]
             unrecorded.append(self._cut(name, size, cut, reasons, unrecorded))
@@ -417,7 +416,7 @@ class _FileSession:
             offset=cut,
             dropped_bytes=len(dropped),
             dropped_lines=dropped.count(b"\n") + (0 if dropped.endswith(b"\n") else 1),
-            digest=hashlib.sha256(dropped).hexdigest()[:32],
+            digest=digest(dropped),
             reason="; ".join(reasons),
         )
         # Noted (with any earlier unrecorded cut) before the bytes go.

@@ -5,11 +5,11 @@ held (memory flat in the log's length); and the rows a commit writes."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
+
+import msgspec
 
 from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
 from uwf.engine.log import Checkpoint, LogLine
@@ -24,8 +24,7 @@ KNOWN = 20_000  # states a long fold keeps from one stretch to the next
 NOTHING: Mapping[Any, Any] = {}
 
 
-@dataclass
-class Folded:
+class Folded(msgspec.Struct):
     """How far a fold written in parts has got: its commit's new checkpoint, known once
     the last part is written (called then)."""
 
@@ -113,7 +112,7 @@ class Fold:
         last = start
         apply = self.apply
         decode = self.catalog.decode
-        sha256 = hashlib.sha256  # `digest`, inlined: this loop is the rebuild's hot path
+        from hashlib import sha256  # `digest`, inlined: this loop is the rebuild's hot path
         for line in lines:
             envelope = decode(line.raw)
             if envelope.seq != seq + 1:

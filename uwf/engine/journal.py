@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -59,8 +58,7 @@ from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
 REOPENS = 10  # tries of a catch-up whose views cannot be opened or written (`refresh`)
-@dataclass(frozen=True)
-class Rebuild:
+class Rebuild(msgspec.Struct, frozen=True):
     """What a rebuild did: the views' new head; the checkpoint of the snapshot it
     restored (then only the log after it was folded), or why it refused the one kept."""
 
@@ -78,8 +76,7 @@ class FirstTry(Protocol):
               sync: bool) -> tuple[Any] | None: ...
 
 
-@dataclass(frozen=True)
-class Outcome(Generic[T]):
+class Outcome(msgspec.Struct, Generic[T], frozen=True):
     """What a command decided: the events to append and the result to hand back, or
     `then`, which reads the result from the views just after the events are folded
     (still inside the exclusive section: no other write can land in between)."""
