@@ -22,6 +22,7 @@ from types import ModuleType
 import pytest
 
 from uwf.audit.verify import verify
+from uwf.cas.store import builtin_hash
 from uwf.engine.clock import parse_instant
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
@@ -44,6 +45,10 @@ from uwf.queue.events import (
     QueueWaiting,
 )
 from uwf.store import Store
+from uwf.workflows import decide as workflow_decide
+from uwf.workflows import rules as workflow_rules
+from uwf.workflows.events import WorkflowRegistered
+from uwf.workflows.rules import WorkflowState
 
 T0 = parse_instant("2026-12-01T10:00:00Z")
 
@@ -226,3 +231,66 @@ def test_every_queue_refusal_code_is_walked() -> None:
                         for _, call, data in queue_calls(entry, now) if refused(call))
     assert seen.isdisjoint(QUEUE_LOG_ONLY)
     assert seen | set(QUEUE_LOG_ONLY) == set(queue_rules.REFUSALS)
+
+
+# -- a registered workflow name ------------------------------------------------------------
+
+# Two nodes in every store (the built-in schemas), standing for two workflow versions.
+V1, V2 = builtin_hash("Workflow"), builtin_hash("Text")
+WSUBJECT = "workflow/wf"
+WORKFLOW_HISTORIES: dict[str, list[EventData]] = {
+    "new": [],
+    "registered": [WorkflowRegistered("wf", V1)],
+    "moved": [WorkflowRegistered("wf", V1), WorkflowRegistered("wf", V2, V1)],
+}
+
+
+def workflow_at(history: str) -> tuple[Clocked, WorkflowState | None]:
+    clocked = Clocked()
+    clocked.store.cas.ensure_builtins()
+    for index, data in enumerate(WORKFLOW_HISTORIES[history]):
+        clocked.write(WSUBJECT, data, T0 + index)
+    return clocked, clocked.store.read().get("workflows", "wf")
+
+
+def workflow_calls(state: WorkflowState | None) -> Iterator[Call]:
+    """Every decider of uwf/workflows/decide.py: None is its refusal (nothing to do)."""
+    current = None if state is None else state.hash
+    for version in (V1, V2):
+        yield ("register", partial(workflow_decide.register, state, "wf", version),
+               WorkflowRegistered("wf", version, current))
+
+
+def test_the_walk_calls_every_workflow_decider() -> None:
+    assert {name for name, _, _ in workflow_calls(None)} == deciders(workflow_decide)
+
+
+@pytest.mark.parametrize("history", WORKFLOW_HISTORIES)
+def test_every_workflow_refusal_is_named_by_verify(history: str) -> None:
+    _, state = workflow_at(history)
+    seen: set[str | None] = set()
+    for name, call, data in workflow_calls(state):
+        if call() is not None:
+            continue
+        assert isinstance(data, WorkflowRegistered)
+        code = workflow_rules.refusal(state, data)
+        assert code in workflow_rules.REFUSALS, (name, data, code)
+        seen.add(code)
+        assert named(workflow_at(history)[0], WSUBJECT, data, T0 + 10), (name, data)
+    assert seen == (set() if state is None else {workflow_rules.ALREADY})
+
+
+def test_every_workflow_refusal_code_is_walked() -> None:
+    """Each code of the rules is the decider's refusal (walked above), or one no command
+    writes (PREVIOUS: the decider names the state's hash), forged by hand."""
+    clocked, state = workflow_at("moved")
+    forged = WorkflowRegistered("wf", V1, None)
+    assert workflow_rules.refusal(state, forged) == workflow_rules.PREVIOUS
+    assert named(clocked, WSUBJECT, forged, T0 + 10)
+    seen: set[str | None] = set()
+    for history in WORKFLOW_HISTORIES:
+        _, state = workflow_at(history)
+        seen.update(workflow_rules.refusal(state, data) for _, call, data
+                    in workflow_calls(state) if call() is None and
+                    isinstance(data, WorkflowRegistered))
+    assert seen | {workflow_rules.PREVIOUS} == set(workflow_rules.REFUSALS)
