@@ -14,20 +14,13 @@ without a finding fails too.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
-from types import ModuleType
 
 import pytest
 
-from uwf.audit.verify import verify
-from uwf.cas.store import builtin_hash
-from uwf.config.limits import MAX_TIMEOUT_S
-from uwf.engine.clock import parse_instant
-from uwf.engine.events import EventData, NewEvent
-from uwf.engine.journal import Outcome
-from uwf.errors import NothingToDo, Rejected
+from tests.refusalkit import T0, V1, V2, Call, Clocked, deciders, named, refused
+from uwf.engine.events import EventData
 from uwf.queue import decide as queue_decide
 from uwf.queue import rules as queue_rules
 from uwf.queue.entry import QueueEntry
@@ -45,62 +38,10 @@ from uwf.queue.events import (
     QueueStatusSet,
     QueueWaiting,
 )
-from uwf.store import Store
-from uwf.threads import decide as thread_decide
-from uwf.threads import rules as thread_rules
-from uwf.threads.events import (
-    ThreadAnswered,
-    ThreadAsked,
-    ThreadBlocked,
-    ThreadEnded,
-    ThreadStarted,
-    ThreadStepFailed,
-    ThreadStepped,
-    ThreadStepStarted,
-    ThreadTimedOut,
-)
-from uwf.threads.state import ThreadState
 from uwf.workflows import decide as workflow_decide
 from uwf.workflows import rules as workflow_rules
 from uwf.workflows.events import WorkflowRegistered
 from uwf.workflows.rules import WorkflowState
-
-T0 = parse_instant("2026-12-01T10:00:00Z")
-
-
-def deciders(module: ModuleType) -> set[str]:
-    """The public functions a decide module defines (its deciders and their helpers)."""
-    return {name for name, value in vars(module).items()
-            if inspect.isfunction(value) and value.__module__ == module.__name__
-            and not name.startswith("_")}
-
-
-class Clocked:
-    """A memory store whose clock the test sets: each line is written at `now`."""
-
-    def __init__(self) -> None:
-        self.now = T0
-        self.store = Store.memory(clock=lambda: self.now)
-        self.store.cas.ensure_builtins()  # the nodes the events refer to (V1, V2)
-
-    def write(self, subject: str, data: EventData, at: int) -> int:
-        self.now = at
-        self.store.journal.write(lambda views: Outcome([NewEvent(subject, data)]))
-        return self.store.log.head().seq
-
-
-def named(clocked: Clocked, subject: str, data: EventData, at: int) -> list[str]:
-    """The problems `log verify` names on `data` forged onto `subject` at `at` (the
-    log before it verifies clean)."""
-    before = verify(clocked.store)
-    assert before.ok, before.problems
-    seq = clocked.write(subject, data, at)
-    return [item.problem for item in verify(clocked.store).problems if item.seq == seq]
-
-
-# Two nodes in every store (the built-in schemas), standing for what events refer to.
-V1, V2 = builtin_hash("Workflow"), builtin_hash("Text")
-
 
 # -- the queue entry -----------------------------------------------------------------------
 
@@ -139,11 +80,6 @@ def reclaimed(entry: QueueEntry, now: int, policy: queue_rules.Policy) -> QueueR
                           parked)
 
 
-# A call of a decider: its name, what it returns (raising its refusal), and the event
-# it would have written (forged when it refuses).
-Call = tuple[str, Callable[[], object], EventData]
-
-
 def queue_calls(entry: QueueEntry, now: int) -> Iterator[Call]:
     """Every decider of uwf/queue/decide.py, with each argument that changes its answer."""
     d = queue_decide
@@ -177,17 +113,6 @@ def queue_calls(entry: QueueEntry, now: int) -> Iterator[Call]:
         yield ("set_status", partial(d.set_status, entry, target),
                QueueStatusSet(target, entry.status))
         yield ("settable", partial(d.settable, target), QueueStatusSet(target, entry.status))
-
-
-def refused(call: Callable[[], object]) -> bool:
-    """Whether a decider refused: it raised, or a batch decider took nothing. (The
-    fail_attempt decider returns the refusal it gives once the failure is recorded: a
-    refusal of the command, not of the event it writes.)"""
-    try:
-        answer = call()
-    except (Rejected, NothingToDo):
-        return True
-    return answer == []
 
 
 def queue_entry_at(history: str) -> tuple[Clocked, QueueEntry]:
@@ -311,113 +236,3 @@ def test_every_workflow_refusal_code_is_walked() -> None:
                     in workflow_calls(state) if call() is None and
                     isinstance(data, WorkflowRegistered))
     assert seen | {workflow_rules.PREVIOUS} == set(workflow_rules.REFUSALS)
-
-
-# -- a thread ------------------------------------------------------------------------------
-
-THREAD = "01JD0000000000000000000000"
-TSUBJECT = f"thread/{THREAD}"
-DUE = T0 + 30_000  # the deadline of the step in flight, and of a question
-STARTED = ThreadStarted(V1, "wf", V1, "/repo", V1)
-IN_FLIGHT = ThreadStepStarted("S1", "planner", "", "mock", DUE)
-STEPPED = ThreadStepped("S1", V1, "planner", "_", V1)
-THREAD_HISTORIES: dict[str, list[EventData]] = {
-    "idle": [STARTED],
-    "running": [STARTED, IN_FLIGHT],
-    "waiting": [STARTED, IN_FLIGHT, STEPPED, ThreadAsked("S1", "planner", "Go?", V1, DUE)],
-    "waiting-forever": [STARTED, IN_FLIGHT, STEPPED, ThreadAsked("S1", "planner", "Go?", V1)],
-    "answered": [STARTED, IN_FLIGHT, STEPPED, ThreadAsked("S1", "planner", "Go?", V1, DUE),
-                 ThreadAnswered("S1", V1)],
-    "blocked": [STARTED, ThreadBlocked("no-transition", "no edge", "planner", "_")],
-    "ended": [STARTED, ThreadEnded("end")],
-    "killed": [STARTED, IN_FLIGHT, ThreadEnded("killed")],
-}
-# Before every deadline, and after them all.
-THREAD_INSTANTS = (T0 + 10, DUE + 10)
-# The decide module's helpers: they decide no event.
-THREAD_HELPERS = {"deadline", "waiting"}
-
-
-def thread_at(history: str) -> tuple[Clocked, ThreadState]:
-    clocked = Clocked()
-    for index, data in enumerate(THREAD_HISTORIES[history]):
-        clocked.write(TSUBJECT, data, T0 + index)
-    state = clocked.store.read().get("threads", THREAD)
-    assert isinstance(state, ThreadState)
-    return clocked, state
-
-
-def thread_calls(state: ThreadState, now: int) -> Iterator[Call]:
-    """Every decider of uwf/threads/decide.py. A refused `thread step` would have
-    written the step in flight's abandonment, else a new step; a `time_out` answering
-    None writes nothing (its refusal)."""
-    d = thread_decide
-    flight = state.in_flight
-    taken: EventData = (ThreadStepStarted("S7", "planner", "", "mock", now + 60_000)
-                        if flight is None else
-                        ThreadStepFailed(flight.step_id, flight.role, thread_rules.ABANDONED,
-                                           "taken over"))
-    yield ("take_over", partial(d.take_over, state, now, max_timeout_s=MAX_TIMEOUT_S), taken)
-    for step in ("S1", "S9"):
-        yield ("finish", partial(d.finish, state, step), ThreadStepped(step, V1, "p", "_", V1))
-    yield ("kill", partial(d.kill, state, "stop"), ThreadEnded("killed", "stop"))
-    asked = state.asked
-    step = "S1" if asked is None else asked.step_id
-    yield ("answer", partial(d.answer, state, V1, now), ThreadAnswered(step, V1))
-    due = now if asked is None or asked.deadline_ms is None else asked.deadline_ms
-    yield ("time_out", partial(_none_refused, d.time_out, state, now),
-           ThreadTimedOut(step, due))
-
-
-def _none_refused(decider: Callable[[ThreadState, int], object], state: ThreadState,
-                  now: int) -> object:
-    """A decider whose None is its refusal (nothing written), as a batch decider's []."""
-    answer = decider(state, now)
-    return [] if answer is None else answer
-
-
-def test_the_walk_calls_every_thread_decider() -> None:
-    _, state = thread_at("idle")
-    walked = {name for name, _, _ in thread_calls(state, T0)}
-    assert walked | THREAD_HELPERS == deciders(thread_decide)
-
-
-@pytest.mark.parametrize("now", THREAD_INSTANTS)
-@pytest.mark.parametrize("history", THREAD_HISTORIES)
-def test_every_thread_refusal_is_named_by_verify(history: str, now: int) -> None:
-    _, state = thread_at(history)
-    for name, call, data in thread_calls(state, now):
-        if not refused(call):
-            continue
-        code = thread_rules.judge(state, data, now)
-        assert code in thread_rules.REFUSALS, (name, data, code)
-        assert named(thread_at(history)[0], TSUBJECT, data, now), (name, data)
-
-
-THREAD_LOG_ONLY: dict[str, tuple[str | None, EventData]] = {
-    thread_rules.BEFORE_START: (None, ThreadEnded("killed")),
-    thread_rules.STARTED_TWICE: ("idle", STARTED),
-    thread_rules.IN_FLIGHT: ("running", ThreadStepStarted("S2", "planner", "", "mock", DUE)),
-    thread_rules.BLOCKED: ("blocked", ThreadStepped("S2", V1, "planner", "_", V1, reused=V1)),
-    thread_rules.OTHER_QUESTION: ("waiting", ThreadAnswered("S9", V1)),
-}
-
-
-@pytest.mark.parametrize("code", sorted(THREAD_LOG_ONLY))
-def test_a_thread_refusal_no_command_writes_is_named(code: str) -> None:
-    history, data = THREAD_LOG_ONLY[code]
-    clocked = thread_at(history)[0] if history else Clocked()
-    state = clocked.store.read().get("threads", THREAD)
-    assert thread_rules.judge(state, data, T0 + 10) == code
-    assert named(clocked, TSUBJECT, data, T0 + 10)
-
-
-def test_every_thread_refusal_code_is_walked() -> None:
-    seen: set[str | None] = set()
-    for history in THREAD_HISTORIES:
-        _, state = thread_at(history)
-        for now in THREAD_INSTANTS:
-            seen.update(thread_rules.judge(state, data, now)
-                        for _, call, data in thread_calls(state, now) if refused(call))
-    assert seen.isdisjoint(THREAD_LOG_ONLY)
-    assert seen | set(THREAD_LOG_ONLY) == set(thread_rules.REFUSALS)
