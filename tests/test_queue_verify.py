@@ -17,6 +17,7 @@ from tests.queuekit import Queue, at, queue_on
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
 from uwf.queue import rules
+from uwf.queue.entry import QueueEntry
 from uwf.queue.events import (
     QueueAdded,
     QueueCancelled,
@@ -27,7 +28,6 @@ from uwf.queue.events import (
     QueueReset,
     QueueStatusSet,
 )
-from uwf.queue.rules import EntryState
 from uwf.store import Store
 
 
@@ -95,9 +95,16 @@ def test_every_transition_the_commands_make_verifies_clean(cli: Cli) -> None:
 # The entries `every_transition` leaves, as the transition table sees them: `set` was
 # set to error (parked), `cancelled` cancelled, `drained` still ready (the drain comes
 # later), `done` completed; `ghost` never added.
-SET, CANCELLED, READY, DONE = (EntryState("parked", None, 0), EntryState("cancelled", None, 0),
-                               EntryState("ready", None, 0), EntryState("drained", None, 0))
 ENTRY = "01M8BBRF2GM9SD3B54Z7VJ3W7E"
+
+
+def entry_in(status: str) -> QueueEntry:
+    return QueueEntry(ENTRY, "/r", 1, "2026-12-01T10:00:00.000Z", "2026-12-01T10:00:00.000Z",
+                      status)
+
+
+SET, CANCELLED, READY, DONE = (entry_in("parked"), entry_in("cancelled"), entry_in("ready"),
+                               entry_in("drained"))
 
 
 @pytest.mark.parametrize(("state", "data", "problem"), [
@@ -117,7 +124,7 @@ ENTRY = "01M8BBRF2GM9SD3B54Z7VJ3W7E"
     (READY, QueueAdded(repo="/r", priority=1), "queue/{id} added twice"),
     (None, QueueDrained(), "queue.drained before queue/{id} was added"),
 ])
-def test_a_transition_the_commands_refuse_is_named(state: EntryState | None, data: EventData,
+def test_a_transition_the_commands_refuse_is_named(state: QueueEntry | None, data: EventData,
                                                    problem: str) -> None:
     assert rules.problem(state, data, f"queue/{ENTRY}") == problem.format(id=ENTRY)
 

@@ -1,9 +1,12 @@
 """The queue entry's deciders: an entry as the views hold it, a command, the instant
 and the policy in; the event to record out, or a refusal (`uwf.errors`).
 
-Each builds the event its command would record and asks the transition table
-(`uwf.queue.rules.refusal`) whether it may happen, then words the refusal for the
-command's user. `uwf.queue.sched` and `uwf.queue.service` are the I/O around them:
+Each builds the event its command would record and asks the aggregate's rules
+(`uwf.queue.rules.refusal`, over the entry's whole state as `evolve` left it in the
+view: its status, lease, attempts and backoff, judged at `now`) whether it may happen,
+then words the refusal for the command's user: so every refusal here is a problem
+`log verify` names on a log holding that event (tests/test_refusals_named.py).
+`uwf.queue.sched` and `uwf.queue.service` are the I/O around them:
 they read the views and call these inside the writers' section
 (`journal.write_at`), so `now` is the instant the events are recorded at. Pure: no
 store, no clock, no CAS, no environment.
@@ -15,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from uwf.engine.clock import format_ts
 from uwf.errors import NothingToDo, Rejected
+from uwf.queue.entry import QueueEntry
 from uwf.queue.events import (
     QueueCancelled,
     QueueCompleted,
@@ -28,8 +32,8 @@ from uwf.queue.events import (
     QueueStatusSet,
     QueueWaiting,
 )
-from uwf.queue.projection import QueueEntry
 from uwf.queue.rules import (
+    ALREADY,
     EXPIRED,
     NOT_THE_LEASE,
     SETTABLE,
@@ -37,7 +41,6 @@ from uwf.queue.rules import (
     Held,
     Policy,
     failure,
-    out_of_backoff,
     refusal,
 )
 
@@ -45,7 +48,7 @@ from uwf.queue.rules import (
 
 def _held(entry: QueueEntry, data: Held, now: int) -> None:
     """Refuse a lease holder's event unless its lease is the entry's live lease at `now`."""
-    code = refusal(entry.rules_state, data, now)
+    code = refusal(entry, data, now)
     if code is None:
         return
     if code == WRONG_STATUS:
@@ -98,7 +101,7 @@ def wait(entry: QueueEntry, lease_id: str, now: int, run: str, question: str
 def resume(entry: QueueEntry, reason: str) -> QueueResumed:
     """A waiting entry ready again (its run was answered, or its deadline passed)."""
     data = QueueResumed(reason)
-    if refusal(entry.rules_state, data) is not None:
+    if refusal(entry, data) is not None:
         raise Rejected(f"queue entry {entry.id} is {entry.status}, not waiting",
                        "nothing to resume")
     return data
@@ -122,7 +125,7 @@ def fail_attempt(entry: QueueEntry, why: str, now: int, policy: Policy
     no attempt to count."""
     lease = entry.lease
     data = failed_release(entry, "" if lease is None else lease.id, now, policy, why)
-    if refusal(entry.rules_state, data, now) is not None:
+    if refusal(entry, data, now) is not None:
         raise Rejected(f"queue entry {entry.id} is not completed: {why}",
                        "put the artifact in place, then set it again")
     after = (f"parked at attempt {data.attempts}" if data.parked else
@@ -139,15 +142,14 @@ def grant(chosen: Sequence[QueueEntry], lease_ids: Sequence[str], now: int, poli
           *, session: str | None = None, reached: Sequence[str] = ()
           ) -> list[tuple[QueueEntry, QueueLeased]]:
     """A lease of each entry `chosen` (each with its id from `lease_ids`) that the table
-    lets be leased now: ready, out of its backoff. None granted is exit 3, naming the
-    first ceiling `reached` if one was (the selection's reasons), else that nothing is
-    eligible."""
+    lets be leased now: ready, out of its backoff (`refusal` at `now`). None granted is
+    exit 3, naming the first ceiling `reached` if one was (the selection's reasons), else
+    that nothing is eligible."""
     expires = now + policy.lease_ttl_ms
     granted = []
     for entry, lease_id in zip(chosen, lease_ids, strict=True):
         data = QueueLeased(lease_id, expires, entry.attempts + 1, session)
-        if refusal(entry.rules_state, data, now) is None and out_of_backoff(
-                entry.next_eligible_at_ms, now):
+        if refusal(entry, data, now) is None:
             granted.append((entry, data))
     if granted:
         return granted
@@ -171,7 +173,7 @@ def reclaim(entries: Iterable[QueueEntry], now: int, policy: Policy
             f"lease {lease.id} expired at {format_ts(lease.expires_at_ms)}")
         data = QueueReclaimed("" if lease is None else lease.id, attempts, reason, eligible,
                               parked)
-        if refusal(entry.rules_state, data, now) is None:
+        if refusal(entry, data, now) is None:
             taken.append((entry, data))
     return taken
 
@@ -179,7 +181,7 @@ def reclaim(entries: Iterable[QueueEntry], now: int, policy: Policy
 def reset(entry: QueueEntry) -> QueueReset:
     """A parked entry ready again with attempts 0; only a parked one."""
     data = QueueReset(entry.attempts)
-    if refusal(entry.rules_state, data) is not None:
+    if refusal(entry, data) is not None:
         raise Rejected(f"queue entry {entry.id} is {entry.status}, not parked",
                        "only a parked entry is reset")
     return data
@@ -191,13 +193,13 @@ def drain(entries: Iterable[QueueEntry]) -> list[tuple[QueueEntry, QueueDrained]
     """Each of `entries` the table lets be drained (handed to the host outside any
     policy): the ready ones, in backoff or not."""
     data = QueueDrained()
-    return [(entry, data) for entry in entries if refusal(entry.rules_state, data) is None]
+    return [(entry, data) for entry in entries if refusal(entry, data) is None]
 
 
 def cancel(entry: QueueEntry, reason: str = "") -> QueueCancelled:
     """The entry will never run; a live lease on it is void."""
     data = QueueCancelled(entry.status, reason)
-    if refusal(entry.rules_state, data) is not None:
+    if refusal(entry, data) is not None:
         raise Rejected(f"queue entry {entry.id} is already {entry.status}",
                        "nothing to cancel")
     return data
@@ -214,6 +216,10 @@ def set_status(entry: QueueEntry, target: str) -> QueueStatusSet:
     """The job registry's `status --set`: the table lets an operator set any status an
     operator sets, from any; setting the one the entry has is refused as nothing to do."""
     settable(target)
-    if entry.status == target:
+    data = QueueStatusSet(target, entry.status)
+    code = refusal(entry, data)
+    # A set from any status is in the table; what is left is the status it has.
+    assert code in (None, ALREADY), code
+    if code == ALREADY:
         raise Rejected(f"queue entry {entry.id} is already {target}", "nothing to do")
-    return QueueStatusSet(target, entry.status)
+    return data

@@ -1,8 +1,10 @@
-"""`log verify`'s check of the queue's events: the entry's transition table
-(uwf/queue/py, docs/queue.md): a lease only of a ready entry, each attempt
-counted once, a lease's holder acting only on its live lease, a reset only of a parked
-entry, nothing after an entry was drained or cancelled but a status set by hand; and
-no lease over a ceiling of the scheduling policy the log has at its instant."""
+"""`log verify`'s check of the queue's events: each entry folded by the aggregate's
+`evolve` (uwf/queue/rules.py, as the `queue` view is), each event judged by its
+`refusal` at the event's instant (docs/queue.md): a lease only of a ready entry out of
+its backoff, each attempt counted once, a lease's holder acting only on its live lease,
+a reset only of a parked entry, nothing after an entry was drained or cancelled but a
+status set by hand, and to a status it did not have; and no lease over a ceiling of the
+scheduling policy the log has at its instant."""
 
 from __future__ import annotations
 
@@ -13,16 +15,9 @@ from uwf.engine.clock import parse_instant
 from uwf.engine.events import Envelope
 from uwf.engine.feature import Check
 from uwf.errors import UsageError
-from uwf.queue.events import QueueAdded, QueueLeased, SchedPolicySet
-from uwf.queue.rules import (
-    ADDED,
-    TIMED,
-    EntryState,
-    Policy,
-    next_state,
-    over_ceiling,
-    policy_of,
-)
+from uwf.queue.entry import QueueEntry
+from uwf.queue.events import QueueLeased, SchedPolicySet
+from uwf.queue.rules import TIMED, Policy, evolve, over_ceiling, policy_of
 from uwf.queue.rules import problem as entry_problem
 
 
@@ -54,13 +49,12 @@ def _instant(ts: str) -> int | None:
 
 
 class QueueOrder:
-    """Each entry's state, the policy, each entry's pool (its session) and the live
-    leases per pool and over all pools, as the log has them so far."""
+    """Each entry's state (`evolve` folded), the policy, and the live leases per pool
+    and over all pools, as the log has them so far."""
 
     def __init__(self, made: Mapping[str, Check]) -> None:
-        self.queue: dict[str, EntryState] = {}
+        self.queue: dict[str, QueueEntry] = {}
         self.policy = Policy()
-        self.pools: dict[str, str | None] = {}
         self.live: dict[str | None, LiveLeases] = {}
         self.live_total = LiveLeases()
 
@@ -72,25 +66,23 @@ class QueueOrder:
         if not envelope.type.startswith("queue."):
             return None
         subject = envelope.subject
-        state = self.queue.get(subject)
+        entry = self.queue.get(subject)
         at = _instant(envelope.ts) if envelope.type in TIMED else None
-        problem = entry_problem(state, data, subject, at)
-        if state is None:
-            if isinstance(data, QueueAdded):
-                self.queue[subject] = ADDED
-                self.pools[subject] = data.session
+        problem = entry_problem(entry, data, subject, at)
+        after = evolve(entry, envelope)
+        if after is None:  # nothing folds into an entry not added
             return problem
-        if isinstance(data, QueueAdded):
-            return problem  # added twice: the entry is followed as it was
-        after = next_state(state, data)
-        pool = self.pools.get(subject)
-        live = self.live.setdefault(pool, LiveLeases())
-        if problem is None and isinstance(data, QueueLeased) and at is not None:
-            ceiling = over_ceiling(self.policy, pool, live.active_at(at),
-                                         self.live_total.active_at(at), envelope.ts)
-            problem = None if ceiling is None else f"{envelope.type} of {subject}: {ceiling}"
         self.queue[subject] = after
-        expires = after.expires if after.status == "leased" else None
+        if entry is not None and entry.session != after.session:  # added twice, elsewhere
+            self.live.setdefault(entry.session, LiveLeases()).set(subject, None)
+        live = self.live.setdefault(after.session, LiveLeases())
+        if problem is None and isinstance(data, QueueLeased) and at is not None:
+            ceiling = over_ceiling(self.policy, after.session, live.active_at(at),
+                                   self.live_total.active_at(at), envelope.ts)
+            problem = None if ceiling is None else f"{envelope.type} of {subject}: {ceiling}"
+        lease = after.lease
+        expires = (lease.expires_at_ms if lease is not None and after.status == "leased"
+                   else None)
         live.set(subject, expires)
         self.live_total.set(subject, expires)
         return problem

@@ -1,11 +1,16 @@
-"""The queue entry's transition table (SPEC §8, docs/queue.md): which event may follow
-which status, the status after it, and the policy the lease rules are judged under.
+"""The queue entry as an aggregate (SPEC §8, docs/queue.md): its transition table (which
+event may follow which status, the status after it), `refusal` (why an event may not
+happen to an entry, its time rules included), `evolve` (the entry after an event, over
+its whole state, `uwf.queue.entry.QueueEntry`), and the policy the lease rules are
+judged under.
 
 An entry is `ready`, `leased`, `drained`, `parked`, `cancelled` or `waiting` (its
 run waits for an answer; resumed to `ready` once answered); before its
 `queue.added` it does not exist (None). Everything that decides or folds an entry
-reads this one table: the commands (`uwf/queue/decide.py`), the `queue` view
-(`uwf/queue/projection.py`) and `log verify` (`uwf/audit/verify.py`).
+reads these: the commands (`uwf/queue/decide.py`) judge the entry the `queue` view
+holds with `refusal`; the view (`uwf/queue/projection.py`) is `evolve` folded;
+`log verify` (`uwf/queue/order.py`) folds the same `evolve` and names what `refusal`
+refuses.
 
 Pure: no store, no clock, no I/O.
 """
@@ -13,18 +18,24 @@ Pure: no store, no clock, no I/O.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TypeVar
 
 import msgspec
 
 from uwf.engine.clock import format_ts
-from uwf.engine.events import EventData
+from uwf.engine.events import Envelope, EventData
+from uwf.queue.entry import TERMINAL as _TERMINAL
+from uwf.queue.entry import Lease, QueueEntry
 from uwf.queue.events import (
     QueueAdded,
     QueueCancelled,
     QueueCompleted,
+    QueueDelivered,
+    QueueDeliveryFailed,
     QueueDrained,
     QueueLeased,
+    QueuePublished,
+    QueueReceived,
     QueueReclaimed,
     QueueReleased,
     QueueRenewed,
@@ -37,7 +48,8 @@ from uwf.queue.events import (
 from uwf.queue.terms import STATUSES
 
 READY, LEASED, DRAINED, PARKED, CANCELLED, WAITING = STATUSES
-TERMINAL = (DRAINED, CANCELLED)
+TERMINAL = _TERMINAL  # drained, cancelled: what the entry's whole state calls ended
+T = TypeVar("T")
 SETTABLE = (READY, DRAINED, PARKED, CANCELLED)  # `queue status --set`: a lease is granted
 
 # What an event does to an entry: its type, told apart further by what three types
@@ -84,23 +96,16 @@ NOT_EXPIRED = "not-expired"  # a reclaim of a lease still live at its instant
 ATTEMPT = "attempt"  # a lease's attempt is not the failed attempts + 1
 ATTEMPTS = "attempts"  # a release or reclaim counts the failed attempts wrong
 PREVIOUS = "previous"  # a cancel or status set names a status the entry was not in
+IN_BACKOFF = "in-backoff"  # a lease before the entry's backoff ran out, at its instant
+ALREADY = "already"  # a status set to the status the entry has: nothing to do
+# Every code `refusal` returns: each is a refusal of a decider and a problem `log verify`
+# names (tests/test_refusals_named.py walks them).
+REFUSALS = (BEFORE_ADDED, ADDED_TWICE, NOT_SETTABLE, WRONG_STATUS, NOT_THE_LEASE, EXPIRED,
+            NOT_EXPIRED, ATTEMPT, ATTEMPTS, PREVIOUS, IN_BACKOFF, ALREADY)
 
 
 # The events a lease's holder records while it holds the lease.
 Held = QueueRenewed | QueueCompleted | QueueReleased | QueueWaiting
-
-
-class EntryState(NamedTuple):
-    """An entry as the table sees it: its status, its live lease's id and expiry (epoch
-    ms), and its failed attempts."""
-
-    status: str
-    lease: str | None
-    attempts: int
-    expires: int | None = None
-
-
-ADDED = EntryState(READY, None, 0)  # an entry just after its `queue.added`
 
 
 def kind_of(data: EventData) -> str | None:
@@ -127,43 +132,49 @@ def follows(status: str | None) -> dict[str, str]:
     return TRANSITIONS.get(status, _UNKNOWN_STATUS)
 
 
-def refusal(state: EntryState | None, data: EventData, at: int | None = None) -> str | None:
+def refusal(entry: QueueEntry | None, data: EventData, at: int | None = None) -> str | None:
     """Why `data`, happening at `at` (epoch ms, the event's instant; None: not judged
-    by time), may not happen to an entry in `state` (None: not added), or None when the
-    table allows it. One code, the first that applies, so one problem is named once."""
+    by time), may not happen to `entry` (None: not added), or None when the table allows
+    it. One code, the first that applies, so one problem is named once."""
     kind = kind_of(data)
     if kind is None:
         return None
-    if state is None:
+    if entry is None:
         return None if kind in TRANSITIONS[None] else BEFORE_ADDED
     if kind == "added":
         return ADDED_TWICE
     if isinstance(data, QueueStatusSet) and data.status not in SETTABLE:
         return NOT_SETTABLE
-    if kind not in follows(state.status):
+    if kind not in follows(entry.status):
         return WRONG_STATUS
     if isinstance(data, Held | QueueReclaimed):
-        if data.lease_id != state.lease:
+        lease = entry.lease
+        if lease is None or data.lease_id != lease.id:
             return NOT_THE_LEASE
-        if state.expires is not None and at is not None:
+        if at is not None:
             if kind in RECLAIMS:
-                return NOT_EXPIRED if state.expires > at else None
-            if state.expires <= at:
+                return NOT_EXPIRED if lease.expires_at_ms > at else None
+            if lease.expires_at_ms <= at:
                 return EXPIRED
-    if isinstance(data, QueueLeased) and data.attempt != state.attempts + 1:
-        return ATTEMPT
-    if isinstance(data, QueueReleased | QueueReclaimed) and data.attempts != counted(state,
+    if isinstance(data, QueueLeased):
+        if at is not None and not out_of_backoff(entry.next_eligible_at_ms, at):
+            return IN_BACKOFF
+        if data.attempt != entry.attempts + 1:
+            return ATTEMPT
+    if isinstance(data, QueueReleased | QueueReclaimed) and data.attempts != counted(entry,
                                                                                      data):
         return ATTEMPTS
-    if isinstance(data, QueueCancelled | QueueStatusSet) and data.previous != state.status:
+    if isinstance(data, QueueStatusSet) and data.status == entry.status:
+        return ALREADY
+    if isinstance(data, QueueCancelled | QueueStatusSet) and data.previous != entry.status:
         return PREVIOUS
     return None
 
 
-def counted(state: EntryState, data: QueueReleased | QueueReclaimed) -> int:
+def counted(entry: QueueEntry, data: QueueReleased | QueueReclaimed) -> int:
     """The failed attempts after a release or reclaim: one more unless given back."""
     failed = not isinstance(data, QueueReleased) or data.failed
-    return state.attempts + 1 if failed else state.attempts
+    return entry.attempts + 1 if failed else entry.attempts
 
 
 # What `log verify` says when an event follows a status the table does not allow it.
@@ -178,47 +189,54 @@ _WRONG_STATUS = {
 }
 
 
-def problem(state: EntryState | None, data: EventData, subject: str, at: int | None = None
+def problem(entry: QueueEntry | None, data: EventData, subject: str, at: int | None = None
             ) -> str | None:
-    """What `log verify` says of `data` happening at `at` to the entry `subject` in
-    `state` (None: the table allows it)."""
-    code = refusal(state, data, at)
+    """What `log verify` says of `data` happening at `at` to the entry `subject` (None:
+    not added; the answer None: the table allows it)."""
+    code = refusal(entry, data, at)
     if code is None:
         return None
     if code == BEFORE_ADDED:
         return f"{data.type} before {subject} was added"
     if code == ADDED_TWICE:
         return f"{subject} added twice"
-    assert state is not None
-    return f"{data.type} of {subject}: {_words(code, state, data, at)}"
+    assert entry is not None
+    return f"{data.type} of {subject}: {_words(code, entry, data, at)}"
 
 
-def _words(code: str, state: EntryState, data: EventData, at: int | None) -> str:
-    status = state.status
+def _words(code: str, entry: QueueEntry, data: EventData, at: int | None) -> str:
+    status = entry.status
     if code == NOT_SETTABLE:
         assert isinstance(data, QueueStatusSet)
         return f"status set to {data.status!r}, which is not a status an operator sets"
     if code == WRONG_STATUS:
         return _WRONG_STATUS[data.type].format(status=status)
+    if code == ALREADY:
+        return f"status set to {status}, which it already was"
     if code == PREVIOUS:
         assert isinstance(data, QueueCancelled | QueueStatusSet)
         return f"previous is {data.previous}, but the entry was {status}"
+    if code == IN_BACKOFF:
+        assert at is not None
+        return (f"leased at {format_ts(at)}, in its backoff until "
+                f"{format_ts(entry.next_eligible_at_ms or 0)}")
     if code == ATTEMPT:
         assert isinstance(data, QueueLeased)
-        return f"attempt {data.attempt} after {state.attempts} failed attempts"
+        return f"attempt {data.attempt} after {entry.attempts} failed attempts"
     if code == ATTEMPTS:
         assert isinstance(data, QueueReleased | QueueReclaimed)
-        return f"{data.attempts} attempts recorded where {counted(state, data)} were counted"
+        return f"{data.attempts} attempts recorded where {counted(entry, data)} were counted"
     assert isinstance(data, Held | QueueReclaimed)
+    lease = entry.lease
     if code == NOT_THE_LEASE:
-        return f"lease {data.lease_id} is not the live lease {state.lease}"
-    assert state.expires is not None
+        return f"lease {data.lease_id} is not the live lease {lease and lease.id}"
+    assert lease is not None
     assert at is not None
     if code == NOT_EXPIRED:
         return (f"lease {data.lease_id} reclaimed at {format_ts(at)}, before it expired at "
-                f"{format_ts(state.expires)}")
-    return (f"lease {data.lease_id} had expired at {format_ts(state.expires)}, before this "
-            f"event ({format_ts(at)})")
+                f"{format_ts(lease.expires_at_ms)}")
+    return (f"lease {data.lease_id} had expired at {format_ts(lease.expires_at_ms)}, before "
+            f"this event ({format_ts(at)})")
 
 
 def leads_to(status: str, data: EventData) -> str:
@@ -242,20 +260,77 @@ def leads_to(status: str, data: EventData) -> str:
 _AS_IT_SAYS = {kind: target for row in TRANSITIONS.values() for kind, target in row.items()}
 
 
-def next_state(state: EntryState, data: EventData) -> EntryState:
-    """The entry after `data`, as the event says (an entry added twice is followed as
-    it was)."""
-    if isinstance(data, QueueAdded) or kind_of(data) is None:
-        return state
-    status = leads_to(state.status, data)
+_replace = msgspec.structs.replace
+
+
+def added(entry_id: str, data: QueueAdded, ts: str) -> QueueEntry:
+    """The entry its `queue.added` makes: ready, no attempt yet."""
+    return QueueEntry(
+        id=entry_id, repo=data.repo, priority=data.priority, enqueued_at=ts, updated_at=ts,
+        workflow=data.workflow, workflow_hash=data.workflow_hash, prompt=data.prompt,
+        run=data.run, session=data.session, agent=data.agent, timeout_sec=data.timeout_sec,
+        idle_timeout_sec=data.idle_timeout_sec, expected_artifacts=data.expected_artifacts,
+        note=data.note, key=data.key, broker=_given(data.broker),
+        topic_prefix=_given(data.topic_prefix), auth_token=_given(data.auth_token))
+
+
+def evolve(entry: QueueEntry | None, event: Envelope) -> QueueEntry | None:
+    """The entry after `event` (None: not added yet), over its whole state: what the
+    event says happened, needing no policy and no clock. An event the table refuses
+    is folded as it says all the same (a forged lease is a lease), so the view shows
+    what the log holds and `log verify`, folding this too, names each problem once;
+    an entry added twice starts over; nothing folds into an entry not added."""
+    data = event.data
+    if isinstance(data, QueueAdded):
+        return added(event.subject.removeprefix("queue/"), data, event.ts)
+    if entry is None:
+        return None
+    entry = _replace(entry, status=leads_to(entry.status, data), updated_at=event.ts,
+                     events=entry.events + 1)
+    if isinstance(data, QueuePublished | QueueDeliveryFailed | QueueDelivered | QueueReceived):
+        return _message(entry, data)
     if isinstance(data, QueueLeased):
-        return EntryState(status, data.lease_id, state.attempts, data.expires_at_ms)
-    if isinstance(data, QueueRenewed):
-        return state._replace(expires=data.expires_at_ms) if data.lease_id == state.lease \
-            else state
-    if isinstance(data, QueueReleased | QueueReclaimed):
-        return EntryState(status, None, data.attempts)
-    return EntryState(status, None, 0 if isinstance(data, QueueReset) else state.attempts)
+        lease = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
+        return _replace(entry, lease=lease, next_eligible_at_ms=None)
+    if isinstance(data, QueueRenewed):  # only the live lease is extended
+        live = entry.lease
+        if live is None or live.id != data.lease_id:
+            return entry
+        return _replace(entry, lease=_replace(live, expires_at_ms=data.expires_at_ms))
+    if isinstance(data, QueueCompleted | QueueReleased | QueueWaiting) and data.run is not None:
+        entry = _replace(entry, run=data.run)
+    entry = _replace(entry, lease=None, next_eligible_at_ms=None)
+    if isinstance(data, QueueReleased | QueueReclaimed):  # the attempts the event counted
+        entry = _replace(entry, attempts=data.attempts)
+        if isinstance(data, QueueReleased) and not data.failed:
+            return entry
+        if data.parked:
+            return _replace(entry, parked_reason=data.reason or "failed")
+        return _replace(entry, next_eligible_at_ms=data.next_eligible_at_ms,
+                        parked_reason=None)
+    if isinstance(data, QueueReset):
+        return _replace(entry, attempts=0, parked_reason=None)
+    if isinstance(data, QueueStatusSet):
+        return _replace(entry, parked_reason="set by an operator"
+                        if data.status == PARKED else None)
+    return entry
+
+
+def _given(value: T | msgspec.UnsetType) -> T | None:
+    return None if isinstance(value, msgspec.UnsetType) else value
+
+
+def _message(entry: QueueEntry, data: EventData) -> QueueEntry:
+    """The job's messaging counters after one of its MQTT events (no status moves)."""
+    if isinstance(data, QueuePublished):
+        return _replace(entry, last_seq=max(entry.last_seq, data.seq))
+    if isinstance(data, QueueDeliveryFailed):
+        return _replace(entry, undelivered=sorted({*entry.undelivered, data.seq}))
+    if isinstance(data, QueueDelivered):
+        return _replace(entry, undelivered=[seq for seq in entry.undelivered
+                                            if seq not in data.seqs])
+    assert isinstance(data, QueueReceived)
+    return _replace(entry, received_seq=max(entry.received_seq, data.seq))
 
 
 # -- the policy the lease rules are judged under ----------------------------------------

@@ -2,7 +2,8 @@
 reading in; the event to record, or a refusal (`Rejected`, raised), out.
 
 `run archive` asks the run's transition table (`uwf/runs/rules.py`); `run rerun`
-refuses a run that is running and links the new run to its original. The
+refuses a run that is running (the rules' `rerun_refusal`, which `log verify` names on
+a forged link too) and links the new run to its original. The
 services (`service.py`, `rerun.py`) read the views and the CAS, and write.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from uwf.errors import Rejected
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.projection import RunState, derived_at
-from uwf.runs.rules import ALREADY_ARCHIVED, NOT_ARCHIVED, refusal
+from uwf.runs.projection import RunState
+from uwf.runs.rules import ALREADY_ARCHIVED, NOT_ARCHIVED, refusal, rerun_refusal
 
 
 def archive(run: RunState, reason: str, *, unarchive: bool = False
@@ -30,7 +31,7 @@ def archive(run: RunState, reason: str, *, unarchive: bool = False
 def rerunnable(run: RunState, now: int) -> None:
     """`run rerun` takes a run that is not running at `now` (a stalled one is taken)."""
     run_id = run.thread.thread
-    if derived_at(run, now) == "running":
+    if rerun_refusal(run.thread, now) is not None:
         raise Rejected(f"run {run_id} is running",
                        f"wait for it to end, or end it with `uwf thread kill {run_id}`")
 

@@ -1,10 +1,11 @@
 """The `runs` view: the run index (SPEC §7). A run is a thread; its record is the
 thread's state plus what operators filed on it (archive, rerun provenance).
 
-The lifecycle is classified here and nowhere else: `derive` is SPEC §7's table,
-first match wins, over the thread's folded state; `lifecycle` adds the two
-things that are not in the log: the clock (a step in flight past its deadline is
-`stalled`) and the archive overlay (`archived`, with the derived one kept).
+The lifecycle is classified in the run's rules (`uwf.runs.rules.derive`: SPEC §7's
+table, first match wins, over the thread's folded state, and `derived_of`: the clock's
+rule, a step in flight past its deadline is `stalled`), which `log verify` judges a
+rerun by too; `lifecycle` adds the archive overlay (`archived`, with the derived one
+kept).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from uwf.engine.events import GENESIS_PREV, Envelope, as_envelope, digest, encod
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.rules import RunPhase, next_run
+from uwf.runs.rules import RunPhase, derive, derived_of, next_run
 from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
@@ -67,31 +68,9 @@ class RunState(msgspec.Struct, frozen=True, rename="camel"):
                         self.provenance is not None)
 
 
-def derive(thread: ThreadState) -> str:
-    """SPEC §7's lifecycle table over a thread's state, first match wins."""
-    if thread.in_flight is not None:
-        return "running"  # `stalled` once past its deadline: see `lifecycle`
-    if thread.state == "blocked":
-        return "blocked"
-    if thread.state == "waiting":
-        return "waiting"  # for an answer to its head's question
-    if thread.last_failure is not None:
-        return "failed"
-    if thread.state == "ended":
-        return "completed"
-    if thread.state == "killed":
-        return "cancelled"
-    if thread.steps > 0:
-        return "running"
-    return "queued"
-
-
 def derived_at(run: RunState, now_ms: int) -> str:
     """The derived lifecycle at `now_ms`: a step in flight past its deadline stalls."""
-    flight = run.thread.in_flight
-    if flight is not None and flight.deadline_ms < now_ms:
-        return "stalled"
-    return derive(run.thread)
+    return derived_of(run.thread, now_ms)
 
 
 def lifecycle(run: RunState, now_ms: int) -> str:

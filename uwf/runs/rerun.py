@@ -156,14 +156,15 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
                      if incremental else ([], False))
     subject = f"thread/{new_id}"
 
-    def decide(views: Views) -> Outcome[None]:
-        _check_rerunnable(store, get_run(views, run_id), store.clock())
+    def decide(views: Views, now: int) -> Outcome[None]:
+        # Judged at the instant the link is recorded at, as `log verify` judges it.
+        _check_rerunnable(store, get_run(views, run_id), now)
         data: list[EventData] = [started, linked, *(step.event for step in reused)]
         if ended:
             data.append(ThreadEnded("end"))
         return Outcome([NewEvent(subject, item) for item in data], None)
 
-    store.journal.write(decide)
+    store.journal.write_at(decide)
     new = get_run(store.read(), new_id)
     return Rerun(run_id=new_id, rerun_of=run_id, origin_run_id=linked.origin_run_id,
                  generation=linked.generation, workflow=workflow_hash,

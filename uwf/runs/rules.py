@@ -6,8 +6,12 @@ does is the thread's table (`uwf/threads/rules.py`); this one is the overlay an
 operator files on top, `unarchived` or `archived`, and the link a rerun is born
 with. Archiving ignores the run's lifecycle (retention archives running runs
 too, with `--state running`); a rerun's link is written with its thread's start,
-so it follows only a thread that is still idle, and only once. Read by `run
-archive` (`uwf/runs/decide.py`), the `runs` view and `log verify`.
+so it follows only a thread that is still idle, and only once, and names an original
+that was not running at the link's instant (its lifecycle, `derived_of`: SPEC §7's
+table over the thread's whole state, with the clock's one rule, a step in flight past
+its deadline stalls). Read by `run archive` and `run rerun` (`uwf/runs/decide.py`),
+the `runs` view and `log verify` (`uwf/runs/order.py`, over the thread state the
+threads' check folds with the threads' `evolve`).
 
 Pure: no store, no clock, no I/O.
 """
@@ -19,6 +23,7 @@ from typing import NamedTuple
 from uwf.engine.events import EventData
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
 from uwf.threads.rules import BEFORE_START
+from uwf.threads.state import ThreadState
 
 OVERLAYS = ("unarchived", "archived")
 KINDS = ("archived", "unarchived", "rerun_linked")
@@ -36,6 +41,10 @@ ALREADY_ARCHIVED = "already-archived"
 NOT_ARCHIVED = "not-archived"
 LINKED_TWICE = "linked-twice"
 LINK_LATE = "link-late"  # not with the thread's start: it moved on, or was archived
+RERUN_OF_RUNNING = "rerun-of-running"  # a rerun's original was running at its instant
+# Every code `refusal` and `rerun_refusal` return (tests/test_refusals_named.py).
+REFUSALS = (BEFORE_START, ALREADY_ARCHIVED, NOT_ARCHIVED, LINKED_TWICE, LINK_LATE,
+            RERUN_OF_RUNNING)
 
 
 class RunPhase(NamedTuple):
@@ -96,3 +105,38 @@ def next_run(run: RunPhase, data: EventData) -> RunPhase:
     if kind is None:
         return run
     return run._replace(overlay=TRANSITIONS[run.overlay].get(kind, kind))
+
+
+def derive(thread: ThreadState) -> str:
+    """SPEC §7's lifecycle table over a thread's state, first match wins."""
+    if thread.in_flight is not None:
+        return "running"  # `stalled` once past its deadline: see `derived_of`
+    if thread.state == "blocked":
+        return "blocked"
+    if thread.state == "waiting":
+        return "waiting"  # for an answer to its head's question
+    if thread.last_failure is not None:
+        return "failed"
+    if thread.state == "ended":
+        return "completed"
+    if thread.state == "killed":
+        return "cancelled"
+    if thread.steps > 0:
+        return "running"
+    return "queued"
+
+
+def derived_of(thread: ThreadState, now_ms: int) -> str:
+    """The derived lifecycle at `now_ms`: a step in flight past its deadline stalls."""
+    flight = thread.in_flight
+    if flight is not None and flight.deadline_ms < now_ms:
+        return "stalled"
+    return derive(thread)
+
+
+def rerun_refusal(original: ThreadState | None, at: int) -> str | None:
+    """Why a rerun of the run whose thread is `original` (None: not in the log) may not
+    be linked at `at`: its original is running then."""
+    if original is not None and derived_of(original, at) == "running":
+        return RERUN_OF_RUNNING
+    return None

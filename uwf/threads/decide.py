@@ -12,16 +12,27 @@ from __future__ import annotations
 from uwf.engine.clock import format_ts
 from uwf.errors import Rejected
 from uwf.threads.events import ThreadAnswered, ThreadEnded, ThreadStepFailed, ThreadTimedOut
-from uwf.threads.projection import ThreadState
-from uwf.threads.rules import AFTER_END, IN_FLIGHT, WAITING, refusal
+from uwf.threads.rules import (
+    ABANDONED,
+    AFTER_END,
+    ANSWERED_LATE,
+    TAKEN_OVER_EARLY,
+    WAITING,
+    judge,
+    refusal,
+    stranded_at,
+    untimely,
+)
+from uwf.threads.rules import DEADLINE_GRACE_MS as _GRACE
+from uwf.threads.state import ThreadState
 
 # A step in flight is stranded once its agent's timeout and this grace have passed.
-DEADLINE_GRACE_MS = 30_000
+DEADLINE_GRACE_MS = _GRACE
 
 
 def deadline(now: int, timeout_s: float) -> int:
     """When a step started at `now` whose agent may run `timeout_s` is stranded."""
-    return now + int(timeout_s * 1000) + DEADLINE_GRACE_MS
+    return stranded_at(now, timeout_s)
 
 
 def take_over(state: ThreadState, now: int, *, max_timeout_s: float) -> ThreadStepFailed | None:
@@ -37,17 +48,18 @@ def take_over(state: ThreadState, now: int, *, max_timeout_s: float) -> ThreadSt
     if why == WAITING:
         raise waiting(state)
     flight = state.in_flight
-    if why != IN_FLIGHT or flight is None:
+    if flight is None:
         return None
-    if now < flight.deadline_ms <= deadline(now, max_timeout_s):
+    abandoned = ThreadStepFailed(
+        flight.step_id, flight.role, ABANDONED,
+        f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over")
+    if untimely(state, abandoned, now, max_timeout_s=max_timeout_s) == TAKEN_OVER_EARLY:
         raise Rejected(
             f"thread {thread} has a step in flight (role {flight.role}, since "
             f"{flight.started_at})",
             "wait for it; if its process died, retry after " + format_ts(flight.deadline_ms),
         )
-    return ThreadStepFailed(
-        flight.step_id, flight.role, "abandoned",
-        f"no result before its deadline {format_ts(flight.deadline_ms)}; taken over")
+    return abandoned
 
 
 def finish(state: ThreadState, step_id: str) -> None:
@@ -77,23 +89,26 @@ def answer(state: ThreadState, answer_hash: str, now: int, by: str = "") -> Thre
     """`thread answer`: only while the thread waits, once, and before the question's
     deadline (after it, the thread's next step takes the `$TIMEOUT` edge)."""
     asked = state.asked
-    if asked is None or refusal(state.phase, "answered", asked.step_id) is not None:
-        raise Rejected(f"thread {state.thread} is not waiting for an answer (it is "
-                       f"{state.state})", "see it with `uwf thread show "
-                       f"{state.thread}`; `uwf thread list --waiting` lists those that are")
-    if asked.deadline_ms is not None and now >= asked.deadline_ms:
+    data = ThreadAnswered("" if asked is None else asked.step_id, answer_hash, by)
+    why = judge(state, data, now)
+    if why == ANSWERED_LATE:
+        assert asked is not None
+        assert asked.deadline_ms is not None
         raise Rejected(f"thread {state.thread}'s question was due by "
                        f"{format_ts(asked.deadline_ms)}", "its next step takes the asking "
                        "role's $TIMEOUT edge (`uwf thread step`), or blocks")
-    return ThreadAnswered(asked.step_id, answer_hash, by)
+    if why is not None:
+        raise Rejected(f"thread {state.thread} is not waiting for an answer (it is "
+                       f"{state.state})", "see it with `uwf thread show "
+                       f"{state.thread}`; `uwf thread list --waiting` lists those that are")
+    return data
 
 
 def time_out(state: ThreadState, now: int) -> ThreadTimedOut | None:
     """The thread's question past its deadline at `now` (None: it waits on, or does not
     wait)."""
     asked = state.asked
-    if asked is None or refusal(state.phase, "timed_out", asked.step_id) is not None:
+    if asked is None or asked.deadline_ms is None:
         return None
-    if asked.deadline_ms is None or now < asked.deadline_ms:
-        return None
-    return ThreadTimedOut(asked.step_id, asked.deadline_ms)
+    data = ThreadTimedOut(asked.step_id, asked.deadline_ms)
+    return None if judge(state, data, now) is not None else data

@@ -1,4 +1,5 @@
-"""The `workflows` view: each registered name and the Workflow node it points at."""
+"""The `workflows` view: each registered name and the Workflow node it points at, as the
+name's `evolve` (`uwf.workflows.rules`) leaves it."""
 
 from __future__ import annotations
 
@@ -9,14 +10,9 @@ import msgspec
 from uwf.engine.events import Envelope
 from uwf.engine.projection import StructProjection
 from uwf.workflows.events import WorkflowRegistered
+from uwf.workflows.rules import WorkflowState, evolve
 
-
-class WorkflowState(msgspec.Struct, frozen=True, rename="camel"):
-    name: str
-    hash: str
-    registered_at: str
-    registered_seq: int
-    versions: int
+__all__ = ["WorkflowState", "WorkflowsProjection"]
 
 
 class WorkflowsProjection(StructProjection):
@@ -30,6 +26,4 @@ class WorkflowsProjection(StructProjection):
         return data.name
 
     def apply(self, state: WorkflowState | None, event: Envelope) -> WorkflowState:
-        data: WorkflowRegistered = event.data
-        versions = 1 if state is None else state.versions + (state.hash != data.hash)
-        return WorkflowState(data.name, data.hash, event.ts, event.seq, versions)
+        return evolve(state, event)

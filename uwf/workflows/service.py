@@ -17,7 +17,7 @@ from uwf.errors import NotFound, Rejected, UwfError
 from uwf.payload import UNSET
 from uwf.redact import redact_value
 from uwf.store import Store
-from uwf.workflows.events import WorkflowRegistered
+from uwf.workflows.decide import register
 from uwf.workflows.results import Registered, WorkflowListed
 
 
@@ -77,12 +77,11 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
 
     def decide(views: Views) -> Outcome[Registered]:
         current = views.get("workflows", name)
-        if current is not None and current.hash == workflow_hash:
+        registered = register(current, name, workflow_hash)
+        if registered is None:
             return Outcome((), result)  # already registered: idempotent, nothing to append
-        if current is not None and conflict is not None:
+        if current is not None and conflict is not None:  # the caller's choice, not a rule
             raise conflict(current.hash)
-        previous = None if current is None else current.hash
-        registered = WorkflowRegistered(name, workflow_hash, previous)
         return Outcome([NewEvent(f"workflow/{name}", registered)], result)
 
     return store.journal.write(decide)
