@@ -1,11 +1,13 @@
 """The write path's CPU, one code against another, in alternating rounds (issue 30).
 
-    python bench/write_path_ab.py BASE [--rounds R] [--cycles N] [--entries N] [--dir DIR]
+    python bench/write_path_ab.py BASE [--b COMMIT] [--rounds R] [--cycles N] [--entries N]
+                                  [--dir DIR]
 
 BASE is a commit: its `uwf/` is taken with `git archive` into a scratch folder and put
-first on PYTHONPATH of every child of side A; side B is the work tree. Each round runs,
-for A then B, each in a fresh process, the CPU time (`time.process_time`, the figure a
-shared machine blurs least) of:
+first on PYTHONPATH of every child of side A; side B is the work tree, or with `--b`
+another commit taken the same way (so one change is measured alone while the tree moves
+on). Each round runs, for A then B, each in a fresh process, the CPU time
+(`time.process_time`, the figure a shared machine blurs least) of:
 
 - cycle: N lease+complete cycles in-process (`sched.lease(store, 1)`, `sched.complete`),
   UWF_DURABILITY=none and =fsync, on a copy of one store of 5,000 ready entries;
@@ -78,9 +80,20 @@ def uwf(args: list[str], path: Path | None, env: dict[str, str]) -> None:
                    capture_output=True, check=True)
 
 
+def extract(commit: str, folder: Path) -> Path:
+    """`commit`'s `uwf/` in `folder` (made), to put first on a child's PYTHONPATH."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "uwf"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("base")
+    parser.add_argument("--b", default=None, metavar="COMMIT",
+                        help="side B from this commit, not the work tree")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=50_000)
@@ -89,14 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.dir
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    base = work / "base"
-    base.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", args.base, "uwf"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    base = extract(args.base, work / "base")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
     env.pop("PYTHONPATH", None)
-    sides: dict[str, Path | None] = {"A": base, "B": None}
+    sides: dict[str, Path | None] = {
+        "A": base, "B": None if args.b is None else extract(args.b, work / "other")}
 
     template = work / "template"
     uwf(["--store", str(template), "workflow", "put", str(EXAMPLE)], base, env)
@@ -111,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     uwf(["--store", str(template), "queue", "add", "--batch", str(ready)], base, env)
 
     figures: dict[tuple[str, str], list[float]] = {}
-    print(f"# write path A/B: A = {args.base}, B = the work tree; {args.rounds} rounds; "
+    print(f"# write path A/B: A = {args.base}, B = {args.b or 'the work tree'}; "
+          f"{args.rounds} rounds; "
           f"load {os.getloadavg()}")
     for index in range(args.rounds):
         for side, path in sides.items():
