@@ -423,13 +423,16 @@ class Journal:
         # command still succeeds.
         try:
             states = self.fold.prefetch(envelopes, read)
+            # What the views hold of each entity the events change, before the fold
+            # makes new states of them: the commit then reads none of them back.
+            before = self.fold.stored(states)
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
                 self.fold.apply(states, envelope, since, set(self.projections), read)
             expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, head)
             streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
-            if not self.views.commit(self.fold.rows(states, expected), expected, new_head,
-                                     streams=streams):
+            if not self.views.commit(self.fold.rows(states, expected, before), expected,
+                                     new_head, streams=streams):
                 self.refresh()
                 return new_head, None
         except UwfError:

@@ -73,8 +73,14 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
     # key -> (text, column values) as stored
     old: dict[str, tuple[Any, ...]] = {}
     if not fresh:
+        # The rows the writer knows are stored (`Rows.before`) are not read back.
+        known: Mapping[str, Row | None] = getattr(rows, "before", {})
+        for key, was in known.items():
+            if was is not None:
+                old[key] = (was.text.translate(ASCII_LOWER), *was.columns)
         selected = "".join(f', "c_{column}"' for column in columns)
-        for chunk in chunks(list(rows)):
+        unknown = [key for key in rows if key not in known] if known else list(rows)
+        for chunk in chunks(unknown):
             for found in db.execute(f'SELECT key, text{selected} FROM "v_{name}" WHERE '
                                     f"key IN ({', '.join('?' * len(chunk))})", chunk):
                 old[found[0]] = found[1:]
