@@ -113,6 +113,13 @@ class Views:
             known[(view, key)] = state
         return state
 
+    def absent(self, view: str, keys: Iterable[str]) -> None:
+        """Say that these entities are not in the view (ids this command has just
+        minted): a write's fold starts them from nothing and reads none of them."""
+        known = self.known
+        if known is not None:
+            known.update(((view, key), None) for key in keys)
+
     def query(self, query: Query) -> list[Any]:
         decode = self._projections[query.view].decode
         rows = self._store.query(query)
