@@ -262,7 +262,9 @@ class Fold:
             known: dict[str, dict[str, Row | None]] = {}
             for (view, key), row in before.items():
                 known.setdefault(view, {})[key] = row
-            return {view: Rows(found, known.get(view, {})) for view, found in rows.items()}
+            for view, found in known.items():
+                if rows.get(view):
+                    rows[view] = Rows(rows[view], found)
         return rows
 
     @staticmethod

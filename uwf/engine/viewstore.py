@@ -26,6 +26,7 @@ from typing import Any
 
 from uwf.engine import ckptrows
 from uwf.engine.log import Checkpoint
+from uwf.engine.sqliteguard import Guard
 from uwf.engine.sqlquery import (
     chunks,
     column_sql,
@@ -51,8 +52,6 @@ from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 # A search whose words match at least this many rows walks the order's index for its
 # page instead of fetching every match (`query`).
 SCAN_ORDER_FROM = 1_000
-_BUSY = ("locked", "busy")
-_UNAVAILABLE = ("disk i/o", "unable to open", "full", "readonly", "read-only")
 
 
 class SqliteViewStore:
@@ -149,26 +148,11 @@ class SqliteViewStore:
             raise
         return db
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> Guard:
         """Classify SQLite's errors: busy and I/O errors are transient (never a reason
-        to delete the views); only a damaged file is Corrupt."""
-        try:
-            yield
-        except (sqlite3.ProgrammingError, sqlite3.InterfaceError):
-            raise  # a bug in uwf, not a state of the file
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if any(word in text for word in _BUSY):
-                raise StoreBusy(f"the views are busy ({self.path}: {exc})", "retry") from None
-            if any(word in text for word in _UNAVAILABLE):
-                raise StoreUnavailable(f"cannot use the views ({self.path}: {exc})",
-                                       "check the disk and permissions, then retry") from None
-            raise self._corrupt(exc) from None
-        except sqlite3.DatabaseError as exc:
-            raise self._corrupt(exc) from None
-        except UnicodeDecodeError as exc:  # sqlite3 could not decode its own message:
-            raise self._corrupt(exc) from None  # the schema's text is damaged
+        to delete the views); only a damaged file is Corrupt. (A class, not a generator:
+        every read and commit enters one.)"""
+        return Guard(self.path, self._corrupt)
 
     def _blob(self, value: object) -> bytes:
         """A stored state; anything but a BLOB (a hand-edited row) is a damaged view."""
@@ -426,10 +410,13 @@ class SqliteViewStore:
                         if name == STREAMS:
                             add_streams(db, entries, fresh=fresh, ordered=name in made)
                             continue
+                        written = part.get(name)
+                        if not written and not fresh:
+                            continue  # most views have no row in a command's commit
                         spec = self.specs[name]
                         if fresh:
                             create_table(db, spec)
-                        write_rows(db, spec, part.get(name, {}), fresh=fresh,
+                        write_rows(db, spec, written or {}, fresh=fresh,
                                    searched=name not in made)
                 for name in made - {STREAMS}:  # a new table's indexes, made once, loaded
                     index_table(db, self.specs[name])
