@@ -46,6 +46,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from queue import Empty as NothingYet
 from typing import Any
 
 from common import (
@@ -254,7 +255,17 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
                 for i in range(procs)]
     for child in children:
         child.start()
-    results = [out.get() for _ in children]
+    results = []
+    while len(results) < len(children):  # a process that died puts nothing: not waited for
+        try:
+            results.append(out.get(timeout=1.0))
+        except NothingYet:
+            failed = [child for child in children if child.exitcode not in (None, 0)]
+            if failed:
+                for child in children:
+                    child.terminate()
+                sys.exit(f"bench: a {target.__name__} process failed (exit "
+                         f"{failed[0].exitcode}): see its traceback above")
     for child in children:
         child.join()
         if child.exitcode != 0:
