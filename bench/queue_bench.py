@@ -191,7 +191,10 @@ def _raw_worker(path: str, count: int, line: bytes, barrier: Any, out: Any) -> N
 def _huey_storage(path: str, fsync: bool) -> Any:
     from huey import SqliteHuey
 
-    return SqliteHuey("bench", filename=path, fsync=fsync).storage
+    # A busy timeout of 60 s, not huey's 5: on a loaded machine its processes wait for
+    # one another's transactions longer than 5 s, and huey then fails "database is locked"
+    # (uwf's writers wait up to UWF_LOCK_TIMEOUT, 10 s, the same way).
+    return SqliteHuey("bench", filename=path, fsync=fsync, timeout=60).storage
 
 
 def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
