@@ -46,6 +46,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from queue import Empty as NothingYet
 from typing import Any
 
 from common import (
@@ -190,7 +191,10 @@ def _raw_worker(path: str, count: int, line: bytes, barrier: Any, out: Any) -> N
 def _huey_storage(path: str, fsync: bool) -> Any:
     from huey import SqliteHuey
 
-    return SqliteHuey("bench", filename=path, fsync=fsync).storage
+    # A busy timeout of 60 s, not huey's 5: on a loaded machine its processes wait for
+    # one another's transactions longer than 5 s, and huey then fails "database is locked"
+    # (uwf's writers wait up to UWF_LOCK_TIMEOUT, 10 s, the same way).
+    return SqliteHuey("bench", filename=path, fsync=fsync, timeout=60).storage
 
 
 def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
@@ -254,7 +258,17 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
                 for i in range(procs)]
     for child in children:
         child.start()
-    results = [out.get() for _ in children]
+    results = []
+    while len(results) < len(children):  # a process that died puts nothing: not waited for
+        try:
+            results.append(out.get(timeout=1.0))
+        except NothingYet:
+            failed = [child for child in children if child.exitcode not in (None, 0)]
+            if failed:
+                for child in children:
+                    child.terminate()
+                sys.exit(f"bench: a {target.__name__} process failed (exit "
+                         f"{failed[0].exitcode}): see its traceback above")
     for child in children:
         child.join()
         if child.exitcode != 0:

@@ -1,18 +1,22 @@
 """The write path's CPU, one code against another, in alternating rounds (issue 30).
 
-    python bench/write_path_ab.py BASE [--rounds R] [--cycles N] [--entries N] [--dir DIR]
+    python bench/write_path_ab.py BASE [--b COMMIT] [--rounds R] [--cycles N] [--entries N]
+                                  [--dir DIR]
 
 BASE is a commit: its `uwf/` is taken with `git archive` into a scratch folder and put
-first on PYTHONPATH of every child of side A; side B is the work tree. Each round runs,
-for A then B, each in a fresh process, the CPU time (`time.process_time`, the figure a
-shared machine blurs least) of:
+first on PYTHONPATH of every child of side A; side B is the work tree, or with `--b`
+another commit taken the same way (so one change is measured alone while the tree moves
+on). Each round runs, for A then B, each in a fresh process, the CPU time
+(`time.process_time`, the figure a shared machine blurs least) of:
 
 - cycle: N lease+complete cycles in-process (`sched.lease(store, 1)`, `sched.complete`),
   UWF_DURABILITY=none and =fsync, on a copy of one store of 5,000 ready entries;
 - step: a 301-step `run_thread` of examples/solve-issue.yaml with an in-process agent
   (`bench/thread_run.py`'s), UWF_DURABILITY=none;
 - batch: `uwf queue add --batch` of --entries entries through `main()` in-process
-  (fsync), entries per CPU-second.
+  (fsync), entries per CPU-second; beside it, once a round, its floor on this design:
+  the same log lines written and fsynced, and the same queue rows, stream entries and
+  counts inserted into a new SQLite file of the same schema in one transaction.
 
 Medians over the rounds, and B / A.
 """
@@ -62,6 +66,42 @@ main(["--store", sys.argv[1], "queue", "add", "--batch", sys.argv[2]])
 print(int(sys.argv[3]) / (time.process_time() - cpu), file=sys.stderr)
 """
 
+# The floor of a batch on a log + SQLite views design, from the store B's batch just made:
+# its log lines written with one write and one fsync, and its queue rows, stream entries
+# and counts inserted into a new file of the same schema in one transaction (the rows
+# read back before the clock starts). Entries per CPU-second.
+FLOOR = """
+import os, sqlite3, sys, time
+store, n = sys.argv[1], int(sys.argv[2])
+src = sqlite3.connect(f"{store}/views/views.sqlite3")
+schema = [sql for name, sql in src.execute(
+    "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL AND (tbl_name = 'v_queue' "
+    "OR name IN ('streams', 'counts')) ORDER BY type DESC")]
+rows = src.execute("SELECT * FROM v_queue").fetchall()
+streams = src.execute("SELECT * FROM streams WHERE subject LIKE 'queue/%'").fetchall()
+counts = src.execute("SELECT * FROM counts").fetchall()
+segment = sorted(os.listdir(f"{store}/events"))[-1]
+lines = open(f"{store}/events/{segment}", "rb").read().splitlines(True)[-n:]
+path = f"{store}/floor.sqlite3"
+db = sqlite3.connect(path, isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL"); db.execute("PRAGMA synchronous=OFF")
+tables = [sql for sql in schema if sql.startswith("CREATE TABLE")]
+indexes = [sql for sql in schema if not sql.startswith("CREATE TABLE")]
+for sql in tables + indexes:
+    db.execute(sql)
+marks = ", ".join("?" * len(rows[0]))
+cpu = time.process_time()
+fd = os.open(f"{store}/floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, b"".join(lines))
+db.execute("BEGIN IMMEDIATE")
+db.executemany(f"INSERT INTO v_queue VALUES ({marks})", rows)
+db.executemany("INSERT INTO streams VALUES (?, ?)", streams)
+db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?)", counts)
+db.execute("COMMIT")
+os.fsync(fd)
+print(n / (time.process_time() - cpu))
+"""
+
 
 def child(code: str, args: list[str], path: Path | None, env: dict[str, str],
           stderr: bool = False) -> float:
@@ -78,9 +118,20 @@ def uwf(args: list[str], path: Path | None, env: dict[str, str]) -> None:
                    capture_output=True, check=True)
 
 
+def extract(commit: str, folder: Path) -> Path:
+    """`commit`'s `uwf/` in `folder` (made), to put first on a child's PYTHONPATH."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "uwf"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("base")
+    parser.add_argument("--b", default=None, metavar="COMMIT",
+                        help="side B from this commit, not the work tree")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=50_000)
@@ -89,14 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.dir
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    base = work / "base"
-    base.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", args.base, "uwf"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    base = extract(args.base, work / "base")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
     env.pop("PYTHONPATH", None)
-    sides: dict[str, Path | None] = {"A": base, "B": None}
+    sides: dict[str, Path | None] = {
+        "A": base, "B": None if args.b is None else extract(args.b, work / "other")}
 
     template = work / "template"
     uwf(["--store", str(template), "workflow", "put", str(EXAMPLE)], base, env)
@@ -111,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     uwf(["--store", str(template), "queue", "add", "--batch", str(ready)], base, env)
 
     figures: dict[tuple[str, str], list[float]] = {}
-    print(f"# write path A/B: A = {args.base}, B = the work tree; {args.rounds} rounds; "
+    print(f"# write path A/B: A = {args.base}, B = {args.b or 'the work tree'}; "
+          f"{args.rounds} rounds; "
           f"load {os.getloadavg()}")
     for index in range(args.rounds):
         for side, path in sides.items():
@@ -130,11 +179,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures.setdefault(("batch entries per CPU-s", side), []).append(child(
                     BATCH, [str(store), str(entries), str(args.entries)], path,
                     {**env, "UWF_DURABILITY": "fsync"}, stderr=True))
+                if side == "B":  # the floor, on B's store (the same rows for any side)
+                    figures.setdefault(("batch floor: write+fsync+inserts", "B"), []).append(
+                        child(FLOOR, [str(store), str(args.entries)], None, env))
         print(f"  round {index + 1}/{args.rounds} done (load {os.getloadavg()[0]:.2f})")
     print(f"\n{'figure':28} {'A':>10} {'B':>10} {'B / A':>7}   (medians; end load "
           f"{os.getloadavg()})")
     for name in dict.fromkeys(name for name, _ in figures):
-        a, b = median(figures[(name, "A")]), median(figures[(name, "B")])
+        b = median(figures[(name, "B")])
+        if (name, "A") not in figures:  # a primitive, measured once a round
+            batch = median(figures[("batch entries per CPU-s", "B")])
+            print(f"{name:28} {'':>10} {b:>10,.0f}   (B's batch / this: {batch / b:.2f})")
+            continue
+        a = median(figures[(name, "A")])
         print(f"{name:28} {a:>10,.0f} {b:>10,.0f} {b / a:>7.2f}")
     return 0
 

@@ -84,12 +84,12 @@ OPS = st.one_of(
         INDEX, ANY_VALUE),
     st.tuples(st.just("delete-row"), st.sampled_from(VIEWS), INDEX),
     st.tuples(st.just("insert-row"), st.sampled_from(VIEWS), st.text(max_size=30), ANY_VALUE),
-    st.tuples(st.just("checkpoint"), st.sampled_from(VIEWS),
+    st.tuples(st.just("checkpoint"), st.sampled_from([*VIEWS, ""]),  # "": the shared row
               st.sampled_from(["seq", "digest", "signature", "name"]), ANY_VALUE),
     st.tuples(st.just("counts"), st.sampled_from(["value", "n", "col", "view"]), INDEX,
               ANY_VALUE),
     st.tuples(st.just("drop"), st.sampled_from(
-        [*(f"v_{view}" for view in VIEWS), "views", "counts", "f_runs"])),
+        [*(f"v_{view}" for view in VIEWS), "checkpoints", "counts", "f_runs"])),
 )
 
 
@@ -163,7 +163,7 @@ def _sql(path: Path, op: tuple[Any, ...]) -> bool:
             changed = True
         elif kind == "checkpoint":
             _, view, column, value = op
-            db.execute(f'UPDATE views SET "{column}" = ? WHERE name = ?', (value, view))
+            db.execute(f'UPDATE checkpoints SET "{column}" = ? WHERE name = ?', (value, view))
         elif kind == "counts":
             _, column, index, value = op
             rows = db.execute("SELECT view, col, value FROM counts ORDER BY view, col, value"
@@ -335,7 +335,7 @@ def test_a_damaged_count_is_a_one_line_error(
         check(sandbox, reads, expected, [("counts", column, 0, value)], TARGET)
 
 
-@pytest.mark.parametrize("table", [b"CREATE TABLE views", b'CREATE TABLE "v_threads"'])
+@pytest.mark.parametrize("table", [b"CREATE TABLE checkpoints", b'CREATE TABLE "v_threads"'])
 def test_a_schema_that_is_not_utf8_is_a_one_line_error(
         template: tuple[Sandbox, list[tuple[str, ...]]], expected: list[str],
         table: bytes) -> None:

@@ -166,7 +166,7 @@ def test_views_deleted_or_from_an_older_uwf_get_the_index_on_the_next_read(
     # The views of an older uwf: no stream index at all.
     db = sqlite3.connect(tmp_path / "s" / "views" / "views.sqlite3", isolation_level=None)
     db.execute("DROP TABLE streams")
-    db.execute("DELETE FROM views WHERE name = ?", (STREAMS,))
+    db.execute("DELETE FROM checkpoints WHERE name = ?", (STREAMS,))
     db.close()
     again = Store.open(tmp_path / "s")
     assert again.journal.freshness().status == "valid"  # the views themselves are current

@@ -54,3 +54,25 @@ def test_ids_of_one_millisecond_sort_in_the_order_they_were_minted(
         minted += new_ulids(ms, count) if count > 1 else [new_ulid(ms)]
     assert minted == sorted(minted)
     assert len(set(minted)) == len(minted)
+
+
+@given(MS, st.integers(min_value=-40, max_value=40), st.integers(min_value=1, max_value=90))
+def test_a_run_across_a_change_of_its_high_bits_is_the_ids_minted_one_by_one(
+        ms: int, offset: int, count: int) -> None:
+    """`new_ulids` spells the first 22 characters once per 2**20 values: a run that
+    crosses such a boundary (or a carry into the time's bits) is what `new_ulid` gives."""
+    from uwf.engine import ulids
+
+    start = ((3 << 20) + offset) & ((1 << 79) - 1)
+    saved = ulids.randomness
+    ulids.randomness = lambda: start.to_bytes(10, "big")  # type: ignore[assignment]
+    try:
+        ulids._LAST.value = 1 << 128  # no millisecond: the next id draws its bits
+        together = new_ulids(ms, count)
+        ulids._LAST.value = 1 << 128  # no millisecond: the next id draws its bits
+        alone = [new_ulid(ms) for _ in range(count)]
+    finally:
+        ulids.randomness = saved
+    assert together == alone
+    assert [int(ULID.from_str(text)) for text in together] == list(
+        range((ms << 80) | start, ((ms << 80) | start) + count))

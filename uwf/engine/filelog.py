@@ -437,14 +437,15 @@ class _FileSession:
             raise ValueError("a log line may not contain a newline")
         span = self._head_span
         name = span.segment if span is not None else ""
-        if not name or self.segments.size(name) >= self.log.segment_bytes:
+        position = self.segments.size(name) if name else 0
+        if not name or position >= self.log.segment_bytes:
             name = segment_name(self._head.seq + 1)
+            position = self.segments.size(name)
         durable = self.log.durable
         if durable and span is not None and name != span.segment:
             # A new segment starts only after the one before it is durable: a crash
             # of the machine never keeps a later segment and loses an earlier tail.
             self.segments.sync(span.segment)
-        position = self.segments.size(name)
         data = b"\n".join(lines) + b"\n"
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.

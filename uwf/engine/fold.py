@@ -13,7 +13,7 @@ import msgspec
 
 from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
 from uwf.engine.log import Checkpoint, LogLine
-from uwf.engine.viewspec import STREAMS, Part, Row, ViewSpec, ViewStore
+from uwf.engine.viewspec import STREAMS, Part, Row, Rows, ViewSpec, ViewStore
 from uwf.errors import Corrupt
 
 # How much a long fold (a rebuild, a first read) takes before it writes its states and
@@ -215,33 +215,55 @@ class Fold:
 
     def prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = NOTHING
                   ) -> dict[Key, Any]:
-        """The current states of every entity the events change, read a view at a time
-        (a batch of 50,000 new entries is one read per few hundred keys, not 50,000);
-        those in `read` (read already, by the command's decide) are not read again."""
+        """The current states of every entity the events change: those in `read` (read
+        already, by the command's decide) as they are there, the others read a view at a
+        time (a batch of 50,000 new entries is one read per few hundred keys, not
+        50,000)."""
         keys: dict[str, dict[str, None]] = {}
+        states: dict[Key, Any] = {}
         for envelope in envelopes:
             for projection in self.routes.get(envelope.type, ()):
-                key = projection.key(envelope)
-                if (projection.name, key) not in read:
-                    keys.setdefault(projection.name, {})[key] = None
-        states: dict[Key, Any] = {}
+                touched = (projection.name, projection.key(envelope))
+                if touched in read:
+                    states[touched] = read[touched]
+                else:
+                    keys.setdefault(touched[0], {})[touched[1]] = None
         for view, wanted in keys.items():
-            if len(wanted) == 1:
-                continue  # one entity: `_apply` loads it, as cheaply
-            found = self.views.load_many(view, list(wanted))
             decode = self.projections[view].decode
+            if len(wanted) == 1:
+                (one,) = wanted
+                raw = self.views.load(view, one)
+                states[(view, one)] = None if raw is None else decode(raw)
+                continue
+            found = self.views.load_many(view, list(wanted))
             for key in wanted:
                 raw = found.get(key)
                 states[(view, key)] = None if raw is None else decode(raw)
         return states
 
-    def rows(self, states: Mapping[Key, Any], views: Iterable[str]
-              ) -> dict[str, dict[str, Row | None]]:
+    def stored(self, states: Mapping[Key, Any]) -> dict[Key, Row | None]:
+        """The rows the views hold for `states` (the states they hold: `prefetch`'s), so
+        a commit need not read them back (`rows`' `before`)."""
+        projections = self.projections
+        return {key: None if state is None else projections[key[0]].row(state)
+                for key, state in states.items()}
+
+    def rows(self, states: Mapping[Key, Any], views: Iterable[str],
+             before: Mapping[Key, Row | None] = NOTHING) -> dict[str, dict[str, Row | None]]:
+        """The rows of `states` (of `views`), by view; `before`: the rows the views hold
+        for some of them (`stored`), handed to the commit."""
         rows: dict[str, dict[str, Row | None]] = {name: {} for name in views
                                                   if name in self.projections}
         for (view, key), state in states.items():
             if view in rows:
                 rows[view][key] = None if state is None else self.projections[view].row(state)
+        if before:
+            known: dict[str, dict[str, Row | None]] = {}
+            for (view, key), row in before.items():
+                known.setdefault(view, {})[key] = row
+            for view, found in known.items():
+                if rows.get(view):
+                    rows[view] = Rows(rows[view], found)
         return rows
 
     @staticmethod

@@ -157,10 +157,13 @@ class FileSegments:
         """Segment `name`'s descriptor for appending, kept open; with `durable`, a new
         segment's name is made durable (its folder fsynced) before anything is in it."""
         path = self._path(name)
-        created = not os.path.exists(path)
-        if created:
+        try:  # the segment is there, but for a command's first line in a new one
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            created = False
+        except FileNotFoundError:
             make_folders(self._dir, durable)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            created = True
         self._fds[name] = fd
         if created and durable:
             fsync_folder(self._dir)

@@ -28,6 +28,7 @@ from typing import Protocol
 
 import msgspec
 
+from uwf.engine import ckptrows
 from uwf.engine.log import Checkpoint
 from uwf.engine.viewspec import STREAMS, STREAMS_SIGNATURE, ViewSpec
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable, UsageError
@@ -120,24 +121,27 @@ class SqliteSnapshots:
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             try:
-                rows = db.execute("SELECT name, signature, seq, digest FROM views").fetchall()
+                earlier = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                     "name = ?", (ckptrows.EARLIER,)).fetchone()
+                rows = [] if earlier else db.execute(ckptrows.SELECT).fetchall()
             finally:
                 db.close()
         except sqlite3.Error as exc:
             return Snapshot(path, {}, f"it is unreadable ({exc})")
-        checkpoints = self._checkpoints(rows)
+        if earlier:
+            return Snapshot(path, {}, "its views are of an earlier layout (a checkpoint "
+                                      "row per view)")
+        try:
+            checkpoints = self._checkpoints(rows)
+        except ckptrows.Damaged as exc:
+            return Snapshot(path, {}, f"it is damaged ({exc})")
         if not checkpoints:
             return Snapshot(path, {}, "it holds no view at this uwf's versions")
         return Snapshot(path, checkpoints)
 
     def _checkpoints(self, rows: list[tuple[object, ...]]) -> dict[str, Checkpoint]:
         """The checkpoints of the views whose stored signature is this uwf's."""
-        found: dict[str, Checkpoint] = {}
-        for name, signature, seq, digest in rows:
-            if (isinstance(name, str) and self._signatures.get(name) == signature
-                    and type(seq) is int and isinstance(digest, str)):
-                found[name] = Checkpoint(seq, digest)
-        return found
+        return ckptrows.read(rows, self._signatures).found
 
     def take(self) -> Snapshot:
         if not self.views.exists():
@@ -154,8 +158,7 @@ class SqliteSnapshots:
                         source.backup(target)  # one step: one read transaction
                         # A copy of a WAL file is a WAL file; a snapshot is read alone.
                         target.execute("PRAGMA journal_mode=DELETE")
-                        rows = target.execute(
-                            "SELECT name, signature, seq, digest FROM views").fetchall()
+                        rows = target.execute(ckptrows.SELECT).fetchall()
                     finally:
                         target.close()
                 finally:

@@ -70,17 +70,24 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
     width = len(columns)
     delta: dict[tuple[str, str], int] = {}
     counted = [(column, columns.index(column)) for column in spec.counted]
+    spelled = _Spelled()  # a counted value's JSON, made once a value (a batch has few)
     # key -> (text, column values) as stored
     old: dict[str, tuple[Any, ...]] = {}
     if not fresh:
+        # The rows the writer knows are stored (`Rows.before`) are not read back.
+        known: Mapping[str, Row | None] = getattr(rows, "before", {})
+        for key, was in known.items():
+            if was is not None:
+                old[key] = (was.text.translate(ASCII_LOWER), *was.columns)
         selected = "".join(f', "c_{column}"' for column in columns)
-        for chunk in chunks(list(rows)):
+        unknown = [key for key in rows if key not in known] if known else list(rows)
+        for chunk in chunks(unknown):
             for found in db.execute(f'SELECT key, text{selected} FROM "v_{name}" WHERE '
                                     f"key IN ({', '.join('?' * len(chunk))})", chunk):
                 old[found[0]] = found[1:]
         for before in old.values():
             for column, position in counted:
-                slot = (column, json.dumps(before[1 + position]))
+                slot = (column, spelled(before[1 + position]))
                 delta[slot] = delta.get(slot, 0) - 1
     search = spec.text and searched
     deletes: list[tuple[str]] = []
@@ -97,7 +104,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         text = row.text.translate(ASCII_LOWER)
         values = row.columns
         for column, position in counted:
-            slot = (column, json.dumps(values[position]))
+            slot = (column, spelled(values[position]))
             delta[slot] = delta.get(slot, 0) + 1
         if stored is None:
             inserts.append((key, row.value, *values, text))
@@ -135,6 +142,18 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
                        "value) DO UPDATE SET n = n + excluded.n", moved)
 
+
+
+class _Spelled(dict[tuple[type, Any], str]):
+    """A counted column's value as the kept counts spell it (its JSON), kept by value and
+    type (1 and True are equal keys, not equal JSON)."""
+
+    def __call__(self, value: Any) -> str:
+        key = (type(value), value)
+        found = self.get(key)
+        if found is None:
+            found = self[key] = json.dumps(value)
+        return found
 
 
 def _same(stored: Any, value: Any) -> bool:

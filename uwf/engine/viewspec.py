@@ -102,6 +102,20 @@ class Row(NamedTuple):
     text: str = ""
 
 
+class Rows(dict[str, "Row | None"]):
+    """A view's rows for a commit (key -> row, None deletes), and the rows some of them
+    replace as the writer knows them (`before`: key -> the row stored now, None when
+    there is none), which a store then need not read back. Any mapping of rows is a
+    commit's; `before` only spares reads, and must be what the store holds."""
+
+    __slots__ = ("before",)
+
+    def __init__(self, rows: Mapping[str, Row | None],
+                 before: Mapping[str, Row | None]) -> None:
+        super().__init__(rows)
+        self.before = before
+
+
 Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
 StreamEntries = Sequence[tuple[str, int]]  # (subject, seq) of events, in seq order
 Part = tuple[Changes, StreamEntries]  # one stretch of a long fold, written as it comes

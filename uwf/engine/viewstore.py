@@ -5,9 +5,10 @@ What a view store holds and answers (views, rows, queries, the stream index, the
 checkpoints) is stated in `uwf.engine.viewspec`; the in-memory twin is
 `uwf.engine.memviews`. Here each view is a table `v_<view>` with one row per entity,
 its declared columns (indexed) and its search text (FTS5 trigram, `f_<view>`);
-`views` holds every checkpoint, `counts` the kept counts, and `streams` the stream
-index, one row per event. Rows, index and checkpoints move in one transaction,
-guarded by compare-and-set on each checkpoint, so concurrent catch-ups (readers take
+`checkpoints` holds every checkpoint (one shared row for the views that move together:
+uwf/engine/ckptrows.py), `counts` the kept counts, and `streams` the stream index, one
+row per event. Rows, index and checkpoints move in one transaction, guarded by
+compare-and-set on each checkpoint, so concurrent catch-ups (readers take
 no log lock) never fold an event twice and a rebuild never moves a view backwards.
 """
 
@@ -23,7 +24,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from uwf.engine import ckptrows
 from uwf.engine.log import Checkpoint
+from uwf.engine.sqliteguard import Guard
 from uwf.engine.sqlquery import (
     chunks,
     column_sql,
@@ -46,20 +49,9 @@ from uwf.engine.viewspec import (
 )
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 
-_META = """
-CREATE TABLE IF NOT EXISTS views (
-  name TEXT PRIMARY KEY, signature TEXT NOT NULL, seq INTEGER NOT NULL, digest TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS counts (
-  view TEXT NOT NULL, col TEXT NOT NULL, value TEXT NOT NULL, n INTEGER NOT NULL,
-  PRIMARY KEY (view, col, value)
-) WITHOUT ROWID;
-"""
 # A search whose words match at least this many rows walks the order's index for its
 # page instead of fetching every match (`query`).
 SCAN_ORDER_FROM = 1_000
-_BUSY = ("locked", "busy")
-_UNAVAILABLE = ("disk i/o", "unable to open", "full", "readonly", "read-only")
 
 
 class SqliteViewStore:
@@ -77,6 +69,8 @@ class SqliteViewStore:
                  ) -> None:
         self.path = path
         self.specs = {spec.name: spec for spec in specs}
+        self._signatures = {name: spec.signature for name, spec in self.specs.items()}
+        self._signatures[STREAMS] = STREAMS_SIGNATURE
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -143,32 +137,22 @@ class SqliteViewStore:
                 # Views of the earlier single-checkpoint format: rebuilt from the log.
                 db.executescript("DROP TABLE IF EXISTS state; DROP TABLE IF EXISTS "
                                  "checkpoint; DROP TABLE IF EXISTS meta;")
-            db.executescript(_META)
+            if ckptrows.EARLIER in tables:
+                # Checkpoints of the earlier layout (a row per view; or written by an
+                # older uwf since): no view has one now, so each is rebuilt from the log.
+                db.executescript(f"DROP TABLE IF EXISTS {ckptrows.EARLIER}; "
+                                 "DROP TABLE IF EXISTS checkpoints;")
+            db.executescript(ckptrows.LAYOUT)
         except BaseException:
             db.close()
             raise
         return db
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> Guard:
         """Classify SQLite's errors: busy and I/O errors are transient (never a reason
-        to delete the views); only a damaged file is Corrupt."""
-        try:
-            yield
-        except (sqlite3.ProgrammingError, sqlite3.InterfaceError):
-            raise  # a bug in uwf, not a state of the file
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if any(word in text for word in _BUSY):
-                raise StoreBusy(f"the views are busy ({self.path}: {exc})", "retry") from None
-            if any(word in text for word in _UNAVAILABLE):
-                raise StoreUnavailable(f"cannot use the views ({self.path}: {exc})",
-                                       "check the disk and permissions, then retry") from None
-            raise self._corrupt(exc) from None
-        except sqlite3.DatabaseError as exc:
-            raise self._corrupt(exc) from None
-        except UnicodeDecodeError as exc:  # sqlite3 could not decode its own message:
-            raise self._corrupt(exc) from None  # the schema's text is damaged
+        to delete the views); only a damaged file is Corrupt. (A class, not a generator:
+        every read and commit enters one.)"""
+        return Guard(self.path, self._corrupt)
 
     def _blob(self, value: object) -> bytes:
         """A stored state; anything but a BLOB (a hand-edited row) is a damaged view."""
@@ -214,30 +198,22 @@ class SqliteViewStore:
             return self._checkpoints(db)
 
     def _checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
-        """Each view's checkpoint (a view at another signature has none). Kept while no
-        other connection has committed (SQLite's data_version; this connection's own
-        commits keep it up to date), so a write's two looks cost one PRAGMA each."""
-        version = db.execute("PRAGMA data_version").fetchone()[0]
-        kept: tuple[int, dict[str, Checkpoint]] | None = self._local.checkpoints
-        if kept is not None and kept[0] == version:
-            return dict(kept[1])
-        found = self._read_checkpoints(db)
-        self._local.checkpoints = (version, found)
-        return dict(found)
+        """Each view's checkpoint (a view at another signature has none)."""
+        return dict(self._rows(db).found)
 
-    def _read_checkpoints(self, db: sqlite3.Connection) -> dict[str, Checkpoint]:
-        found = {}
-        specs = self.specs  # read twice a write: kept to plain lookups
-        for name, signature, seq, digest in db.execute(
-                "SELECT name, signature, seq, digest FROM views"):
-            spec = specs.get(name)
-            want = spec.signature if spec is not None else (
-                STREAMS_SIGNATURE if name == STREAMS else None)
-            if want is not None and signature == want:
-                if type(seq) is not int or not isinstance(digest, str):  # a hand edit
-                    raise self._corrupt(ValueError(f"view {name}'s checkpoint is not a seq "
-                                                   "and a digest"))
-                found[name] = Checkpoint(seq, digest)
+    def _rows(self, db: sqlite3.Connection) -> ckptrows.Checkpoints:
+        """The checkpoint rows, kept while no other connection has committed (SQLite's
+        data_version; this connection's own commits keep them up to date), so a write's
+        two looks cost one PRAGMA each."""
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        kept: tuple[int, ckptrows.Checkpoints] | None = self._local.checkpoints
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        try:
+            found = ckptrows.read(db.execute(ckptrows.SELECT), self._signatures)
+        except ckptrows.Damaged as exc:  # a hand edit
+            raise self._corrupt(exc) from None
+        self._local.checkpoints = (version, found)
         return found
 
     def _reader(self, view: str) -> sqlite3.Connection | None:
@@ -420,7 +396,8 @@ class SqliteViewStore:
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
-                current = self._checkpoints(db)
+                rows = self._rows(db)
+                current = rows.found
                 version = self._local.checkpoints[0]
                 if any(current.get(name) != want for name, want in expected.items()):
                     db.execute("ROLLBACK")
@@ -433,28 +410,21 @@ class SqliteViewStore:
                         if name == STREAMS:
                             add_streams(db, entries, fresh=fresh, ordered=name in made)
                             continue
+                        written = part.get(name)
+                        if not written and not fresh:
+                            continue  # most views have no row in a command's commit
                         spec = self.specs[name]
                         if fresh:
                             create_table(db, spec)
-                        write_rows(db, spec, part.get(name, {}), fresh=fresh,
+                        write_rows(db, spec, written or {}, fresh=fresh,
                                    searched=name not in made)
                 for name in made - {STREAMS}:  # a new table's indexes, made once, loaded
                     index_table(db, self.specs[name])
-                new = resolved(new)
-                created = [name for name, want in expected.items() if want is None or reset]
-                if created:
-                    db.executemany("INSERT OR REPLACE INTO views VALUES (?, ?, ?, ?)",
-                                   [(name, STREAMS_SIGNATURE if name == STREAMS
-                                     else self.specs[name].signature, new.seq, new.digest)
-                                    for name in created])
-                moved = [name for name in expected if name not in created]
-                if moved:  # their rows are there, at this signature: one UPDATE moves all
-                    db.execute(f"UPDATE views SET seq = ?, digest = ? WHERE name IN "
-                               f"({', '.join('?' * len(moved))})",
-                               (new.seq, new.digest, *moved))
+                after = ckptrows.write(db, rows, expected, {
+                    name: self._signatures[name] for name in made}, resolved(new))
                 db.execute("COMMIT")
                 # Read inside the transaction: no other writer could commit since.
-                self._local.checkpoints = (version, {**current, **dict.fromkeys(expected, new)})
+                self._local.checkpoints = (version, after)
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")

@@ -28,6 +28,7 @@ from uwf.config.repo import find_repo
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
+from uwf.engine.gcpause import paused
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulids
 from uwf.engine.viewspec import Query
@@ -258,6 +259,11 @@ def add_batch(store: Store, path: str | Path) -> BatchAdded:
     file is read as a stream of lines, each at most MAX_BATCH_LINE_BYTES, the whole at
     most MAX_BATCH_BYTES and MAX_BATCH_ENTRIES entries (docs/queue.md); it may start
     with a byte-order mark."""
+    with paused():  # a batch's many objects hold no cycles
+        return _add_batch(store, path)
+
+
+def _add_batch(store: Store, path: str | Path) -> BatchAdded:
     resolver = _Resolver(store)
     specs: list[QueueAdded] = []
     decoder = msgspec.json.Decoder(EntrySpec)
@@ -310,6 +316,7 @@ def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str]
                 keyed[data.key] = entry_id
             ids.append(entry_id)
             events.append(NewEvent(f"queue/{entry_id}", data))
+        views.absent("queue", (event.subject[6:] for event in events))  # minted just now
         return Outcome(events, (ids, len(events)))
 
     return store.journal.write(decide)
