@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from uwf.engine.log import Checkpoint
 
@@ -40,8 +41,7 @@ class Damaged(ValueError):
     """A checkpoint row no commit writes (a hand edit)."""
 
 
-@dataclass(frozen=True)
-class Checkpoints:
+class Checkpoints(msgspec.Struct, frozen=True):
     """The rows as read: each view's checkpoint at the signature this uwf wants (None
     for a view at another), the shared row, and the views joined to it."""
 
