@@ -1,7 +1,7 @@
 """`uwf workflow show NAME` on a ~10-event store vs a 1,000,000-event store.
 
     python bench/show.py [--quick | --events N] [--runs R] [--dir DIR] [--fresh] [--wait-quiet S]
-                         [--no-bytecode-cache]
+                         [--no-bytecode-cache] [--instructions]
 
 Each figure is the median wall time, and the median CPU time (the child's user +
 system), of R real child processes (R >= 15): `uwf --store SMALL workflow show
@@ -70,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="regenerate the logs")
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE if set")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions under valgrind's "
+                             "callgrind (median of 3): a figure the machine's load cannot "
+                             "blur")
     args = parser.parse_args(argv)
     if args.quick:
         args.events = 200_000
@@ -135,7 +139,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     worst = max(show_small, show_big) / python
     print(f"target show <= {TARGET_VS_PYTHON:g} x python -c pass:  "
           f"{verdict(worst <= TARGET_VS_PYTHON)} (worst of the two: {worst:.2f} x)")
+    if args.instructions:
+        counted = {label: instructions(argv, env) for label, argv in commands.items()}
+        section("instructions (valgrind --tool=callgrind, user space, median of 3)")
+        for label, key in rows:
+            print(f"{label:<36} {counted[key] / 1e6:10.1f} M  "
+                  f"{counted[key] / counted['python']:6.2f} x python -c pass")
     return 0
+
+
+def instructions(argv: Sequence[str], env: dict[str, str] | None) -> int:
+    """The instructions a command runs in user space (callgrind's `Collected`), the median
+    of three runs: unlike its time, the same on a busy machine as on a quiet one."""
+    import re
+    import shutil
+    import subprocess
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        sys.exit("bench: --instructions needs valgrind on PATH")
+    exe = argv[0] if argv[0] == sys.executable else sys.executable
+    rest = list(argv[1:]) if argv[0] == sys.executable else [argv[0], *argv[1:]]
+    counts = []
+    for _ in range(3):
+        done = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                               exe, *rest], env=env, capture_output=True, text=True, check=True)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if found is None:
+            sys.exit(f"bench: no instruction count from callgrind:\n{done.stderr}")
+        counts.append(int(found.group(1)))
+    return sorted(counts)[1]
 
 
 if __name__ == "__main__":
