@@ -314,7 +314,8 @@ def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
                         detail=step["detail"], agent=step["agent"],
                         edge_prompt=step.get("edgePrompt", UNSET),
                         started_at_ms=step.get("startedAtMs", UNSET),
-                        completed_at_ms=step.get("completedAtMs", UNSET))
+                        completed_at_ms=step.get("completedAtMs", UNSET),
+                        previous_attempts=step.get("previousAttempts", UNSET))
 
 
 def fork_thread(store: Store, thread: str, at: str) -> Forked:
