@@ -47,6 +47,7 @@ from uwf.language.moderator import END, Decision, NoTransition, status_of
 from uwf.store import Store
 from uwf.threads import decide
 from uwf.threads.agentproc import agent_environment, masked, spawn
+from uwf.threads.asked import asked
 from uwf.threads.checks import Failure, check_step, refused_node
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
@@ -57,7 +58,7 @@ from uwf.threads.events import (
     ThreadStepStarted,
 )
 from uwf.threads.projection import ThreadState
-from uwf.threads.questions import asked, time_out_thread
+from uwf.threads.questions import time_out_thread
 from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
