@@ -43,16 +43,23 @@ def previous_attempts(views: Views, thread: str, role: str) -> list[str]:
     """The StepNodes refused for the thread's next step as `role` (its failed attempts
     since the head last moved that left one: `ThreadStepFailed.node`), oldest first, at
     most PREVIOUS_ATTEMPTS_KEPT: what its StepNode names as `previousAttempts`."""
-    rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
-                                              ("-key",), 4 * PREVIOUS_ATTEMPTS_KEPT))
     found: list[str] = []
-    for row in rows:
-        if row.outcome in ("stepped", "reused"):
-            break  # the head moved: attempts before it were at another step
-        if row.outcome == "failed" and row.role == role and row.node is not None:
-            found.append(row.node)
-            if len(found) == PREVIOUS_ATTEMPTS_KEPT:
-                break
+    # Newest first, a page at a time: most often the step in flight and the step that
+    # passed before it are all there is to read, however long the thread.
+    page, offset = 4, 0
+    while offset < 4 * PREVIOUS_ATTEMPTS_KEPT:
+        rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
+                                                  ("-key",), page, offset))
+        for row in rows:
+            if row.outcome in ("stepped", "reused"):
+                return found[::-1]  # the head moved: attempts before it were elsewhere
+            if row.outcome == "failed" and row.role == role and row.node is not None:
+                found.append(row.node)
+                if len(found) == PREVIOUS_ATTEMPTS_KEPT:
+                    return found[::-1]
+        if len(rows) < page:
+            break
+        offset, page = offset + page, min(4 * page, 256)
     return found[::-1]
 
 
