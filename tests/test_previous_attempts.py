@@ -110,3 +110,17 @@ def test_a_failure_without_a_step_node_of_its_own_names_none(
     assert all("node" not in failure for failure in failures)
     head = kit.ok("thread", "step", thread)["head"]
     assert kit.node(head)["type"] == STEP_NODE_TYPE
+
+
+def test_log_verify_names_a_refused_step_node_that_is_gone(cli: Cli, tmp_path: Path) -> None:
+    """The failure's `node` is a reference: `log verify` checks the node is there (a
+    loose file, removed here by hand)."""
+    kit, thread = _kit(cli, tmp_path)
+    kit.cli.env["UWF_NODES"] = "loose"
+    assert kit.step(thread, "--agent", str(kit.agent("loose", LOOSE_PLANNER))).code == 1
+    refused = kit.events("thread.step_failed")[-1]["data"]["node"]
+    assert kit.uwf("log", "verify").code == 0
+    (kit.home / "cas" / refused[:2] / f"{refused}.json").unlink()
+    verified = kit.uwf("log", "verify", "--json")
+    assert verified.code == 1
+    assert f"refers to CAS node {refused} which is missing" in verified.out
