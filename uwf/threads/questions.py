@@ -52,13 +52,18 @@ def time_out_due(store: Store) -> list[str]:
     `$TIMEOUT` edge to `$END` ends the thread, a role with no `$TIMEOUT` edge blocks it
     (as its next step would); an edge to a role is run by whoever steps the thread next
     (a worker, once its queue entry is ready again). The threads timed out, at most
-    SWEEP_BATCH a call. One counted read when no thread waits (the common case)."""
-    if not store.read().counts("threads", "state").get("waiting"):
+    SWEEP_BATCH a call. One counted read when no thread waits (the common case); the
+    waiting threads are read outside the writers' section, which is entered only when
+    one of them is past its deadline."""
+    views = store.read()
+    if not views.counts("threads", "state").get("waiting"):
+        return []
+    now = store.clock()
+    if not any(time_out(state, now) is not None for state in _waiting(views)):
         return []
 
     def decide(views: Views, now: int) -> Outcome[list[str]]:
-        rows: list[ThreadState] = views.query(Query(
-            "threads", (("state", "=", "waiting"),), None, ("key",), SWEEP_READ))
+        rows = _waiting(views)
         events: list[NewEvent] = []
         timed: list[str] = []
         for state in rows:
@@ -74,6 +79,13 @@ def time_out_due(store: Store) -> list[str]:
         return Outcome(events, timed)
 
     return store.journal.write_at(decide)
+
+
+def _waiting(views: Views) -> list[ThreadState]:
+    """The first SWEEP_READ waiting threads, oldest first."""
+    rows: list[ThreadState] = views.query(Query(
+        "threads", (("state", "=", "waiting"),), None, ("key",), SWEEP_READ))
+    return rows
 
 
 def _after_timeout(cas: Cas, state: ThreadState) -> list[EventData]:
