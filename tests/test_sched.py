@@ -276,8 +276,8 @@ def test_plan_is_read_only_identical_and_capped(q: Queue, tmp_path: Path) -> Non
         {"id": ids[0], "reason": "leased"}, {"id": parked, "reason": "parked"},
         {"id": ids[2], "reason": "terminal"}, {"id": ids[3], "reason": "backoff"},
         {"id": ids[6], "reason": "concurrency-ceiling"}]
-    assert plan["skippedCounts"] == {"parked": 1, "terminal": 1, "leased": 1, "backoff": 1,
-                                     "concurrency-ceiling": 24}
+    assert plan["skippedCounts"] == {"parked": 1, "terminal": 1, "leased": 1, "waiting": 0,
+                                     "backoff": 1, "concurrency-ceiling": 24}
     assert leased["id"] == ids[0]
     everything = q.ok("sched", "plan", "--all", now=at(1.5))
     assert len(everything["skipped"]) == 28

@@ -37,7 +37,11 @@ from uwf.cas.subset import (
 from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
-BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text")
+BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text", "RetriedStepNode")
+# A thread's step is a node of either type: a RetriedStepNode is a StepNode with
+# upstream's `previousAttempts` (the StepNodes refused for the step before it), a type
+# of its own so that a StepNode without them hashes as it always has.
+STEP_NODE_NAMES = ("StepNode", "RetriedStepNode")
 CHECKED_KEPT = 4096  # checked nodes a Cas keeps in memory (then it lets them all go)
 
 
@@ -65,6 +69,16 @@ def builtin_schema(name: str) -> dict[str, Any]:
 @cache
 def builtin_hash(name: str) -> str:
     return node_hash(meta_hash(), builtin_schema(name))
+
+
+def is_step_node_type(type_hash: str) -> bool:
+    """Is `type_hash` a thread step's type (StepNode, or RetriedStepNode)?"""
+    return type_hash in _step_hashes()
+
+
+@cache
+def _step_hashes() -> frozenset[str]:
+    return frozenset(builtin_hash(name) for name in STEP_NODE_NAMES)
 
 
 @cache

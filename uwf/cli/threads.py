@@ -4,6 +4,7 @@ submit`'s files or stdin); the arguments and operations are uwf.threads.commands
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -101,7 +102,17 @@ def _answer(args: ThreadAnswer, ctx: Context) -> Any:
                          f"see the question with `uwf thread show {args.thread}`")
     text, source = ((args.answer, "--answer") if args.answer is not None
                     else (read_input(args.file or "-", ctx.settings), args.file or "-"))
-    return threads.answer(args, ctx.store, parse_json(text, source))
+    shown = threads.answer(args, ctx.store, parse_json(text, source))
+    # The run's queue entry, when a worker gave it back as waiting: ready again now,
+    # whoever answers (any surface), for whoever leases next (docs/queue.md#waiting).
+    # The answer is recorded either way: if this write fails, the next worker's lease
+    # or `sched reclaim` makes it ready.
+    from uwf.errors import UwfError
+    from uwf.queue.waiting import resume_answered
+
+    with contextlib.suppress(UwfError):
+        resume_answered(ctx.store)
+    return shown
 
 
 def _staged(ctx: Context) -> Any:

@@ -30,7 +30,7 @@ JsonFile = Annotated[str, arg("JSON file, or - for stdin", positional=True)]
 
 class Put(Args, frozen=True, kw_only=True):
     type: Annotated[str | None, arg("schema hash or name (Workflow, StartNode, StepNode, "
-                                    "Text)")] = None
+                                    "RetriedStepNode, Text)")] = None
     file: JsonFile = "-"
 
 

@@ -386,7 +386,9 @@ def renew(args: SchedHeld, store: Store) -> EntryRecord:
 def reclaim(args: SchedReclaim, store: Store) -> Reclaimed:
     """Take back every expired lease."""
     from uwf.queue import sched
+    from uwf.queue.waiting import settle
 
+    settle(store)  # questions past their deadline, and runs no longer waiting, first
     return sched.reclaim(store)
 
 

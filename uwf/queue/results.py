@@ -230,6 +230,7 @@ class SkippedCounts(Result):
     parked: int
     terminal: int
     leased: int
+    waiting: int  # its run waits for an answer (docs/queue.md#waiting)
     backoff: int
     concurrency_ceiling: int = msgspec.field(name="concurrency-ceiling")
 

@@ -58,7 +58,7 @@ from uwf.queue.service import artifact_failure, canonical_status, get_entry, ms_
 from uwf.store import Store
 
 PLAN_SKIPPED_SHOWN = 20
-SKIP_REASONS = ("parked", "terminal", "leased", "backoff", "concurrency-ceiling")
+SKIP_REASONS = ("parked", "terminal", "leased", "waiting", "backoff", "concurrency-ceiling")
 # Upper bounds on the policy, so every computed time is one the clock can print.
 MAX_DURATION_MS = MAX_TIMEOUT_S * 1000
 MAX_LABEL = 1000  # a session label's length, as `queue add --session` takes it
@@ -431,6 +431,7 @@ def plan(store: Store, show_all: bool = False) -> Planned:
         parked=int(statuses.get("parked", 0)),
         terminal=sum(int(statuses.get(status, 0)) for status in TERMINAL),
         leased=int(statuses.get("leased", 0)),
+        waiting=int(statuses.get("waiting", 0)),
         backoff=backoff,
         concurrency_ceiling=eligible - len(planned),
     )

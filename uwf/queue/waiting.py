@@ -3,9 +3,10 @@
 A worker whose run asks a question (`thread.asked`) gives the lease back as
 `queue.waiting`: no attempt failed, nothing is held while a person thinks. Once the
 run is answered (or its question's deadline passed), `resume_answered` makes the
-entry ready again (`queue.resumed`), and the next lease continues the run. A worker
-calls it before it leases; the transitions are the queue's table's
-(`uwf/queue/rules.py`).
+entry ready again (`queue.resumed`), and the next lease continues the run. `thread
+answer` calls it once the answer is recorded (whatever surface answers), and `settle`
+(a worker before it leases, `sched reclaim`) after timing out the questions past
+their deadline; the transitions are the queue's table's (`uwf/queue/rules.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from uwf.queue.service import get_entry, record
 from uwf.store import Store
 from uwf.threads.decide import time_out
 from uwf.threads.projection import ThreadState
+from uwf.threads.questions import time_out_due
 
 # The most waiting entries one call looks at (the oldest first): the rest wait for the
 # next call, so a lease never reads an unbounded list.
@@ -67,3 +69,13 @@ def resume_answered(store: Store) -> list[str]:
         return Outcome(events, [event.subject.removeprefix("queue/") for event in events])
 
     return store.journal.write_at(decide)
+
+
+def settle(store: Store) -> list[str]:
+    """What time makes due, done now rather than when someone looks: questions past
+    their deadline timed out (`thread.timed_out`, and their `$TIMEOUT` edge's end or
+    block: `time_out_due`), then every waiting entry whose run no longer waits made
+    ready; the entries resumed. The worker's loop and `sched reclaim` call it; two
+    counted reads when nothing waits."""
+    time_out_due(store)
+    return resume_answered(store)

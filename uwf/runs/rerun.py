@@ -24,6 +24,7 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Rejected, UwfError
+from uwf.language.asking import is_ask
 from uwf.language.moderator import END, NoTransition, status_of
 from uwf.runs.decide import link, rerunnable
 from uwf.runs.projection import RunState
@@ -39,6 +40,7 @@ from uwf.runs.results import (
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
 from uwf.runs.terms import DEFAULT_RECENT
 from uwf.store import Store
+from uwf.threads.asked import asked_again
 from uwf.threads.events import (
     INPUTS_DIGEST_CHARS,
     ThreadEnded,
@@ -155,6 +157,9 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
                                config or load_config(store.settings.config_path))
                      if incremental else ([], False))
     subject = f"thread/{new_id}"
+    # A step taken over that asked a person: the new run asks again, and waits.
+    question = None if not reused else asked_again(
+        store.cas, reused[-1].head, reused[-1].event.step_id, store.clock())
 
     def decide(views: Views, now: int) -> Outcome[None]:
         # Judged at the instant the link is recorded at, as `log verify` judges it.
@@ -162,6 +167,8 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
         data: list[EventData] = [started, linked, *(step.event for step in reused)]
         if ended:
             data.append(ThreadEnded("end"))
+        if question is not None:
+            data.append(question)
         return Outcome([NewEvent(subject, item) for item in data], None)
 
     store.journal.write_at(decide)
@@ -225,6 +232,8 @@ def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState
                               status_of(role, output), step["output"], reused=node.hash)
         taken.append(_Reuse(head, event))
         state = msgspec.structs.replace(state, head=head, steps=state.steps + 1)
+        if is_ask(output):
+            break  # a question: the new run asks it again, and its answer is the next input
     if not taken:
         return taken, False
     try:

@@ -21,6 +21,7 @@ from uwf.errors import NotFound, Rejected, UsageError
 from uwf.language.moderator import NoTransition, status_of
 from uwf.payload import UNSET
 from uwf.store import Store
+from uwf.threads.attempts import previous_attempts
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import HistoryStep, StepContext
 from uwf.threads.routing import next_decision
@@ -94,7 +95,8 @@ def agent_context(
     transcript or a child thread, often large.
     """
     limit = _history_limit(store.settings, history_limit, config, env)
-    state = get_thread(store.read(), thread)
+    views = store.read()
+    state = get_thread(views, thread)
     definition = _role(store, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]
     edge_prompt = ""
@@ -121,7 +123,8 @@ def agent_context(
         prompt=prompt, edge_prompt=edge_prompt, history=history, head=state.head,
         start=state.start, step_id=step_id, steps=state.steps,
         history_truncated=len(history) < state.steps, visits=state.visits,
-        question=question_of(store.cas, state) or UNSET)
+        question=question_of(store.cas, state) or UNSET,
+        previous_attempts=previous_attempts(views, thread, role) or UNSET)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,9 @@ class StepFacts:
     role: str
     schema: str
     edge_prompt: str | None
+    # The StepNodes refused for this step before (oldest first): a StepNode after them
+    # is a RetriedStepNode naming them as `previousAttempts`.
+    previous_attempts: tuple[str, ...] = ()
 
 
 def submit_step(
@@ -161,13 +167,15 @@ def submit_step(
     that the role's schema does not declare, is taken out of the output and kept
     in the detail's front matter (uwf/threads/usage.py).
     """
-    state = get_thread(store.read(), thread)
+    views = store.read()
+    state = get_thread(views, thread)
     if state.done:
         raise Rejected(f"thread {thread} has ended", "nothing to submit to")
     definition = _role(store, state, role)
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
-    facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt)
+    facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt,
+                      tuple(previous_attempts(views, thread, role)))
     return write_step(cas or store.cas, facts, output, detail, detail_ref=detail_ref,
                       agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=store.clock(),
@@ -235,4 +243,7 @@ def write_step(
     if started_at_ms is not None:
         step["startedAtMs"] = started_at_ms
     step["completedAtMs"] = completed_at_ms
+    if facts.previous_attempts:  # upstream's retry lineage; a plain StepNode without it
+        step["previousAttempts"] = list(facts.previous_attempts)
+        return cas.put(builtin_hash("RetriedStepNode"), step)
     return cas.put(builtin_hash("StepNode"), step)

@@ -16,6 +16,8 @@ from uwf.threads.results import Attempt, StepFailure
 from uwf.threads.steps import StepState
 
 ATTEMPTS_SHOWN = 20
+# The most refused StepNodes a step names as its `previousAttempts` (the latest).
+PREVIOUS_ATTEMPTS_KEPT = 100
 T = TypeVar("T")
 
 
@@ -37,6 +39,30 @@ def attempts(views: Views, thread: str, limit: int = ATTEMPTS_SHOWN) -> list[Att
     return [_attempt(row) for row in reversed(rows)]
 
 
+def previous_attempts(views: Views, thread: str, role: str) -> list[str]:
+    """The StepNodes refused for the thread's next step as `role` (its failed attempts
+    since the head last moved that left one: `ThreadStepFailed.node`), oldest first, at
+    most PREVIOUS_ATTEMPTS_KEPT: what its StepNode names as `previousAttempts`."""
+    found: list[str] = []
+    # Newest first, a page at a time: most often the step in flight and the step that
+    # passed before it are all there is to read, however long the thread.
+    page, offset = 4, 0
+    while offset < 4 * PREVIOUS_ATTEMPTS_KEPT:
+        rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
+                                                  ("-key",), page, offset))
+        for row in rows:
+            if row.outcome in ("stepped", "reused"):
+                return found[::-1]  # the head moved: attempts before it were elsewhere
+            if row.outcome == "failed" and row.role == role and row.node is not None:
+                found.append(row.node)
+                if len(found) == PREVIOUS_ATTEMPTS_KEPT:
+                    return found[::-1]
+        if len(rows) < page:
+            break
+        offset, page = offset + page, min(4 * page, 256)
+    return found[::-1]
+
+
 def telling(shown: list[Attempt]) -> bool:
     """Do the attempts say more than the steps do (one failed, or was reused)?"""
     return any(attempt.outcome in ("failed", "reused") for attempt in shown)
@@ -49,7 +75,7 @@ def _attempt(row: StepState) -> Attempt:
                    head=_given(row.head), status=_given(row.status),
                    reused=_given(row.reused), reason=_given(row.reason),
                    message=_given(row.message), exit_status=_given(row.exit_status),
-                   stderr=_given(row.stderr))
+                   stderr=_given(row.stderr), node=_given(row.node))
 
 
 def _given(value: T | None) -> T | UnsetType:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas, is_step_node_type
 from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
     if not cas.has(hash_):
         return Failure("not-found", f"StepNode {hash_} is not in the CAS")
     node = cas.get(hash_)
-    if node.type != builtin_hash("StepNode"):
+    if not is_step_node_type(node.type):
         return Failure("wrong-type", f"{hash_} is not a StepNode (its type is {node.type})")
     step = node.payload
     if step["start"] != plan.start:
@@ -43,6 +43,9 @@ def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
     for field in ("output", "detail"):
         if not cas.has(step[field]):
             return Failure("not-found", f"its {field} {step[field]} is not in the CAS")
+    for attempt in step.get("previousAttempts", ()):
+        if not cas.has(attempt):
+            return Failure("not-found", f"its previous attempt {attempt} is not in the CAS")
     output = cas.get(step["output"]).payload
     if is_ask(output):  # a question to a person: checked as one, not by the role's schema
         problems = cas.problems(cas.put_schema(ASK_SCHEMA), output) or ask_problems(output)
@@ -55,3 +58,16 @@ def check_step(cas: Cas, plan: Plan, hash_: str) -> Failure | None:
         return Failure("schema", f"its output violates the {plan.decision.role} schema: "
                                  + "; ".join(problems))
     return None
+
+
+def refused_node(cas: Cas, plan: Plan, hash_: str) -> str | None:
+    """`hash_` when it is a StepNode written for this very step (its start and prev are
+    the step's) that the checks refused: a failed attempt, kept and named in the failure
+    (and by the StepNode that passes, as one of its `previousAttempts`); else None."""
+    if not cas.has(hash_):
+        return None
+    node = cas.get(hash_)
+    if not is_step_node_type(node.type):
+        return None
+    step = node.payload
+    return hash_ if (step["start"], step["prev"]) == (plan.start, plan.head) else None

@@ -81,6 +81,7 @@ class ThreadStepFailed(EventData, frozen=True, omit_defaults=True):
     """A step ended without moving the head: the reason, and what the agent left."""
 
     type: ClassVar[str] = "thread.step_failed"
+    refs: ClassVar[tuple[str, ...]] = ("node",)
     step_id: str
     role: str
     reason: str
@@ -91,6 +92,10 @@ class ThreadStepFailed(EventData, frozen=True, omit_defaults=True):
     # The last lines of what the agent wrote on stderr, masked, at most
     # STDERR_TAIL_LINES lines and STDERR_TAIL_BYTES bytes (absent when it wrote none).
     stderr: str | None = None
+    # The StepNode the agent wrote for this step (its start and prev are the step's) and
+    # the checks refused: kept, and named by the StepNode that finally passes as one of
+    # its `previousAttempts` (absent when the agent gave none, and before it was kept).
+    node: str | None = None
 
 
 class ThreadBlocked(EventData, frozen=True):

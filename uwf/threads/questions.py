@@ -14,25 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from uwf.cas.store import Cas
-from uwf.engine.events import NewEvent
+from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
-from uwf.errors import Rejected
-from uwf.language.asking import read_ask
+from uwf.engine.viewspec import Query
+from uwf.errors import NotFound, Rejected
+from uwf.language.moderator import NoTransition
 from uwf.store import Store
 from uwf.threads.decide import answer, time_out
-from uwf.threads.events import ThreadAsked
+from uwf.threads.events import ThreadBlocked, ThreadEnded
+from uwf.threads.projection import ThreadState
 from uwf.threads.results import ThreadShown
+from uwf.threads.routing import last_step, next_decision
 from uwf.threads.service import describe, get_thread
 
-
-def asked(cas: Cas, step_id: str, role: str, output: dict[str, Any], now: int
-          ) -> ThreadAsked:
-    """The question an accepted asking output records; its answer schema is put as a
-    node first (node before the event that names it)."""
-    ask = read_ask(output)
-    due = None if ask.timeout_s is None else now + int(ask.timeout_s * 1000)
-    return ThreadAsked(step_id, role, ask.question, cas.put_schema(ask.answer_schema), due)
+# The most waiting threads one sweep (`time_out_due`) reads, and times out, per call.
+SWEEP_READ = 1000
+SWEEP_BATCH = 100
 
 
 def time_out_thread(store: Store, thread: str) -> None:
@@ -44,6 +44,65 @@ def time_out_thread(store: Store, thread: str) -> None:
                        None)
 
     store.journal.write_at(decide)
+
+
+def time_out_due(store: Store) -> list[str]:
+    """Record `thread.timed_out` for the waiting threads whose question's deadline has
+    passed (at the writers' section's instant), and what that leads to at once: a
+    `$TIMEOUT` edge to `$END` ends the thread, a role with no `$TIMEOUT` edge blocks it
+    (as its next step would); an edge to a role is run by whoever steps the thread next
+    (a worker, once its queue entry is ready again). The threads timed out, at most
+    SWEEP_BATCH a call. One counted read when no thread waits (the common case); the
+    waiting threads are read outside the writers' section, which is entered only when
+    one of them is past its deadline."""
+    views = store.read()
+    if not views.counts("threads", "state").get("waiting"):
+        return []
+    now = store.clock()
+    if not any(time_out(state, now) is not None for state in _waiting(views)):
+        return []
+
+    def decide(views: Views, now: int) -> Outcome[list[str]]:
+        rows = _waiting(views)
+        events: list[NewEvent] = []
+        timed: list[str] = []
+        for state in rows:
+            expired = time_out(state, now)
+            if expired is None:
+                continue
+            subject = f"thread/{state.thread}"
+            events += [NewEvent(subject, data)
+                       for data in (expired, *_after_timeout(store.cas, state))]
+            timed.append(state.thread)
+            if len(timed) == SWEEP_BATCH:
+                break
+        return Outcome(events, timed)
+
+    return store.journal.write_at(decide)
+
+
+def _waiting(views: Views) -> list[ThreadState]:
+    """The first SWEEP_READ waiting threads, oldest first."""
+    rows: list[ThreadState] = views.query(Query(
+        "threads", (("state", "=", "waiting"),), None, ("key",), SWEEP_READ))
+    return rows
+
+
+def _after_timeout(cas: Cas, state: ThreadState) -> list[EventData]:
+    """What the moderator makes of a question timed out, decided now: the thread's end
+    (`$TIMEOUT` leads to `$END`), its block (no `$TIMEOUT` edge), or nothing (a role
+    runs next, at the thread's next step)."""
+    assert state.asked is not None
+    after = msgspec.structs.replace(state, state="idle", asked=msgspec.structs.replace(
+        state.asked, timed_out=True))
+    try:
+        _, decision = next_decision(cas, after)
+    except NoTransition as exc:
+        role, _ = last_step(cas, after)
+        return [ThreadBlocked("no-transition", exc.what, role, exc.status)]
+    except NotFound:
+        return []  # a missing node: the next step says so
+    return [ThreadEnded("end")] if decision.ends else []
 
 
 def answer_thread(store: Store, thread: str, value: Any, by: str = "") -> ThreadShown:

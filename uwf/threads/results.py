@@ -55,8 +55,8 @@ class Attempt(Result, kw_only=True):
     (null for a step an incremental rerun took over), how it ended (`stepped`;
     `reused`: taken over from the StepNode `reused`, no agent ran; `failed`;
     `running`), when it started and ended and how long it took (ms), the StepNode it
-    produced, and a failure's reason, message, exit status and the last lines of its
-    agent's stderr (masked)."""
+    produced, and a failure's reason, message, exit status, the last lines of its
+    agent's stderr (masked) and the StepNode refused (when the agent wrote one)."""
 
     step_id: str
     role: str
@@ -72,6 +72,7 @@ class Attempt(Result, kw_only=True):
     message: str | UnsetType = UNSET
     exit_status: int | UnsetType = UNSET
     stderr: str | UnsetType = UNSET
+    node: str | UnsetType = UNSET  # a failed attempt's StepNode, refused and kept
 
 
 class Question(Result, kw_only=True):
@@ -142,6 +143,7 @@ class LogRecord(Result):
     edge_prompt: str | UnsetType = UNSET
     started_at_ms: int | UnsetType = UNSET
     completed_at_ms: int | UnsetType = UNSET
+    previous_attempts: list[str] | UnsetType = UNSET  # refused StepNodes before this one
 
 
 class Forked(Result):
@@ -186,3 +188,6 @@ class StepContext(Result):
     history_truncated: bool
     visits: dict[str, int]
     question: Question | UnsetType = UNSET
+    # The StepNodes refused for this step so far, oldest first (the one this step
+    # writes names them as `previousAttempts`); absent when none was.
+    previous_attempts: list[str] | UnsetType = UNSET

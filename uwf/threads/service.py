@@ -14,7 +14,7 @@ from uwf.cas.nodes import Node
 from uwf.cas.store import Cas, builtin_hash
 from uwf.config.repo import find_repo, search_folders
 from uwf.engine.clock import format_ts
-from uwf.engine.events import NewEvent
+from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
@@ -38,6 +38,7 @@ from uwf.threads.results import (
     ThreadSummary,
 )
 from uwf.threads.routing import next_decision
+from uwf.threads.steps import StepState
 from uwf.threads.terms import OPEN_STATES, STATES
 from uwf.workflows.discovery import use_workflow
 
@@ -314,7 +315,8 @@ def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
                         detail=step["detail"], agent=step["agent"],
                         edge_prompt=step.get("edgePrompt", UNSET),
                         started_at_ms=step.get("startedAtMs", UNSET),
-                        completed_at_ms=step.get("completedAtMs", UNSET))
+                        completed_at_ms=step.get("completedAtMs", UNSET),
+                        previous_attempts=step.get("previousAttempts", UNSET))
 
 
 def fork_thread(store: Store, thread: str, at: str) -> Forked:
@@ -335,4 +337,20 @@ def fork_thread(store: Store, thread: str, at: str) -> Forked:
                           fork_of=thread, steps=len(kept), visits=visits,
                           inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     result = Forked(workflow=state.workflow, thread=new, head=at, fork_of=thread)
-    return store.journal.write(lambda _views: Outcome([NewEvent(f"thread/{new}", event)], result))
+    events: list[EventData] = [event]
+    again = _asked_again(store, at)
+    if again is not None:  # forked at a question: the fork asks it again, and waits
+        events.append(again)
+    return store.journal.write(lambda _views: Outcome(
+        [NewEvent(f"thread/{new}", data) for data in events], result))
+
+
+def _asked_again(store: Store, head: str) -> EventData | None:
+    """The question the step `head` asks, asked again (uwf/threads/questions.py), as the
+    step that wrote it (its id in the `steps` view)."""
+    from uwf.threads.asked import asked_again
+
+    now = store.clock()
+    rows: list[StepState] = store.read().query(Query("steps", (("head", "=", head),),
+                                                     limit=1))
+    return asked_again(store.cas, head, rows[0].step_id if rows else new_ulid(now), now)

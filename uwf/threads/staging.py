@@ -185,7 +185,8 @@ def staged_submit(staged: Staged, thread: str, role: str, output: Any,
     staged.check(thread, role)
     context = staged.context
     facts = StepFacts(context["start"], context["head"], role, context["role"]["meta"],
-                      context.get("edgePrompt") or None)
+                      context.get("edgePrompt") or None,
+                      tuple(context.get("previousAttempts") or ()))
     return write_step(staged.cas, facts, output, detail, detail_ref=detail_ref, agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=completed_at_ms,
                       usage=usage, refs_checked_later=True)

@@ -47,7 +47,8 @@ from uwf.language.moderator import END, Decision, NoTransition, status_of
 from uwf.store import Store
 from uwf.threads import decide
 from uwf.threads.agentproc import agent_environment, masked, spawn
-from uwf.threads.checks import Failure, check_step
+from uwf.threads.asked import asked
+from uwf.threads.checks import Failure, check_step, refused_node
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
     ThreadBlocked,
@@ -57,7 +58,7 @@ from uwf.threads.events import (
     ThreadStepStarted,
 )
 from uwf.threads.projection import ThreadState
-from uwf.threads.questions import asked, time_out_thread
+from uwf.threads.questions import time_out_thread
 from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
@@ -384,9 +385,10 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
 
     def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
         message = masked(failure.message, secrets)
+        node = None if isinstance(result, Failure) else refused_node(cas, plan, result)
         return ([NewEvent(subject, ThreadStepFailed(
                     plan.step_id, plan.decision.role, failure.reason, message,
-                    failure.exit_status, failure.stderr))],
+                    failure.exit_status, failure.stderr, node))],
                 StepFailed(f"step failed ({failure.reason}): {message}",
                            f"the head stays at {at}"))
 
@@ -422,7 +424,9 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
         # restarting may not answer yet (the step would stay in flight, unrecorded).
         if not judged:
             events, error = _result(store, cas, plan, result, secrets)
-            judged.append((events, error, nodes() if error is None else ()))
+            # A refused StepNode the failure names is kept: written with it.
+            kept = error is None or getattr(events[0].data, "node", None) is not None
+            judged.append((events, error, nodes() if kept else ()))
         return judged[0]
 
     tries = 0

@@ -39,6 +39,7 @@ class StepState(msgspec.Struct, frozen=True, rename="camel"):
     stderr: str | None = None
     reused: str | None = None  # the original StepNode an incremental rerun took over
     usage: Usage | None = None  # what the agent reported it spent (from its detail)
+    node: str | None = None  # a failed attempt's StepNode, refused (ThreadStepFailed.node)
 
 
 _replace = msgspec.structs.replace
@@ -46,7 +47,8 @@ _replace = msgspec.structs.replace
 
 class StepsProjection(StructProjection):
     name: ClassVar[str] = "steps"
-    version: ClassVar[int] = 3  # 3: when it ended, and a failure's message and stderr
+    # 3: when it ended, and a failure's message and stderr; 4: a refused StepNode
+    version: ClassVar[int] = 4
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
     state_type: ClassVar[type[msgspec.Struct]] = StepState
@@ -73,5 +75,5 @@ class StepsProjection(StructProjection):
             base = state or StepState(thread, data.step_id, data.role)
             return _replace(base, outcome="failed", reason=data.reason, ended_at=event.ts,
                             message=data.message, exit_status=data.exit_status,
-                            stderr=data.stderr)
+                            stderr=data.stderr, node=data.node)
         return state

@@ -251,7 +251,9 @@ class Worker:
 
     def _lease(self, free: int) -> tuple[list[Granted], NothingToDo | None]:
         try:
-            waiting.resume_answered(self.store)  # answered runs' entries: ready again
+            # Questions past their deadline timed out now, not when someone looks; then
+            # the entries of runs that no longer wait (answered, timed out): ready again.
+            waiting.settle(self.store)
             granted = sched.lease(self.store, free, self.options.session)
         except NothingToDo as exc:
             return [], exc
