@@ -51,7 +51,7 @@ from common import (
     verdict,
 )
 
-from uwf.cas.store import builtin_hash
+from uwf.cas.builtins import builtin_hash
 from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views

@@ -48,8 +48,9 @@ from common import (
 )
 
 from uwf.cas.backends import FileBlobs, node_path
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.hashing import node_hash
-from uwf.cas.store import Cas, builtin_hash, encode_node
+from uwf.cas.store import Cas, encode_node
 from uwf.engine.clock import system_clock
 
 OUTPUT_SCHEMA: dict[str, Any] = {

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from uwf.audit.verify import verify
-from uwf.cas.store import builtin_hash
+from uwf.cas.builtins import builtin_hash
 from uwf.engine.clock import parse_instant
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome

@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import EXAMPLE, Cli, Result, run_bytes, snapshot
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
+from uwf.cas.builtins import builtin_hash, meta_hash
 from uwf.cas.hashing import format_hash, node_hash
 from uwf.cas.limits import MAX_DEPTH, MAX_NODE_BYTES
-from uwf.cas.store import Cas, WalkEntry, builtin_hash, encode_node, meta_hash
+from uwf.cas.store import Cas, WalkEntry, encode_node
 from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, Rejected, UwfError
 from uwf.jsoncas import service as jsoncas

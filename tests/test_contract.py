@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from tests.logkit import append
 from tests.pgkit import pg_database  # noqa: F401  (the postgres backends' database)
 from uwf.cas.backends import Blobs, FileBlobs, MemoryBlobs
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.pgblobs import PgBlobs
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas
 from uwf.engine.clock import system_clock
 from uwf.engine.events import GENESIS_PREV, NewEvent, StoreCreated, digest
 from uwf.engine.filelog import FileLog

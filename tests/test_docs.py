@@ -29,8 +29,8 @@ from unittest import mock
 import msgspec
 import pytest
 
+from uwf.cas.builtins import BUILTIN_NAMES, builtin_hash, meta_hash
 from uwf.cas.hashing import hash_bytes
-from uwf.cas.store import BUILTIN_NAMES, builtin_hash, meta_hash
 from uwf.cli import jsoncas
 from uwf.cli import main as uwf_cli
 from uwf.invoker.spec import Command

@@ -18,8 +18,9 @@ import xxhash
 
 from tests.conftest import Cli
 from uwf.cas.backends import FileBlobs, MemoryBlobs, node_path
+from uwf.cas.builtins import meta_hash
 from uwf.cas.hashing import format_hash
-from uwf.cas.store import Cas, encode_node, meta_hash
+from uwf.cas.store import Cas, encode_node
 from uwf.cas.subset import schema_problems
 from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, Rejected

@@ -16,15 +16,9 @@ import pytest
 
 from tests.conftest import Cli, snapshot
 from uwf.cas.backends import MemoryBlobs
+from uwf.cas.builtins import BUILTIN_NAMES, builtin_hash, builtin_schema, meta_hash
 from uwf.cas.hashing import deterministic_cbor, hash_bytes, node_hash, self_hash
-from uwf.cas.store import (
-    BUILTIN_NAMES,
-    Cas,
-    builtin_hash,
-    builtin_schema,
-    encode_node,
-    meta_hash,
-)
+from uwf.cas.store import Cas, encode_node
 from uwf.cas.subset import DRAFT07_BOOTSTRAP, META_HASH, keywords, meta_schema, schema_problems
 from uwf.engine.clock import system_clock
 from uwf.errors import Rejected

@@ -167,6 +167,15 @@ def test_the_leaves_import_no_layer() -> None:
         assert [n for n in imports(PACKAGE / leaf) if n not in LEAVES] == []
 
 
+MAX_MODULE_LINES = 500  # one concept a module (issue 33, item 5)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text("utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, "split these modules by concept"
+
+
 def test_every_module_belongs_to_a_layer() -> None:
     top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
            if not p.name.startswith((".", "_")) and p.name != "py.typed"}

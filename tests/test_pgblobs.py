@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.hashing import node_hash
 from uwf.cas.pgblobs import PgBlobs
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas
 from uwf.engine.pgdb import PgDatabase
 from uwf.engine.pglog import PgLog
 from uwf.errors import Corrupt

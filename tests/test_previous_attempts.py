@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import Cli
 from tests.threadkit import Kit, make_kit
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.hashing import node_hash
-from uwf.cas.store import builtin_hash
 
 # A StepNode's type and one StepNode's hash, as uwf named them before RetriedStepNode
 # existed (json-cas agreement: a node without previousAttempts must not move).

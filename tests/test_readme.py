@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, ROOT
-from uwf.cas.store import builtin_hash
+from uwf.cas.builtins import builtin_hash
 
 README = ROOT / "README.md"
 INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && "

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from functools import cache
 from typing import Any
 
 import msgspec
 
 from uwf.cas.backends import Blobs, check_hash
+from uwf.cas.builtins import BUILTIN_NAMES, _builtin_hashes, builtin_hash, builtin_schema, meta_hash
 from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, self_hash
 from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
@@ -30,18 +30,12 @@ from uwf.cas.refs import js_view, schema_refs
 from uwf.cas.subset import (
     DRAFT07_BOOTSTRAP,
     REF_FORMAT,
-    SCHEMAS,
     meta_schema,
     schema_problems,
 )
 from uwf.errors import Corrupt, NotFound, OldFormat, Rejected, UsageError
 from uwf.redact import Redact, redact_value
 
-BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text", "RetriedStepNode")
-# A thread's step is a node of either type: a RetriedStepNode is a StepNode with
-# upstream's `previousAttempts` (the StepNodes refused for the step before it), a type
-# of its own so that a StepNode without them hashes as it always has.
-STEP_NODE_NAMES = ("StepNode", "RetriedStepNode")
 CHECKED_KEPT = 4096  # checked nodes a Cas keeps in memory (then it lets them all go)
 
 
@@ -51,39 +45,6 @@ class WalkEntry(msgspec.Struct, frozen=True):
     depth: int
     path: str
     missing: bool = False
-
-
-@cache
-def meta_hash() -> str:
-    """The bootstrap meta-schema's hash: XXH64 over its CBOR alone."""
-    return self_hash(meta_schema())
-
-
-@cache
-def builtin_schema(name: str) -> dict[str, Any]:
-    text = (SCHEMAS / f"{name}.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
-
-
-@cache
-def builtin_hash(name: str) -> str:
-    return node_hash(meta_hash(), builtin_schema(name))
-
-
-def is_step_node_type(type_hash: str) -> bool:
-    """Is `type_hash` a thread step's type (StepNode, or RetriedStepNode)?"""
-    return type_hash in _step_hashes()
-
-
-@cache
-def _step_hashes() -> frozenset[str]:
-    return frozenset(builtin_hash(name) for name in STEP_NODE_NAMES)
-
-
-@cache
-def _builtin_hashes() -> dict[str, str]:
-    return {builtin_hash(name): name for name in BUILTIN_NAMES}
 
 
 def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:

@@ -17,8 +17,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from uwf.cas.builtins import meta_hash
 from uwf.cas.hashing import is_hash, node_hash
-from uwf.cas.store import Cas, meta_hash
+from uwf.cas.store import Cas
 from uwf.cas.subset import schema_findings
 from uwf.errors import Rejected
 from uwf.language import outputs

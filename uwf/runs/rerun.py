@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from uwf.cas.store import builtin_hash
+from uwf.cas.builtins import builtin_hash
 from uwf.config.configfile import Config, load_config, resolve_agent
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.hashing import is_hash
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
 from uwf.config.settings import Settings

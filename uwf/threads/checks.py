@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from uwf.cas.store import Cas, is_step_node_type
+from uwf.cas.builtins import is_step_node_type
+from uwf.cas.store import Cas
 from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
 
 if TYPE_CHECKING:

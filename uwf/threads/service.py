@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from uwf.cas.builtins import builtin_hash
 from uwf.cas.hashing import is_hash
 from uwf.cas.nodes import Node
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.store import Cas
 from uwf.config.repo import find_repo, search_folders
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent

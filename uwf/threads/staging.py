@@ -31,9 +31,10 @@ from typing import Any
 import msgspec
 
 from uwf.cas.backends import FileBlobs
+from uwf.cas.builtins import meta_hash
 from uwf.cas.limits import MAX_NODE_BYTES
 from uwf.cas.nodes import Node
-from uwf.cas.store import Cas, meta_hash
+from uwf.cas.store import Cas
 from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.redact import Redact

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -31,6 +30,7 @@ from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import secret_values
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.retry import while_unavailable
 from uwf.engine.ulids import new_ulid
 from uwf.errors import (
     Conflict,
@@ -209,7 +209,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
     except StoreUnavailable:
         if not planned:
             raise
-    return _while_unavailable(begin, RECORD_RETRY_S)
+    return while_unavailable(begin, RECORD_RETRY_S)
 
 
 def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: float,
@@ -340,7 +340,7 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
                        on_agent=on_agent)
         if isinstance(result, str):
             try:
-                _while_unavailable(lambda: staging.bring_in(folder, cas, result),
+                while_unavailable(lambda: staging.bring_in(folder, cas, result),
                                    RECORD_RETRY_S)
             except (Corrupt, Rejected) as exc:
                 hidden = secret_values(store.settings.environ, config)
@@ -453,7 +453,7 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
                 raise
             return earlier
 
-    error, done = _while_unavailable(write, retry_for)
+    error, done = while_unavailable(write, retry_for)
     if error is not None:
         raise error
     return done
@@ -477,21 +477,6 @@ def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
         if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
             return None  # back to where the step began: nothing recorded for it
     return None
-
-
-def _while_unavailable(call: Callable[[], T], seconds: float) -> T:
-    """`call()`, tried again while it raises StoreUnavailable, for at most `seconds`
-    (wall time: a fixed `--now` clock never moves)."""
-    give_up = time.monotonic() + seconds
-    pause = 0.1
-    while True:
-        try:
-            return call()
-        except StoreUnavailable:
-            if time.monotonic() + pause > give_up:
-                raise
-        time.sleep(pause)
-        pause = min(2 * pause, 2.0)
 
 
 def _after(cas: Cas, plan: Plan, output: Any, head: str, now: int) -> list[NewEvent]:

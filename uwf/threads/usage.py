@@ -20,7 +20,8 @@ from typing import Any
 
 import msgspec
 
-from uwf.cas.store import Cas, builtin_hash
+from uwf.cas.builtins import builtin_hash
+from uwf.cas.store import Cas
 from uwf.errors import Rejected
 from uwf.threads.events import Usage
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
+from uwf.cas.builtins import builtin_hash, meta_hash
 from uwf.cas.hashing import is_hash, node_hash
-from uwf.cas.store import builtin_hash, meta_hash
 from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
