@@ -34,7 +34,7 @@ import msgspec
 from msgspec import inspect
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgwrite import LEAVE, OneCall
+from uwf.engine.pgwrite import CAN_FLUSH, LEAVE, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -65,11 +65,14 @@ def json_sql(kind: inspect.Type, expr: str) -> str:
         if len(others) == 1:
             return (f"(CASE WHEN jsonb_typeof({expr}) = 'null' THEN 'null' ELSE "
                     f"{json_sql(others[0], expr)} END)")
-    if isinstance(kind, inspect.ListType) and isinstance(
-            kind.item_type, inspect.StrType | inspect.IntType):
-        return (f"(SELECT '[' || coalesce(string_agg(uwf_items.uwf_item::text, ',' ORDER BY "
-                f"uwf_items.uwf_at), '') || ']' FROM jsonb_array_elements({expr}) WITH "
-                "ORDINALITY AS uwf_items(uwf_item, uwf_at))")
+    # A list of strings or integers: jsonb prints `, ` between items where msgspec prints
+    # `,`. No subquery: the statement holding it stays one plan node (a subquery's
+    # aggregate was set up again on every call). Each string item, escapes and all, is
+    # matched whole, from the first, so a `, ` inside one is never taken for a separator.
+    if isinstance(kind, inspect.ListType) and isinstance(kind.item_type, inspect.StrType):
+        return f"""regexp_replace(({expr})::text, '("(?:[^"\\\\]|\\\\.)*"), ', '\\1,', 'g')"""
+    if isinstance(kind, inspect.ListType) and isinstance(kind.item_type, inspect.IntType):
+        return f"replace(({expr})::text, ', ', ',')"
     if isinstance(kind, inspect.StructType) and not (
             kind.cls.__struct_config__.omit_defaults or kind.array_like or kind.tag_field):
         parts = [f"'{'{' if number == 0 else ','}\"{field.encode_name}\":' || "
@@ -114,61 +117,96 @@ def _sql_list(values: list[str]) -> str:
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
 # What every command's procedure does first: the lock, the head, the instant, the views'
-# check. Sets `h` (the head row), `head_digest`, `flush`. The instant is the caller's
-# clock, read just before the call, or the log's last instant when another writer logged
-# a later one meanwhile: a command is judged at an instant no earlier than any before it
-# (SPEC §8: at the log's clock, the ceiling holds).
+# check. Sets `h` (the head row: seq, line, ends, its digest, the views at it),
+# `head_digest`, `flush`. The instant is the caller's clock, read just before the call,
+# or the log's last instant when another writer logged a later one meanwhile: a command
+# is judged at an instant no earlier than any before it (SPEC §8: at the log's clock,
+# the ceiling holds). Every call that needs no result is an assignment to `done`, not a
+# PERFORM: plpgsql evaluates an assignment's expression itself, where a PERFORM is a
+# statement run by the executor (set up, run and ended on every call).
 _ENTER = """
-  flush := p_durable AND has_function_privilege(
-    'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
-  PERFORM set_config('lock_timeout', p_lock_ms || 'ms', true);
+  flush := p_durable AND {can_flush};
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
   -- Each statement planned once a session, not five times with its arguments first
   -- (the server's default): a new worker's first leases took 15-20 ms each.
-  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  done := set_config('plan_cache_mode', 'force_generic_plan', true);
   IF flush OR NOT p_durable THEN
-    PERFORM set_config('synchronous_commit', 'off', true);
+    done := set_config('synchronous_commit', 'off', true);
   END IF;
-  PERFORM pg_advisory_xact_lock({log_lock});
-  SELECT e.seq, e.line, e.ends INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
+  done := pg_advisory_xact_lock({log_lock})::text;
+  SELECT e.seq, e.line, e.ends, d.digest, (SELECT count(*) FROM uwf_views v,
+      unnest(p_names, p_signatures) AS x(name, sig) WHERE v.name = x.name
+      AND v.signature = x.sig AND v.seq = e.seq AND v.digest = d.digest) AS views
+    INTO h FROM uwf_events e, LATERAL (SELECT left(encode(sha256(e.line), 'hex'), 32)
+      AS digest) d ORDER BY e.seq DESC LIMIT 1;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
-  head_digest := left(encode(sha256(h.line), 'hex'), 32);
-  head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  head_digest := h.digest;
+  -- The head's instant: read off the envelope's start (seq, id, ts, in that order),
+  -- without parsing the whole line; any other shape is parsed.
+  head_ts := substring(convert_from(h.line, 'UTF8') FROM {ts_pattern});
+  IF head_ts IS NULL THEN
+    head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  END IF;
   IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
     p_ts := head_ts;
     p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
   o_now := p_now;
-  IF to_regclass('uwf_v_queue') IS NULL OR (
-      SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
-       WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
-         AND v.digest = head_digest) <> cardinality(p_names) THEN
+  IF h.views <> cardinality(p_names) OR to_regclass('uwf_v_queue') IS NULL THEN
     o_status := 'stale'; RETURN;
   END IF;
 """
+# The envelope's first fields as msgspec writes them (uwf.engine.events.Envelope).
+TS_PATTERN = r"""'^[{]"seq":[0-9]+,"id":"[^"\\]*","ts":"([^"\\]*)"'"""
+
+
+def enter(log_lock: int) -> str:
+    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH, ts_pattern=TS_PATTERN)
 
 
 def _line(kind: str) -> str:
     """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
-    `prev`) in the envelope's field order, and appending it."""
+    `prev`) in the envelope's field order, and appending it with its stream entry (one
+    statement)."""
     return f"""
     line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
       || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
       || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
       || '"}}', 'UTF8');
     ends := ends + octet_length(line) + 1;
-    INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends);
+    WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends))
     INSERT INTO uwf_streams (subject, seq) VALUES (subject, s);
     prev := left(encode(sha256(line), 'hex'), 32);"""
 
 
-def _row_update() -> str:
+def _move(column: str, value: str, sign: str) -> str:
+    """SQL adding `sign` to the kept count of (`column`, `value` as JSON) in the moves
+    (`m_slots`, `m_columns`, `m_values`, `m_ns`): one slot each, so the upsert after
+    touches each row once, with no aggregate."""
+    return f"""
+    slot := {column} || ' ' || {value};
+    at := array_position(m_slots, slot);
+    IF at IS NULL THEN
+      m_slots := m_slots || slot; m_columns := m_columns || ({column})::text;
+      m_values := m_values || ({value})::text; m_ns := m_ns || ({sign})::bigint;
+    ELSE
+      m_ns[at] := m_ns[at] + {sign};
+    END IF;"""
+
+
+def _row_update(returning: str = "") -> str:
     """SQL writing the entry's new state `e` (jsonb) to its row: the value as msgspec
     writes a QueueEntry, the declared columns as `QueueProjection.column_values` does,
-    and the kept counts' moves into `moves`."""
+    and the kept counts' moves."""
     names, held = _names(QueueEntry), _names(Lease)
     value = json_sql(_struct(QueueEntry), "e")
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
+    moves = "".join((
+        _move("'status'", "to_json(old_status)::text", "-1"),
+        _move("'status'", "to_json(new_status)::text", "1"),
+        _move("'ready_pool'", "coalesce(to_json(old_pool)::text, 'null')", "-1"),
+        _move("'ready_pool'", "coalesce(to_json(new_pool)::text, 'null')", "1")))
     return f"""
     new_status := e ->> '{names['status']}';
     new_pool := CASE WHEN new_status = 'ready'
@@ -178,19 +216,21 @@ def _row_update() -> str:
       c_lease_expires = (e -> '{names['lease']}' ->> '{held['expires_at_ms']}')::bigint,
       c_eligible_at = nullif((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
       c_ready_pool = new_pool
-     WHERE key = entry_key;
-    moves := moves || jsonb_build_array(
-      jsonb_build_array('status', to_json(old_status)::text, -1),
-      jsonb_build_array('status', to_json(new_status)::text, 1),
-      jsonb_build_array('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
-      jsonb_build_array('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1));"""
+     WHERE key = entry_key{returning};{moves}"""
 
 
 _COUNTS = """
   INSERT INTO uwf_view_counts (view, col, value, n)
-  SELECT 'queue', m ->> 0, m ->> 1, sum((m ->> 2)::bigint) FROM jsonb_array_elements(moves) m
-   GROUP BY m ->> 0, m ->> 1 HAVING sum((m ->> 2)::bigint) <> 0
+  SELECT 'queue', u.col, u.value, u.n FROM unnest(m_columns, m_values, m_ns) AS u(col, value, n)
+   WHERE u.n <> 0
   ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;"""
+# The variables every command's procedure declares.
+_DECLARE = """
+  h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
+  ends bigint; prev text; line bytea; subject text; data_json text; d jsonb; e jsonb;
+  old jsonb; entry_key text; old_status text; old_pool text; new_status text;
+  new_pool text; slot text; at int; m_slots text[] := '{}'; m_columns text[] := '{}';
+  m_values text[] := '{}'; m_ns bigint[] := '{}';"""
 
 
 @functools.cache
@@ -217,15 +257,12 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
-DECLARE
-  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
-  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int; n int;
-  pol jsonb; ttl bigint; most int; total int; want int; label text; is_default boolean;
-  ceiling int; active int; r record; entry_key text; old_status text; old_pool text;
-  new_status text; new_pool text; moves jsonb := '[]'; pools text[];
+DECLARE{_DECLARE}
+  k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
+  is_default boolean; ceiling int; active int; r record; pools text[];
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
 BEGIN
-{_ENTER.format(log_lock=LOG_LOCK)}
+{enter(LOG_LOCK)}
   IF to_regclass('uwf_v_sched') IS NOT NULL THEN
     SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' INTO pol
       FROM uwf_v_sched v WHERE v.key = 'policy';
@@ -262,7 +299,15 @@ BEGIN
     END IF;
     CONTINUE WHEN ceiling - active <= 0;
     -- Its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index, in its order (NULLS FIRST).
+    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
+    -- the answer's, and no sort follows.
+    IF cardinality(pools) = 1 THEN
+      keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
+         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+             q.key NULLS FIRST LIMIT least(ceiling - active, want));
+      CONTINUE;
+    END IF;
     FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
        WHERE q.c_ready_pool = label
          AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
@@ -273,10 +318,14 @@ BEGIN
       enqs := enqs || r.c_enqueued_at;
     END LOOP;
   END LOOP;
-  SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
-                  '{{}}')
-    INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
-                      ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+  IF cardinality(pools) = 1 THEN
+    o_keys := keys;
+  ELSE
+    SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
+                    '{{}}')
+      INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
+                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+  END IF;
   n := cardinality(o_keys);
   IF n = 0 THEN o_status := 'none'; RETURN; END IF;
   s := h.seq; ends := h.ends; prev := head_digest;
@@ -320,13 +369,11 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
-DECLARE
-  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
-  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int := 1;
-  n int := 1; entry_key text := p_key; old_status text; old_pool text; new_status text;
-  new_pool text; moves jsonb := '[]';
+DECLARE{_DECLARE}
+  k int := 1; n int := 1;
 BEGIN
-{_ENTER.format(log_lock=LOG_LOCK)}
+{enter(LOG_LOCK)}
+  entry_key := p_key;
   SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
     INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = p_key;
   IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))})
@@ -345,9 +392,8 @@ BEGIN
   IF p_run IS NOT NULL THEN
     e := e || jsonb_build_object('{entry['run']}', p_run);
   END IF;
-{_row_update()}
+{_row_update(" RETURNING value INTO o_value")}
 {_COUNTS}
-  SELECT q.value INTO o_value FROM uwf_v_queue q WHERE q.key = p_key;
 {LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
