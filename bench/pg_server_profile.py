@@ -55,8 +55,9 @@ def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, int]:
         store.read()
         if perf is not None:
             backend = store.journal.log.db.reader.info.backend_pid
-            recorder = subprocess.Popen(["perf", "record", "-F", "1999", "--call-graph", "dwarf,32768", "-o", perf,
-                                         "-p", str(backend)], stderr=subprocess.DEVNULL)
+            recorder = subprocess.Popen(["perf", "record", "-F", "1999", "--call-graph",
+                                         "dwarf,32768", "-o", perf, "-p", str(backend)],
+                                        stderr=subprocess.DEVNULL)
             time.sleep(0.5)
         cpu = time.process_time()
         done = 0
@@ -88,8 +89,8 @@ def _report(url: str, cycles: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         time.sleep(0.6)  # the backends' function counts reach the stats (PGSTAT_MIN_INTERVAL)
         funcs = conn.execute(
-            "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions WHERE calls > 0 "
-            "ORDER BY total_time DESC").fetchall()
+            "SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions "
+            "WHERE calls > 0 ORDER BY total_time DESC").fetchall()
         print(f"\n{'procedure':<32} {'calls':>6} {'total µs/call':>14} {'self µs/call':>13}")
         for name, calls, total, own in funcs:
             print(f"{name:<32} {calls:>6} {total / calls * 1e3:>14,.0f} "

@@ -31,11 +31,11 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import inspect
 
 from uwf.engine.clock import format_ts
 from uwf.engine.pgwrite import CAN_FLUSH, LEAVE, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
+from uwf.queue.pgjson import record_type, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -48,53 +48,20 @@ if TYPE_CHECKING:
 MOST = 64
 
 
-# -- the JSON msgspec writes, as SQL over jsonb -------------------------------------------
-
-def json_sql(kind: inspect.Type, expr: str) -> str:
-    """SQL text: the compact JSON msgspec writes for a value of `kind`, held as the
-    jsonb `expr`. Strings, integers, booleans and null print alike (PostgreSQL escapes a
-    string as msgspec does); a struct's fields go in its order, every field written."""
-    if isinstance(kind, inspect.StrType | inspect.IntType | inspect.BoolType
-                  | inspect.NoneType):
-        return f"({expr})::text"
-    if isinstance(kind, inspect.UnionType):
-        others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
-        if all(isinstance(member, inspect.StrType | inspect.IntType | inspect.BoolType)
-               for member in others):
-            return f"({expr})::text"
-        if len(others) == 1:
-            return (f"(CASE WHEN jsonb_typeof({expr}) = 'null' THEN 'null' ELSE "
-                    f"{json_sql(others[0], expr)} END)")
-    # A list of strings or integers: jsonb prints `, ` between items where msgspec prints
-    # `,`. No subquery: the statement holding it stays one plan node (a subquery's
-    # aggregate was set up again on every call). Each string item, escapes and all, is
-    # matched whole, from the first, so a `, ` inside one is never taken for a separator.
-    if isinstance(kind, inspect.ListType) and isinstance(kind.item_type, inspect.StrType):
-        return f"""regexp_replace(({expr})::text, '("(?:[^"\\\\]|\\\\.)*"), ', '\\1,', 'g')"""
-    if isinstance(kind, inspect.ListType) and isinstance(kind.item_type, inspect.IntType):
-        return f"replace(({expr})::text, ', ', ',')"
-    if isinstance(kind, inspect.StructType) and not (
-            kind.cls.__struct_config__.omit_defaults or kind.array_like or kind.tag_field):
-        parts = [f"'{'{' if number == 0 else ','}\"{field.encode_name}\":' || "
-                 f"{json_sql(field.type, f'{expr}->{_quote(field.encode_name)}')}"
-                 for number, field in enumerate(kind.fields)]
-        return "(" + " || ".join(parts) + " || '}')"
-    raise TypeError(f"no SQL for a value of {kind!r}")
-
+# -- names and statuses ---------------------------------------------------------------
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _struct(kind: type[msgspec.Struct]) -> inspect.StructType:
-    found = inspect.type_info(kind)
-    assert isinstance(found, inspect.StructType)
-    return found
-
-
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
-    return {field.name: field.encode_name for field in _struct(kind).fields}
+    return {field.name: field.encode_name for field in struct_info(kind).fields}
+
+
+def _field(record: str, name: str) -> str:
+    """SQL naming a field of a record variable (its name as in the JSON)."""
+    return f'{record}."{name}"'
 
 
 # -- what the server runs, generated -------------------------------------------------------
@@ -198,11 +165,10 @@ def _move(column: str, value: str, sign: str) -> str:
 
 
 def _row_update(returning: str = "") -> str:
-    """SQL writing the entry's new state `e` (jsonb) to its row: the value as msgspec
-    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does,
-    and the kept counts' moves."""
+    """SQL writing the entry's new state, the record `st`, to its row: the value as
+    msgspec writes a QueueEntry, the declared columns as `QueueProjection.column_values`
+    does, and the kept counts' moves."""
     names, held = _names(QueueEntry), _names(Lease)
-    value = json_sql(_struct(QueueEntry), "e")
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
     moves = "".join((
@@ -210,14 +176,16 @@ def _row_update(returning: str = "") -> str:
         _move("'status'", "to_json(new_status)::text", "1"),
         _move("'ready_pool'", "coalesce(to_json(old_pool)::text, 'null')", "-1"),
         _move("'ready_pool'", "coalesce(to_json(new_pool)::text, 'null')", "1")))
+    lease = _field("st", names["lease"])
     return f"""
-    new_status := e ->> '{names['status']}';
+    new_status := {_field("st", names['status'])};
     new_pool := CASE WHEN new_status = 'ready'
-      THEN coalesce(e ->> '{names['session']}', '') END;
-    UPDATE uwf_v_queue SET value = convert_to({value}, 'UTF8'), c_status = new_status,
-      c_live_key = CASE WHEN new_status = ANY({live}) THEN e ->> '{names['key']}' END,
-      c_lease_expires = (e -> '{names['lease']}' ->> '{held['expires_at_ms']}')::bigint,
-      c_eligible_at = nullif((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
+      THEN coalesce({_field("st", names['session'])}, '') END;
+    UPDATE uwf_v_queue SET value = convert_to(to_json(st)::text, 'UTF8'),
+      c_status = new_status,
+      c_live_key = CASE WHEN new_status = ANY({live}) THEN {_field("st", names['key'])} END,
+      c_lease_expires = ({lease})."{held['expires_at_ms']}",
+      c_eligible_at = nullif({_field("st", names['next_eligible_at_ms'])}, 0),
       c_ready_pool = new_pool
      WHERE key = entry_key{returning};{moves}"""
 
@@ -230,8 +198,8 @@ _COUNTS = """
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
-  ends bigint; prev text; line bytea; subject text; data_json text; d jsonb; e jsonb;
-  old jsonb; entry_key text; old_status text; old_pool text; new_status text;
+  ends bigint; prev text; line bytea; subject text; data_json text; d jsonb; raw bytea;
+  entry_key text; old_status text; old_pool text; new_status text;
   new_pool text; slot text; at int; m_slots text[] := '{}'; m_columns text[] := '{}';
   m_values text[] := '{}'; m_ns bigint[] := '{}';"""
 
@@ -245,13 +213,10 @@ def lease_procedure() -> Procedure:
     held = _names(Lease)
     defaults = Policy()
     leased_status = _to("ready", "leased")
-    data = json_sql(_struct(QueueLeased), "d")
-    state_fields = (f"'{entry['status']}', {_quote(leased_status)}, '{entry['updated_at']}', "
-                    f"p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1, "
-                    f"'{entry['lease']}', jsonb_build_object('{held['id']}', p_lease_ids[k], "
-                    f"'{held['expires_at_ms']}', o_expires, '{held['attempt']}', "
-                    f"o_attempts[k], '{held['session']}', p_session), "
-                    f"'{entry['next_eligible_at_ms']}', NULL::bigint")
+    entry_type, creates = record_type(QueueEntry)
+    data_type, data_creates = record_type(QueueLeased)
+    lease_type, lease_creates = record_type(Lease)
+    e = functools.partial(_field, "st")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -262,7 +227,7 @@ CREATE OR REPLACE PROCEDURE {{name}}(
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
   k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
-  is_default boolean; ceiling int; active int; r record; pools text[];
+  is_default boolean; ceiling int; active int; r record; pools text[]; st {entry_type};
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
 BEGIN
 {enter(LOG_LOCK)}
@@ -335,25 +300,33 @@ BEGIN
   o_expires := p_now + ttl; o_attempts := '{{}}';
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
-    SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
-      INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = entry_key;
+    SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+      FROM uwf_v_queue q WHERE q.key = entry_key;
     IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
       RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
     END IF;
-    o_attempts := o_attempts || ((old ->> '{entry['attempts']}')::int + 1);
+    st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
+    o_attempts := o_attempts || ({e(entry['attempts'])} + 1)::int;
     d := jsonb_build_object('{leased['lease_id']}', p_lease_ids[k],
       '{leased['expires_at_ms']}', o_expires, '{leased['attempt']}', o_attempts[k],
       '{leased['session']}', p_session);
-    data_json := {data};
+    data_json := to_json(jsonb_populate_record(NULL::{data_type}, d))::text;
     subject := 'queue/' || entry_key;
     s := s + 1;
 {_line(QueueLeased.type)}
-    e := old || jsonb_build_object({state_fields});
+    {e(entry['status'])} := {_quote(leased_status)};
+    {e(entry['updated_at'])} := p_ts;
+    {e(entry['events'])} := {e(entry['events'])} + 1;
+    {e(entry['lease'])} := jsonb_populate_record(NULL::{lease_type}, jsonb_build_object(
+      '{held['id']}', p_lease_ids[k], '{held['expires_at_ms']}', o_expires,
+      '{held['attempt']}', o_attempts[k], '{held['session']}', p_session));
+    {e(entry['next_eligible_at_ms'])} := NULL;
 {_row_update()}
   END LOOP;
 {_COUNTS}
 {LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
+    create = ";\n".join(dict.fromkeys((*creates, *data_creates, *lease_creates, create)))
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
 
@@ -364,7 +337,10 @@ def complete_procedure() -> Procedure:
 
     entry, completed, held = _names(QueueEntry), _names(QueueCompleted), _names(Lease)
     drained = _to("leased", "completed")
-    data = json_sql(_struct(QueueCompleted), "d")
+    entry_type, creates = record_type(QueueEntry)
+    data_type, data_creates = record_type(QueueCompleted)
+    e = functools.partial(_field, "st")
+    lease = e(entry["lease"])
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -373,32 +349,38 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int := 1; n int := 1;
+  k int := 1; n int := 1; st {entry_type};
 BEGIN
 {enter(LOG_LOCK)}
   entry_key := p_key;
-  SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
-    INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = p_key;
-  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))})
-     OR old -> '{entry['lease']}' ->> '{held['id']}' IS DISTINCT FROM p_lease_id
-     OR (old -> '{entry['lease']}' ->> '{held['expires_at_ms']}')::bigint <= p_now THEN
+  SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+    FROM uwf_v_queue q WHERE q.key = p_key;
+  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) THEN
+    o_status := 'refused'; RETURN;
+  END IF;
+  st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
+  IF ({lease})."{held['id']}" IS DISTINCT FROM p_lease_id
+     OR ({lease})."{held['expires_at_ms']}" <= p_now THEN
     o_status := 'refused'; RETURN;
   END IF;
   d := jsonb_build_object('{completed['lease_id']}', p_lease_id, '{completed['run']}', p_run);
-  data_json := {data};
+  data_json := to_json(jsonb_populate_record(NULL::{data_type}, d))::text;
   subject := 'queue/' || p_key;
   s := h.seq + 1; ends := h.ends; prev := head_digest;
 {_line(QueueCompleted.type)}
-  e := old || jsonb_build_object('{entry['status']}', {_quote(drained)},
-    '{entry['updated_at']}', p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1,
-    '{entry['lease']}', NULL::jsonb, '{entry['next_eligible_at_ms']}', NULL::bigint);
+  {e(entry['status'])} := {_quote(drained)};
+  {e(entry['updated_at'])} := p_ts;
+  {e(entry['events'])} := {e(entry['events'])} + 1;
+  {lease} := NULL;
+  {e(entry['next_eligible_at_ms'])} := NULL;
   IF p_run IS NOT NULL THEN
-    e := e || jsonb_build_object('{entry['run']}', p_run);
+    {e(entry['run'])} := p_run;
   END IF;
 {_row_update(" RETURNING value INTO o_value")}
 {_COUNTS}
 {LEAVE.format(channel=_quote(CHANNEL))}
 END $proc$"""
+    create = ";\n".join(dict.fromkeys((*creates, *data_creates, create)))
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
 
