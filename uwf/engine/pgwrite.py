@@ -365,9 +365,9 @@ BEGIN
   -- The head is the one decided on when its seq is, and every view is at it with the
   -- digest decided on (the views' checkpoints hold the head line's digest, computed
   -- when it was appended: no sha256 of it again).
-  SELECT e.seq, (SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures)
-      AS x(name, sig) WHERE v.name = x.name AND v.signature = x.sig AND v.seq = p_seq
-      AND v.digest = p_digest) AS views
+  SELECT e.seq, (SELECT count(*) FROM uwf_views v WHERE v.seq = p_seq
+      AND v.digest = p_digest AND v.name = ANY(p_names)
+      AND v.signature = p_signatures[array_position(p_names, v.name)]) AS views
     INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
   IF NOT FOUND OR h.seq <> p_seq OR h.views <> cardinality(p_names) THEN
     o_status := 'moved'; RETURN;

@@ -106,9 +106,9 @@ _ENTER = """
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
   SELECT e.seq, e.line, e.ends, c.views, c.digest, c.other INTO h
     FROM uwf_events e, LATERAL (SELECT count(*) AS views, min(v.digest) AS digest,
-        max(v.digest) AS other FROM uwf_views v, unnest(p_names, p_signatures)
-        AS x(name, sig) WHERE v.name = x.name AND v.signature = x.sig
-        AND v.seq = e.seq) c
+        max(v.digest) AS other FROM uwf_views v WHERE v.seq = e.seq
+        AND v.name = ANY(p_names)
+        AND v.signature = p_signatures[array_position(p_names, v.name)]) c
    ORDER BY e.seq DESC LIMIT 1;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
   head_digest := h.digest;
@@ -149,33 +149,13 @@ def _line(kind: str) -> str:
     prev := left(encode(sha256(line), 'hex'), 32);"""
 
 
-def _move(column: str, value: str, sign: str) -> str:
-    """SQL adding `sign` to the kept count of (`column`, `value` as JSON) in the moves
-    (`m_slots`, `m_columns`, `m_values`, `m_ns`): one slot each, so the upsert after
-    touches each row once, with no aggregate."""
-    return f"""
-    slot := {column} || ' ' || {value};
-    at := array_position(m_slots, slot);
-    IF at IS NULL THEN
-      m_slots := m_slots || slot; m_columns := m_columns || ({column})::text;
-      m_values := m_values || ({value})::text; m_ns := m_ns || ({sign})::bigint;
-    ELSE
-      m_ns[at] := m_ns[at] + {sign};
-    END IF;"""
-
-
 def _row_update(returning: str = "") -> str:
     """SQL writing the entry's new state, the record `st`, to its row: the value as
     msgspec writes a QueueEntry, the declared columns as `QueueProjection.column_values`
-    does, and the kept counts' moves."""
+    does; the old status and pool kept for the counts' moves."""
     names, held = _names(QueueEntry), _names(Lease)
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
-    moves = "".join((
-        _move("'status'", "to_json(old_status)::text", "-1"),
-        _move("'status'", "to_json(new_status)::text", "1"),
-        _move("'ready_pool'", "coalesce(to_json(old_pool)::text, 'null')", "-1"),
-        _move("'ready_pool'", "coalesce(to_json(new_pool)::text, 'null')", "1")))
     lease = _field("st", names["lease"])
     return f"""
     new_status := {_field("st", names['status'])};
@@ -187,21 +167,42 @@ def _row_update(returning: str = "") -> str:
       c_lease_expires = ({lease})."{held['expires_at_ms']}",
       c_eligible_at = nullif({_field("st", names['next_eligible_at_ms'])}, 0),
       c_ready_pool = new_pool
-     WHERE key = entry_key{returning};{moves}"""
+     WHERE key = entry_key{returning};
+    old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
 
 
+# The kept counts' moves (by status, by ready pool) of the entries written: one entry
+# (`old_status`, `old_pool` to `new_status`, `new_pool`) moves four distinct counts, or
+# none where its value stays; several are summed by count first (an upsert touches each
+# row once).
 _COUNTS = """
-  INSERT INTO uwf_view_counts (view, col, value, n)
-  SELECT 'queue', u.col, u.value, u.n FROM unnest(m_columns, m_values, m_ns) AS u(col, value, n)
-   WHERE u.n <> 0
-  ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;"""
+  IF n = 1 THEN
+    INSERT INTO uwf_view_counts (view, col, value, n)
+    SELECT 'queue', m.col, m.value, m.n FROM (VALUES
+        ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
+        ('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
+        ('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1)) AS m(col, value, n)
+     WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
+           ELSE old_pool IS DISTINCT FROM new_pool END
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+  ELSE  -- a lease of several: each to the same status and pool
+    INSERT INTO uwf_view_counts (view, col, value, n)
+    SELECT 'queue', m.col, m.value, sum(m.n) FROM (
+        SELECT 'status', to_json(x)::text, -1 FROM unnest(old_statuses) AS x
+        UNION ALL SELECT 'status', to_json(new_status)::text, n
+        UNION ALL SELECT 'ready_pool', coalesce(to_json(x)::text, 'null'), -1
+          FROM unnest(old_pools) AS x
+        UNION ALL SELECT 'ready_pool', coalesce(to_json(new_pool)::text, 'null'), n
+      ) AS m(col, value, n)
+     GROUP BY m.col, m.value HAVING sum(m.n) <> 0
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+  END IF;"""
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; d jsonb; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
-  new_pool text; slot text; at int; m_slots text[] := '{}'; m_columns text[] := '{}';
-  m_values text[] := '{}'; m_ns bigint[] := '{}';"""
+  new_pool text; old_statuses text[] := '{}'; old_pools text[] := '{}';"""
 
 
 @functools.cache
