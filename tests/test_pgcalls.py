@@ -20,7 +20,7 @@ from uwf.audit.verify import verify as verify_log
 from uwf.engine.clock import parse_instant
 from uwf.errors import NothingToDo, Rejected
 from uwf.queue import pgjson, sched
-from uwf.queue.events import BrokerRef
+from uwf.queue.events import BrokerRef, QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
@@ -247,6 +247,22 @@ def test_the_row_json_is_msgspecs(pg_url: str, entry: QueueEntry) -> None:
                                  "convert_from(%s, 'UTF8')::json))::text", (raw,)).fetchone()
     assert row is not None
     assert row[0].encode() == raw
+
+
+@pytest.mark.parametrize("data", [
+    QueueLeased(lease_id="l1", expires_at_ms=2**41, attempt=2, session='s "\u00e9" \\'),
+    QueueLeased(lease_id="l2", expires_at_ms=0, attempt=1),
+    QueueCompleted(lease_id="l3", run="r\n"), QueueCompleted(lease_id="l4")],
+    ids=["leased", "leased-no-session", "completed", "completed-no-run"])
+def test_an_events_data_is_msgspecs(pg_url: str, data: QueueLeased | QueueCompleted) -> None:
+    """An event's data concatenated in the server is the bytes msgspec writes."""
+    values = {field: f"%({field})s" for field in data.__struct_fields__}
+    sql = pgjson.json_text(type(data), values)
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        row = connection.execute(f"SELECT {sql}", {
+            field: getattr(data, field) for field in data.__struct_fields__}).fetchone()
+    assert row is not None
+    assert row[0].encode() == msgspec.json.encode(data)
 
 
 def test_a_log_held_too_long_is_store_busy(store: Store, tmp_path: Path) -> None:

@@ -50,14 +50,15 @@ MOST_ROWS = 100  # ... as does one writing more rows than this to a view
 KEPT = 4096  # rows kept with the head at most: past this they are forgotten
 Key = tuple[str, str]
 
-# What every server-side command does last: the checkpoints, the NOTIFY, the commit that
+# What every server-side command does last: the checkpoints (`CHECKPOINTS`, which a
+# command may fold into its last statement), then `FINISH`: the NOTIFY, the commit that
 # lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
 # Uses `s` (the new head's seq), `prev` (its digest), `flush`, `done` (text). A call
 # whose result is not needed is an assignment to `done`, not a PERFORM: plpgsql
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
 # executor sets up, runs and ends on every call.
-LEAVE = """
-  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
+CHECKPOINTS = "UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names)"
+FINISH = """
   done := pg_notify({channel}, s::text)::text;
   o_status := 'ok';
   COMMIT;
@@ -66,6 +67,7 @@ LEAVE = """
     COMMIT;
   END IF;
 """
+LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
 # asked of the catalog once a session, then kept in a setting of the session's own.
 CAN_FLUSH = """coalesce(nullif(current_setting('uwf.can_flush', true), ''),

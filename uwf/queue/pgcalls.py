@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgwrite import CAN_FLUSH, LEAVE, OneCall
+from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import record_type, struct_info
+from uwf.queue.pgjson import json_text, record_type, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -136,23 +136,21 @@ def enter(log_lock: int) -> str:
 
 def _line(kind: str) -> str:
     """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
-    `prev`) in the envelope's field order, and appending it with its stream entry (one
-    statement)."""
+    `prev`) in the envelope's field order, and the offset past it (`ends`)."""
     return f"""
     line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
       || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
       || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
       || '"}}', 'UTF8');
-    ends := ends + octet_length(line) + 1;
-    WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends))
-    INSERT INTO uwf_streams (subject, seq) VALUES (subject, s);
-    prev := left(encode(sha256(line), 'hex'), 32);"""
+    ends := ends + octet_length(line) + 1;"""
 
 
-def _row_update(returning: str = "") -> str:
-    """SQL writing the entry's new state, the record `st`, to its row: the value as
-    msgspec writes a QueueEntry, the declared columns as `QueueProjection.column_values`
-    does; the old status and pool kept for the counts' moves."""
+def _write(returning: str = "") -> str:
+    """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
+    writing the entry's new state, the record `st`, to its row: the value as msgspec
+    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does;
+    one statement. Then `prev` moves past the line, and the old status and pool are kept
+    for the counts' moves."""
     names, held = _names(QueueEntry), _names(Lease)
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
@@ -161,6 +159,8 @@ def _row_update(returning: str = "") -> str:
     new_status := {_field("st", names['status'])};
     new_pool := CASE WHEN new_status = 'ready'
       THEN coalesce({_field("st", names['session'])}, '') END;
+    WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
+      indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
     UPDATE uwf_v_queue SET value = convert_to(to_json(st)::text, 'UTF8'),
       c_status = new_status,
       c_live_key = CASE WHEN new_status = ANY({live}) THEN {_field("st", names['key'])} END,
@@ -168,25 +168,27 @@ def _row_update(returning: str = "") -> str:
       c_eligible_at = nullif({_field("st", names['next_eligible_at_ms'])}, 0),
       c_ready_pool = new_pool
      WHERE key = entry_key{returning};
+    prev := left(encode(sha256(line), 'hex'), 32);
     old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
 
 
-# The kept counts' moves (by status, by ready pool) of the entries written: one entry
-# (`old_status`, `old_pool` to `new_status`, `new_pool`) moves four distinct counts, or
-# none where its value stays; several are summed by count first (an upsert touches each
-# row once).
-_COUNTS = """
+# The kept counts' moves (by status, by ready pool) of the entries written, with the
+# views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
+# `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
+# several are summed by count first (an upsert touches each row once).
+_COUNTS = f"""
   IF n = 1 THEN
-    INSERT INTO uwf_view_counts (view, col, value, n)
+    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, m.n FROM (VALUES
         ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
         ('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
         ('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1)) AS m(col, value, n)
      WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
            ELSE old_pool IS DISTINCT FROM new_pool END
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
+    {CHECKPOINTS};
   ELSE  -- a lease of several: each to the same status and pool
-    INSERT INTO uwf_view_counts (view, col, value, n)
+    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, sum(m.n) FROM (
         SELECT 'status', to_json(x)::text, -1 FROM unnest(old_statuses) AS x
         UNION ALL SELECT 'status', to_json(new_status)::text, n
@@ -195,12 +197,13 @@ _COUNTS = """
         UNION ALL SELECT 'ready_pool', coalesce(to_json(new_pool)::text, 'null'), n
       ) AS m(col, value, n)
      GROUP BY m.col, m.value HAVING sum(m.n) <> 0
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
+    {CHECKPOINTS};
   END IF;"""
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
-  ends bigint; prev text; line bytea; subject text; data_json text; d jsonb; raw bytea;
+  ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
   new_pool text; old_statuses text[] := '{}'; old_pools text[] := '{}';"""
 
@@ -210,12 +213,13 @@ def lease_procedure() -> Procedure:
     """`sched lease --limit N [--session S]`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, leased, policy = _names(QueueEntry), _names(QueueLeased), _names(Policy)
+    entry, policy = _names(QueueEntry), _names(Policy)
     held = _names(Lease)
     defaults = Policy()
     leased_status = _to("ready", "leased")
     entry_type, creates = record_type(QueueEntry)
-    data_type, data_creates = record_type(QueueLeased)
+    data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
+                                   "attempt": "o_attempts[k]", "session": "p_session"})
     lease_type, lease_creates = record_type(Lease)
     e = functools.partial(_field, "st")
     create = f"""
@@ -308,10 +312,7 @@ BEGIN
     END IF;
     st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
     o_attempts := o_attempts || ({e(entry['attempts'])} + 1)::int;
-    d := jsonb_build_object('{leased['lease_id']}', p_lease_ids[k],
-      '{leased['expires_at_ms']}', o_expires, '{leased['attempt']}', o_attempts[k],
-      '{leased['session']}', p_session);
-    data_json := to_json(jsonb_populate_record(NULL::{data_type}, d))::text;
+    data_json := {data};
     subject := 'queue/' || entry_key;
     s := s + 1;
 {_line(QueueLeased.type)}
@@ -322,12 +323,12 @@ BEGIN
       '{held['id']}', p_lease_ids[k], '{held['expires_at_ms']}', o_expires,
       '{held['attempt']}', o_attempts[k], '{held['session']}', p_session));
     {e(entry['next_eligible_at_ms'])} := NULL;
-{_row_update()}
+{_write()}
   END LOOP;
 {_COUNTS}
-{LEAVE.format(channel=_quote(CHANNEL))}
+{FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    create = ";\n".join(dict.fromkeys((*creates, *data_creates, *lease_creates, create)))
+    create = ";\n".join(dict.fromkeys((*creates, *lease_creates, create)))
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
 
@@ -336,10 +337,10 @@ def complete_procedure() -> Procedure:
     """`sched complete ID --lease L`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, completed, held = _names(QueueEntry), _names(QueueCompleted), _names(Lease)
+    entry, held = _names(QueueEntry), _names(Lease)
     drained = _to("leased", "completed")
     entry_type, creates = record_type(QueueEntry)
-    data_type, data_creates = record_type(QueueCompleted)
+    data = json_text(QueueCompleted, {"lease_id": "p_lease_id", "run": "p_run"})
     e = functools.partial(_field, "st")
     lease = e(entry["lease"])
     create = f"""
@@ -364,8 +365,7 @@ BEGIN
      OR ({lease})."{held['expires_at_ms']}" <= p_now THEN
     o_status := 'refused'; RETURN;
   END IF;
-  d := jsonb_build_object('{completed['lease_id']}', p_lease_id, '{completed['run']}', p_run);
-  data_json := to_json(jsonb_populate_record(NULL::{data_type}, d))::text;
+  data_json := {data};
   subject := 'queue/' || p_key;
   s := h.seq + 1; ends := h.ends; prev := head_digest;
 {_line(QueueCompleted.type)}
@@ -377,11 +377,11 @@ BEGIN
   IF p_run IS NOT NULL THEN
     {e(entry['run'])} := p_run;
   END IF;
-{_row_update(" RETURNING value INTO o_value")}
+{_write(" RETURNING value INTO o_value")}
 {_COUNTS}
-{LEAVE.format(channel=_quote(CHANNEL))}
+{FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    create = ";\n".join(dict.fromkeys((*creates, *data_creates, create)))
+    create = ";\n".join(dict.fromkeys((*creates, create)))
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
 
