@@ -10,7 +10,7 @@ One throw-away PostgreSQL cluster (`tests.pgkit.Server`) started with
 `sched.complete`, as bench/pg_queue_bench.py's uwf-pg worker), after a warm-up of 50;
 printed:
 
-- this process's CPU and the server's processes' CPU a cycle;
+- this process's CPU and the server's processes' CPU a cycle, and its backend's alone;
 - the procedures' own time (`pg_stat_user_functions`: total and self, µs a call);
 - every statement the server ran in the timed cycles, by total time: calls a cycle, mean
   µs, µs a cycle, shared buffers hit a call, WAL records and bytes a call
@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from common import REPO, add_common_args, env_with, fresh_dir, load, print_header, section
 from pg_queue_bench import fill_pg_store, server_cpu
@@ -40,10 +41,15 @@ from tests.pgkit import Server, pg_bin  # the tests' throw-away server
 WARM = 50
 
 
-def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, int]:
-    """`count` lease+complete cycles in this process; its CPU seconds and cycles done.
-    With `perf`, the server's backend serving them is sampled by `perf record` to that
-    file."""
+def _backend_cpu(pid: int) -> float:
+    """CPU seconds the backend `pid` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, float, int]:
+    """`count` lease+complete cycles in this process; its CPU seconds, its backend's, and
+    cycles done. With `perf`, the backend is sampled by `perf record` to that file."""
     import subprocess
 
     from uwf.queue import sched
@@ -53,13 +59,13 @@ def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, int]:
     recorder = None
     try:
         store.read()
+        backend = store.journal.log.db.reader.info.backend_pid
         if perf is not None:
-            backend = store.journal.log.db.reader.info.backend_pid
             recorder = subprocess.Popen(["perf", "record", "-F", "1999", "--call-graph",
                                          "dwarf,32768", "-o", perf, "-p", str(backend)],
                                         stderr=subprocess.DEVNULL)
             time.sleep(0.5)
-        cpu = time.process_time()
+        cpu, served = time.process_time(), _backend_cpu(backend)
         done = 0
         for _ in range(count):
             got = sched.lease(store, 1)
@@ -67,7 +73,7 @@ def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, int]:
                 break
             sched.complete(store, got.leases[0].id, got.leases[0].lease_id)
             done += 1
-        return time.process_time() - cpu, done
+        return time.process_time() - cpu, _backend_cpu(backend) - served, done
     finally:
         if recorder is not None:
             recorder.send_signal(2)
@@ -175,13 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _reset(url)
         served = server_cpu(server)
         start = time.perf_counter()
-        cpu, done = _cycles(url, args.cycles, args.perf)
+        cpu, backend, done = _cycles(url, args.cycles, args.perf)
         wall = time.perf_counter() - start
         time.sleep(0.2)
         served = server_cpu(server) - served
         print(f"{done / wall:,.0f} cycles/s; CPU a cycle: {cpu / done * 1e6:,.0f} µs here + "
-              f"{served / done * 1e6:,.0f} µs server (the report's own statements "
-              "come after)")
+              f"{served / done * 1e6:,.0f} µs server, of which its backend "
+              f"{backend / done * 1e6:,.0f} µs")
         _report(url, done)
         if args.plans:
             _plans(url)
