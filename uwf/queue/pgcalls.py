@@ -10,13 +10,19 @@ call returns only once a WAL flush covers the first commit, and the flushes of
 concurrent callers group.
 
 Written once: what the server writes is generated here from the Python definitions,
-the envelope's and the events' fields and the `queue` view's state (`QueueEntry`, its
-JSON as msgspec writes it, field by field), the statuses the transition table
+the envelope's and the events' fields (an event's data concatenated as msgspec writes
+it) and the `queue` view's state (`QueueEntry`, read into a composite type generated
+from it and printed back by `to_json`: uwf/queue/pgjson.py), the statuses the transition table
 (`uwf.queue.rules.TRANSITIONS`) lets a lease or a complete follow and the status it
 leads to, the policy's defaults. The selection (pools, ceilings, backoff, queue order)
 is `sched._choose`'s, restated in SQL; tests/test_pgcalls.py holds the two to the same
 answers, and `registry verify` (the views against a replay in Python) and `log verify`
 to the same bytes.
+
+What a call costs the server is mostly set-up: each statement's executor tree is set
+up on every execution and each plpgsql expression once a transaction (every call is
+one or two), so the procedures hold few statements and few expressions, and none
+that a cheaper one answers (docs/benchmarks.md, "where the server's CPU goes").
 
 Only the command's success is decided in the server. Anything else (nothing to
 lease, a wrong or expired lease, views behind the log, an empty log, a session label
