@@ -19,8 +19,9 @@ from tests.conftest import EXAMPLE
 from uwf.audit.verify import verify as verify_log
 from uwf.engine.clock import parse_instant
 from uwf.errors import NothingToDo, Rejected
-from uwf.queue import pgcalls, sched
-from uwf.queue.projection import QueueEntry
+from uwf.queue import pgjson, sched
+from uwf.queue.events import BrokerRef, QueueCompleted, QueueLeased
+from uwf.queue.projection import Lease, QueueEntry
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
 from uwf.store import Store
@@ -224,18 +225,44 @@ def test_a_clock_behind_the_log_acts_at_the_logs_last_instant(store: Store, cloc
     check_verified(store)
 
 
-def test_the_row_json_is_msgspecs(pg_url: str) -> None:
-    """Every field of an entry as the server rewrites it prints as msgspec prints it."""
-    entry = QueueEntry(id="x", repo="/r \u2028 \x7f", priority=1, enqueued_at="t",
-                       updated_at="t", prompt="a\"b\\c\n\u00e9\x01", expected_artifacts=["p", "q"],
-                       undelivered=[3, 4])
+@pytest.mark.parametrize("entry", [
+    QueueEntry(id="x", repo="/r \u2028 \x7f", priority=1, enqueued_at="t", updated_at="t",
+               prompt="a\"b\\c\n\u00e9\x01", expected_artifacts=["p", "q"],
+               undelivered=[3, 4]),
+    # A `, ` and a quote inside list items; a lease and a broker (nested records);
+    # integers past 32 bits; a boolean.
+    QueueEntry(id="y", repo="r", priority=-5, enqueued_at="t", updated_at="t",
+               expected_artifacts=['x", ', '", "', "\\", "", "\t\x1f"],
+               lease=Lease("l", 2**40, 3, 'a "}'), next_eligible_at_ms=7,
+               broker=BrokerRef("h", tls=True, username="u"), last_seq=2**33),
+], ids=["escapes", "nested"])
+def test_the_row_json_is_msgspecs(pg_url: str, entry: QueueEntry) -> None:
+    """An entry read into the server's record type and printed back is msgspec's bytes."""
     raw = msgspec.json.encode(entry)
-    sql = pgcalls.json_sql(pgcalls._struct(QueueEntry), "%s::jsonb")
+    name, creates = pgjson.record_type(QueueEntry)
     with psycopg.connect(pg_url, autocommit=True) as connection:
-        row = connection.execute(f"SELECT {sql.replace('%s::jsonb', '(%(e)s::jsonb)')}",
-                                 {"e": raw.decode()}).fetchone()
+        for statement in creates:
+            connection.execute(statement)
+        row = connection.execute(f"SELECT to_json(json_populate_record(NULL::{name}, "
+                                 "convert_from(%s, 'UTF8')::json))::text", (raw,)).fetchone()
     assert row is not None
     assert row[0].encode() == raw
+
+
+@pytest.mark.parametrize("data", [
+    QueueLeased(lease_id="l1", expires_at_ms=2**41, attempt=2, session='s "\u00e9" \\'),
+    QueueLeased(lease_id="l2", expires_at_ms=0, attempt=1),
+    QueueCompleted(lease_id="l3", run="r\n"), QueueCompleted(lease_id="l4")],
+    ids=["leased", "leased-no-session", "completed", "completed-no-run"])
+def test_an_events_data_is_msgspecs(pg_url: str, data: QueueLeased | QueueCompleted) -> None:
+    """An event's data concatenated in the server is the bytes msgspec writes."""
+    values = {field: f"%({field})s" for field in data.__struct_fields__}
+    sql = pgjson.json_text(type(data), values)
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        row = connection.execute(f"SELECT {sql}", {
+            field: getattr(data, field) for field in data.__struct_fields__}).fetchone()
+    assert row is not None
+    assert row[0].encode() == msgspec.json.encode(data)
 
 
 def test_a_log_held_too_long_is_store_busy(store: Store, tmp_path: Path) -> None:

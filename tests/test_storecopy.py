@@ -211,3 +211,27 @@ def test_an_unfinished_last_batch_is_left_out_and_progress_is_told(tmp_path: Pat
     assert told[-1][0] == told[-1][1] > 0
     assert b"".join(segments(tmp_path / "copy").values()) == b"".join(
         segments(source).values())[:-len(encode_line(torn)) - 1]
+
+
+def test_a_source_that_breaks_late_leaves_postgresql_empty(pg_url: str, tmp_path: Path
+                                                           ) -> None:
+    """Into PostgreSQL the lines go as the scan checks them, chunk by chunk (a chunk a
+    segment here: 1 KiB): a chain broken near the end refuses the copy, and the chunks
+    already appended go with its one transaction."""
+    cli = Cli(tmp_path / "unused", env_for(tmp_path, UWF_SEGMENT_BYTES="1024"))
+    source = tmp_path / "source"
+    filled(cli, source)
+    name, last = sorted(segments(source).items())[-1]
+    lines = last.rstrip(b"\n").split(b"\n")
+    broken = msgspec.json.decode(lines[-1], type=Envelope)
+    lines[-1] = encode_line(msgspec.structs.replace(broken, prev="0" * 32))
+    (source / "events" / name).write_bytes(b"\n".join(lines) + b"\n")
+    refused = cli.run("store", "copy", str(source), pg_url)
+    assert refused.code != 0
+    assert "the chain is broken" in refused.err
+    assert len(segments(source)) > 2  # so chunks were appended before the break
+    store = Store.open(pg_url)
+    try:
+        assert store.log.head().seq == 0
+    finally:
+        store.close()

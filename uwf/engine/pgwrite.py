@@ -50,19 +50,29 @@ MOST_ROWS = 100  # ... as does one writing more rows than this to a view
 KEPT = 4096  # rows kept with the head at most: past this they are forgotten
 Key = tuple[str, str]
 
-# What every server-side command does last: the checkpoints, the NOTIFY, the commit that
+# What every server-side command does last: the checkpoints (`CHECKPOINTS`, which a
+# command may fold into its last statement), then `FINISH`: the NOTIFY, the commit that
 # lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
-# Uses `s` (the new head's seq), `prev` (its digest), `flush`.
-LEAVE = """
-  UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names);
-  PERFORM pg_notify({channel}, s::text);
+# Uses `s` (the new head's seq), `prev` (its digest), `flush`, `done` (text). A call
+# whose result is not needed is an assignment to `done`, not a PERFORM: plpgsql
+# evaluates an assignment's expression itself, where a PERFORM is a statement the
+# executor sets up, runs and ends on every call.
+CHECKPOINTS = "UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names)"
+FINISH = """
+  done := pg_notify({channel}, s::text)::text;
   o_status := 'ok';
   COMMIT;
   IF flush THEN
-    PERFORM pg_logical_emit_message(true, 'uwf', '');
+    done := pg_logical_emit_message(true, 'uwf', '')::text;
     COMMIT;
   END IF;
 """
+LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
+# SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
+# asked of the catalog once a session, then kept in a setting of the session's own.
+CAN_FLUSH = """coalesce(nullif(current_setting('uwf.can_flush', true), ''),
+    set_config('uwf.can_flush', has_function_privilege(
+      'pg_logical_emit_message(boolean,text,text)', 'EXECUTE')::text, false))::boolean"""
 
 
 class _Moved(Exception):
@@ -345,26 +355,28 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_status text DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE
-  h record; flush boolean; s bigint; prev text; view_name text;
+  h record; flush boolean; done text; s bigint; prev text; view_name text;
 BEGIN
-  flush := p_durable AND has_function_privilege(
-    'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
-  PERFORM set_config('lock_timeout', p_lock_ms || 'ms', true);
-  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  flush := p_durable AND {CAN_FLUSH};
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
+  done := set_config('plan_cache_mode', 'force_generic_plan', true);
   IF flush OR NOT p_durable THEN
-    PERFORM set_config('synchronous_commit', 'off', true);
+    done := set_config('synchronous_commit', 'off', true);
   END IF;
-  PERFORM pg_advisory_xact_lock({LOG_LOCK});
-  SELECT e.seq, e.line INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
-  IF NOT FOUND OR h.seq <> p_seq OR left(encode(sha256(h.line), 'hex'), 32) <> p_digest
-     OR (SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
-          WHERE v.name = x.name AND v.signature = x.sig AND v.seq = p_seq
-            AND v.digest = p_digest) <> cardinality(p_names) THEN
+  done := pg_advisory_xact_lock({LOG_LOCK})::text;
+  -- The head is the one decided on when its seq is, and every view is at it with the
+  -- digest decided on (the views' checkpoints hold the head line's digest, computed
+  -- when it was appended: no sha256 of it again).
+  SELECT e.seq, (SELECT count(*) FROM uwf_views v WHERE v.seq = p_seq
+      AND v.digest = p_digest AND v.name = ANY(p_names)
+      AND v.signature = p_signatures[array_position(p_names, v.name)]) AS views
+    INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
+  IF NOT FOUND OR h.seq <> p_seq OR h.views <> cardinality(p_names) THEN
     o_status := 'moved'; RETURN;
   END IF;
-  INSERT INTO uwf_events (seq, line, ends)
-  SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
-    AS x(line, ends, o);
+  WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
+    SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
+      AS x(line, ends, o))
   INSERT INTO uwf_streams (subject, seq)
   SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
   FOR view_name IN SELECT DISTINCT v FROM unnest(p_views) AS v LOOP

@@ -10,13 +10,19 @@ call returns only once a WAL flush covers the first commit, and the flushes of
 concurrent callers group.
 
 Written once: what the server writes is generated here from the Python definitions,
-the envelope's and the events' fields and the `queue` view's state (`QueueEntry`, its
-JSON as msgspec writes it, field by field), the statuses the transition table
+the envelope's and the events' fields (an event's data concatenated as msgspec writes
+it) and the `queue` view's state (`QueueEntry`, read into a composite type generated
+from it and printed back by `to_json`: uwf/queue/pgjson.py), the statuses the transition table
 (`uwf.queue.rules.TRANSITIONS`) lets a lease or a complete follow and the status it
 leads to, the policy's defaults. The selection (pools, ceilings, backoff, queue order)
 is `sched._choose`'s, restated in SQL; tests/test_pgcalls.py holds the two to the same
 answers, and `registry verify` (the views against a replay in Python) and `log verify`
 to the same bytes.
+
+What a call costs the server is mostly set-up: each statement's executor tree is set
+up on every execution and each plpgsql expression once a transaction (every call is
+one or two), so the procedures hold few statements and few expressions, and none
+that a cheaper one answers (docs/benchmarks.md, "where the server's CPU goes").
 
 Only the command's success is decided in the server. Anything else (nothing to
 lease, a wrong or expired lease, views behind the log, an empty log, a session label
@@ -31,11 +37,11 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec import inspect
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgwrite import LEAVE, OneCall
+from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
+from uwf.queue.pgjson import json_text, record_type, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -48,50 +54,20 @@ if TYPE_CHECKING:
 MOST = 64
 
 
-# -- the JSON msgspec writes, as SQL over jsonb -------------------------------------------
-
-def json_sql(kind: inspect.Type, expr: str) -> str:
-    """SQL text: the compact JSON msgspec writes for a value of `kind`, held as the
-    jsonb `expr`. Strings, integers, booleans and null print alike (PostgreSQL escapes a
-    string as msgspec does); a struct's fields go in its order, every field written."""
-    if isinstance(kind, inspect.StrType | inspect.IntType | inspect.BoolType
-                  | inspect.NoneType):
-        return f"({expr})::text"
-    if isinstance(kind, inspect.UnionType):
-        others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
-        if all(isinstance(member, inspect.StrType | inspect.IntType | inspect.BoolType)
-               for member in others):
-            return f"({expr})::text"
-        if len(others) == 1:
-            return (f"(CASE WHEN jsonb_typeof({expr}) = 'null' THEN 'null' ELSE "
-                    f"{json_sql(others[0], expr)} END)")
-    if isinstance(kind, inspect.ListType) and isinstance(
-            kind.item_type, inspect.StrType | inspect.IntType):
-        return (f"(SELECT '[' || coalesce(string_agg(uwf_items.uwf_item::text, ',' ORDER BY "
-                f"uwf_items.uwf_at), '') || ']' FROM jsonb_array_elements({expr}) WITH "
-                "ORDINALITY AS uwf_items(uwf_item, uwf_at))")
-    if isinstance(kind, inspect.StructType) and not (
-            kind.cls.__struct_config__.omit_defaults or kind.array_like or kind.tag_field):
-        parts = [f"'{'{' if number == 0 else ','}\"{field.encode_name}\":' || "
-                 f"{json_sql(field.type, f'{expr}->{_quote(field.encode_name)}')}"
-                 for number, field in enumerate(kind.fields)]
-        return "(" + " || ".join(parts) + " || '}')"
-    raise TypeError(f"no SQL for a value of {kind!r}")
-
+# -- names and statuses ---------------------------------------------------------------
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _struct(kind: type[msgspec.Struct]) -> inspect.StructType:
-    found = inspect.type_info(kind)
-    assert isinstance(found, inspect.StructType)
-    return found
-
-
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
-    return {field.name: field.encode_name for field in _struct(kind).fields}
+    return {field.name: field.encode_name for field in struct_info(kind).fields}
+
+
+def _field(record: str, name: str) -> str:
+    """SQL naming a field of a record variable (its name as in the JSON)."""
+    return f'{record}."{name}"'
 
 
 # -- what the server runs, generated -------------------------------------------------------
@@ -114,83 +90,128 @@ def _sql_list(values: list[str]) -> str:
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
 # What every command's procedure does first: the lock, the head, the instant, the views'
-# check. Sets `h` (the head row), `head_digest`, `flush`. The instant is the caller's
-# clock, read just before the call, or the log's last instant when another writer logged
-# a later one meanwhile: a command is judged at an instant no earlier than any before it
-# (SPEC §8: at the log's clock, the ceiling holds).
+# check. Sets `h` (the head row: seq, line, ends, its digest, the views at it),
+# `head_digest`, `flush`. The instant is the caller's clock, read just before the call,
+# or the log's last instant when another writer logged a later one meanwhile: a command
+# is judged at an instant no earlier than any before it (SPEC §8: at the log's clock,
+# the ceiling holds). Every call that needs no result is an assignment to `done`, not a
+# PERFORM: plpgsql evaluates an assignment's expression itself, where a PERFORM is a
+# statement run by the executor (set up, run and ended on every call).
 _ENTER = """
-  flush := p_durable AND has_function_privilege(
-    'pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
-  PERFORM set_config('lock_timeout', p_lock_ms || 'ms', true);
+  flush := p_durable AND {can_flush};
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
   -- Each statement planned once a session, not five times with its arguments first
   -- (the server's default): a new worker's first leases took 15-20 ms each.
-  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  done := set_config('plan_cache_mode', 'force_generic_plan', true);
   IF flush OR NOT p_durable THEN
-    PERFORM set_config('synchronous_commit', 'off', true);
+    done := set_config('synchronous_commit', 'off', true);
   END IF;
-  PERFORM pg_advisory_xact_lock({log_lock});
-  SELECT e.seq, e.line, e.ends INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
+  done := pg_advisory_xact_lock({log_lock})::text;
+  -- The head, and the views at it: the digest of the head's line is the one the views'
+  -- checkpoints hold (computed, in the server or in Python, when that line was
+  -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
+  SELECT e.seq, e.line, e.ends, c.views, c.digest, c.other INTO h
+    FROM uwf_events e, LATERAL (SELECT count(*) AS views, min(v.digest) AS digest,
+        max(v.digest) AS other FROM uwf_views v WHERE v.seq = e.seq
+        AND v.name = ANY(p_names)
+        AND v.signature = p_signatures[array_position(p_names, v.name)]) c
+   ORDER BY e.seq DESC LIMIT 1;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
-  head_digest := left(encode(sha256(h.line), 'hex'), 32);
-  head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  head_digest := h.digest;
+  -- The head's instant: the envelope's third field (after its seq and its id, a string,
+  -- where no unescaped quote can be), read without parsing the whole line.
+  head_ts := split_part(split_part(convert_from(h.line, 'UTF8'), ',"ts":"', 2), '"', 1);
+  IF head_ts = '' OR strpos(head_ts, '\\') > 0 THEN
+    head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+  END IF;
   IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
     p_ts := head_ts;
     p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
   o_now := p_now;
-  IF to_regclass('uwf_v_queue') IS NULL OR (
-      SELECT count(*) FROM uwf_views v, unnest(p_names, p_signatures) AS x(name, sig)
-       WHERE v.name = x.name AND v.signature = x.sig AND v.seq = h.seq
-         AND v.digest = head_digest) <> cardinality(p_names) THEN
+  IF h.views <> cardinality(p_names) OR h.digest <> h.other
+     OR to_regclass('uwf_v_queue') IS NULL THEN
     o_status := 'stale'; RETURN;
   END IF;
 """
 
 
+def enter(log_lock: int) -> str:
+    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH)
+
+
 def _line(kind: str) -> str:
     """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
-    `prev`) in the envelope's field order, and appending it."""
+    `prev`) in the envelope's field order, and the offset past it (`ends`)."""
     return f"""
     line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
       || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
       || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
       || '"}}', 'UTF8');
-    ends := ends + octet_length(line) + 1;
-    INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends);
-    INSERT INTO uwf_streams (subject, seq) VALUES (subject, s);
-    prev := left(encode(sha256(line), 'hex'), 32);"""
+    ends := ends + octet_length(line) + 1;"""
 
 
-def _row_update() -> str:
-    """SQL writing the entry's new state `e` (jsonb) to its row: the value as msgspec
-    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does,
-    and the kept counts' moves into `moves`."""
+def _write(returning: str = "") -> str:
+    """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
+    writing the entry's new state, the record `st`, to its row: the value as msgspec
+    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does;
+    one statement. Then `prev` moves past the line, and the old status and pool are kept
+    for the counts' moves."""
     names, held = _names(QueueEntry), _names(Lease)
-    value = json_sql(_struct(QueueEntry), "e")
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
+    lease = _field("st", names["lease"])
     return f"""
-    new_status := e ->> '{names['status']}';
+    new_status := {_field("st", names['status'])};
     new_pool := CASE WHEN new_status = 'ready'
-      THEN coalesce(e ->> '{names['session']}', '') END;
-    UPDATE uwf_v_queue SET value = convert_to({value}, 'UTF8'), c_status = new_status,
-      c_live_key = CASE WHEN new_status = ANY({live}) THEN e ->> '{names['key']}' END,
-      c_lease_expires = (e -> '{names['lease']}' ->> '{held['expires_at_ms']}')::bigint,
-      c_eligible_at = nullif((e ->> '{names['next_eligible_at_ms']}')::bigint, 0),
+      THEN coalesce({_field("st", names['session'])}, '') END;
+    WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
+      indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
+    UPDATE uwf_v_queue SET value = convert_to(to_json(st)::text, 'UTF8'),
+      c_status = new_status,
+      c_live_key = CASE WHEN new_status = ANY({live}) THEN {_field("st", names['key'])} END,
+      c_lease_expires = ({lease})."{held['expires_at_ms']}",
+      c_eligible_at = nullif({_field("st", names['next_eligible_at_ms'])}, 0),
       c_ready_pool = new_pool
-     WHERE key = entry_key;
-    moves := moves || jsonb_build_array(
-      jsonb_build_array('status', to_json(old_status)::text, -1),
-      jsonb_build_array('status', to_json(new_status)::text, 1),
-      jsonb_build_array('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
-      jsonb_build_array('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1));"""
+     WHERE key = entry_key{returning};
+    prev := left(encode(sha256(line), 'hex'), 32);
+    old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
 
 
-_COUNTS = """
-  INSERT INTO uwf_view_counts (view, col, value, n)
-  SELECT 'queue', m ->> 0, m ->> 1, sum((m ->> 2)::bigint) FROM jsonb_array_elements(moves) m
-   GROUP BY m ->> 0, m ->> 1 HAVING sum((m ->> 2)::bigint) <> 0
-  ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;"""
+# The kept counts' moves (by status, by ready pool) of the entries written, with the
+# views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
+# `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
+# several are summed by count first (an upsert touches each row once).
+_COUNTS = f"""
+  IF n = 1 THEN
+    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
+    SELECT 'queue', m.col, m.value, m.n FROM (VALUES
+        ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
+        ('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
+        ('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1)) AS m(col, value, n)
+     WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
+           ELSE old_pool IS DISTINCT FROM new_pool END
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
+    {CHECKPOINTS};
+  ELSE  -- a lease of several: each to the same status and pool
+    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
+    SELECT 'queue', m.col, m.value, sum(m.n) FROM (
+        SELECT 'status', to_json(x)::text, -1 FROM unnest(old_statuses) AS x
+        UNION ALL SELECT 'status', to_json(new_status)::text, n
+        UNION ALL SELECT 'ready_pool', coalesce(to_json(x)::text, 'null'), -1
+          FROM unnest(old_pools) AS x
+        UNION ALL SELECT 'ready_pool', coalesce(to_json(new_pool)::text, 'null'), n
+      ) AS m(col, value, n)
+     GROUP BY m.col, m.value HAVING sum(m.n) <> 0
+    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
+    {CHECKPOINTS};
+  END IF;"""
+# The variables every command's procedure declares.
+_DECLARE = """
+  h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
+  ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
+  entry_key text; old_status text; old_pool text; new_status text;
+  new_pool text; old_statuses text[] := '{}'; old_pools text[] := '{}';"""
 
 
 @functools.cache
@@ -198,17 +219,15 @@ def lease_procedure() -> Procedure:
     """`sched lease --limit N [--session S]`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, leased, policy = _names(QueueEntry), _names(QueueLeased), _names(Policy)
+    entry, policy = _names(QueueEntry), _names(Policy)
     held = _names(Lease)
     defaults = Policy()
     leased_status = _to("ready", "leased")
-    data = json_sql(_struct(QueueLeased), "d")
-    state_fields = (f"'{entry['status']}', {_quote(leased_status)}, '{entry['updated_at']}', "
-                    f"p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1, "
-                    f"'{entry['lease']}', jsonb_build_object('{held['id']}', p_lease_ids[k], "
-                    f"'{held['expires_at_ms']}', o_expires, '{held['attempt']}', "
-                    f"o_attempts[k], '{held['session']}', p_session), "
-                    f"'{entry['next_eligible_at_ms']}', NULL::bigint")
+    entry_type, creates = record_type(QueueEntry)
+    data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
+                                   "attempt": "o_attempts[k]", "session": "p_session"})
+    lease_type, lease_creates = record_type(Lease)
+    e = functools.partial(_field, "st")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -217,15 +236,12 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
-DECLARE
-  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
-  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int; n int;
-  pol jsonb; ttl bigint; most int; total int; want int; label text; is_default boolean;
-  ceiling int; active int; r record; entry_key text; old_status text; old_pool text;
-  new_status text; new_pool text; moves jsonb := '[]'; pools text[];
+DECLARE{_DECLARE}
+  k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
+  is_default boolean; ceiling int; active int; r record; pools text[]; st {entry_type};
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
 BEGIN
-{_ENTER.format(log_lock=LOG_LOCK)}
+{enter(LOG_LOCK)}
   IF to_regclass('uwf_v_sched') IS NOT NULL THEN
     SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' INTO pol
       FROM uwf_v_sched v WHERE v.key = 'policy';
@@ -262,7 +278,15 @@ BEGIN
     END IF;
     CONTINUE WHEN ceiling - active <= 0;
     -- Its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index, in its order (NULLS FIRST).
+    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
+    -- the answer's, and no sort follows.
+    IF cardinality(pools) = 1 THEN
+      keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
+         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+             q.key NULLS FIRST LIMIT least(ceiling - active, want));
+      CONTINUE;
+    END IF;
     FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
        WHERE q.c_ready_pool = label
          AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
@@ -273,35 +297,44 @@ BEGIN
       enqs := enqs || r.c_enqueued_at;
     END LOOP;
   END LOOP;
-  SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
-                  '{{}}')
-    INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
-                      ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+  IF cardinality(pools) = 1 THEN
+    o_keys := keys;
+  ELSE
+    SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
+                    '{{}}')
+      INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
+                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+  END IF;
   n := cardinality(o_keys);
   IF n = 0 THEN o_status := 'none'; RETURN; END IF;
   s := h.seq; ends := h.ends; prev := head_digest;
   o_expires := p_now + ttl; o_attempts := '{{}}';
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
-    SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
-      INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = entry_key;
+    SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+      FROM uwf_v_queue q WHERE q.key = entry_key;
     IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
       RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
     END IF;
-    o_attempts := o_attempts || ((old ->> '{entry['attempts']}')::int + 1);
-    d := jsonb_build_object('{leased['lease_id']}', p_lease_ids[k],
-      '{leased['expires_at_ms']}', o_expires, '{leased['attempt']}', o_attempts[k],
-      '{leased['session']}', p_session);
+    st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
+    o_attempts := o_attempts || ({e(entry['attempts'])} + 1)::int;
     data_json := {data};
     subject := 'queue/' || entry_key;
     s := s + 1;
 {_line(QueueLeased.type)}
-    e := old || jsonb_build_object({state_fields});
-{_row_update()}
+    {e(entry['status'])} := {_quote(leased_status)};
+    {e(entry['updated_at'])} := p_ts;
+    {e(entry['events'])} := {e(entry['events'])} + 1;
+    {e(entry['lease'])} := jsonb_populate_record(NULL::{lease_type}, jsonb_build_object(
+      '{held['id']}', p_lease_ids[k], '{held['expires_at_ms']}', o_expires,
+      '{held['attempt']}', o_attempts[k], '{held['session']}', p_session));
+    {e(entry['next_eligible_at_ms'])} := NULL;
+{_write()}
   END LOOP;
 {_COUNTS}
-{LEAVE.format(channel=_quote(CHANNEL))}
+{FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
+    create = ";\n".join(dict.fromkeys((*creates, *lease_creates, create)))
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
 
@@ -310,9 +343,12 @@ def complete_procedure() -> Procedure:
     """`sched complete ID --lease L`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, completed, held = _names(QueueEntry), _names(QueueCompleted), _names(Lease)
+    entry, held = _names(QueueEntry), _names(Lease)
     drained = _to("leased", "completed")
-    data = json_sql(_struct(QueueCompleted), "d")
+    entry_type, creates = record_type(QueueEntry)
+    data = json_text(QueueCompleted, {"lease_id": "p_lease_id", "run": "p_run"})
+    e = functools.partial(_field, "st")
+    lease = e(entry["lease"])
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -320,36 +356,38 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
-DECLARE
-  h record; head_digest text; head_ts text; flush boolean; s bigint; ends bigint; prev text;
-  line bytea; subject text; data_json text; d jsonb; e jsonb; old jsonb; k int := 1;
-  n int := 1; entry_key text := p_key; old_status text; old_pool text; new_status text;
-  new_pool text; moves jsonb := '[]';
+DECLARE{_DECLARE}
+  k int := 1; n int := 1; st {entry_type};
 BEGIN
-{_ENTER.format(log_lock=LOG_LOCK)}
-  SELECT convert_from(q.value, 'UTF8')::jsonb, q.c_status, q.c_ready_pool
-    INTO old, old_status, old_pool FROM uwf_v_queue q WHERE q.key = p_key;
-  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))})
-     OR old -> '{entry['lease']}' ->> '{held['id']}' IS DISTINCT FROM p_lease_id
-     OR (old -> '{entry['lease']}' ->> '{held['expires_at_ms']}')::bigint <= p_now THEN
+{enter(LOG_LOCK)}
+  entry_key := p_key;
+  SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+    FROM uwf_v_queue q WHERE q.key = p_key;
+  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) THEN
     o_status := 'refused'; RETURN;
   END IF;
-  d := jsonb_build_object('{completed['lease_id']}', p_lease_id, '{completed['run']}', p_run);
+  st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
+  IF ({lease})."{held['id']}" IS DISTINCT FROM p_lease_id
+     OR ({lease})."{held['expires_at_ms']}" <= p_now THEN
+    o_status := 'refused'; RETURN;
+  END IF;
   data_json := {data};
   subject := 'queue/' || p_key;
   s := h.seq + 1; ends := h.ends; prev := head_digest;
 {_line(QueueCompleted.type)}
-  e := old || jsonb_build_object('{entry['status']}', {_quote(drained)},
-    '{entry['updated_at']}', p_ts, '{entry['events']}', (old ->> '{entry['events']}')::int + 1,
-    '{entry['lease']}', NULL::jsonb, '{entry['next_eligible_at_ms']}', NULL::bigint);
+  {e(entry['status'])} := {_quote(drained)};
+  {e(entry['updated_at'])} := p_ts;
+  {e(entry['events'])} := {e(entry['events'])} + 1;
+  {lease} := NULL;
+  {e(entry['next_eligible_at_ms'])} := NULL;
   IF p_run IS NOT NULL THEN
-    e := e || jsonb_build_object('{entry['run']}', p_run);
+    {e(entry['run'])} := p_run;
   END IF;
-{_row_update()}
+{_write(" RETURNING value INTO o_value")}
 {_COUNTS}
-  SELECT q.value INTO o_value FROM uwf_v_queue q WHERE q.key = p_key;
-{LEAVE.format(channel=_quote(CHANNEL))}
+{FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
+    create = ";\n".join(dict.fromkeys((*creates, create)))
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
 

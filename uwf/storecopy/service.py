@@ -3,16 +3,19 @@ database either side (docs/hosts.md#copying-a-store).
 
 What is copied, in this order:
 1. the source is read to its head once, each line's seq, chain and batch checked (a
-   broken source is refused before anything is written), gathering the nodes its
+   broken source is refused and nothing is left written), gathering the nodes its
    events reach as `json-cas gc` counts them (`uwf.jsoncas.service.reached`: named by
    an event, or reachable from one through references and types: StepNode prev
    chains, schemas); an unfinished last batch (a torn tail no writer has cut yet) is
    left out, as the next writer would cut it;
-2. in the destination's one writer's section (one transaction on PostgreSQL, so an
-   interrupted copy there leaves nothing): the CAS's hash-rule record, every node's raw
-   bytes (so its hash stays its name), then the log's lines, their exact bytes, in
+2. in the destination's one writer's section: the CAS's hash-rule record, every node's
+   raw bytes (so its hash stays its name), and the log's lines, their exact bytes, in
    appends that end where a batch ends and where the source's segment would (a folder
-   copied to PostgreSQL and back has byte-identical segments);
+   copied to PostgreSQL and back has byte-identical segments). Into a folder, after the
+   scan, the nodes before the lines that name them. Into PostgreSQL, where the section
+   is one transaction (an interrupted or refused copy leaves nothing), the lines go as
+   the scan checks them, whole batches at a time, so the source is read once, then the
+   nodes;
 3. the destination's views, rebuilt from its log;
 4. the copy, verified: its head is the source's, every node is there, and `log verify`
    and `registry verify` pass on it; a copy that does not verify is an error naming
@@ -115,37 +118,18 @@ def open_store(given: str, settings: Settings, *, source: bool,
 def copy(src: Store, dst: Store) -> Copied:
     """Copy `src` into `dst`, which must hold no events, and verify the copy; progress
     (events copied of the total, then the views rebuilt) goes to `dst.progress`."""
-    from uwf.jsoncas.service import reached
-
     if src.log.head().seq == 0:
         raise NotFound(f"{src.location} holds no store to copy: its log has no events",
                        "give the folder or postgresql:// URL of a store")
     _refuse_filled(dst, dst.log.head())
     rule = _hash_rule(src, dst)
     scan = _Scan(src)
-    nodes = sorted(reached(src, scan.lines()))
+    src.log.sync()  # the lines up to the head are durable in the source before they are copied
+    if _one_transaction(dst):
+        nodes = _copy_streamed(src, dst, scan, rule)
+    else:
+        nodes = _copy_after_scan(src, dst, scan, rule)
     end = scan.end
-    src.log.sync()  # the lines up to `end` are durable in the source before they are copied
-    if end.seq == 0:
-        raise NotFound(f"{src.location} holds no whole batch of events to copy",
-                       "run `uwf log verify` on it")
-    with dst.log.exclusive() as session:
-        _refuse_filled(dst, session.tail())  # a writer may have come first
-        if rule is not None and dst.cas.blobs.hash_rule() is None:
-            dst.cas.blobs.record_hash_rule(rule)
-        loose = _loose(dst)
-        # A node record (a step's node) is copied with the log's lines, the others as
-        # loose nodes: those are the records the scan met (asked of the source one by
-        # one, a node without a record looked through its log's tail each time, and a
-        # source without views folded them all first).
-        files = [hash_ for hash_ in nodes if hash_ not in scan.recorded]
-        write_many = getattr(loose, "write_many", None)  # PostgreSQL's: few statements
-        if write_many is not None:
-            write_many(_nodes(src, files))
-        else:
-            for hash_, data in _nodes(src, files):
-                loose.write(hash_, data)
-        _append(src, session, end, dst)
     dst.journal.rebuild(dst.progress)
     problems = differences(src, dst, end, nodes, dst.progress)
     if problems:
@@ -156,6 +140,68 @@ def copy(src: Store, dst: Store) -> Copied:
                       "and on the copy")
     return Copied(from_=src.location, to=dst.location, events=end.seq, nodes=len(nodes),
                   verified=True)
+
+
+def _one_transaction(dst: Store) -> bool:
+    """Whether the destination's writer's section is one transaction (PostgreSQL): then
+    whatever a failed copy wrote goes with it, so the lines go as the scan checks them."""
+    from uwf.engine.pglog import PgLog  # psycopg is imported only when a method needs it
+
+    return isinstance(dst.log, PgLog)
+
+
+def _copy_after_scan(src: Store, dst: Store, scan: _Scan, rule: str | None) -> list[str]:
+    """The source scanned and checked first, then its nodes and its lines written (a
+    folder: nodes before the lines that name them); the nodes copied."""
+    from uwf.jsoncas.service import reached
+
+    nodes = sorted(reached(src, scan.lines()))
+    end = scan.end
+    if end.seq == 0:
+        raise NotFound(f"{src.location} holds no whole batch of events to copy",
+                       "run `uwf log verify` on it")
+    with dst.log.exclusive() as session:
+        _refuse_filled(dst, session.tail())  # a writer may have come first
+        _write_nodes(src, dst, nodes, scan, rule)
+        _append(src, session, end, dst)
+    return nodes
+
+
+def _copy_streamed(src: Store, dst: Store, scan: _Scan, rule: str | None) -> list[str]:
+    """One read of the source: each whole batch the scan has checked is appended in the
+    destination's one transaction as it is read (a source that does not check rolls all
+    of it back), then the nodes the lines reach; the nodes copied."""
+    from uwf.jsoncas.service import reached
+
+    with dst.log.exclusive() as session:
+        _refuse_filled(dst, session.tail())  # a writer may have come first
+        appender = _Appender(session, dst, scan)
+        nodes = sorted(reached(src, appender.through(scan.lines())))
+        if scan.end.seq == 0:
+            raise NotFound(f"{src.location} holds no whole batch of events to copy",
+                           "run `uwf log verify` on it")
+        appender.finish()
+        _write_nodes(src, dst, nodes, scan, rule)
+    return nodes
+
+
+def _write_nodes(src: Store, dst: Store, nodes: list[str], scan: _Scan,
+                 rule: str | None) -> None:
+    """The hash-rule record and the nodes, inside the destination's writer's section."""
+    if rule is not None and dst.cas.blobs.hash_rule() is None:
+        dst.cas.blobs.record_hash_rule(rule)
+    loose = _loose(dst)
+    # A node record (a step's node) is copied with the log's lines, the others as
+    # loose nodes: those are the records the scan met (asked of the source one by
+    # one, a node without a record looked through its log's tail each time, and a
+    # source without views folded them all first).
+    files = [hash_ for hash_ in nodes if hash_ not in scan.recorded]
+    write_many = getattr(loose, "write_many", None)  # PostgreSQL's: few statements
+    if write_many is not None:
+        write_many(_nodes(src, files))
+    else:
+        for hash_, data in _nodes(src, files):
+            loose.write(hash_, data)
 
 
 def _loose(store: Store) -> Blobs:
@@ -233,12 +279,56 @@ class _Scan:
             batch.append(line)
             if at.type == CasNode.type:
                 records.append(_decode_recorded(at.data).hash)
-            if k == n:
-                yield from batch
-                batch.clear()
+            if k == n:  # whole: `end` is its last line while its lines are handed on
+                self.end = Checkpoint(seq, prev)
                 self.recorded.update(records)
                 records.clear()
-                self.end = Checkpoint(seq, prev)
+                yield from batch
+                batch.clear()
+
+
+class _Appender:
+    """Appends the lines handed on by a scan as they pass: in chunks that end with a
+    batch, and wherever a segment of `dst.settings.segment_bytes` is full (as `_append`
+    does after a scan)."""
+
+    def __init__(self, session: LogSession, dst: Store, scan: _Scan) -> None:
+        self.session = session
+        self.progress = dst.progress
+        self.limit = dst.settings.segment_bytes
+        self.scan = scan
+        self.chunk: list[bytes] = []
+        self.size = self.segment = self.copied = 0
+        self.head = GENESIS
+
+    def through(self, lines: Iterator[LogLine]) -> Iterator[LogLine]:
+        for line in lines:
+            yield line
+            self.chunk.append(line.raw)
+            self.size += len(line.raw) + 1
+            self.segment += len(line.raw) + 1
+            if line.seq == self.scan.end.seq and (self.segment >= self.limit
+                                                 or self.size >= CHUNK_BYTES):
+                self._flush()
+
+    def _flush(self) -> None:
+        self.head = self.session.append(self.chunk)
+        self.copied += len(self.chunk)
+        self.chunk, self.size = [], 0
+        if self.segment >= self.limit:
+            self.segment = 0
+        if self.progress is not None:
+            self.progress(self.copied, max(self.scan.head.seq, self.copied))
+
+    def finish(self) -> None:
+        """Append what is left (it ends where the last whole batch does)."""
+        if self.chunk:
+            self._flush()
+        if self.head != self.scan.end:
+            raise Corrupt(f"the copy ended at seq {self.head.seq}, its scan at "
+                          f"{self.scan.end.seq}", "copy again into a new store")
+        if self.progress is not None:
+            self.progress(self.copied, self.copied)
 
 
 def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> None:
