@@ -139,7 +139,7 @@ def proc_cli(cli: Cli) -> Cli:
     return cli.processes()
 
 
-# -- the fuzz targets (tests/test_fuzz_*.py): budgets and the inputs each tried ----------
+# -- the fuzz targets (tests/e2e/test_fuzz_*.py): budgets and the inputs each tried ----------
 
 # `ci` (the default) runs each fuzz target's CI budget; `--hypothesis-profile=long` ten
 # times that (tests/fuzzkit.py scales by max_examples / 100), and 1,000 examples for

@@ -1,7 +1,8 @@
 """One contract suite for each storage interface, run against every backend.
 
-Backend-only behaviour lives in tests/test_filelog.py (segments, torn tails) and
-tests/test_pg*.py (processes racing, a killed writer); the journal's in tests/test_views.py.
+Backend-only behaviour lives in tests/contract/test_filelog.py (segments, torn tails) and
+tests/contract/test_pg*.py (processes racing, a killed writer); the journal's in
+tests/contract/test_views.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The CAS's nodes in PostgreSQL (uwf/cas/pgblobs.py) beyond its contract
-(tests/test_contract.py): when a node written outside and inside a writer's section is
+(tests/contract/test_contract.py): when a node written outside and inside a writer's section is
 committed, and a row altered behind the CAS's back is caught as the file one is."""
 
 from __future__ import annotations

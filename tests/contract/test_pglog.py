@@ -1,4 +1,4 @@
-"""The PostgreSQL log (uwf/engine/pglog.py) beyond its contract (tests/test_contract.py):
+"""The PostgreSQL log (uwf/engine/pglog.py) beyond its contract (tests/contract/test_contract.py):
 OS processes, each with its own database connections, appending at once through the
 writers' section; a writer killed mid-section; a lock held past the timeout; what
 `problems()` finds when rows are edited behind the log's back; reads in chunks."""

@@ -1,5 +1,5 @@
 """The PostgreSQL view store (uwf/engine/pgviews.py) beyond the views contract suite
-(tests/test_contract.py): its commits inside a writer's section, concurrent commits
+(tests/contract/test_contract.py): its commits inside a writer's section, concurrent commits
 from several processes, its lock, typed columns, the trigram index, and the real
 projections folded into it."""
 

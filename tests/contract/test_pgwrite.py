@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE
-from tests.test_pgcalls import called, check_verified, counted
+from tests.contract.test_pgcalls import called, check_verified, counted
 from uwf.engine.pgwrite import OneCall
 from uwf.errors import UsageError
 from uwf.queue import sched

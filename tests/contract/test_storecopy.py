@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from tests.conftest import EXAMPLE, Cli, snapshot
+from tests.e2e.test_pgstore import located
 from tests.pgkit import Server
-from tests.test_pgstore import located
 from uwf.engine.dburl import shown
 from uwf.engine.events import Envelope, encode_line
 from uwf.engine.log import digest

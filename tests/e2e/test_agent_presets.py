@@ -254,7 +254,7 @@ def test_the_key_uwf_api_key_env_names_is_a_secret() -> None:
 
 
 def test_every_preset_is_documented() -> None:
-    page = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text("utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text("utf-8")
     for preset in PRESETS.values():
         row = (f"| `{preset.name}` | `{preset.shape()}` | `{preset.bin_var}`, else "
                f"`{preset.binary}` | `{preset.model_var}`, else `UWF_MODEL` |")

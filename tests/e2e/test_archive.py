@@ -468,7 +468,7 @@ def test_bad_input_is_one_line_and_writes_nothing(fleet: Fleet, tmp_path: Path) 
     folder = tmp_path / "archive"
     assert "is not a run id" in refused(cli, 2, "archive", "sync", str(folder), "--run",
                                         "../escape")
-    # (In lower case an id is accepted: tests/test_cli_conventions.py; U is no Crockford
+    # (In lower case an id is accepted: tests/e2e/test_cli_conventions.py; U is no Crockford
     # Base32 character.)
     assert "ULID" in refused(cli, 2, "archive", "sync", str(folder), "--run",
                              "01J7K9M2XNPQR5VWBCDF8G3H4U")

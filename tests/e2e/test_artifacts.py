@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import Cli
-from tests.test_worker import add, lines, setup, verified
+from tests.e2e.test_worker import add, lines, setup, verified
 
 
 def test_the_worker_fails_an_entry_whose_artifact_is_missing(cli: Cli, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT, Cli
-from tests.test_tamper import build_store
+from tests.unit.test_tamper import build_store
 
 GUIDE = (ROOT / "docs" / "audit.md").read_text("utf-8")
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import Cli
-from tests.test_agents import FakeLLM, Reply, completion
+from tests.e2e.test_agents import FakeLLM, Reply, completion
 from tests.threadkit import Kit, as_before_but_failed, make_kit, mock_config, one_line_error
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, Cli, snapshot
+from tests.e2e.test_terminal import on_terminal
 from tests.queuekit import Queue, queue_on
-from tests.test_terminal import on_terminal
 from tests.threadkit import Kit, make_kit, one_line_error
 from uwf import __version__
 from uwf.cli.render import page_footer, panel

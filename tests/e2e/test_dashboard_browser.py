@@ -18,7 +18,7 @@ import pytest
 
 from tests.dashkit import Fleet, context_of, make_fleet, served
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The screenshots the README and docs/dashboard.md show are refreshed on demand
 # (UPDATE_SCREENSHOTS=1: ids and times change each run); otherwise they go to a temp folder.
 SHOTS = (ROOT / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOTS") == "1"

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli, snapshot
-from tests.test_workflow_discovery import make_repo, ok, refused, registrations, tiny, uwf, write
+from tests.e2e.test_workflow_discovery import (
+    make_repo,
+    ok,
+    refused,
+    registrations,
+    tiny,
+    uwf,
+    write,
+)
 
 
 def shown(cli: Cli, cwd: Path, name: str = "tiny") -> dict[str, object]:

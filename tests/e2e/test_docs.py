@@ -6,7 +6,7 @@ with its fields; the README's test command is the one CI runs; the example
 agents in docs/agents.md play a whole thread through `uwf thread step`.
 
 After changing a command's help, refresh the pasted blocks with
-`python tests/test_docs.py` (it rewrites every `<!-- help: ... -->` block).
+`python tests/e2e/test_docs.py` (it rewrites every `<!-- help: ... -->` block).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from uwf.invoker.spec import Command
 from uwf.store import event_catalog
 
 EVENT_TYPES = event_catalog().types
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 CI_SCRIPT = ROOT / ".ci" / "run"
@@ -133,7 +133,7 @@ def test_help_block_matches_help(block: HelpBlock) -> None:
     assert code == 0, f"`{block.line} --help` failed"
     assert block.text == text, (
         f"{block.page.name}: the pasted help of `{block.line}` has drifted; "
-        "run `python tests/test_docs.py` to refresh it"
+        "run `python tests/e2e/test_docs.py` to refresh it"
     )
 
 
@@ -239,7 +239,7 @@ def test_the_mcp_page_lists_every_tool() -> None:
     found = TOOLS_BLOCK.search(MCP_PAGE.read_text("utf-8"))
     assert found is not None, "docs/mcp.md has no <!-- tools --> block"
     assert found[0] == tool_table(), (
-        "docs/mcp.md's tool list drifted: run `python tests/test_docs.py`")
+        "docs/mcp.md's tool list drifted: run `python tests/e2e/test_docs.py`")
 
 
 def refresh_help_blocks() -> list[Path]:

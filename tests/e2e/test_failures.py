@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from tests.conftest import Cli
-from tests.test_projections import H1, H2, T, event, fold
 from tests.threadkit import Kit, make_kit, mock_config
+from tests.unit.test_projections import H1, H2, T, event, fold
 from uwf.cli.runs import _run_panel, _runs_panel
 from uwf.cli.threads import _thread_panel
 from uwf.threads.agentproc import stderr_tail
@@ -128,7 +128,7 @@ def test_a_run_that_never_failed_prints_what_it_printed(kit: Kit) -> None:
 
 def test_the_mcp_results_carry_the_reason_and_the_attempts(kit: Kit) -> None:
     pytest.importorskip("mcp")
-    from tests.test_mcp_parity import mcp_call
+    from tests.e2e.test_mcp_parity import mcp_call
 
     run = kit.start()
     assert kit.step(run, "--agent", "boom").code == 1
@@ -239,7 +239,7 @@ def test_on_postgresql_the_attempts_read_the_same(pg_url: str, tmp_path: Path) -
     import yaml
 
     from tests.conftest import BIN, EXAMPLE
-    from tests.test_pgstore import env_for
+    from tests.e2e.test_pgstore import env_for
 
     env = env_for(pg_url, tmp_path)
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"

@@ -59,7 +59,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sandbox, Seeded]
     """A store with a thread stepped once (by uwf-mock) and a node of a custom schema."""
     sandbox = Sandbox.create(tmp_path_factory.mktemp("cas") / "template", path=str(BIN))
     # The older layout: a step's nodes as loose files, so each can be damaged alone (a
-    # node record is damaged only by editing the log: tests/test_node_records.py).
+    # node record is damaged only by editing the log: tests/e2e/test_node_records.py).
     sandbox.env["UWF_NODES"] = "loose"
 
     def ok(prog: str, *argv: str, stdin: bytes = b"") -> str:

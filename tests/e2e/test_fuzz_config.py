@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from tests import fuzzkit
 from tests.conftest import EXAMPLE
+from tests.e2e.test_fuzz_workflow import SCALARS, paths
 from tests.fuzzkit import Sandbox, fresh
-from tests.test_fuzz_workflow import SCALARS, paths
 
 TARGET = "config and .env"
 BINARY_TARGET = "config and .env (real binary)"

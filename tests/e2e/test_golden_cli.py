@@ -11,7 +11,7 @@ key's fingerprint).
 
 After a change that is meant to change what a command prints, regenerate the file:
 
-    UPDATE_GOLDEN=1 python -m pytest tests/test_golden_cli.py
+    UPDATE_GOLDEN=1 python -m pytest tests/e2e/test_golden_cli.py
 
 and read the diff of tests/golden/cli.txt. A new command fails
 `test_every_command_has_a_transcript` until the script below runs it.
@@ -46,7 +46,7 @@ from uwf.cli import main as uwf_cli
 from uwf.engine import ulids
 from uwf.invoker.spec import Group
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "cli.txt"
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "cli.txt"
 Main = Callable[[Sequence[str] | None], int]
 PROGRAMS: dict[str, tuple[Main, Group]] = {
     "uwf": (uwf_cli.main, uwf_cli.COMMANDS),
@@ -356,7 +356,7 @@ def _conventions(s: Session, runs: list[str]) -> None:
     version = [(re.escape(__version__) + r"\n\Z", "<version>\n")]
     s.ok("uwf", "--version", masks=version)
     s.ok("json-cas", "--version", masks=version)
-    # The script is argcomplete's (tests/test_cli_conventions.py drives it in bash).
+    # The script is argcomplete's (tests/e2e/test_cli_conventions.py drives it in bash).
     script = [(r"(?s)\A(#compdef|function) .+\Z", "<argcomplete's completion script>\n")]
     s.ok("uwf", "completion", "bash", masks=script)
     s.json("uwf", "completion", "fish", masks=script)
@@ -629,7 +629,7 @@ def _store_copy(s: Session) -> None:
 
 def _mcp(s: Session) -> None:
     # Over stdio the server ends when its client does: here stdin is empty at once. Its
-    # sessions are in tests/test_mcp*.py.
+    # sessions are in tests/e2e/test_mcp*.py.
     s.ok("uwf", "mcp")
     s.json("uwf", "mcp")
     s.fails("uwf", "mcp", "--http", "0.0.0.0:8765", code=2)
@@ -637,7 +637,7 @@ def _mcp(s: Session) -> None:
 
 def _dashboard(s: Session) -> None:
     """Last, as its port (any free one) is in what it prints. It serves until stopped:
-    here `--check` binds and exits; its pages are in tests/test_dashboard*.py."""
+    here `--check` binds and exits; its pages are in tests/e2e/test_dashboard*.py."""
     port = [(r"127\.0\.0\.1:\d+", "127.0.0.1:<PORT>")]
     s.ok("uwf", "dashboard", "--port", "0", "--check", masks=port)
     s.json("uwf", "dashboard", "--port", "0", "--check", masks=port)
@@ -695,7 +695,7 @@ def test_transcript_matches_golden(session: Session) -> None:
     why = f"\nthe script stopped: {stopped!r}" if stopped is not None else ""
     pytest.fail("the CLI's output differs from tests/golden/cli.txt (if the change is "
                 "meant, regenerate it: UPDATE_GOLDEN=1 python -m pytest "
-                f"tests/test_golden_cli.py){why}\n{diff}", pytrace=False)
+                f"tests/e2e/test_golden_cli.py){why}\n{diff}", pytrace=False)
 
 
 # -- coverage: every declared command is in the transcript ------------------------------
@@ -752,7 +752,7 @@ def test_every_command_has_a_transcript() -> None:
     and with --json, both succeeding, and each command group has an error (an exit code
     and a line on stderr). A new command fails here until `script` runs it."""
     assert GOLDEN.exists(), "no golden file: UPDATE_GOLDEN=1 python -m pytest " \
-                            "tests/test_golden_cli.py"
+                            "tests/e2e/test_golden_cli.py"
     entries = recorded(GOLDEN.read_text("utf-8"))
     missing = []
     for prog, (_, group) in PROGRAMS.items():

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, EXAMPLE, Result, snapshot
-from tests.test_input_hardening import refused as clean_refusal
+from tests.e2e.test_input_hardening import refused as clean_refusal
 
 KiB, MiB = 1 << 10, 1 << 20
 TIMEOUT = 20  # seconds: every refusal here takes well under one

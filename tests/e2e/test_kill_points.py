@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, EXAMPLE, ROOT, Cli
-from tests.test_crash import assert_verify_ok
-from tests.test_fsyncs import strace_binary
+from tests.e2e.test_crash import assert_verify_ok
+from tests.e2e.test_fsyncs import strace_binary
 
 CALLS = ("write", "pwrite64", "fsync", "fdatasync", "rename", "mkdir", "ftruncate",
          "unlink", "unlinkat")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "uwf"
+PACKAGE = Path(__file__).resolve().parents[2] / "uwf"
 # Imported by every layer, import no layer.
 LEAVES = {"uwf.errors", "uwf.redact", "uwf.ids", "uwf.payload", "uwf.folders", "uwf"}
 BELOW_FEATURES = {

@@ -1,6 +1,6 @@
 """`uwf mcp` beyond parity: streamable HTTP on loopback, errors, progress, annotations,
 malformed JSON-RPC lines, and a server killed in the middle of a call
-(tests/test_mcp_parity.py has the payloads)."""
+(tests/e2e/test_mcp_parity.py has the payloads)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 
 from tests.brokerkit import free_port
 from tests.conftest import BIN, EXAMPLE, Cli
-from tests.test_mcp_parity import stdio_session
+from tests.e2e.test_mcp_parity import stdio_session
 from uwf.cli import mcpwire
 from uwf.cli.mcp import LIST_SCHEMA, OBJECT_SCHEMA, TEXT_SCHEMA
 

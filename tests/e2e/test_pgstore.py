@@ -16,8 +16,8 @@ import pytest
 
 from tests.brokerkit import Broker
 from tests.conftest import BIN, EXAMPLE, Cli
+from tests.e2e.test_mcp_parity import normalised
 from tests.pgkit import Server
-from tests.test_mcp_parity import normalised
 from uwf.engine.dburl import shown
 
 pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips
@@ -228,7 +228,7 @@ def test_the_bridge_keeps_its_place_in_the_database(pg_server: Server, broker: B
                                                     tmp_path: Path) -> None:
     """Every event to the broker, its last acknowledged seq in `uwf_bridge`, a second
     bridge to the same place refused while one holds it."""
-    from tests.test_bridge import covers, subscribed
+    from tests.e2e.test_bridge import covers, subscribed
 
     url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
     cli = Cli(tmp_path / "unused", env_for(url, tmp_path))

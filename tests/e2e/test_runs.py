@@ -393,7 +393,7 @@ BAD_INPUT: list[tuple[list[str], int, str]] = [
         ["run", "rerun"], ["run", "rerun", "--incremental"])],
     *[([*command, "not-a-run"], 2, "is not a thread id") for command in (
         ["run", "show"], ["run", "resume"], ["run", "archive"], ["run", "rerun"])],
-    # (A run id in lower case, or its start, is accepted: tests/test_cli_conventions.py.)
+    # (A run id in lower case, or its start, is accepted: tests/e2e/test_cli_conventions.py.)
     (["run", "show", "{completed}x"], 2, "is not a thread id"),
     # Times, limits, offsets, status words, scopes.
     (["run", "search", "--since", "yesterday"], 2, "invalid time 'yesterday'"),

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import test_views
 from tests.conftest import BIN, ROOT, Cli
+from tests.contract import test_views
 from tests.logkit import append, envelopes
 from uwf.engine.events import Envelope, LogRepaired, NewEvent, encode_line
 from uwf.engine.journal import Outcome, Views

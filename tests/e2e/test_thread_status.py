@@ -282,7 +282,7 @@ def test_start_from_a_bad_or_missing_file_writes_nothing(cli: Cli, tmp_path: Pat
 
 # -- thread ids ------------------------------------------------------------------------
 
-# (In lower case, or its first characters, an id is accepted: tests/test_cli_conventions.py.)
+# (In lower case, or its first characters, an id is accepted: tests/e2e/test_cli_conventions.py.)
 BAD_IDS = ["abc", GOOD_ID + "0", "8" + GOOD_ID[1:], GOOD_ID[:-1] + "I", "thread/" + GOOD_ID,
            GOOD_ID[:5] + "-", ""]
 COMMANDS = [
@@ -358,7 +358,7 @@ def test_a_missing_head_fails_closed(cli: Cli, tmp_path: Path) -> None:
     # registry show reads no node (its cost must not follow the threads in progress).
     assert kit.ok("registry", "show")["status"] == "valid"
     # The list shows them as missing, fails closed (exit 1), and lists them all the same
-    # (tests/test_thread_list_damage.py).
+    # (tests/e2e/test_thread_list_damage.py).
     listed = kit.uwf("thread", "list")
     assert listed.code == 1, listed
     assert [(item["status"], item["currentRole"]) for item in json.loads(listed.out)] == [

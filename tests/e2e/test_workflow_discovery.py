@@ -1,5 +1,5 @@
 """Workflow files found in the repo (`.workflows/NAME.yaml` and its other layouts, here
-or in a parent folder; tests/test_discovery_rules.py has each rule) and `!include` in
+or in a parent folder; tests/e2e/test_discovery_rules.py has each rule) and `!include` in
 workflow YAML, through the real `uwf` console script
 (docs/workflows.md#workflow-files-in-the-repo, docs/workflows.md#include)."""
 

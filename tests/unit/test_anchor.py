@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cli, snapshot
-from tests.test_tamper import assert_one_line_error, build_store, segments
+from tests.unit.test_tamper import assert_one_line_error, build_store, segments
 
 
 def run_json(cli: Cli, *args: str, code: int = 0) -> dict[str, Any]:

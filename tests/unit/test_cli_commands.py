@@ -255,7 +255,8 @@ def _golden_argvs() -> list[tuple[str, list[str]]]:
     import shlex
 
     found = []
-    for line in (Path(__file__).parent / "golden" / "cli.txt").read_text("utf-8").splitlines():
+    golden = Path(__file__).resolve().parent.parent / "golden" / "cli.txt"
+    for line in golden.read_text("utf-8").splitlines():
         if line.startswith(("$ uwf ", "$ json-cas ")):
             words = shlex.split(line[2:].split(" < ")[0].split(" | ")[0])
             found.append((words[0], words[1:]))

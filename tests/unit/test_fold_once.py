@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.test_views import event_data
+from tests.contract.test_views import event_data
 from uwf.engine.clock import system_clock
 from uwf.engine.events import Envelope, EventData, NewEvent
 from uwf.engine.journal import Journal, Outcome

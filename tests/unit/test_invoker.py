@@ -83,7 +83,7 @@ def test_a_refusal_is_classified_and_each_surface_words_the_argument(
 
 
 def test_the_dashboard_calls_the_commands_it_is_handed(cli: Cli, tmp_path: Path) -> None:
-    """It imports no CLI module (tests/test_layers.py): a context among no commands
+    """It imports no CLI module (tests/e2e/test_layers.py): a context among no commands
     gives it nothing to call, and it says so."""
     bare = Context(environ=cli.env, cwd=tmp_path)
     with pytest.raises(UsageError, match="given none"):

@@ -30,7 +30,7 @@ from uwf.engine.clock import system_clock
 from uwf.errors import Rejected
 
 VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "json-cas-vectors.json").read_text("utf-8"))
+    (Path(__file__).resolve().parent.parent / "data" / "json-cas-vectors.json").read_text("utf-8"))
 PERSON = VECTORS["vectors"][3]["payload"]
 
 

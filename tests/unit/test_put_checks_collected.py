@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE, Cli, Result, snapshot
-from tests.test_put_checks import put, review
 from tests.threadkit import one_line_error
+from tests.unit.test_put_checks import put, review
 
 
 def refused(cli: Cli, tmp_path: Path, document: dict[str, Any], count: int) -> list[str]:

@@ -2,7 +2,7 @@
 "no lease of a parked entry"): every transition the commands make verifies clean,
 and an event the commands would have refused, written into the log anyway, is
 named with its seq. What it says of each event is the transition table's
-(`uwf.queue.rules.problem`), tested here directly; tests/test_queue_rules.py walks
+(`uwf.queue.rules.problem`), tested here directly; tests/unit/test_queue_rules.py walks
 every pair the table forbids."""
 
 from __future__ import annotations

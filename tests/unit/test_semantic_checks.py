@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Cli, snapshot
-from tests.test_put_checks import put, review
 from tests.threadkit import one_line_error
+from tests.unit.test_put_checks import put, review
 
 
 def problems(cli: Cli, tmp_path: Path, document: dict[str, Any]) -> list[str]:
