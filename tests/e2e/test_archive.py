@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Cli, snapshot
+from tests.conftest import Cli
 from tests.queuekit import Queue
-from tests.runkit import Fleet, make_fleet, new_cli
+from tests.runkit import Fleet, new_cli
 from tests.threadkit import make_kit, mock_config, one_line_error, popen_uwf, wait_for
 from uwf.archive import service as archive
 from uwf.archive.verify import verify
@@ -41,11 +41,6 @@ SEED_RUN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")
 SUMMARY_KEYS = ["run_id", "started", "ended", "duration_s", "outcome", "total_nodes", "done",
                 "failed", "blocked", "total_attempts", "flake_retries", "exit_code",
                 "failed_nodes", "node_attempts"]
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -454,38 +449,30 @@ def test_worker_keeps_an_archive_in_sync(cli: Cli, tmp_path: Path) -> None:
 
 # -- refusals ------------------------------------------------------------------------------
 
-def refused(cli: Cli, code: int, *args: str) -> str:
-    before = snapshot(cli.home)
-    result = cli.run(*args)
-    line = one_line_error(result, code)
-    assert snapshot(cli.home) == before
-    return line
-
-
 def test_bad_input_is_one_line_and_writes_nothing(fleet: Fleet, tmp_path: Path) -> None:
     cli = fleet.cli
     run = fleet.start()
     folder = tmp_path / "archive"
-    assert "is not a run id" in refused(cli, 2, "archive", "sync", str(folder), "--run",
+    assert "is not a run id" in cli.refuses(2, "archive", "sync", str(folder), "--run",
                                         "../escape")
     # (In lower case an id is accepted: tests/e2e/test_cli_conventions.py; U is no Crockford
     # Base32 character.)
-    assert "ULID" in refused(cli, 2, "archive", "sync", str(folder), "--run",
+    assert "ULID" in cli.refuses(2, "archive", "sync", str(folder), "--run",
                              "01J7K9M2XNPQR5VWBCDF8G3H4U")
-    assert "no thread 01J7K9M2XNPQR5VWBCDF8G3H4T" in refused(
-        cli, 1, "archive", "sync", str(folder), "--run", "01J7K9M2XNPQR5VWBCDF8G3H4T")
-    assert "--follow" not in refused(cli, 2, "archive", "sync", str(folder), "--follow",
+    assert "no thread 01J7K9M2XNPQR5VWBCDF8G3H4T" in cli.refuses(
+        1, "archive", "sync", str(folder), "--run", "01J7K9M2XNPQR5VWBCDF8G3H4T")
+    assert "--follow" not in cli.refuses(2, "archive", "sync", str(folder), "--follow",
                                      "--run", "nope/..")
     assert not folder.exists()
-    assert "does not exist" in refused(cli, 1, "archive", "sync",
+    assert "does not exist" in cli.refuses(1, "archive", "sync",
                                        str(tmp_path / "missing" / "archive"))
     assert not (tmp_path / "missing").exists()
     (tmp_path / "plain").write_text("not a folder")
-    assert "is not a folder" in refused(cli, 2, "archive", "sync", str(tmp_path / "plain"))
-    assert "is not a folder" in refused(cli, 2, "archive", "verify", str(tmp_path / "plain"))
-    assert "does not exist" in refused(cli, 1, "archive", "verify", str(folder))
+    assert "is not a folder" in cli.refuses(2, "archive", "sync", str(tmp_path / "plain"))
+    assert "is not a folder" in cli.refuses(2, "archive", "verify", str(tmp_path / "plain"))
+    assert "does not exist" in cli.refuses(1, "archive", "verify", str(folder))
     (tmp_path / "empty").mkdir()
-    assert "is not an archive" in refused(cli, 1, "archive", "verify", str(tmp_path / "empty"))
+    assert "is not an archive" in cli.refuses(1, "archive", "verify", str(tmp_path / "empty"))
     assert list((tmp_path / "empty").iterdir()) == []
 
     # runs/<id> replaced by a link to a folder outside: a sync never writes through it.
@@ -496,7 +483,7 @@ def test_bad_input_is_one_line_and_writes_nothing(fleet: Fleet, tmp_path: Path) 
     (folder / "runs" / run).symlink_to(outside, target_is_directory=True)
     assert fleet.step(run).code == 0
     before = files(folder)
-    assert "symbolic link" in refused(cli, 1, "archive", "sync", str(folder))
+    assert "symbolic link" in cli.refuses(1, "archive", "sync", str(folder))
     assert list(outside.iterdir()) == []
     assert files(folder) == before
     code, report = verified(cli, folder)
@@ -516,7 +503,7 @@ def test_an_archive_of_another_log_is_refused(fleet: Fleet, tmp_path: Path) -> N
     other_kit.put_workflow()
     other_kit.start()
     other_kit.start()
-    assert "does not match the log at seq" in refused(other, 1, "archive", "sync", str(folder))
+    assert "does not match the log at seq" in other.refuses(1, "archive", "sync", str(folder))
     code, report = verified(other, folder)
     assert code == 1
     assert report["problems"][0]["file"] == ".uwf-archive.json"

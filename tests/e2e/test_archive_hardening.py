@@ -21,13 +21,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import BIN, Cli, snapshot
-from tests.runkit import Fleet, make_fleet, run_in
+from tests.runkit import Fleet, run_in
 from tests.threadkit import one_line_error, popen_uwf
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 def sync(cli: Cli, folder: Path) -> dict[str, object]:
@@ -40,13 +35,6 @@ def sync(cli: Cli, folder: Path) -> dict[str, object]:
 def files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file()}
-
-
-def refused(cli: Cli, code: int, *args: str) -> str:
-    before = snapshot(cli.home)
-    line = one_line_error(cli.run(*args), code)
-    assert snapshot(cli.home) == before
-    return line
 
 
 # -- hard links and replaced files -----------------------------------------------------
@@ -153,10 +141,10 @@ def test_a_folder_name_too_long_is_one_line_exit_2(fleet: Fleet, tmp_path: Path)
     fleet.start()
     long_name = str(tmp_path / ("a" * 300))
     for command in ("sync", "verify"):
-        line = refused(cli, 2, "archive", command, long_name)
+        line = cli.refuses(2, "archive", command, long_name)
         assert "File name too long" in line, line
         assert "give a shorter path" in line, line
-    line = refused(cli, 2, "worker", "--once", "--archive", long_name)
+    line = cli.refuses(2, "worker", "--once", "--archive", long_name)
     assert "File name too long" in line
     assert list(tmp_path.glob("aaa*")) == []
 

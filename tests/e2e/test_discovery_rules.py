@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli, snapshot
+from tests.conftest import Cli, refused, snapshot
 from tests.e2e.test_workflow_discovery import (
     make_repo,
     ok,
-    refused,
     registrations,
     tiny,
     uwf,

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, EXAMPLE, Result, snapshot
-from tests.e2e.test_input_hardening import refused as clean_refusal
+from tests.conftest import BIN, EXAMPLE, Result, refused, snapshot
 
 KiB, MiB = 1 << 10, 1 << 20
 TIMEOUT = 20  # seconds: every refusal here takes well under one
@@ -49,11 +48,6 @@ def run(env: dict[str, str], *args: str, prog: str = "uwf", stdin: bytes | Path 
             handle.close()
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
                   proc.stderr.decode("utf-8", "replace"))
-
-
-def refused(result: Result, code: int, *fragments: str, prog: str = "uwf") -> str:
-    """One `<prog>: error:` line naming `fragments`, exit `code`, no traceback."""
-    return clean_refusal(result, (code,), *fragments, prog=prog)
 
 
 @dataclass(frozen=True)

@@ -21,26 +21,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.conftest import EXAMPLE, Cli, Result, run_bytes, snapshot
+from tests.conftest import EXAMPLE, Cli, refused, run_bytes, snapshot
 from uwf.engine.clock import MAX_INSTANT_MS, format_ts
 
 THREAD = "01J7K9M2XNPQR5VWBCDF8G3H4T"
 
 
-
-
-def refused(result: Result, codes: tuple[int, ...] = (1, 2), *fragments: str,
-            prog: str = "uwf") -> str:
-    """Assert a clean refusal; return its one line."""
-    assert result.code in codes, result
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith(f"{prog}: error: "), lines[0]
-    assert "internal error" not in lines[0]
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def workflow(meta: str = "{type: object}", *, name: str = "x", extra: str = "") -> str:

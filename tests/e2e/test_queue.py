@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
-from tests.queuekit import Queue, at, queue_on
+from tests.queuekit import Queue, at
 
 SPEC_FIELDS = {"id", "status", "priority", "enqueuedAt", "workflow", "prompt", "run", "repo",
                "session", "agent", "timeoutSec", "idleTimeoutSec", "expectedArtifacts",
                "note", "key", "attempts", "lease", "nextEligibleAt", "parkedReason"}
-
-
-@pytest.fixture
-def q(cli: Cli) -> Queue:
-    return queue_on(cli)
 
 
 def ids_of(payload: dict[str, object]) -> list[str]:

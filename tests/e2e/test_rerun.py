@@ -6,19 +6,13 @@ and runs live from the first step whose inputs changed."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Cli, snapshot
-from tests.runkit import NOW, Fleet, make_fleet, relay_workflow
+from tests.conftest import snapshot
+from tests.runkit import NOW, Fleet, relay_workflow
 from tests.threadkit import one_line_error
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 def events_of(fleet: Fleet, thread: str) -> list[dict[str, Any]]:

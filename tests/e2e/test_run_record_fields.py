@@ -18,18 +18,12 @@ from typing import Any
 import pytest
 
 import uwf
-from tests.conftest import Cli
-from tests.runkit import Fleet, make_fleet
+from tests.runkit import Fleet
 from tests.threadkit import one_line_error
 from uwf.cli import main as uwf_cli
 from uwf.store import Store
 
 ZEROS = "0" * 32
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 def log_lines(home: Path) -> list[bytes]:

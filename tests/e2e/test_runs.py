@@ -6,12 +6,11 @@ reruns in test_rerun.py; the helpers in runkit.py."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Cli, snapshot
+from tests.conftest import snapshot
 from tests.runkit import (
     DAY_MS,
     NOW,
@@ -27,11 +26,6 @@ from tests.runkit import (
 from tests.threadkit import one_line_error
 
 UNKNOWN = "01J7K9M2XNPQR5VWBCDF8G3H4T"  # a valid ULID no run has
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 def classified(fleet: Fleet, thread: str, expected: str, now: str | None = None) -> None:

@@ -21,11 +21,6 @@ DEFAULTS = {"maxConcurrent": 1, "maxAttempts": 3, "leaseTtlMs": 300000, "backoff
             "backoffFactor": 2, "backoffCapMs": 60000, "sessions": {}, "maxTotal": None}
 
 
-@pytest.fixture
-def q(cli: Cli) -> Queue:
-    return queue_on(cli)
-
-
 def ms(ts: str) -> int:
     from uwf.engine.clock import parse_instant
 

@@ -7,15 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import BIN, Cli
-from tests.queuekit import Queue, queue_on
-
-
-@pytest.fixture
-def q(cli: Cli) -> Queue:
-    return queue_on(cli)
+from tests.queuekit import Queue
 
 
 def test_app_and_run_id_are_the_run_registry_spellings(q: Queue, tmp_path: Path) -> None:

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.conftest import Cli
-from tests.runkit import Fleet, make_fleet
+from tests.runkit import Fleet
 from tests.threadkit import one_line_error
-
-
-@pytest.fixture
-def fleet(cli: Cli, tmp_path: Path) -> Fleet:
-    return make_fleet(cli, tmp_path)
 
 
 def listed(fleet: Fleet, *args: str) -> list[str]:

@@ -9,18 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLE, Cli, Result
-
-
-def one_line_error(result: Result, code: int, *fragments: str) -> None:
-    assert result.code == code, result
-    assert result.out == ""
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith(("uwf: error: ", "json-cas: error: "))
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in lines[0]
+from tests.conftest import EXAMPLE, Cli
+from tests.conftest import refused as one_line_error
 
 
 def write_workflow(tmp_path: Path, document: object, name: str = "wf.yaml") -> str:

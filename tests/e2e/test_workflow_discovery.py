@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import BIN, Cli, Result, snapshot
+from tests.conftest import BIN, Cli, Result, refused, snapshot
 
 
 def uwf(cli: Cli, *args: str, cwd: Path | None = None) -> Result:
@@ -27,18 +27,6 @@ def uwf(cli: Cli, *args: str, cwd: Path | None = None) -> Result:
 def ok(result: Result) -> Any:
     assert result.code == 0, result
     return json.loads(result.out)
-
-
-def refused(result: Result, code: int, *fragments: str) -> str:
-    """The one error line of a refused command, holding every fragment."""
-    assert result.code == code, result
-    assert result.out == ""
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("uwf: error: "), result.err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def tiny(name: str = "tiny", description: str = "") -> dict[str, Any]:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cli, snapshot
-from tests.unit.test_tamper import assert_one_line_error, build_store, segments
+from tests.conftest import Cli, refused, snapshot
+from tests.unit.test_tamper import build_store, segments
 
 
 def run_json(cli: Cli, *args: str, code: int = 0) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def test_a_new_key_is_private_and_never_overwritten(cli: Cli, tmp_path: Path) ->
     assert len(made["fingerprint"]) == 64
     before = key.read_bytes()
     again = cli.run("log", "anchor", "--new-key", "--key", str(key))
-    assert_one_line_error(again, "already exists")
+    refused(again, 1, "already exists")
     assert again.code == 1
     assert key.read_bytes() == before
 
@@ -175,46 +175,46 @@ def test_a_wrong_key_or_an_edited_anchor_is_refused(anchored: tuple[Cli, Path, P
     before = snapshot(cli.home)
     other = tmp_path / "other.pem"
     run_json(cli, "log", "anchor", "--new-key", "--key", str(other))
-    assert_one_line_error(cli.run("log", "verify", "--key", str(other), "--anchor",
-                                  str(anchor)), "signed with another key")
+    refused(cli.run("log", "verify", "--key", str(other), "--anchor",
+                                  str(anchor)), 1, "signed with another key")
     document = json.loads(anchor.read_text())
     for field, value in (("seq", 3), ("digest", "0" * 32), ("ts", "2020-01-01T00:00:00.000Z")):
         edited = tmp_path / f"edited-{field}.json"
         edited.write_text(json.dumps({**document, field: value}))
         result = cli.run("log", "verify", "--key", str(key), "--anchor", str(edited))
-        assert_one_line_error(result, "edited after it was signed")
+        refused(result, 1, "edited after it was signed")
         assert result.code == 1
     for name, content in (("garbage.json", "not json"), ("empty.json", ""),
                           ("extra.json", json.dumps({**document, "x": 1}))):
         bad = tmp_path / name
         bad.write_text(content)
         result = cli.run("log", "verify", "--key", str(key), "--anchor", str(bad))
-        assert_one_line_error(result, "is not an anchor")
-    assert_one_line_error(cli.run("log", "verify", "--key", str(key), "--anchor",
-                                  str(tmp_path / "missing.json")), "no anchor file")
+        refused(result, 1, "is not an anchor")
+    refused(cli.run("log", "verify", "--key", str(key), "--anchor",
+                                  str(tmp_path / "missing.json")), 1, "no anchor file")
     not_a_key = tmp_path / "not-a-key.pem"
     not_a_key.write_text("hello")
-    assert_one_line_error(cli.run("log", "verify", "--key", str(not_a_key), "--anchor",
-                                  str(anchor)), "is not a PEM key")
+    refused(cli.run("log", "verify", "--key", str(not_a_key), "--anchor",
+                                  str(anchor)), 1, "is not a PEM key")
     assert snapshot(cli.home) == before
 
 
 def test_anchor_refusals_change_nothing(cli: Cli, tmp_path: Path) -> None:
     key = tmp_path / "anchor.pem"
     empty = cli.run("log", "anchor", "--key", str(key))
-    assert_one_line_error(empty, "no anchor key")
+    refused(empty, 1, "no anchor key")
     run_json(cli, "log", "anchor", "--new-key", "--key", str(key))
-    assert_one_line_error(cli.run("log", "anchor", "--key", str(key)), "log is empty")
+    refused(cli.run("log", "anchor", "--key", str(key)), 1, "log is empty")
     build_store(cli, tmp_path, ["alpha"])
     before = snapshot(cli.home)
     out = tmp_path / "a.json"
     run_json(cli, "log", "anchor", "--key", str(key), "--out", str(out))
     kept = out.read_bytes()
-    assert_one_line_error(cli.run("log", "anchor", "--key", str(key), "--out", str(out)),
+    refused(cli.run("log", "anchor", "--key", str(key), "--out", str(out)), 1,
                           "already exists")
     assert out.read_bytes() == kept
     usage = cli.run("log", "verify", "--key", str(key))
-    assert_one_line_error(usage, "--key is only used with --anchor")
+    refused(usage, 2, "--key is only used with --anchor")
     assert usage.code == 2
     assert snapshot(cli.home) == before
 

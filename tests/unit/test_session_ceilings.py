@@ -11,13 +11,8 @@ import shutil
 import pytest
 
 from tests.conftest import Cli
-from tests.queuekit import Queue, at, queue_on
+from tests.queuekit import Queue, at
 from uwf.engine.clock import parse_instant
-
-
-@pytest.fixture
-def q(cli: Cli) -> Queue:
-    return queue_on(cli)
 
 
 def test_a_session_holding_a_job_never_blocks_another_session(q: Queue) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLE, Cli, Result
+from tests.conftest import EXAMPLE, Cli, refused
 
 EXAMPLE_TEXT = EXAMPLE.read_text("utf-8")
 
@@ -66,16 +66,6 @@ def verify(cli: Cli) -> tuple[int, dict[str, Any]]:
     assert result.out, f"log verify printed nothing (exit {result.code}): {result.err}"
     payload: dict[str, Any] = json.loads(result.out)
     return result.code, payload
-
-
-def assert_one_line_error(result: Result, *needles: str) -> None:
-    assert result.code != 0, result.out
-    assert "Traceback" not in result.err, result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got: {result.err!r}"
-    assert lines[0].startswith("uwf: error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
 
 
 def digest(raw: bytes) -> str:
@@ -172,13 +162,13 @@ def test_unknown_event_type_fails_reads_closed(cli: Cli, tmp_path: Path) -> None
     before = cli.log_bytes()
 
     # Views current up to the previous line: the catch-up meets the unknown type.
-    assert_one_line_error(cli.run("workflow", "list"), "thread.teleported")
+    refused(cli.run("workflow", "list"), 1, "thread.teleported")
     # Views absent: the rebuild meets it too.
     shutil.rmtree(cli.home / "views")
-    assert_one_line_error(cli.run("workflow", "list"), "thread.teleported")
-    assert_one_line_error(cli.run("workflow", "show", "wf-1"), "thread.teleported")
+    refused(cli.run("workflow", "list"), 1, "thread.teleported")
+    refused(cli.run("workflow", "show", "wf-1"), 1, "thread.teleported")
     # A writer refuses as well, and writes nothing.
-    assert_one_line_error(cli.run("workflow", "put", str(workflow_file(tmp_path, "wf-2"))))
+    refused(cli.run("workflow", "put", str(workflow_file(tmp_path, "wf-2"))), 1)
     assert cli.log_bytes() == before
 
     code, report = verify(cli)
@@ -210,7 +200,7 @@ def test_unreadable_views_ask_for_a_rebuild(cli: Cli, tmp_path: Path, damage: st
         database.write_bytes(b"\0" * 100 + content[100:])
 
     broken = cli.run("workflow", "list")
-    assert_one_line_error(broken, "uwf registry rebuild")
+    refused(broken, 1, "uwf registry rebuild")
     assert broken.code == 1
 
     rebuilt = cli.run("registry", "rebuild")
@@ -231,8 +221,8 @@ def test_log_cut_behind_the_checkpoint_fails_reads_closed(cli: Cli, tmp_path: Pa
 
     for args in (("workflow", "list"), ("workflow", "show", "wf-0")):
         result = cli.run(*args)
-        assert_one_line_error(
-            result, "views do not match the log at seq 8; run `uwf registry rebuild`"
+        refused(
+            result, 1, "views do not match the log at seq 8; run `uwf registry rebuild`"
         )
         assert result.code == 1
     shown = cli.run("registry", "show")
@@ -272,7 +262,7 @@ def test_write_on_a_log_cut_behind_the_checkpoint_fails_closed(
     segment.write_bytes(kept)
 
     result = cli.run("workflow", "put", str(workflow_file(tmp_path, "late")))
-    assert_one_line_error(result, "views do not match the log at seq 8")
+    refused(result, 1, "views do not match the log at seq 8")
     assert segment.exists(), "the writer deleted the log segment"
     assert segment.read_bytes() == kept, "a rejected write changed the log"
 
