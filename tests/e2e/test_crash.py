@@ -28,8 +28,9 @@ import pytest
 
 from tests.conftest import EXAMPLE, Cli, Result
 
-# Crash safety is about processes: every uwf call here is a real one.
-pytestmark = pytest.mark.cli_processes
+# Crash safety is about processes: what is killed is a real one (run_writer's, and a
+# `Cli(..., process=True)` where the killed call is uwf's own); the commands that set
+# up, tear and read the log around a kill run in-process (the same code, no start-up).
 
 EXAMPLE_TEXT = EXAMPLE.read_text("utf-8")
 PYTHON = sys.executable
