@@ -229,7 +229,7 @@ def alive(pid: int) -> bool:
     return fields[0] not in ("Z", "X")
 
 
-def wait_dead(pid: int, seconds: float = 5.0) -> bool:
+def wait_dead(pid: int, seconds: float = 60.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not alive(pid):

@@ -70,7 +70,7 @@ def subscribed(running: Broker, name: str) -> Iterator[Subscriber]:
     try:
         connection.subscribe("uwf/#", qos=1)
         connection.publish("uwf/probe", b"probe")
-        assert connection.messages.get(timeout=5).topic == "uwf/probe"
+        assert connection.messages.get(timeout=60).topic == "uwf/probe"
         yield Subscriber(connection)
     finally:
         connection.close()
