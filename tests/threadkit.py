@@ -238,7 +238,7 @@ def wait_dead(pid: int, seconds: float = 60.0) -> bool:
     return not alive(pid)
 
 
-def wait_for(path: Path, seconds: float = 20.0) -> str:
+def wait_for(path: Path, seconds: float = 60.0) -> str:
     """The content of `path` once it exists and is non-empty."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
