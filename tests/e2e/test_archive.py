@@ -378,7 +378,7 @@ def test_follow_keeps_syncing_until_sigterm_and_exits_0(fleet: Fleet, tmp_path: 
     try:
         wait_for(folder / ".uwf-archive.json")
         assert fleet.step(run).code == 0
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         path = folder / "runs" / run / "transitions.jsonl"
         while time.monotonic() < deadline and (
                 not path.exists() or len(path.read_text().splitlines()) < 4):

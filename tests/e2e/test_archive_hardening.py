@@ -210,7 +210,7 @@ def test_sigterm_while_follow_starts_exits_0(fleet: Fleet, tmp_path: Path, delay
     fleet.start()
     following = popen_uwf(cli, "archive", "sync", str(folder), "--follow")
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not handles_sigterm(following.pid) and following.poll() is None:
             assert time.monotonic() < deadline, "uwf never installed its SIGTERM handler"
             time.sleep(0.0005)

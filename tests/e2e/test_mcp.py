@@ -217,7 +217,7 @@ def test_streamable_http_on_loopback(env: dict[str, str], tmp_path: Path) -> Non
     server = subprocess.Popen([str(BIN / "uwf"), "mcp", "--http", f"127.0.0.1:{port}"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -275,7 +275,7 @@ def test_a_server_killed_mid_call_leaves_the_store_consistent(
     with contextlib.suppress(Exception), stdio_session(env) as (portal, client):
         call = portal.start_task_soon(client.call_tool, "uwf_thread_run",
                                       {"thread": thread, "agent": slow})
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not marker.exists() or not marker.read_text():
             assert time.monotonic() < deadline
             assert not call.done()
