@@ -67,7 +67,7 @@ class Broker:
         log = (self.folder / "mosquitto.log").open("ab")
         self.process = subprocess.Popen([mosquitto(), "-c", str(config)],
                                         stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"mosquitto exited {self.process.returncode}: "
@@ -77,7 +77,7 @@ class Broker:
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"mosquitto did not listen on {self.port} within 10 s")
+        raise RuntimeError(f"mosquitto did not listen on {self.port} within 60 s")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,8 @@ from tests.inprocess import IN_PROCESS, run_main, text
 from tests.pgkit import pg_server, pg_url  # noqa: F401  (a real PostgreSQL, for every test)
 
 if TYPE_CHECKING:
+    from tests.queuekit import Queue
+    from tests.runkit import Fleet
     from uwf.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,11 +72,41 @@ class Cli:
     def cas(self, *args: str, stdin: str | None = None) -> Result:
         return self.run(*args, stdin=stdin, prog="json-cas")
 
+    def refuses(self, code: int | tuple[int, ...], *args: str, stdin: str | None = None,
+                prog: str = "uwf", says: Sequence[str] = ()) -> str:
+        """Run `prog ARGS` and check it is refused cleanly (`refused`) with the log and the
+        CAS unchanged, byte for byte; its one error line."""
+        before = snapshot(self.home)
+        line = refused(self.run(*args, stdin=stdin, prog=prog), code, *says, prog=prog)
+        assert snapshot(self.home) == before, f"a refused `{prog} {' '.join(args)}` " \
+            "changed the store"
+        return line
+
     def log_bytes(self) -> bytes:
         events = self.home / "events"
         if not events.exists():
             return b""
         return b"".join(p.read_bytes() for p in sorted(events.glob("*.jsonl")))
+
+
+def refused(result: Result, code: int | tuple[int, ...], *fragments: str,
+            prog: str | tuple[str, ...] = ("uwf", "json-cas")) -> str:
+    """The one check of a refusal (docs: bad input is one line): exit `code` (or one of
+    them), nothing on stdout, exactly one `<prog>: error: ` line on stderr holding every
+    fragment, no traceback, no internal error; that line. `Cli.refuses` runs the command
+    and checks the store unchanged too."""
+    codes = (code,) if isinstance(code, int) else code
+    assert result.code in codes, result
+    assert result.out == "", result
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    prefixes = tuple(f"{name}: error: " for name in ((prog,) if isinstance(prog, str) else prog))
+    assert lines[0].startswith(prefixes), lines[0]
+    assert "Traceback" not in result.err, result.err
+    assert "internal error" not in lines[0], lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
 
 
 def snapshot(home: Path) -> dict[str, bytes]:
@@ -132,6 +164,23 @@ def cli(store_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
 
 
 @pytest.fixture
+def fleet(cli: Cli, tmp_path: Path) -> Fleet:
+    """The run registry's store (tests/runkit.py): the `relay` and `solve-issue`
+    workflows registered on the `cli` fixture's store."""
+    from tests.runkit import make_fleet
+
+    return make_fleet(cli, tmp_path)
+
+
+@pytest.fixture
+def q(cli: Cli) -> Queue:
+    """The queue's commands on the `cli` fixture's store (tests/queuekit.py)."""
+    from tests.queuekit import queue_on
+
+    return queue_on(cli)
+
+
+@pytest.fixture
 def proc_cli(cli: Cli) -> Cli:
     """The `cli` fixture's store and environment (the same dict), each call a real
     process: for tests of what only a process has (crash, signals, concurrency, commands
@@ -139,7 +188,7 @@ def proc_cli(cli: Cli) -> Cli:
     return cli.processes()
 
 
-# -- the fuzz targets (tests/test_fuzz_*.py): budgets and the inputs each tried ----------
+# -- the fuzz targets (tests/e2e/test_fuzz_*.py): budgets and the inputs each tried ----------
 
 # `ci` (the default) runs each fuzz target's CI budget; `--hypothesis-profile=long` ten
 # times that (tests/fuzzkit.py scales by max_examples / 100), and 1,000 examples for

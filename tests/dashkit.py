@@ -1,4 +1,4 @@
-"""Stores for the dashboard's tests (tests/test_dashboard*.py), made with the CLI and
+"""Stores for the dashboard's tests (tests/e2e/test_dashboard*.py), made with the CLI and
 uwf-mock: a finished run (whose prompt carries a `<script>`), a failed run and a queue
 with a leased, a ready and a parked entry; and a real uvicorn serving the app on a
 free loopback port in a thread."""
@@ -88,7 +88,7 @@ def served(app: Any) -> Iterator[str]:
                                            timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)

@@ -1,4 +1,4 @@
-"""What every fuzz target (tests/test_fuzz_*.py) shares: budgets, a sandboxed store,
+"""What every fuzz target (tests/e2e/test_fuzz_*.py) shares: budgets, a sandboxed store,
 `uwf` / `json-cas` run in-process or as the real binaries, the verdict on one
 command, and the tally of inputs tried that the terminal summary prints.
 

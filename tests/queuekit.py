@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import EXAMPLE, Cli, snapshot
+from tests.conftest import EXAMPLE, Cli
 
 T0 = "2026-12-01T10:00:00.000Z"
 
@@ -39,16 +39,10 @@ class Queue:
         return result.out.strip()
 
     def refused(self, code: int, *args: str, now: str | None = None) -> str:
-        """Run `uwf ARGS`, expect exit `code`, one line on stderr and nothing written."""
-        before = snapshot(self.cli.home)
+        """Run `uwf ARGS`: refused with exit `code`, one line, nothing written
+        (`Cli.refuses`)."""
         extra = ["--now", now] if now is not None else []
-        result = self.cli.run(*args, *extra)
-        assert result.code == code, (result.code, result.out, result.err)
-        assert result.out == ""
-        assert result.err.count("\n") == 1, result.err
-        assert result.err.startswith("uwf: error: "), result.err
-        assert snapshot(self.cli.home) == before, "a refused command changed the store"
-        return result.err.strip()
+        return self.cli.refuses(code, *args, *extra)
 
     def add(self, *args: str, now: str | None = None, prompt: str = "Fix the login bug"
             ) -> str:

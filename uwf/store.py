@@ -49,7 +49,7 @@ from uwf.redact import Redact
 def default_features() -> tuple[Feature, ...]:
     """The features uwf's entry points list (`uwf.features.FEATURES`), for a library
     caller that opens a store without naming its own: the one place the store reaches
-    up to the composition root, when it is given no list (tests/test_layers.py)."""
+    up to the composition root, when it is given no list (tests/e2e/test_layers.py)."""
     from uwf.features import FEATURES
 
     return FEATURES

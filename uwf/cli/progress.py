@@ -4,7 +4,7 @@ time left) and a run's timeline on stdout.
 Services report progress through plain callbacks, `progress(done, total)` (total 0:
 unknown), and know nothing of terminals; only this module draws. A bar is drawn by
 tqdm, imported when the first bar is drawn and never otherwise, so a command piped or
-quick costs no more to start (tests/test_layers.py checks it). Nothing is drawn unless
+quick costs no more to start (tests/e2e/test_layers.py checks it). Nothing is drawn unless
 stderr is a terminal: what tests capture never changes.
 """
 

@@ -3,7 +3,7 @@
 An entry point (the CLI's `Context`, the agent kit, `uwf-subflow`) builds one
 `Settings` from its environment, its working folder and its argv, and hands it
 down: the `Store` carries it (`store.settings`), and nothing below the entry
-points reads `os.environ` or the working folder (tests/test_layers.py checks it).
+points reads `os.environ` or the working folder (tests/e2e/test_layers.py checks it).
 So `main(argv)` can run in many threads at once, each with its own answers.
 
 `process_settings()` is the one place below the entry points that reads this

@@ -14,7 +14,7 @@ also hold on a database where some of them were never made (`IF EXISTS`).
 
 To change the schema: add a `Migration` with the next version at the end of
 `MIGRATIONS`, change the backend's `CREATE` to the new shape, and add the database at
-the old version to tests/test_pgschema.py.
+the old version to tests/contract/test_pgschema.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each builds the event its command would record and asks the aggregate's rules
 (`uwf.queue.rules.refusal`, over the entry's whole state as `evolve` left it in the
 view: its status, lease, attempts and backoff, judged at `now`) whether it may happen,
 then words the refusal for the command's user: so every refusal here is a problem
-`log verify` names on a log holding that event (tests/test_refusals_named.py).
+`log verify` names on a log holding that event (tests/unit/test_refusals_named.py).
 `uwf.queue.sched` and `uwf.queue.service` are the I/O around them:
 they read the views and call these inside the writers' section
 (`journal.write_at`), so `now` is the instant the events are recorded at. Pure: no

@@ -15,7 +15,7 @@ it) and the `queue` view's state (`QueueEntry`, read into a composite type gener
 from it and printed back by `to_json`: uwf/queue/pgjson.py), the statuses the transition table
 (`uwf.queue.rules.TRANSITIONS`) lets a lease or a complete follow and the status it
 leads to, the policy's defaults. The selection (pools, ceilings, backoff, queue order)
-is `sched._choose`'s, restated in SQL; tests/test_pgcalls.py holds the two to the same
+is `sched._choose`'s, restated in SQL; tests/contract/test_pgcalls.py holds the two to the same
 answers, and `registry verify` (the views against a replay in Python) and `log verify`
 to the same bytes.
 

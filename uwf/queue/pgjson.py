@@ -6,7 +6,7 @@ as its values (a string `text`, an integer `bigint`, a boolean `boolean`, a list
 strings or integers an array, a nested struct its own composite type, an optional
 value the type of what it holds). `json_populate_record` reads a stored value into a
 record of that type, and `to_json` of the record prints what msgspec prints: every
-field in order, compact, strings escaped alike (tests/test_pgcalls.py holds the two to
+field in order, compact, strings escaped alike (tests/contract/test_pgcalls.py holds the two to
 the same bytes). Two calls where a field-by-field expression was set up again on every
 call (a procedure's statements are prepared once a session, their expressions once a
 transaction, and each call is one).

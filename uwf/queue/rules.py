@@ -99,7 +99,7 @@ PREVIOUS = "previous"  # a cancel or status set names a status the entry was not
 IN_BACKOFF = "in-backoff"  # a lease before the entry's backoff ran out, at its instant
 ALREADY = "already"  # a status set to the status the entry has: nothing to do
 # Every code `refusal` returns: each is a refusal of a decider and a problem `log verify`
-# names (tests/test_refusals_named.py walks them).
+# names (tests/unit/test_refusals_named.py walks them).
 REFUSALS = (BEFORE_ADDED, ADDED_TWICE, NOT_SETTABLE, WRONG_STATUS, NOT_THE_LEASE, EXPIRED,
             NOT_EXPIRED, ATTEMPT, ATTEMPTS, PREVIOUS, IN_BACKOFF, ALREADY)
 
@@ -256,7 +256,7 @@ def leads_to(status: str, data: EventData) -> str:
     return _AS_IT_SAYS[kind]
 
 
-# Every kind leads to one status wherever the table allows it (tests/test_queue_rules.py).
+# Every kind leads to one status wherever the table allows it (tests/unit/test_queue_rules.py).
 _AS_IT_SAYS = {kind: target for row in TRANSITIONS.values() for kind, target in row.items()}
 
 

@@ -15,7 +15,7 @@ STATUSES: tuple[str, ...] = get_args(Status)
 JOB_WORDS = {"ready": "pending", "leased": "running", "drained": "completed",
              "parked": "error", "cancelled": "cancelled", "waiting": "waiting"}
 ALIASES = {job: status for status, job in JOB_WORDS.items()}
-# A status or its job word, as a command accepts one (tests/test_layers.py checks the
+# A status or its job word, as a command accepts one (tests/e2e/test_layers.py checks the
 # two lists agree).
 StatusWord = Literal["ready", "leased", "drained", "parked", "cancelled", "waiting",
                      "pending", "running", "completed", "error"]

@@ -42,7 +42,7 @@ NOT_ARCHIVED = "not-archived"
 LINKED_TWICE = "linked-twice"
 LINK_LATE = "link-late"  # not with the thread's start: it moved on, or was archived
 RERUN_OF_RUNNING = "rerun-of-running"  # a rerun's original was running at its instant
-# Every code `refusal` and `rerun_refusal` return (tests/test_refusals_named.py).
+# Every code `refusal` and `rerun_refusal` return (tests/unit/test_refusals_named.py).
 REFUSALS = (BEFORE_START, ALREADY_ARCHIVED, NOT_ARCHIVED, LINKED_TWICE, LINK_LATE,
             RERUN_OF_RUNNING)
 

@@ -86,7 +86,7 @@ TAKEN_OVER_EARLY = "taken-over-early"  # a step in flight abandoned before its d
 ANSWERED_LATE = "answered-late"  # an answer at or after the question's deadline
 TIMED_OUT_EARLY = "timed-out-early"  # a question timed out before its deadline (or none)
 # Every code `refusal` and `untimely` return: each is a refusal of a decider or a problem
-# `log verify` names on a log no command writes (tests/test_refusals_named.py).
+# `log verify` names on a log no command writes (tests/unit/test_refusals_named.py).
 REFUSALS = (BEFORE_START, STARTED_TWICE, AFTER_END, IN_FLIGHT, NOT_IN_FLIGHT, BLOCKED,
             WAITING, NOT_WAITING, OTHER_QUESTION, TAKEN_OVER_EARLY, ANSWERED_LATE,
             TIMED_OUT_EARLY)
