@@ -435,7 +435,11 @@ def test_processes_leasing_per_session_never_exceed_a_pool_or_the_cap(
             peaks[pool] = max(peaks[pool], active)
         assert len(live) <= 4, f"{len(live)} active at seq {event['seq']}"
         peak_total = max(peak_total, len(live))
-    assert peaks == ceilings  # every pool reached its own ceiling
-    assert peak_total == 4
+    # How far the processes overlapped depends on the machine's load (a loaded run saw
+    # the default pool peak at 1): that each ceiling is reached, and no further, is shown
+    # in one process (tests/unit/test_session_ceilings.py). Here: every pool was leased,
+    # and none beyond its ceiling nor the cap at any instant (asserted above).
+    assert all(peak >= 1 for peak in peaks.values()), peaks
+    assert 1 <= peak_total <= 4
     assert q.ok("log", "verify")["ok"] is True
     assert q.ok("registry", "verify")["ok"] is True
