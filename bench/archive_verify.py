@@ -61,7 +61,7 @@ def generate_long_runs(root: Path, events: int) -> int:
     events in all. The events written."""
     from ulid import ULID
 
-    from uwf.cas.store import builtin_hash
+    from uwf.cas.builtins import builtin_hash
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
     from uwf.threads.events import (
         ThreadEnded,

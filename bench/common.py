@@ -434,7 +434,7 @@ def workflow_name(index: int) -> str:
 
 def _workflow_payloads(cas: Any, names: int) -> dict[str, tuple[str, str]]:
     """Two versions of a real Workflow node per name; name -> (hash v0, hash v1)."""
-    from uwf.cas.store import builtin_hash
+    from uwf.cas.builtins import builtin_hash
 
     payload = _example_payload(cas)
     workflow_type = builtin_hash("Workflow")
@@ -580,7 +580,7 @@ def generate_threads(root: Path, threads: int, active: int, fresh: bool = False
 
     from ulid import ULID
 
-    from uwf.cas.store import builtin_hash
+    from uwf.cas.builtins import builtin_hash
     from uwf.engine.events import FORMAT_VERSION, StoreCreated
     from uwf.threads.events import (
         ThreadEnded,

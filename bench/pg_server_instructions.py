@@ -44,7 +44,7 @@ def _uwf_cycles(url: str, count: int) -> int:
     store = Store.open(url)
     try:
         store.read()
-        pid = store.journal.log.db.reader.info.backend_pid
+        pid = store.journal.log.db.reader.info.backend_pid  # type: ignore[attr-defined]
         for _ in range(WARM + count):
             granted = sched.lease(store, 1).leases[0]
             sched.complete(store, granted.id, granted.lease_id)

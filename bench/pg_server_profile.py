@@ -59,7 +59,7 @@ def _cycles(url: str, count: int, perf: str | None = None) -> tuple[float, float
     recorder = None
     try:
         store.read()
-        backend = store.journal.log.db.reader.info.backend_pid
+        backend = store.journal.log.db.reader.info.backend_pid  # type: ignore[attr-defined]
         if perf is not None:
             recorder = subprocess.Popen(["perf", "record", "-F", "1999", "--call-graph",
                                          "dwarf,32768", "-o", perf, "-p", str(backend)],

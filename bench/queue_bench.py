@@ -258,7 +258,7 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
                 for i in range(procs)]
     for child in children:
         child.start()
-    results = []
+    results: list[Any] = []
     while len(results) < len(children):  # a process that died puts nothing: not waited for
         try:
             results.append(out.get(timeout=1.0))

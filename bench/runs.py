@@ -173,7 +173,7 @@ def _outputs(cas: Any, payload: dict[str, Any]) -> Outputs:
 def _chains(cas: Any, count: int, word: str, rng: random.Random
             ) -> tuple[list[Chain], Outputs]:
     """`count` prompts, each with its StartNode and a chain of StepNodes to share."""
-    from uwf.cas.store import builtin_hash
+    from uwf.cas.builtins import builtin_hash
 
     base = _example_payload(cas)
     workflow_type = builtin_hash("Workflow")

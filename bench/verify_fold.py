@@ -47,7 +47,7 @@ print(json.dumps({"cpu": cpu, "events": report.events,
 
 
 def generate(root: Path, entries: int, threads: int) -> None:
-    from uwf.cas.store import builtin_hash
+    from uwf.cas.builtins import builtin_hash
     from uwf.engine.events import NewEvent
     from uwf.engine.journal import Outcome
     from uwf.queue.events import QueueAdded, QueueCompleted, QueueLeased, QueueRenewed

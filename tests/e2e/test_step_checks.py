@@ -139,7 +139,7 @@ def test_a_staged_node_against_its_schema_is_invalid(cli: Cli, tmp_path: Path) -
     kit, thread = setup(cli, tmp_path)
     agent = kit.agent("unfit", '''
         from uwf.cas.hashing import node_hash
-        from uwf.cas.store import builtin_hash
+        from uwf.cas.builtins import builtin_hash
         kind, payload = builtin_hash("StepNode"), {"role": ROLE}
         name = node_hash(kind, payload)
         folder = os.path.join(os.environ["UWF_STEP_DIR"], "cas", name[:2])

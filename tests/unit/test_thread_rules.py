@@ -34,12 +34,12 @@ from uwf.threads.rules import (
     KINDS,
     NOT_STARTED,
     TRANSITIONS,
-    Phase,
     kind_of,
     next_phase,
     outside_life,
 )
 from uwf.threads.service import get_thread, kill_thread
+from uwf.threads.state import Phase
 from uwf.threads.terms import STATES
 
 THREAD = "01JD0000000000000000000000"

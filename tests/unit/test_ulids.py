@@ -65,7 +65,7 @@ def test_a_run_across_a_change_of_its_high_bits_is_the_ids_minted_one_by_one(
 
     start = ((3 << 20) + offset) & ((1 << 79) - 1)
     saved = ulids.randomness
-    ulids.randomness = lambda: start.to_bytes(10, "big")  # type: ignore[assignment]
+    ulids.randomness = lambda: start.to_bytes(10, "big")
     try:
         ulids._LAST.value = 1 << 128  # no millisecond: the next id draws its bits
         together = new_ulids(ms, count)
