@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import EXAMPLE
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
 from uwf.engine.ulids import new_ulid
 from uwf.queue import sched
 from uwf.queue.events import QueueAdded
 from uwf.store import Store
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "solve-issue.yaml"
 
 
 def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
