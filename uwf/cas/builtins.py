@@ -15,6 +15,8 @@ BUILTIN_NAMES = ("Workflow", "StartNode", "StepNode", "Text", "RetriedStepNode")
 # upstream's `previousAttempts` (the StepNodes refused for the step before it), a type
 # of its own so that a StepNode without them hashes as it always has.
 STEP_NODE_NAMES = ("StepNode", "RetriedStepNode")
+
+
 @cache
 def meta_hash() -> str:
     """The bootstrap meta-schema's hash: XXH64 over its CBOR alone."""
