@@ -168,7 +168,9 @@ class FileBlobs:
             os.unlink(self._path(hash_))  # a link itself, never what it points to
 
     def age(self, hash_: str) -> float:
-        return self.wall() / 1000 - os.lstat(self._path(hash_)).st_mtime
+        # Never below 0: the clock in whole ms may read a node written within the same
+        # ms as younger than it is (and a file's mtime may be ahead of it).
+        return max(0.0, self.wall() / 1000 - os.lstat(self._path(hash_)).st_mtime)
 
     def hash_rule(self) -> str | None:
         path = os.path.join(self._root, RULE_FILE)
