@@ -75,6 +75,64 @@ def test_workflow_show_loads_none_of_the_costly_helpers(store_with_workflow: Pat
     assert {"shutil", "_hashlib", "cbor2", "dataclasses"} & modules == set()
 
 
+def test_the_console_script_imports_msgspec_without_typing_extensions(
+        store_with_workflow: Path, tmp_path: Path) -> None:
+    """`uwf` (the console script, `uwf.cli.entry`) leaves typing_extensions, and the
+    `inspect` it brings, unloaded; a module imported later still gets it."""
+    probe = ("import json, sys\nfrom uwf.cli import entry\n"
+             f"sys.argv = ['uwf', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             "'show', 'solve-issue']\n"
+             "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
+             "loaded = sorted({'typing_extensions', 'inspect', 'msgspec'} & set(sys.modules))\n"
+             "import typing_extensions\n"
+             "print(json.dumps([code, loaded, typing_extensions.__name__]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60)
+    code, loaded, later = json.loads(done.stdout.splitlines()[-1])
+    assert code in (0, None), done.stderr
+    assert '"name": "solve-issue"' in done.stdout
+    assert loaded == ["msgspec"]
+    assert later == "typing_extensions"
+
+
+def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:
+    """`lean_msgspec`'s claim: what msgspec takes from typing_extensions is, on this
+    Python, typing's own. Every Struct of every feature's events and views, read both
+    ways, gives the same hints."""
+    probe = """
+import json, sys
+from uwf.cli.entry import lean_msgspec
+lean_msgspec()
+import msgspec, msgspec._utils as utils, typing, typing_extensions
+from uwf.features import FEATURES
+from uwf.store import Store
+assert utils.Required is typing_extensions.Required is typing.Required
+assert utils.NotRequired is typing_extensions.NotRequired is typing.NotRequired
+seen, todo = set(), list(msgspec.Struct.__subclasses__())
+while todo:
+    cls = todo.pop()
+    if cls not in seen:
+        seen.add(cls)
+        todo.extend(cls.__subclasses__())
+def hints(read, cls):
+    try:
+        return read(cls)
+    except NameError as missing:  # a name imported only for type checking: alike too
+        return repr(missing)
+ours = [cls for cls in seen if cls.__module__.startswith("uwf.")]
+same = [hints(utils.get_type_hints, cls)
+        == hints(lambda c: typing_extensions.get_type_hints(c, include_extras=True), cls)
+        for cls in ours]
+print(json.dumps([len(same), all(same), utils._get_type_hints.__module__]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60)
+    count, alike, source = json.loads(done.stdout)
+    assert source == "typing"  # msgspec did fall back to typing's own
+    assert count > 50
+    assert alike
+
+
 def test_a_named_group_loads_its_own_declarations_only(store_with_workflow: Path,
                                                        tmp_path: Path) -> None:
     modules = loaded_after(["--store", str(store_with_workflow), "thread", "list"], tmp_path)
