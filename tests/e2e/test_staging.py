@@ -4,6 +4,7 @@ writes, what `uwf agent context|submit` and the kit read from it, and what is re
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from uwf.threads import staging
 from uwf.threads.agent import agent_context
 
 
-def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3) -> tuple[str, Path, Store]:
+def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3
+                  ) -> tuple[str, staging.Staging, Store]:
     """A thread stepped `steps` times with uwf-mock, and a staging folder of its next
     step (developer or reviewer) with its whole history."""
     kit = make_kit(cli, tmp_path)
@@ -28,13 +30,15 @@ def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3) -> tuple[str, Path, 
     store = Store.open(cli.home)
     role = kit.show(thread)["currentRole"]
     context = agent_context(store, thread, role, "all")
-    folder = staging.stage(context, store.cas, store.clock, {"TMPDIR": str(tmp_path)})
-    assert folder.parent == tmp_path  # the command's TMPDIR, from its settings
-    return thread, folder, store
+    made = staging.stage(context, store.cas, store.clock, {"TMPDIR": str(tmp_path)})
+    # In this user's folder of the command's TMPDIR, from its settings.
+    assert made.folder.parent == tmp_path / f"uwf-steps-{os.getuid()}"
+    return thread, made, store
 
 
 def test_the_context_is_cut_to_the_history_asked_for(cli: Cli, tmp_path: Path) -> None:
-    thread, folder, _ = staged_thread(cli, tmp_path)
+    thread, made, _ = staged_thread(cli, tmp_path)
+    folder = made.folder
     env = {**cli.env, staging.STEP_DIR: str(folder)}
     staged = staging.open_staged(env, fixed_clock(0), None)
     assert staged is not None
@@ -56,7 +60,8 @@ def test_the_context_is_cut_to_the_history_asked_for(cli: Cli, tmp_path: Path) -
 
 
 def test_a_submitted_step_is_brought_into_the_store(cli: Cli, tmp_path: Path) -> None:
-    thread, folder, store = staged_thread(cli, tmp_path, steps=1)
+    thread, made, store = staged_thread(cli, tmp_path, steps=1)
+    folder = made.folder
     staged = staging.open_staged({staging.STEP_DIR: str(folder)}, fixed_clock(7), None)
     assert staged is not None
     step = staging.staged_submit(staged, thread, "developer", {"status": "done",
@@ -68,7 +73,7 @@ def test_a_submitted_step_is_brought_into_the_store(cli: Cli, tmp_path: Path) ->
     assert store.cas.get(node["output"]).payload == {"status": "done", "files": ["a.py"]}
     assert store.cas.get(node["detail"]).payload == "notes"
     assert node["prev"] == agent_context(store, thread, "developer").head
-    staging.remove(folder)
+    staging.remove(made)
     assert not folder.exists()
 
 
@@ -87,15 +92,16 @@ def test_a_folder_that_holds_no_step_is_one_line(cli: Cli, tmp_path: Path) -> No
 
 
 def test_a_negative_history_is_refused(cli: Cli, tmp_path: Path) -> None:
-    thread, folder, _ = staged_thread(cli, tmp_path, steps=0)
-    staged = staging.open_staged({staging.STEP_DIR: str(folder)}, fixed_clock(0), None)
+    thread, made, _ = staged_thread(cli, tmp_path, steps=0)
+    staged = staging.open_staged({staging.STEP_DIR: str(made.folder)}, fixed_clock(0), None)
     assert staged is not None
     with pytest.raises(UsageError):
         staging.staged_context(staged, thread, "planner", -1)
 
 
 def test_a_node_file_over_the_limit_is_not_read(cli: Cli, tmp_path: Path) -> None:
-    _, folder, store = staged_thread(cli, tmp_path, steps=0)
+    _, made, store = staged_thread(cli, tmp_path, steps=0)
+    folder = made.folder
     name = "0" * 13
     (folder / "cas" / "00").mkdir(parents=True, exist_ok=True)
     with open(folder / "cas" / "00" / f"{name}.json", "wb") as out:
@@ -113,10 +119,87 @@ def test_a_tmpdir_that_is_no_folder_stages_in_the_systems_temp(cli: Cli,
     thread = kit.start()
     store = Store.open(cli.home)
     context = agent_context(store, thread, kit.show(thread)["currentRole"], "all")
-    folder = staging.stage(context, store.cas, store.clock,
-                           {"TMPDIR": str(tmp_path / "absent")})
+    made = staging.stage(context, store.cas, store.clock,
+                         {"TMPDIR": str(tmp_path / "absent")})
     try:
-        assert folder.parent == Path(tempfile.gettempdir())
-        assert (folder / staging.CONTEXT_FILE).is_file()
+        assert made.folder.parent.parent == Path(tempfile.gettempdir())
+        assert (made.folder / staging.CONTEXT_FILE).is_file()
     finally:
-        staging.remove(folder)
+        staging.remove(made)
+
+
+_KILLED_MID_STEP = """
+import os, signal, sys
+from uwf.store import Store
+from uwf.threads import staging
+from uwf.threads.agent import agent_context
+home, thread, role, tmp = sys.argv[1:]
+store = Store.open(home)
+made = staging.stage(agent_context(store, thread, role, "all"), store.cas, store.clock,
+                     {"TMPDIR": tmp})
+print(made.folder, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_steps_folder_goes_when_the_next_step_is_staged(cli: Cli,
+                                                                  tmp_path: Path) -> None:
+    """A step killed (SIGKILL: its `remove` never runs) leaves its folder; the next
+    stage in that temp folder removes it, and keeps a live step's and one being made."""
+    import subprocess
+    import sys
+    import time
+
+    _, alive, store = staged_thread(cli, tmp_path, steps=0)
+    thread = json.loads(cli.run("thread", "list", "--json").out)[0]["thread"]
+    role = json.loads(cli.run("thread", "show", thread).out)["currentRole"]
+    child = subprocess.run([sys.executable, "-c", _KILLED_MID_STEP, str(cli.home), thread,
+                            role, str(tmp_path)], check=False, capture_output=True,
+                           text=True, timeout=60, env=cli.env)
+    assert child.returncode == -9, child.stderr
+    killed = Path(child.stdout.strip())
+    assert (killed / staging.CONTEXT_FILE).is_file()  # left behind
+    parent = killed.parent
+    being_made = parent / f"{staging.PREFIX}making"
+    being_made.mkdir()  # no OWNER yet, and young
+    forgotten = parent / f"{staging.PREFIX}forgotten"
+    forgotten.mkdir()  # no OWNER, and older than the grace
+    old = time.time() - staging.UNOWNED_GRACE_MS / 1000 - 60
+    os.utime(forgotten, (old, old))
+    context = agent_context(store, thread, role, "all")
+    made = staging.stage(context, store.cas, store.clock, {"TMPDIR": str(tmp_path)})
+    try:
+        assert not killed.exists()
+        assert not forgotten.exists()
+        assert alive.folder.is_dir()
+        assert being_made.is_dir()
+        assert sorted(parent.iterdir()) == sorted([alive.folder, being_made, made.folder])
+    finally:
+        staging.remove(made)
+        staging.remove(alive)
+    assert staging.sweep(parent, store.clock) == 0  # both removed by their owners
+    assert sorted(parent.iterdir()) == [being_made]
+
+
+def test_a_folder_of_folders_not_this_users_own_is_not_used(cli: Cli,
+                                                            tmp_path: Path) -> None:
+    """The name taken by a folder open to others (or a link, or another user's): the
+    step stages in the temp folder itself, and nothing there is swept."""
+    _, first, store = staged_thread(cli, tmp_path, steps=0)
+    parent = first.folder.parent
+    staging.remove(first)
+    parent.chmod(0o777)
+    try:
+        thread = json.loads(cli.run("thread", "list", "--json").out)[0]["thread"]
+        role = json.loads(cli.run("thread", "show", thread).out)["currentRole"]
+        made = staging.stage(agent_context(store, thread, role, "all"), store.cas,
+                             store.clock, {"TMPDIR": str(tmp_path)})
+        try:
+            assert made.folder.parent == tmp_path
+            assert made.folder.name.startswith("uwf-step-")
+            assert (made.folder / staging.CONTEXT_FILE).is_file()
+        finally:
+            staging.remove(made)
+        assert not made.folder.exists()
+    finally:
+        parent.chmod(0o700)

@@ -81,4 +81,5 @@ def test_two_hosts_share_one_store(pg_url: str, tmp_path: Path) -> None:
     assert not (tmp_path / "build-1" / "unused").exists()
     assert not (tmp_path / "build-2" / "unused").exists()
     for name in ("build-1", "build-2"):  # staging folders were made and removed there
-        assert not list((tmp_path / name / "tmp").glob("uwf-step-*"))
+        assert not list((tmp_path / name / "tmp").glob("uwf-steps-*/*"))
+        assert list((tmp_path / name / "tmp").glob("uwf-steps-*"))

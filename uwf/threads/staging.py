@@ -15,13 +15,17 @@ The agent kit and `uwf agent context|submit` read and write there when UWF_STEP_
 is set. The agent prints its StepNode's hash as ever; the parent then copies the
 nodes that hash reaches and the store lacks out of the folder (each one checked
 against its name and its type's schema), checks the step as before, and removes
-the folder. One protocol for both backends.
+the folder. One protocol for both backends. A step killed before it removes its
+folder leaves it; the next `stage` in that temp folder sweeps it (`sweep`: its
+OWNER is no longer locked).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -58,25 +62,120 @@ def _cas(folder: Path, clock: Callable[[], int], redact: Redact | None) -> Cas:
 
 # -- the parent's side ------------------------------------------------------------
 
+# Each user's staging folders live in one folder of the temp folder (so that finding a
+# killed step's leftovers lists a handful of names, not the whole temp folder); each
+# holds OWNER, locked (flock) by the process that staged it for as long as it lives.
+PARENT = "uwf-steps-{uid}"
+PREFIX = "step-"
+OWNER = ".owner"
+# A folder without OWNER is being made (its maker names OWNER once it holds its lock),
+# or its maker died in between; past this age it is taken for the latter.
+UNOWNED_GRACE_MS = 24 * 3600 * 1000
+
+
+class Staging(msgspec.Struct, frozen=True):
+    """A staging folder, and the lock on its OWNER that says its step is alive."""
+
+    folder: Path
+    lock: int  # the open file descriptor holding OWNER's lock (not inherited by agents)
+
+
 def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int],
-          environ: Mapping[str, str]) -> Path:
-    """A new staging folder for the step `context` describes (the caller removes it),
-    in the command's TMPDIR (`environ`, the settings' copy) when that is a folder, else
-    the system's temp folder."""
+          environ: Mapping[str, str]) -> Staging:
+    """A new staging folder for the step `context` describes (the caller `remove`s
+    it), in the command's TMPDIR (`environ`, the settings' copy) when that is a folder,
+    else the system's temp folder. The folders a killed step left there go first."""
     from uwf.payload import to_payload
 
     chosen = environ.get("TMPDIR")
-    folder = Path(tempfile.mkdtemp(prefix="uwf-step-",
-                                   dir=chosen if chosen and os.path.isdir(chosen) else None))
+    base = chosen if chosen and os.path.isdir(chosen) else tempfile.gettempdir()
+    parent = _parent(Path(base))
+    if parent is not None:
+        sweep(parent, clock)
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX if parent else "uwf-step-",
+                                   dir=parent or base))
+    staging = Staging(folder, _own(folder))
     try:
         staged = _cas(folder, clock, None)
         staged.ensure_builtins()
         _copy(store_cas, staged, [context.role["meta"]], limit=MAX_NODES)
         (folder / CONTEXT_FILE).write_bytes(msgspec.json.encode(to_payload(context)))
     except BaseException:
-        remove(folder)
+        remove(staging)
         raise
-    return folder
+    return staging
+
+
+def _parent(base: Path) -> Path | None:
+    """This user's folder of staging folders in `base`, made if need be; None when
+    the name is taken by something this user cannot trust (a link, another owner's,
+    open to others): the folder is then made in `base` itself, and never swept."""
+    uid = os.getuid()
+    parent = base / PARENT.format(uid=uid)
+    try:
+        os.mkdir(parent, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        found = os.lstat(parent)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != uid or found.st_mode & 0o077:
+        return None
+    return parent
+
+
+def _own(folder: Path) -> int:
+    """Lock a new OWNER in `folder`: made under another name, locked, then renamed,
+    so that a sweep never finds OWNER unlocked while its maker lives."""
+    making = folder / (OWNER + ".new")
+    lock = os.open(making, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.rename(making, folder / OWNER)
+    except BaseException:
+        os.close(lock)
+        raise
+    return lock
+
+
+def sweep(parent: Path, clock: Callable[[], int]) -> int:
+    """Remove the staging folders in `parent` whose maker is gone (a step killed, so
+    its `remove` never ran): OWNER no longer locked, or never made and older than a
+    day. How many were removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        if _abandoned(Path(entry.path), clock):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _abandoned(folder: Path, clock: Callable[[], int]) -> bool:
+    try:
+        lock = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            return clock() - os.lstat(folder).st_mtime * 1000 > UNOWNED_GRACE_MS
+        except OSError:
+            return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its step is alive
+        return False
+    finally:
+        os.close(lock)
+    return True
 
 
 def bring_in(folder: Path, store_cas: Cas, hash_: str) -> None:
@@ -87,8 +186,10 @@ def bring_in(folder: Path, store_cas: Cas, hash_: str) -> None:
     _copy(staged, store_cas, [hash_], limit=MAX_NODES, fallback=store_cas)
 
 
-def remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
+def remove(staging: Staging) -> None:
+    """Remove the folder, then let its lock go (so no sweep takes it meanwhile)."""
+    shutil.rmtree(staging.folder, ignore_errors=True)
+    os.close(staging.lock)
 
 
 def _copy(src: Cas, dst: Cas, roots: Iterable[str], *, limit: int,

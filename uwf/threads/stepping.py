@@ -325,9 +325,10 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
     try:
         context = agent_context(store, plan.thread, plan.decision.role, config=config,
                                 env=env)
-        folder = staging.stage(context, store.cas, store.clock, store.settings.environ)
+        staged = staging.stage(context, store.cas, store.clock, store.settings.environ)
     except UwfError as exc:
         return Failure("spawn", f"the step's context cannot be staged: {exc.what}")
+    folder = staged.folder
     env[staging.STEP_DIR] = str(folder)
     try:
         # An agent runs in a process group of its own, killed as one on timeout. A step
@@ -351,7 +352,7 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
                                               f"{exc.what}")
         return result
     finally:
-        staging.remove(folder)
+        staging.remove(staged)
 
 
 def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
