@@ -178,6 +178,10 @@ def test_batch_add_is_one_write_with_keys_and_runs(q: Queue, tmp_path: Path) -> 
     ('{"workflow": "no-such-flow", "prompt": "p"}', 1, "no-such-flow"),
     ('{"run": "01MB23Y70010GPA2PQX31XGT24"}', 1, "no run"),
     ('{"workflow": "solve-issue"}', 2, "prompt"),
+    # PostgreSQL keeps no NUL in text: such an entry could be added there, never leased.
+    ('{"workflow": "solve-issue", "prompt": "a\\u0000b"}', 2, "prompt holds a NUL"),
+    ('{"workflow": "solve-issue", "prompt": "p", "expectedArtifacts": ["x\\u0000"]}', 2,
+     "expectedArtifacts holds a NUL"),
 ])
 def test_one_bad_line_rejects_the_batch(q: Queue, tmp_path: Path, line: str, code: int,
                                         words: str) -> None:
@@ -187,6 +191,20 @@ def test_one_bad_line_rejects_the_batch(q: Queue, tmp_path: Path, line: str, cod
     assert "line 2" in err
     assert words in err
     assert q.ok("queue", "list")["total"] == 0
+
+
+def test_an_entry_with_a_nul_is_refused_on_every_surface(q: Queue, cli: Cli) -> None:
+    """What MCP and the dashboard hand the service (the command line refuses a NUL in
+    an argument before): refused, nothing written."""
+    from uwf.errors import UsageError
+    from uwf.queue.service import add, entry_spec
+    from uwf.store import Store
+
+    store = Store.open(cli.home)
+    before = len(q.events())
+    with pytest.raises(UsageError, match="note holds a NUL"):
+        add(store, entry_spec({"workflow": "solve-issue", "prompt": "p", "note": "\x00"}))
+    assert len(q.events()) == before
 
 
 def test_batch_refusals(q: Queue, tmp_path: Path) -> None:

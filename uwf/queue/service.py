@@ -170,7 +170,10 @@ class _Resolver:
         self.workflows: dict[str, tuple[str, str]] = {}
         self.repos: dict[str | None, str] = {}
 
-    def added(self, spec: EntrySpec) -> QueueAdded:
+    def added(self, spec: EntrySpec, *, nul: bool = True) -> QueueAdded:
+        """`queue.added`'s data for `spec`; `nul=False`: the caller saw no NUL in it."""
+        if nul:
+            _refuse_nul(spec)
         if (spec.workflow is None) == (spec.run is None):
             raise UsageError("an entry names a workflow (with a prompt) or a run, not both "
                              "and not neither", "give --workflow NAME --prompt TEXT, or "
@@ -221,6 +224,19 @@ class _Resolver:
             workflow_hash, payload = resolve_workflow(self.store, self.views, ref)
             found = self.workflows[ref] = (str(payload["name"]), workflow_hash)
         return found
+
+
+def _refuse_nul(spec: EntrySpec) -> None:
+    """A NUL character in an entry's text is refused, on every store: PostgreSQL keeps
+    no NUL in text, so such an entry could be added there but never leased (and a
+    folder store's entry could not be copied there)."""
+    for name, field in zip(spec.__struct_encode_fields__, spec.__struct_fields__,
+                           strict=True):
+        value = getattr(spec, field)
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(text, str) and "\x00" in text for text in texts):
+            raise UsageError(f"{name} holds a NUL character (\\u0000), which uwf does "
+                             "not keep in text", "remove it; nothing was added")
 
 
 def _job_fields(spec: EntrySpec) -> dict[str, Any]:
@@ -285,7 +301,7 @@ def _add_batch(store: Store, path: str | Path) -> BatchAdded:
                 raise UsageError(f"{name} line {number}: {exc}",
                                  "fix that line; nothing was added") from None
             try:
-                specs.append(resolver.added(spec))
+                specs.append(resolver.added(spec, nul=b"\\u0000" in line))
             except UwfError as exc:
                 raise type(exc)(f"{name} line {number}: {exc.what}",
                                 "fix that line; nothing was added") from None
