@@ -11,9 +11,10 @@ put` outside a command). Hashes never depend on where a node is kept.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Protocol
+
+import msgspec
 
 from uwf.cas.backends import Blobs, check_hash
 
@@ -84,10 +85,9 @@ class LoggedBlobs:
 
 def compact(data: bytes) -> bytes:
     """A node's JSON (as `encode_node` writes it, indented) on one line: the same
-    fields, in the same order, with the same values (Python's json reads and writes
-    any integer and float exactly)."""
-    return json.dumps(json.loads(data), ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8")
+    fields, in the same order, with the same values, their text untouched (what
+    `json.dumps(json.loads(data), separators=(",", ":"))` gives, without reading it)."""
+    return msgspec.json.format(data, indent=-1)
 
 
 class PendingBlobs:
