@@ -91,7 +91,7 @@ def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int],
     base = chosen if chosen and os.path.isdir(chosen) else tempfile.gettempdir()
     parent = _parent(Path(base))
     if parent is not None:
-        sweep(parent, clock)
+        sweep(parent)
     folder = Path(tempfile.mkdtemp(prefix=PREFIX if parent else "uwf-step-",
                                    dir=parent or base))
     staging = Staging(folder, _own(folder))
@@ -141,10 +141,11 @@ def _own(folder: Path) -> int:
     return lock
 
 
-def sweep(parent: Path, clock: Callable[[], int]) -> int:
+def sweep(parent: Path, wall: Callable[[], int] = system_clock) -> int:
     """Remove the staging folders in `parent` whose maker is gone (a step killed, so
     its `remove` never ran): OWNER no longer locked, or never made and older than a
-    day. How many were removed."""
+    day by the `wall` clock (epoch ms; never the store's clock, which may be fixed,
+    while a folder's age is the file system's). How many were removed."""
     removed = 0
     try:
         entries = list(os.scandir(parent))
@@ -153,18 +154,18 @@ def sweep(parent: Path, clock: Callable[[], int]) -> int:
     for entry in entries:
         if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
             continue
-        if _abandoned(Path(entry.path), clock):
+        if _abandoned(Path(entry.path), wall):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed += 1
     return removed
 
 
-def _abandoned(folder: Path, clock: Callable[[], int]) -> bool:
+def _abandoned(folder: Path, wall: Callable[[], int]) -> bool:
     try:
         lock = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         try:
-            return clock() - os.lstat(folder).st_mtime * 1000 > UNOWNED_GRACE_MS
+            return wall() - os.lstat(folder).st_mtime * 1000 > UNOWNED_GRACE_MS
         except OSError:
             return False
     except OSError:
