@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from uwf.engine.clock import format_ts
+from uwf.engine.pgckpt import AT_SHARED
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import json_text, record_type, struct_info
@@ -107,15 +108,12 @@ _ENTER = """
     done := set_config('synchronous_commit', 'off', true);
   END IF;
   done := pg_advisory_xact_lock({log_lock})::text;
-  -- The head, and the views at it: the digest of the head's line is the one the views'
-  -- checkpoints hold (computed, in the server or in Python, when that line was
+  -- The head, and the views at it (every one joined to the shared checkpoint, and that
+  -- at the head: uwf/engine/pgckpt.py): the digest of the head's line is the one the
+  -- checkpoint holds (computed, in the server or in Python, when that line was
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
-  SELECT e.seq, e.line, e.ends, c.views, c.digest, c.other INTO h
-    FROM uwf_events e, LATERAL (SELECT count(*) AS views, min(v.digest) AS digest,
-        max(v.digest) AS other FROM uwf_views v WHERE v.seq = e.seq
-        AND v.name = ANY(p_names)
-        AND v.signature = p_signatures[array_position(p_names, v.name)]) c
-   ORDER BY e.seq DESC LIMIT 1;
+  SELECT e.seq, e.line, e.ends, c.views, c.joined, c.seq AS at, c.digest INTO h
+    FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
   head_digest := h.digest;
   -- The head's instant: the envelope's third field (after its seq and its id, a string,
@@ -129,7 +127,7 @@ _ENTER = """
     p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
   o_now := p_now;
-  IF h.views <> cardinality(p_names) OR h.digest <> h.other
+  IF h.views <> cardinality(p_names) OR h.joined <> h.views OR h.at IS DISTINCT FROM h.seq
      OR to_regclass('uwf_v_queue') IS NULL THEN
     o_status := 'stale'; RETURN;
   END IF;
@@ -137,7 +135,7 @@ _ENTER = """
 
 
 def enter(log_lock: int) -> str:
-    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH)
+    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH, at_shared=AT_SHARED)
 
 
 def _line(kind: str) -> str:
