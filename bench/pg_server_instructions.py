@@ -30,7 +30,7 @@ from pathlib import Path
 from common import REPO, add_common_args, code_version, env_with, fresh_dir
 from pg_queue_bench import FLOOR_LINE, FLOOR_SQL, fill_pg_store
 
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # after PYTHONPATH: a snapshot there is what runs
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server
 
 WARM = 20
