@@ -70,6 +70,20 @@ FINISH = """
   END IF;
 """
 LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
+# What every server-side command does first: `flush` (a durable call flushes after its
+# commit), then, in one plpgsql expression (each is set up again on every call; its
+# calls are made in order): the lock's timeout, each statement planned once a session
+# (`force_generic_plan`: not five times with its arguments first, the server's default,
+# where a new worker's first leases took 15-20 ms each), `synchronous_commit` off where
+# the small transaction flushes (or nothing is durable), and the log's advisory lock.
+LOCK = """
+  flush := p_durable AND {can_flush};
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true)
+    || set_config('plan_cache_mode', 'force_generic_plan', true)
+    || CASE WHEN flush OR NOT p_durable
+         THEN set_config('synchronous_commit', 'off', true) ELSE '' END
+    || pg_advisory_xact_lock({log_lock})::text;
+"""
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
 # asked of the catalog once a session, then kept in a setting of the session's own.
 CAN_FLUSH = """coalesce(nullif(current_setting('uwf.can_flush', true), ''),
@@ -364,13 +378,7 @@ LANGUAGE plpgsql AS $proc$
 DECLARE
   h record; flush boolean; done text; s bigint; prev text; view_name text;
 BEGIN
-  flush := p_durable AND {CAN_FLUSH};
-  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
-  done := set_config('plan_cache_mode', 'force_generic_plan', true);
-  IF flush OR NOT p_durable THEN
-    done := set_config('synchronous_commit', 'off', true);
-  END IF;
-  done := pg_advisory_xact_lock({LOG_LOCK})::text;
+{LOCK.format(log_lock=LOG_LOCK, can_flush=CAN_FLUSH)}
   -- The head is the one decided on when its seq is, and every view is joined to the
   -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
   -- checkpoint holds the head line's digest, computed when it was appended: no sha256

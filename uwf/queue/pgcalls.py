@@ -40,7 +40,7 @@ import msgspec
 
 from uwf.engine.clock import format_ts
 from uwf.engine.pgckpt import AT_SHARED
-from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, OneCall
+from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import json_text, record_type, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
@@ -98,16 +98,7 @@ _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
 # the ceiling holds). Every call that needs no result is an assignment to `done`, not a
 # PERFORM: plpgsql evaluates an assignment's expression itself, where a PERFORM is a
 # statement run by the executor (set up, run and ended on every call).
-_ENTER = """
-  flush := p_durable AND {can_flush};
-  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
-  -- Each statement planned once a session, not five times with its arguments first
-  -- (the server's default): a new worker's first leases took 15-20 ms each.
-  done := set_config('plan_cache_mode', 'force_generic_plan', true);
-  IF flush OR NOT p_durable THEN
-    done := set_config('synchronous_commit', 'off', true);
-  END IF;
-  done := pg_advisory_xact_lock({log_lock})::text;
+_ENTER = """{lock}
   -- The head, and the views at it (every one joined to the shared checkpoint, and that
   -- at the head: uwf/engine/pgckpt.py): the digest of the head's line is the one the
   -- checkpoint holds (computed, in the server or in Python, when that line was
@@ -135,7 +126,8 @@ _ENTER = """
 
 
 def enter(log_lock: int) -> str:
-    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH, at_shared=AT_SHARED)
+    return _ENTER.format(lock=LOCK.format(log_lock=log_lock, can_flush=CAN_FLUSH),
+                         at_shared=AT_SHARED)
 
 
 def _line(kind: str) -> str:
