@@ -315,3 +315,28 @@ def test_a_damaged_view_fails_the_call_in_one_line_writing_nothing(store: Store,
         sched.lease(store, 1)
     assert "\n" not in failed.value.line()
     assert store.log.head() == head
+
+
+def test_a_row_not_as_uwf_writes_it_goes_the_ordinary_way(store: Store, tmp_path: Path,
+                                                           statements: None) -> None:
+    """A row the server cannot edit by its bytes (valid JSON, not msgspec's: a hand
+    edit) is left to the ordinary way, which reads any JSON and writes msgspec's."""
+    _, second = add(store, tmp_path, [{"prompt": "p"}, {"prompt": "q"}])
+    sched.set_policy(store, {"maxConcurrent": 8})
+    warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
+    sched.complete(store, warm.id, warm.lease_id)
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("UPDATE uwf_v_queue SET value = convert_to(replace(convert_from("
+                           "value, 'UTF8'), ',\"attempts\":', ', \"attempts\": '), 'UTF8') WHERE "
+                           "key = %s", (second,))
+    sent = counted(store)
+    leased = sched.lease(store, 1).leases[0]
+    assert leased.id == second
+    assert called(sent[0]) == "CALL uwf_lease"
+    assert len(sent) > 1  # refused by the server: then the ordinary way
+    sent.clear()
+    sched.complete(store, leased.id, leased.lease_id)  # its row is msgspec's again
+    assert [called(text) for text in sent] == ["CALL uwf_complete"]
+    check_verified(store)
