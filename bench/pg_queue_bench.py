@@ -86,7 +86,7 @@ from queue_bench import (
     run_procs,
 )
 
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # after PYTHONPATH: a snapshot there is what runs
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
 
 REBUILD_TARGET = 100_000

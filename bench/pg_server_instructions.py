@@ -2,6 +2,7 @@
 (issue 31): a figure the machine's load does not move.
 
     python bench/pg_server_instructions.py [--short N] [--long N] [--entries N] [--dir DIR]
+                                           [--keep]
 
 One throw-away PostgreSQL cluster (`tests.pgkit.Server`) with a uwf store filled (untimed,
 `uwf queue add --batch`), then run under `valgrind --tool=callgrind` (every backend
@@ -29,7 +30,7 @@ from pathlib import Path
 from common import REPO, add_common_args, code_version, env_with, fresh_dir
 from pg_queue_bench import FLOOR_LINE, FLOOR_SQL, fill_pg_store
 
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # after PYTHONPATH: a snapshot there is what runs
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server
 
 WARM = 20
@@ -74,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--short", type=int, default=50)
     parser.add_argument("--long", type=int, default=150)
     parser.add_argument("--entries", type=int, default=2000)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep callgrind's files (to read with callgrind_annotate)")
     add_common_args(parser)
     args = parser.parse_args(argv)
     work = fresh_dir(args.dir, "pginstr")
@@ -123,7 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                  - _instructions(out, pids[(side, args.short)]))
         print(f"{side:>7}: {spent / (args.long - args.short):>12,.0f} instructions a cycle "
               "in its backend")
-    shutil.rmtree(work, ignore_errors=True)
+    if args.keep:
+        print("callgrind's files kept:", ", ".join(
+            f"{side} {count} cycles {out / f'{pid}.out'}" for (side, count), pid in pids.items()))
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -235,18 +235,38 @@ def test_a_clock_behind_the_log_acts_at_the_logs_last_instant(store: Store, cloc
                expected_artifacts=['x", ', '", "', "\\", "", "\t\x1f"],
                lease=Lease("l", 2**40, 3, 'a "}'), next_eligible_at_ms=7,
                broker=BrokerRef("h", tls=True, username="u"), last_seq=2**33),
-], ids=["escapes", "nested"])
-def test_the_row_json_is_msgspecs(pg_url: str, entry: QueueEntry) -> None:
-    """An entry read into the server's record type and printed back is msgspec's bytes."""
-    raw = msgspec.json.encode(entry)
-    name, creates = pgjson.record_type(QueueEntry)
+    # The fields' own bytes inside strings, and a backslash before a quote.
+    QueueEntry(id="z", repo='r\\",\"status\":', priority=0, enqueued_at="t",
+               updated_at=',"status":"x"', status="ready", run=',"run":null',
+               note=',"attempts":9,"lease":null,"events":3', session=',"session":"s"',
+               expected_artifacts=[',"nextEligibleAtMs":1', '\\'], attempts=2**35,
+               events=41, parked_reason=',"events":5,"broker":null'),
+], ids=["escapes", "nested", "markers"])
+def test_a_spliced_row_is_msgspecs(pg_url: str, entry: QueueEntry) -> None:
+    """An entry's row edited in the server as a lease and a complete edit it
+    (pgjson.Splice: fields replaced and read, no parse) is msgspec's bytes of the entry
+    with those fields replaced; what it reads is what msgspec wrote."""
+    new = msgspec.structs.replace(entry, updated_at="2026-03-02T09:00:00Z", status="leased",
+                                  run='r "1"', lease=Lease("l2", 2**41, 4, "s"),
+                                  next_eligible_at_ms=None, events=entry.events + 1)
+    changed = ("updated_at", "status", "run", "lease", "next_eligible_at_ms", "events")
+    edit = pgjson.Splice(QueueEntry, "r.raw", "p.at", changed=changed,
+                         read=("attempts", "events", "run"))
+    values = {name: f"%({name})s::text" for name in changed}
+    params: dict[str, Any] = {name: msgspec.json.encode(getattr(new, name)).decode()
+                              for name in changed}
     with psycopg.connect(pg_url, autocommit=True) as connection:
-        for statement in creates:
-            connection.execute(statement)
-        row = connection.execute(f"SELECT to_json(json_populate_record(NULL::{name}, "
-                                 "convert_from(%s, 'UTF8')::json))::text", (raw,)).fetchone()
+        row = connection.execute(
+            f"SELECT {edit.value(values)}, {edit.read('attempts')}, {edit.read('events')}, "
+            f"{edit.read('run')}, {edit.starts('lease', '%(held)s::text')} FROM (SELECT "
+            f"%(raw)s::bytea AS raw) r, LATERAL (SELECT {edit.positions()} AS at) p",
+            {**params, "raw": msgspec.json.encode(entry),
+             "held": '{"id":"l",' if entry.lease else "null"}).fetchone()
     assert row is not None
-    assert row[0].encode() == raw
+    assert bytes(row[0]) == msgspec.json.encode(new)
+    assert row[1:4] == (str(entry.attempts), str(entry.events),
+                        msgspec.json.encode(entry.run).decode())
+    assert row[4] is True
 
 
 @pytest.mark.parametrize("data", [
@@ -295,3 +315,28 @@ def test_a_damaged_view_fails_the_call_in_one_line_writing_nothing(store: Store,
         sched.lease(store, 1)
     assert "\n" not in failed.value.line()
     assert store.log.head() == head
+
+
+def test_a_row_not_as_uwf_writes_it_goes_the_ordinary_way(store: Store, tmp_path: Path,
+                                                           statements: None) -> None:
+    """A row the server cannot edit by its bytes (valid JSON, not msgspec's: a hand
+    edit) is left to the ordinary way, which reads any JSON and writes msgspec's."""
+    _, second = add(store, tmp_path, [{"prompt": "p"}, {"prompt": "q"}])
+    sched.set_policy(store, {"maxConcurrent": 8})
+    warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
+    sched.complete(store, warm.id, warm.lease_id)
+    url = store.settings.store_url
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("UPDATE uwf_v_queue SET value = convert_to(replace(convert_from("
+                           "value, 'UTF8'), ',\"attempts\":', ', \"attempts\": '), 'UTF8') WHERE "
+                           "key = %s", (second,))
+    sent = counted(store)
+    leased = sched.lease(store, 1).leases[0]
+    assert leased.id == second
+    assert called(sent[0]) == "CALL uwf_lease"
+    assert len(sent) > 1  # refused by the server: then the ordinary way
+    sent.clear()
+    sched.complete(store, leased.id, leased.lease_id)  # its row is msgspec's again
+    assert [called(text) for text in sent] == ["CALL uwf_complete"]
+    check_verified(store)

@@ -6,6 +6,7 @@ it was; a database at a newer version is refused."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,13 +15,14 @@ from uwf.audit.verify import verify as verify_log
 from uwf.engine import pgschema
 from uwf.engine.pgdb import PgDatabase
 from uwf.errors import OldFormat, StoreUnavailable
-from uwf.queue import sched
+from uwf.queue import pgcalls, sched
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
 from uwf.store import Store
 from uwf.workflows.service import put_workflow
 
 psycopg = pytest.importorskip("psycopg")
+ALL = [migration.version for migration in pgschema.MIGRATIONS]
 
 
 def populated(url: str, tmp_path: Path) -> int:
@@ -40,10 +42,22 @@ def populated(url: str, tmp_path: Path) -> int:
 
 
 def at_first_version(url: str) -> None:
-    """The database as issue 20's uwf left it: schema 1, no history of migrations."""
+    """The database as issue 20's uwf left it: schema 1, no history of migrations, a
+    checkpoint row a view (each with its own seq and digest, never NULL)."""
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TABLE uwf_migrations")
         connection.execute("UPDATE uwf_schema SET version = %s", (pgschema.FIRST_VERSION,))
+        connection.execute("UPDATE uwf_views v SET seq = s.seq, digest = s.digest FROM "
+                           "uwf_views s WHERE s.name = '' AND v.seq IS NULL")
+        connection.execute("DELETE FROM uwf_views WHERE name = ''")
+        connection.execute("ALTER TABLE uwf_views ALTER COLUMN seq SET NOT NULL, "
+                           "ALTER COLUMN digest SET NOT NULL")
+
+
+def checkpoint_rows(url: str) -> dict[str, tuple[Any, Any]]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return {name: (seq, digest) for name, seq, digest in connection.execute(
+            "SELECT name, seq, digest FROM uwf_views")}
 
 
 def versions(url: str) -> tuple[int, list[int]]:
@@ -69,19 +83,31 @@ def test_a_populated_database_is_migrated_once_keeping_everything(pg_url: str,
     head = populated(pg_url, tmp_path)
     at_first_version(pg_url)
     assert versions(pg_url) == (pgschema.FIRST_VERSION, [])
+    old_rows = checkpoint_rows(pg_url)
+    assert "" not in old_rows
+    assert all(seq == head for seq, _ in old_rows.values())
     store = Store.open(pg_url)
     try:
-        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, [2])
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
         assert store.log.head().seq == head
         assert verify_log(store).ok
         assert verify_views(store).ok
+        assert checkpoint_rows(pg_url) == old_rows  # each view holds its own, as it was
+        # The server-side command leaves views holding their own rows to the ordinary
+        # way, which joins them to one shared row; the next is the server's.
+        assert pgcalls.lease(store, 1, None) is None
         leased = sched.lease(store, 1).leases[0]
-        sched.complete(store, leased.id, leased.lease_id)
+        joined = checkpoint_rows(pg_url)
+        assert joined.pop("")[0] == store.log.head().seq
+        assert set(joined) == set(old_rows)
+        assert set(joined.values()) == {(None, None)}
+        assert pgcalls.complete(store, leased.id, leased.lease_id, None) is not None
+        assert verify_log(store).ok
         assert verify_views(store).ok
     finally:
         store.close()
     Store.open(pg_url).close()  # at the newest version: nothing more is applied
-    assert versions(pg_url) == (pgschema.SCHEMA_VERSION, [2])
+    assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
 
 
 def test_a_failed_migration_leaves_the_database_as_it_was(pg_url: str, tmp_path: Path,
@@ -89,12 +115,21 @@ def test_a_failed_migration_leaves_the_database_as_it_was(pg_url: str, tmp_path:
                                                           ) -> None:
     populated(pg_url, tmp_path)
     at_first_version(pg_url)
-    broken = pgschema.Migration(3, "a statement the server refuses", ("SELECT * FROM nowhere",))
+    after = pgschema.SCHEMA_VERSION + 1
+    broken = pgschema.Migration(after, "a statement the server refuses",
+                                ("SELECT * FROM nowhere",))
     monkeypatch.setattr(pgschema, "MIGRATIONS", (*pgschema.MIGRATIONS, broken))
-    monkeypatch.setattr(pgschema, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(pgschema, "SCHEMA_VERSION", after)
+    before = checkpoint_rows(pg_url)
     with pytest.raises((psycopg.Error, StoreUnavailable)):
         PgDatabase(pg_url)
-    assert versions(pg_url) == (pgschema.FIRST_VERSION, [])  # migration 2 rolled back too
+    assert versions(pg_url) == (pgschema.FIRST_VERSION, [])  # the others rolled back too
+    with psycopg.connect(pg_url, autocommit=True) as connection:  # NOT NULL still
+        nullable = connection.execute(
+            "SELECT column_name, is_nullable FROM information_schema.columns WHERE "
+            "table_name = 'uwf_views' AND column_name IN ('seq', 'digest')").fetchall()
+    assert sorted(nullable) == [("digest", "NO"), ("seq", "NO")]
+    assert checkpoint_rows(pg_url) == before
 
 
 def test_a_newer_schema_is_refused_by_an_older_uwf(pg_url: str, tmp_path: Path,
@@ -102,10 +137,14 @@ def test_a_newer_schema_is_refused_by_an_older_uwf(pg_url: str, tmp_path: Path,
     """A database migrated by a newer uwf (here: this one) is refused by an older one
     (this one with its last migration taken away), which writes nothing."""
     head = populated(pg_url, tmp_path)
+    before = checkpoint_rows(pg_url)
+    newest, older = pgschema.SCHEMA_VERSION, pgschema.MIGRATIONS[-2].version
     monkeypatch.setattr(pgschema, "MIGRATIONS", pgschema.MIGRATIONS[:-1])
-    monkeypatch.setattr(pgschema, "SCHEMA_VERSION", pgschema.FIRST_VERSION)
-    with pytest.raises(OldFormat, match=r"written by a newer uwf \(schema 2, this uwf reads 1\)"):
+    monkeypatch.setattr(pgschema, "SCHEMA_VERSION", older)
+    with pytest.raises(OldFormat, match=rf"written by a newer uwf \(schema "
+                                        rf"{newest}, this uwf reads {older}\)"):
         Store.open(pg_url)
+    assert checkpoint_rows(pg_url) == before  # the shared row, untouched
     monkeypatch.undo()
     store = Store.open(pg_url)
     try:

@@ -43,6 +43,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS uwf_migrations (version int PRIMARY KEY, "
         "applied_at timestamptz NOT NULL DEFAULT now(), by_uwf text NOT NULL)",
     )),
+    Migration(3, "one checkpoint row shared by the views that move together "
+                 "(uwf/engine/pgckpt.py): a view's seq and digest may be NULL (joined)", (
+        "ALTER TABLE IF EXISTS uwf_views ALTER COLUMN seq DROP NOT NULL, "
+        "ALTER COLUMN digest DROP NOT NULL",
+    )),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
 

@@ -4,7 +4,8 @@ answering as the SQLite one does (uwf/engine/viewstore.py).
 Each view is a table `uwf_v_<view>`: its key, its state (`bytea`), its declared columns
 typed as the view declares them (`ViewSpec.types`: bigint or text in byte order), its
 search text (a pg_trgm GIN index where SQLite has FTS5); `uwf_views` holds every
-checkpoint, `uwf_view_counts` the kept counts, `uwf_streams` the stream index. The SQL
+checkpoint (one row shared by the views that move together: uwf/engine/pgckpt.py),
+`uwf_view_counts` the kept counts, `uwf_streams` the stream index. The SQL
 of a query is in `uwf.engine.pgquery`.
 
 A commit is one transaction of the database's writer (`PgDatabase.transaction()`):
@@ -29,6 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
+from uwf.engine import pgckpt
 from uwf.engine.dburl import where
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
@@ -62,8 +64,7 @@ from uwf.errors import Corrupt, StoreBusy
 Connection = psycopg.Connection[Any]
 Rows = list[tuple[Any, ...]]
 _META = (
-    "CREATE TABLE IF NOT EXISTS uwf_views (name text PRIMARY KEY, signature text NOT NULL, "
-    "seq bigint NOT NULL, digest text NOT NULL)",
+    pgckpt.CREATE,
     "CREATE TABLE IF NOT EXISTS uwf_view_counts (view text NOT NULL, col text NOT NULL, "
     "value text NOT NULL, n bigint NOT NULL, PRIMARY KEY (view, col, value))",
     'CREATE TABLE IF NOT EXISTS uwf_streams (subject text COLLATE "C" NOT NULL, '
@@ -185,19 +186,18 @@ class PgViewStore:
         with self._guard():
             connection = self.db.connection()
             if connection is self.db.reader:
-                rows = connection.execute("SELECT name, signature, seq, digest FROM "
-                                          "uwf_views").fetchall()
+                rows = connection.execute(pgckpt.SELECT).fetchall()
             else:
                 with connection.transaction():  # a damaged table leaves the section usable
-                    rows = connection.execute("SELECT name, signature, seq, digest FROM "
-                                              "uwf_views").fetchall()
-        return self._matching(rows)
+                    rows = connection.execute(pgckpt.SELECT).fetchall()
+        return self._matching(rows).found
 
-    def _matching(self, rows: Rows) -> dict[str, Checkpoint]:
+    def _matching(self, rows: Rows) -> pgckpt.Checkpoints:
         """The checkpoints stored at the signature each view (or the index) has now."""
-        signatures = self._signatures
-        return {name: Checkpoint(seq, digest) for name, stored, seq, digest in rows
-                if signatures.get(name) == stored}
+        try:
+            return pgckpt.read(rows, self._signatures)
+        except pgckpt.Damaged as exc:  # a hand edit
+            raise self._corrupt(exc) from None
 
     def _reader(self, view: str) -> Connection | None:
         """This thread's connection when the view's table exists (it may not, before a
@@ -325,9 +325,9 @@ class PgViewStore:
         with self._writing() as connection, (
                 connection.pipeline() if small else contextlib.nullcontext()):
             self._lock(connection)
-            rows = connection.execute("SELECT name, signature, seq, digest FROM uwf_views"
-                                      ).fetchall()
-            current = self._matching(rows)
+            rows = connection.execute(pgckpt.SELECT).fetchall()
+            kept = self._matching(rows)
+            current = kept.found
             if any(current.get(name) != want for name, want in expected.items()):
                 return False
             stored = {name: stored for name, stored, _seq, _digest in rows}
@@ -354,14 +354,8 @@ class PgViewStore:
             for name, count in written.items():
                 if count > _ANALYZED:
                     connection.execute(f"ANALYZE {table(name)}")
-            new = resolved(new)
-            names = list(expected)
-            connection.execute(
-                "INSERT INTO uwf_views SELECT * FROM unnest(%b::text[], %b::text[], "
-                "%b::bigint[], %b::text[]) ON CONFLICT (name) DO UPDATE SET signature = "
-                "excluded.signature, seq = excluded.seq, digest = excluded.digest",
-                (names, [self._signatures[name] for name in names],
-                 [new.seq] * len(names), [new.digest] * len(names)))
+            pgckpt.write(connection, kept, stored,
+                         {name: self._signatures[name] for name in expected}, resolved(new))
             return True
 
     def _index(self, connection: Connection, entries: StreamEntries) -> None:

@@ -38,6 +38,7 @@ import msgspec
 from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
+from uwf.engine.pgckpt import AT_SHARED, MOVE
 from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
 from uwf.errors import UwfError
 
@@ -50,14 +51,15 @@ MOST_ROWS = 100  # ... as does one writing more rows than this to a view
 KEPT = 4096  # rows kept with the head at most: past this they are forgotten
 Key = tuple[str, str]
 
-# What every server-side command does last: the checkpoints (`CHECKPOINTS`, which a
+# What every server-side command does last: the checkpoints (`CHECKPOINTS`: the shared
+# row, uwf/engine/pgckpt.py; a
 # command may fold into its last statement), then `FINISH`: the NOTIFY, the commit that
 # lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
 # Uses `s` (the new head's seq), `prev` (its digest), `flush`, `done` (text). A call
 # whose result is not needed is an assignment to `done`, not a PERFORM: plpgsql
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
 # executor sets up, runs and ends on every call.
-CHECKPOINTS = "UPDATE uwf_views SET seq = s, digest = prev WHERE name = ANY(p_names)"
+CHECKPOINTS = MOVE
 FINISH = """
   done := pg_notify({channel}, s::text)::text;
   o_status := 'ok';
@@ -68,6 +70,20 @@ FINISH = """
   END IF;
 """
 LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
+# What every server-side command does first: `flush` (a durable call flushes after its
+# commit), then, in one plpgsql expression (each is set up again on every call; its
+# calls are made in order): the lock's timeout, each statement planned once a session
+# (`force_generic_plan`: not five times with its arguments first, the server's default,
+# where a new worker's first leases took 15-20 ms each), `synchronous_commit` off where
+# the small transaction flushes (or nothing is durable), and the log's advisory lock.
+LOCK = """
+  flush := p_durable AND {can_flush};
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true)
+    || set_config('plan_cache_mode', 'force_generic_plan', true)
+    || CASE WHEN flush OR NOT p_durable
+         THEN set_config('synchronous_commit', 'off', true) ELSE '' END
+    || pg_advisory_xact_lock({log_lock})::text;
+"""
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
 # asked of the catalog once a session, then kept in a setting of the session's own.
 CAN_FLUSH = """coalesce(nullif(current_setting('uwf.can_flush', true), ''),
@@ -182,14 +198,19 @@ class OneCall:
         signatures = self.views.signatures()
         with self.log.db.reached():
             row = self.log.db.reader.execute(
-                "SELECT e.seq, e.line, e.ends, (SELECT count(*) FROM uwf_views v, "
-                "unnest(%b::text[], %b::text[]) AS x(name, sig) WHERE v.name = x.name AND "
-                "v.signature = x.sig AND v.seq = e.seq AND v.digest = left(encode("
-                "sha256(e.line), 'hex'), 32)) FROM uwf_events e ORDER BY e.seq DESC LIMIT 1",
+                "SELECT e.seq, e.line, e.ends, c.views, c.joined, c.seq = e.seq AND c.digest "
+                "= left(encode(sha256(e.line), 'hex'), 32) FROM (SELECT * FROM uwf_events "
+                "ORDER BY seq DESC LIMIT 1) e, (SELECT count(*) FILTER (WHERE v.seq IS NULL "
+                "AND x.sig = v.signature) AS views, count(*) FILTER (WHERE v.seq IS NULL AND "
+                "v.name <> '') AS joined, max(v.seq) FILTER (WHERE v.name = '') AS seq, "
+                "max(v.digest) FILTER (WHERE v.name = '') AS digest FROM uwf_views v LEFT "
+                "JOIN unnest(%b::text[], %b::text[]) AS x(name, sig) ON x.name = v.name) c",
                 (list(signatures), list(signatures.values())), binary=True).fetchone()
-        if row is None or row[3] != len(signatures):
+        # Every view joined to the shared checkpoint at the head (uwf/engine/pgckpt.py),
+        # and no other: else the ordinary way writes (and joins them again).
+        if row is None or not row[3] == row[4] == len(signatures) or not row[5]:
             return None
-        seq, line, ends, _views = row
+        seq, line, ends, _views, _joined, _at = row
         self._known = _Known(Checkpoint(seq, digest(bytes(line))), ends)
         return self._known
 
@@ -357,21 +378,15 @@ LANGUAGE plpgsql AS $proc$
 DECLARE
   h record; flush boolean; done text; s bigint; prev text; view_name text;
 BEGIN
-  flush := p_durable AND {CAN_FLUSH};
-  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
-  done := set_config('plan_cache_mode', 'force_generic_plan', true);
-  IF flush OR NOT p_durable THEN
-    done := set_config('synchronous_commit', 'off', true);
-  END IF;
-  done := pg_advisory_xact_lock({LOG_LOCK})::text;
-  -- The head is the one decided on when its seq is, and every view is at it with the
-  -- digest decided on (the views' checkpoints hold the head line's digest, computed
-  -- when it was appended: no sha256 of it again).
-  SELECT e.seq, (SELECT count(*) FROM uwf_views v WHERE v.seq = p_seq
-      AND v.digest = p_digest AND v.name = ANY(p_names)
-      AND v.signature = p_signatures[array_position(p_names, v.name)]) AS views
-    INTO h FROM uwf_events e ORDER BY e.seq DESC LIMIT 1;
-  IF NOT FOUND OR h.seq <> p_seq OR h.views <> cardinality(p_names) THEN
+{LOCK.format(log_lock=LOG_LOCK, can_flush=CAN_FLUSH)}
+  -- The head is the one decided on when its seq is, and every view is joined to the
+  -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
+  -- checkpoint holds the head line's digest, computed when it was appended: no sha256
+  -- of it again).
+  SELECT e.seq, c.views, c.joined, c.seq AS at, c.digest INTO h
+    FROM (SELECT seq FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {AT_SHARED} c;
+  IF NOT FOUND OR h.seq <> p_seq OR h.views <> cardinality(p_names) OR h.joined <> h.views
+     OR h.at IS DISTINCT FROM p_seq OR h.digest IS DISTINCT FROM p_digest THEN
     o_status := 'moved'; RETURN;
   END IF;
   WITH appended AS (INSERT INTO uwf_events (seq, line, ends)

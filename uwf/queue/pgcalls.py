@@ -11,8 +11,9 @@ concurrent callers group.
 
 Written once: what the server writes is generated here from the Python definitions,
 the envelope's and the events' fields (an event's data concatenated as msgspec writes
-it) and the `queue` view's state (`QueueEntry`, read into a composite type generated
-from it and printed back by `to_json`: uwf/queue/pgjson.py), the statuses the transition table
+it) and the `queue` view's state (`QueueEntry`: its stored JSON edited in place, the
+fields a lease or a complete changes replaced, found by their bytes: `pgjson.Splice`),
+the statuses the transition table
 (`uwf.queue.rules.TRANSITIONS`) lets a lease or a complete follow and the status it
 leads to, the policy's defaults. The selection (pools, ceilings, backoff, queue order)
 is `sched._choose`'s, restated in SQL; tests/contract/test_pgcalls.py holds the two to the same
@@ -34,14 +35,16 @@ words the refusal: each refusal is still written once, in Python.
 from __future__ import annotations
 
 import functools
+import json
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, OneCall
+from uwf.engine.pgckpt import AT_SHARED
+from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import json_text, record_type, struct_info
+from uwf.queue.pgjson import Splice, json_text, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -63,11 +66,6 @@ def _quote(text: str) -> str:
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
     return {field.name: field.encode_name for field in struct_info(kind).fields}
-
-
-def _field(record: str, name: str) -> str:
-    """SQL naming a field of a record variable (its name as in the JSON)."""
-    return f'{record}."{name}"'
 
 
 # -- what the server runs, generated -------------------------------------------------------
@@ -97,25 +95,13 @@ _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
 # the ceiling holds). Every call that needs no result is an assignment to `done`, not a
 # PERFORM: plpgsql evaluates an assignment's expression itself, where a PERFORM is a
 # statement run by the executor (set up, run and ended on every call).
-_ENTER = """
-  flush := p_durable AND {can_flush};
-  done := set_config('lock_timeout', p_lock_ms || 'ms', true);
-  -- Each statement planned once a session, not five times with its arguments first
-  -- (the server's default): a new worker's first leases took 15-20 ms each.
-  done := set_config('plan_cache_mode', 'force_generic_plan', true);
-  IF flush OR NOT p_durable THEN
-    done := set_config('synchronous_commit', 'off', true);
-  END IF;
-  done := pg_advisory_xact_lock({log_lock})::text;
-  -- The head, and the views at it: the digest of the head's line is the one the views'
-  -- checkpoints hold (computed, in the server or in Python, when that line was
+_ENTER = """{lock}
+  -- The head, and the views at it (every one joined to the shared checkpoint, and that
+  -- at the head: uwf/engine/pgckpt.py): the digest of the head's line is the one the
+  -- checkpoint holds (computed, in the server or in Python, when that line was
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
-  SELECT e.seq, e.line, e.ends, c.views, c.digest, c.other INTO h
-    FROM uwf_events e, LATERAL (SELECT count(*) AS views, min(v.digest) AS digest,
-        max(v.digest) AS other FROM uwf_views v WHERE v.seq = e.seq
-        AND v.name = ANY(p_names)
-        AND v.signature = p_signatures[array_position(p_names, v.name)]) c
-   ORDER BY e.seq DESC LIMIT 1;
+  SELECT e.seq, e.line, e.ends, c.views, c.joined, c.seq AS at, c.digest INTO h
+    FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
   head_digest := h.digest;
   -- The head's instant: the envelope's third field (after its seq and its id, a string,
@@ -129,7 +115,7 @@ _ENTER = """
     p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
   o_now := p_now;
-  IF h.views <> cardinality(p_names) OR h.digest <> h.other
+  IF h.views <> cardinality(p_names) OR h.joined <> h.views OR h.at IS DISTINCT FROM h.seq
      OR to_regclass('uwf_v_queue') IS NULL THEN
     o_status := 'stale'; RETURN;
   END IF;
@@ -137,7 +123,8 @@ _ENTER = """
 
 
 def enter(log_lock: int) -> str:
-    return _ENTER.format(log_lock=log_lock, can_flush=CAN_FLUSH)
+    return _ENTER.format(lock=LOCK.format(log_lock=log_lock, can_flush=CAN_FLUSH),
+                         at_shared=AT_SHARED)
 
 
 def _line(kind: str) -> str:
@@ -151,31 +138,36 @@ def _line(kind: str) -> str:
     ends := ends + octet_length(line) + 1;"""
 
 
-def _write(returning: str = "") -> str:
+def _write(lease_expires: str, returning: str = "") -> str:
     """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
-    writing the entry's new state, the record `st`, to its row: the value as msgspec
-    writes a QueueEntry, the declared columns as `QueueProjection.column_values` does;
-    one statement. Then `prev` moves past the line, and the old status and pool are kept
-    for the counts' moves."""
-    names, held = _names(QueueEntry), _names(Lease)
+    writing the entry's new state to its row: the value `new_value` (msgspec's bytes,
+    `_splice`), the declared columns as `QueueProjection.column_values` does for the
+    status `new_status` (a live entry's key stays its live key; never ready: no pool;
+    no backoff; the lease's expiry `lease_expires`); one statement. Then `prev` moves
+    past the line, and the old status and pool are kept for the counts' moves."""
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
-    lease = _field("st", names["lease"])
     return f"""
-    new_status := {_field("st", names['status'])};
-    new_pool := CASE WHEN new_status = 'ready'
-      THEN coalesce({_field("st", names['session'])}, '') END;
+    new_pool := NULL;
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
       indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
-    UPDATE uwf_v_queue SET value = convert_to(to_json(st)::text, 'UTF8'),
-      c_status = new_status,
-      c_live_key = CASE WHEN new_status = ANY({live}) THEN {_field("st", names['key'])} END,
-      c_lease_expires = ({lease})."{held['expires_at_ms']}",
-      c_eligible_at = nullif({_field("st", names['next_eligible_at_ms'])}, 0),
-      c_ready_pool = new_pool
+    UPDATE uwf_v_queue SET value = new_value, c_status = new_status,
+      c_live_key = CASE WHEN new_status = ANY({live}) THEN c_live_key END,
+      c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
      WHERE key = entry_key{returning};
     prev := left(encode(sha256(line), 'hex'), 32);
     old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
+
+
+def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splice:
+    """The entry's stored JSON (`raw`) edited for a `kind` command: what it changes of
+    a QueueEntry, checked against what `evolve` changes (the status it leads to is
+    live, so the entry's live key stays; never ready, so no pool)."""
+    moved = follows(_from(kind)[0]).get(kind)
+    assert moved is not None
+    assert moved != "ready"
+    assert all(status not in TERMINAL for status in _from(kind)), kind
+    return Splice(QueueEntry, "raw", "at", changed=changed, read=read)
 
 
 # The kept counts' moves (by status, by ready pool) of the entries written, with the
@@ -211,7 +203,8 @@ _DECLARE = """
   h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
-  new_pool text; old_statuses text[] := '{}'; old_pools text[] := '{}';"""
+  new_pool text; new_value bytea; at int[]; old_statuses text[] := '{}';
+  old_pools text[] := '{}';"""
 
 
 @functools.cache
@@ -219,15 +212,15 @@ def lease_procedure() -> Procedure:
     """`sched lease --limit N [--session S]`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, policy = _names(QueueEntry), _names(Policy)
-    held = _names(Lease)
+    policy = _names(Policy)
     defaults = Policy()
     leased_status = _to("ready", "leased")
-    entry_type, creates = record_type(QueueEntry)
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
-    lease_type, lease_creates = record_type(Lease)
-    e = functools.partial(_field, "st")
+    lease_json = json_text(Lease, {"id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
+                                   "attempt": "o_attempts[k]", "session": "p_session"})
+    edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
+                   ("attempts", "events"))
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -238,7 +231,7 @@ CREATE OR REPLACE PROCEDURE {{name}}(
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
   k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
-  is_default boolean; ceiling int; active int; r record; pools text[]; st {entry_type};
+  is_default boolean; ceiling int; active int; r record; pools text[];
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
 BEGIN
 {enter(LOG_LOCK)}
@@ -316,25 +309,26 @@ BEGIN
     IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
       RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
     END IF;
-    st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
-    o_attempts := o_attempts || ({e(entry['attempts'])} + 1)::int;
+    at := {edit.positions()};
+    IF 0 = ANY(at) THEN  -- a hand edit: the ordinary way reads any JSON
+      IF k = 1 THEN o_status := 'stale'; RETURN; END IF;
+      RAISE EXCEPTION 'queue entry %''s row is not the JSON uwf writes', entry_key;
+    END IF;
+    o_attempts := o_attempts || ({edit.read("attempts")}::int + 1);
     data_json := {data};
     subject := 'queue/' || entry_key;
     s := s + 1;
 {_line(QueueLeased.type)}
-    {e(entry['status'])} := {_quote(leased_status)};
-    {e(entry['updated_at'])} := p_ts;
-    {e(entry['events'])} := {e(entry['events'])} + 1;
-    {e(entry['lease'])} := jsonb_populate_record(NULL::{lease_type}, jsonb_build_object(
-      '{held['id']}', p_lease_ids[k], '{held['expires_at_ms']}', o_expires,
-      '{held['attempt']}', o_attempts[k], '{held['session']}', p_session));
-    {e(entry['next_eligible_at_ms'])} := NULL;
-{_write()}
+    new_status := {_quote(leased_status)};
+    new_value := {edit.value({
+        "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(leased_status)),
+        "lease": lease_json, "next_eligible_at_ms": "NULL",
+        "events": f"({edit.read('events')}::bigint + 1)::text"})};
+{_write("o_expires")}
   END LOOP;
 {_COUNTS}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    create = ";\n".join(dict.fromkeys((*creates, *lease_creates, create)))
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
 
@@ -343,12 +337,12 @@ def complete_procedure() -> Procedure:
     """`sched complete ID --lease L`, decided in the server."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
 
-    entry, held = _names(QueueEntry), _names(Lease)
+    held = _names(Lease)
     drained = _to("leased", "completed")
-    entry_type, creates = record_type(QueueEntry)
     data = json_text(QueueCompleted, {"lease_id": "p_lease_id", "run": "p_run"})
-    e = functools.partial(_field, "st")
-    lease = e(entry["lease"])
+    edit = _splice("completed", ("updated_at", "status", "run", "lease",
+                                 "next_eligible_at_ms", "events"), ("run", "events"))
+    held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
@@ -357,37 +351,34 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int := 1; n int := 1; st {entry_type};
+  k int := 1; n int := 1; expires bigint;
 BEGIN
 {enter(LOG_LOCK)}
   entry_key := p_key;
-  SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
-    FROM uwf_v_queue q WHERE q.key = p_key;
+  SELECT q.value, q.c_status, q.c_ready_pool, q.c_lease_expires
+    INTO raw, old_status, old_pool, expires FROM uwf_v_queue q WHERE q.key = p_key;
   IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) THEN
     o_status := 'refused'; RETURN;
   END IF;
-  st := json_populate_record(NULL::{entry_type}, convert_from(raw, 'UTF8')::json);
-  IF ({lease})."{held['id']}" IS DISTINCT FROM p_lease_id
-     OR ({lease})."{held['expires_at_ms']}" <= p_now THEN
+  at := {edit.positions()};
+  -- The lease's id as msgspec wrote it (an id it escapes otherwise is refused here,
+  -- and the ordinary way judges it); its expiry is the row's column.
+  IF 0 = ANY(at) OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
     o_status := 'refused'; RETURN;
   END IF;
   data_json := {data};
   subject := 'queue/' || p_key;
   s := h.seq + 1; ends := h.ends; prev := head_digest;
 {_line(QueueCompleted.type)}
-  {e(entry['status'])} := {_quote(drained)};
-  {e(entry['updated_at'])} := p_ts;
-  {e(entry['events'])} := {e(entry['events'])} + 1;
-  {lease} := NULL;
-  {e(entry['next_eligible_at_ms'])} := NULL;
-  IF p_run IS NOT NULL THEN
-    {e(entry['run'])} := p_run;
-  END IF;
-{_write(" RETURNING value INTO o_value")}
+  new_status := {_quote(drained)};
+  new_value := {edit.value({
+      "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
+      "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
+      "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
+{_write("NULL", " RETURNING value INTO o_value")}
 {_COUNTS}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    create = ";\n".join(dict.fromkeys((*creates, create)))
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
                      create)
 

@@ -1,23 +1,16 @@
 """The JSON msgspec writes for a struct, written by the server (issue 31).
 
-A struct becomes a composite type on the server, generated from its msgspec definition:
-one attribute a field, named as the field is in the JSON, in the struct's order, typed
-as its values (a string `text`, an integer `bigint`, a boolean `boolean`, a list of
-strings or integers an array, a nested struct its own composite type, an optional
-value the type of what it holds). `json_populate_record` reads a stored value into a
-record of that type, and `to_json` of the record prints what msgspec prints: every
-field in order, compact, strings escaped alike (tests/contract/test_pgcalls.py holds the two to
-the same bytes). Two calls where a field-by-field expression was set up again on every
-call (a procedure's statements are prepared once a session, their expressions once a
-transaction, and each call is one).
-
-Each type's name holds a digest of its definition, so a changed struct is a new type,
-and two versions of uwf side by side never replace each other's.
+`json_text`: a struct's JSON concatenated from SQL expressions, field by field in the
+struct's order (an event's data). `Splice`: a stored struct's JSON edited in place, a
+few fields replaced and read, every other byte kept (a queue entry's row), with no
+parse of the JSON and no record printed back: reading an entry into a composite type
+(`json_populate_record`) and printing it (`to_json`) cost ~12 % of the server's
+instructions in a lease and a complete (docs/benchmarks.md). What the server writes
+is msgspec's bytes: tests/contract/test_pgcalls.py holds the two to the same bytes,
+escapes, nested records and integers past 32 bits included.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import msgspec
 from msgspec import inspect
@@ -27,46 +20,6 @@ def struct_info(kind: type[msgspec.Struct]) -> inspect.StructType:
     found = inspect.type_info(kind)
     assert isinstance(found, inspect.StructType)
     return found
-
-
-def record_type(kind: type[msgspec.Struct]) -> tuple[str, list[str]]:
-    """The composite type of `kind` on the server: its name, and the statements that
-    create it and the types it holds (each doing nothing when the type is there)."""
-    creates: list[str] = []
-    return _struct_type(struct_info(kind), creates), creates
-
-
-def _struct_type(kind: inspect.StructType, creates: list[str]) -> str:
-    config = kind.cls.__struct_config__
-    if config.omit_defaults or kind.array_like or kind.tag_field:
-        raise TypeError(f"no composite type for {kind.cls.__name__}: msgspec leaves fields "
-                        "out or writes it as an array")
-    attributes = ", ".join(f'"{field.encode_name}" {_type(field.type, creates)}'
-                           for field in kind.fields)
-    digest = hashlib.sha256(attributes.encode()).hexdigest()[:10]
-    name = f"uwf_r_{kind.cls.__name__.lower()}_{digest}"
-    creates.append(f"DO $type$ BEGIN CREATE TYPE {name} AS ({attributes}); "
-                   "EXCEPTION WHEN duplicate_object THEN NULL; END $type$")
-    return name
-
-
-def _type(kind: inspect.Type, creates: list[str]) -> str:
-    if isinstance(kind, inspect.StrType):
-        return "text"
-    if isinstance(kind, inspect.IntType):
-        return "bigint"
-    if isinstance(kind, inspect.BoolType):
-        return "boolean"
-    if isinstance(kind, inspect.UnionType):
-        others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
-        if len(others) == 1:
-            return _type(others[0], creates)
-    if isinstance(kind, inspect.ListType) and isinstance(
-            kind.item_type, inspect.StrType | inspect.IntType):
-        return _type(kind.item_type, creates) + "[]"
-    if isinstance(kind, inspect.StructType):
-        return _struct_type(kind, creates)
-    raise TypeError(f"no SQL type for a value of {kind!r}")
 
 
 def json_text(kind: type[msgspec.Struct], values: dict[str, str]) -> str:
@@ -96,3 +49,112 @@ def _scalar(kind: inspect.Type, expr: str) -> str:
     if isinstance(kind, inspect.BoolType):
         return f"(({expr})::boolean)::text"
     raise TypeError(f"no JSON by concatenation for a value of {kind!r}")
+
+
+class Splice:
+    """SQL editing, in the server, the JSON msgspec wrote for a `kind` (a `bytea`
+    expression `raw`) without parsing it: the fields `changed` are replaced and the
+    fields `read` read, every other byte kept as it was (issue 31: reading a whole
+    entry into a record and printing it back cost ~12 % of a lease and a complete).
+
+    msgspec writes every field (no defaults left out: such a struct is refused), in the
+    struct's order, compact, so each field but the first starts with
+    `,"name":`. Those bytes cannot occur inside a string (its quotes are escaped), so
+    the first occurrence of a top-level field's is that field, as long as no nested
+    record before it has a field of that name: the fields searched for are checked
+    against those before them. `positions()` is the byte offsets of the fields needed
+    (an `int[]` assigned to the variable `at`; one is 0 when the value is not such
+    JSON); `read` and `value` use them."""
+
+    def __init__(self, kind: type[msgspec.Struct], raw: str, at: str, *,
+                 changed: tuple[str, ...], read: tuple[str, ...]) -> None:
+        self.raw, self.at = raw, at
+        info = struct_info(kind)
+        config = kind.__struct_config__
+        if config.omit_defaults or info.array_like or info.tag_field:
+            raise TypeError(f"no splice of {kind.__name__}: msgspec leaves fields out or "
+                            "writes it as an array")
+        fields = info.fields
+        self._names = [field.encode_name for field in fields]
+        self._index = {field.name: number for number, field in enumerate(fields)}
+        self._changed = set(changed)
+        marks = set()
+        for name in changed:  # a run of changed fields: where it starts and what follows
+            number = self._index[name]
+            if number == 0 or fields[number - 1].name not in self._changed:
+                marks.add(number)
+            if number + 1 == len(fields) or fields[number + 1].name not in self._changed:
+                marks.add(number + 1)
+        for name in read:
+            marks.update((self._index[name], self._index[name] + 1))
+        marks.discard(len(fields))  # the end: the closing brace
+        if 0 in marks:
+            raise TypeError(f"{kind.__name__}'s first field has no `,` before it to find")
+        for number in marks:  # no nested record before it has a field of its name
+            for earlier in fields[:number]:
+                if self._name_in(earlier.type, self._names[number]):
+                    raise TypeError(f"{kind.__name__}.{earlier.name} may hold a field "
+                                    f"named {self._names[number]!r}")
+        self._marks = sorted(marks)
+        self._count = len(fields)
+
+    def _name_in(self, kind: inspect.Type, name: str) -> bool:
+        if isinstance(kind, inspect.UnionType):
+            return any(self._name_in(member, name) for member in kind.types)
+        if isinstance(kind, inspect.StructType):
+            return any(field.encode_name == name or self._name_in(field.type, name)
+                       for field in kind.fields)
+        if isinstance(kind, inspect.ListType):
+            return self._name_in(kind.item_type, name)
+        return False
+
+    @staticmethod
+    def _marker(name: str) -> str:
+        return f"'\\x{(',' + chr(34) + name + chr(34) + ':').encode().hex()}'::bytea"
+
+    def positions(self) -> str:
+        return "ARRAY[" + ", ".join(f"position({self._marker(self._names[number])} in "
+                                    f"{self.raw})" for number in self._marks) + "]"
+
+    def _pos(self, number: int) -> str:
+        if number == self._count:
+            return f"octet_length({self.raw})"
+        return f"{self.at}[{self._marks.index(number) + 1}]"
+
+    def read(self, name: str) -> str:
+        """SQL: the field's JSON text, as stored."""
+        number = self._index[name]
+        skip = len(self._names[number]) + 4  # ,"name":
+        return (f"convert_from(substring({self.raw} from {self._pos(number)} + {skip} for "
+                f"{self._pos(number + 1)} - {self._pos(number)} - {skip}), 'UTF8')")
+
+    def value(self, values: dict[str, str]) -> str:
+        """SQL: the new bytes, each changed field (by attribute name) holding the JSON
+        text of the SQL expression `values[name]` (NULL: null)."""
+        if set(values) != self._changed:
+            raise TypeError(f"values for {sorted(values)}, not {sorted(self._changed)}")
+        pieces, kept, number = [], "1", 0
+        by_number = {self._index[name]: expr for name, expr in values.items()}
+        while number < self._count:
+            if number not in by_number:
+                number += 1
+                continue
+            pieces.append(f"substring({self.raw} from {kept} for {self._pos(number)} - {kept})")
+            text = []
+            while number in by_number:
+                text.append(f"',\"{self._names[number]}\":' || "
+                            f"coalesce(({by_number[number]}), 'null')")
+                number += 1
+            pieces.append(f"convert_to({' || '.join(text)}, 'UTF8')")
+            kept = self._pos(number)
+        pieces.append(f"substring({self.raw} from {kept})")
+        return " || ".join(pieces)
+
+    def starts(self, name: str, text: str) -> str:
+        """SQL: whether the field's JSON begins with the SQL text expression `text`."""
+        number = self._index[name]
+        if number not in self._marks:
+            raise TypeError(f"{name} is not found: name it in `read` or `changed`")
+        skip = len(self._names[number]) + 4
+        return (f"substring({self.raw} from {self._pos(number)} + {skip} for "
+                f"octet_length(convert_to({text}, 'UTF8'))) = convert_to({text}, 'UTF8')")
