@@ -23,6 +23,7 @@ Target (issue 31): >= 20,000 events/s, verify included.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import sys
 import time
@@ -143,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for index in range(args.rounds):
             for name in itertools.islice(itertools.cycle(order), index % 2, index % 2 + 2):
                 url = server.create_database()
-                figure = timed(server, events, lambda phases, run=sides[name], at=url:
-                               run(folder, at, phases))
+                run, at = sides[name], url
+                figure = timed(server, events, functools.partial(run, folder, at))
                 figures[name].append(figure)
                 ends = ", ".join(f"{at:.1f}" for at in figure.phases)
                 print(f"round {index + 1} {name:9}: {figure}"
