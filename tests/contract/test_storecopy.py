@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tests.e2e.test_pgstore import located
 from tests.pgkit import Server
 from uwf.engine.dburl import shown
 from uwf.engine.events import Envelope, encode_line
-from uwf.engine.log import digest
+from uwf.engine.log import LogLine, digest
 from uwf.store import Store
 
 pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips
@@ -283,9 +284,14 @@ def test_into_postgresql_each_line_is_read_once(pg_url: str, tmp_path: Path,
     monkeypatch.setattr(PgLog, "read", never)
     monkeypatch.setattr(Journal, "replay", never)
     src = Store.open(source)
-    reads = []
+    reads: list[int] = []
     read = src.log.read
-    monkeypatch.setattr(src.log, "read", lambda after=0: reads.append(after) or read(after))
+
+    def counted(after: int = 0) -> Iterator[LogLine]:
+        reads.append(after)
+        return read(after)
+
+    monkeypatch.setattr(src.log, "read", counted)
     dst = Store.open(pg_url)
     try:
         head = src.log.head().seq
