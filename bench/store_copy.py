@@ -15,7 +15,10 @@ from the same folder (`Store.log.read()`) and written alone by COPY, in one
 transaction, into a table of the log's shape (seq, line, ends): what no copy into
 PostgreSQL can beat here.
 
-Every figure is printed beside its CPU: this process's (`time.process_time`) and the
+Each side runs in a new interpreter of its own (spawned), so its peak RSS is its own;
+beside them, `log verify` of the same folder (`uwf.audit.verify.verify`), in its own
+interpreter too: what the copy's memory is held to (the audit keeps a digest a line).
+Every figure is printed beside its CPU: the child's (`time.process_time`) and the
 server's processes' (the postmaster and its children), in µs an event, with the load.
 Target (issue 31): >= 20,000 events/s, verify included.
 """
@@ -23,12 +26,13 @@ Target (issue 31): >= 20,000 events/s, verify included.
 from __future__ import annotations
 
 import argparse
-import functools
-import itertools
+import multiprocessing
+import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from common import (
     REPO,
@@ -46,7 +50,10 @@ from common import (
 )
 from pg_queue_bench import server_cpu
 
-sys.path.insert(0, str(REPO))
+# The work tree last on sys.path (pg_queue_bench put it first): a snapshot of uwf put
+# first on PYTHONPATH stays the uwf measured (`common.code_version`).
+sys.path.remove(str(REPO))
+sys.path.append(str(REPO))
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
 
 TARGET = 20_000  # events/s (issue 31)
@@ -54,30 +61,48 @@ PHASES = "where each of the copy's progress bars reached its total"
 
 
 class Figure:
-    """One timed run: events/s, and the CPU an event here and in the server."""
+    """One timed run: events/s, the CPU an event here and in the server, the peak RSS."""
 
-    def __init__(self, events: int, wall: float, client: float, server: float,
-                 phases: Sequence[float] = ()) -> None:
+    def __init__(self, events: int, wall: float, client: float, server: float, *,
+                 phases: Sequence[float] = (), rss_kib: int = 0) -> None:
         self.rate = events / wall
         self.wall = wall
         self.client_us = client / events * 1e6
         self.server_us = server / events * 1e6
         self.phases = list(phases)
+        self.rss_kib = rss_kib
 
     def __str__(self) -> str:
         return (f"{self.rate:,.0f} events/s ({self.wall:.1f} s; CPU {self.client_us:.1f} µs an "
                 f"event here + {self.server_us:.1f} server = "
-                f"{self.client_us + self.server_us:.1f})")
+                f"{self.client_us + self.server_us:.1f}; peak RSS {self.rss_kib / 1024:,.0f} MiB)")
 
 
-def timed(server: Server, events: int, run: Callable[[list[float]], object]) -> Figure:
+def _child(run: Callable[[Path, str, list[float]], None], folder: Path, url: str,
+           out: Any) -> None:
+    """In the spawned interpreter: `run`, timed; wall, phases, CPU and peak RSS out."""
     phases: list[float] = []
-    served, cpu = server_cpu(server), time.process_time()
+    cpu = time.process_time()
     started = time.perf_counter()
-    run(phases)
+    run(folder, url, phases)
     wall = time.perf_counter() - started
-    cpu, served = time.process_time() - cpu, server_cpu(server) - served
-    return Figure(events, wall, cpu, served, [at - started for at in phases])
+    out.put((wall, [at - started for at in phases], time.process_time() - cpu,
+             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+
+
+def timed(server: Server, events: int, run: Callable[[Path, str, list[float]], None],
+          folder: Path, url: str) -> Figure:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    served = server_cpu(server)
+    child = context.Process(target=_child, args=(run, folder, url, out))
+    child.start()
+    wall, phases, cpu, rss = out.get()
+    child.join()
+    if child.exitcode != 0:
+        sys.exit(f"bench: {run.__name__} failed ({child.exitcode})")
+    return Figure(events, wall, cpu, server_cpu(server) - served, phases=phases,
+                  rss_kib=rss)
 
 
 def copy_store(folder: Path, url: str, phases: list[float]) -> None:
@@ -114,6 +139,19 @@ def copy_lines(folder: Path, url: str, phases: list[float]) -> None:
         store.close()
 
 
+def verify_log(folder: Path, _url: str, phases: list[float]) -> None:
+    """The memory's yardstick: `log verify` of the source folder."""
+    from uwf.audit.verify import verify
+    from uwf.store import Store
+
+    store = Store.open(str(folder))
+    try:
+        verify(store)
+        phases.append(time.perf_counter())
+    finally:
+        store.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -138,17 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         begin(args.wait_quiet)
         sides: dict[str, Callable[[Path, str, list[float]], None]] = {
-            "copy": copy_store, "primitive": copy_lines}
+            "copy": copy_store, "primitive": copy_lines, "log verify": verify_log}
         figures: dict[str, list[Figure]] = {name: [] for name in sides}
         order = list(sides)
         for index in range(args.rounds):
-            for name in itertools.islice(itertools.cycle(order), index % 2, index % 2 + 2):
-                url = server.create_database()
-                run, at = sides[name], url
-                figure = timed(server, events, functools.partial(run, folder, at))
+            for name in order[index % 3:] + order[:index % 3]:
+                figure = timed(server, events, sides[name], folder, server.create_database())
                 figures[name].append(figure)
                 ends = ", ".join(f"{at:.1f}" for at in figure.phases)
-                print(f"round {index + 1} {name:9}: {figure}"
+                print(f"round {index + 1} {name:10}: {figure}"
                       + (f"; phases ended at {ends} s ({PHASES})" if name == "copy" else ""))
                 print(f"  ({load()}; {pressure()})")
     finally:
@@ -157,10 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rates = {name: median([f.rate for f in got]) for name, got in figures.items()}
     cpu = {name: (median([f.client_us for f in got]), median([f.server_us for f in got]))
            for name, got in figures.items()}
-    for name in figures:
+    for name, got in figures.items():
         client, served = cpu[name]
-        print(f"{name:9} {rates[name]:>9,.0f} events/s  CPU µs an event {client:.1f} here + "
-              f"{served:.1f} server = {client + served:.1f}")
+        rss = median([f.rss_kib for f in got]) / 1024
+        print(f"{name:10} {rates[name]:>9,.0f} events/s  CPU µs an event {client:.1f} here + "
+              f"{served:.1f} server = {client + served:.1f}  peak RSS {rss:,.0f} MiB")
     print(f"copy / primitive: rate {rates['copy'] / rates['primitive']:.2f}, CPU "
           f"{sum(cpu['copy']) / sum(cpu['primitive']):.2f} x")
     print(f"end: {load()}; {pressure()}")

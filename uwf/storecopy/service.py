@@ -4,10 +4,11 @@ database either side (docs/hosts.md#copying-a-store).
 What is copied, in this order:
 1. the source is read to its head once, each line's seq, chain and batch checked (a
    broken source is refused and nothing is left written), gathering the nodes its
-   events reach as `json-cas gc` counts them (`uwf.jsoncas.service.reached`: named by
-   an event, or reachable from one through references and types: StepNode prev
-   chains, schemas); an unfinished last batch (a torn tail no writer has cut yet) is
-   left out, as the next writer would cut it;
+   events reach as `json-cas gc` counts them (`Cas.kept`: named by an event, or
+   reachable from one through references and types: StepNode prev chains, schemas;
+   the nodes named, into a folder by `uwf.jsoncas.service.reached`, into PostgreSQL
+   as the pass of 3. asks after each); an unfinished last batch (a torn tail no writer
+   has cut yet) is left out, as the next writer would cut it;
 2. in the destination's one writer's section: the CAS's hash-rule record, every node's
    raw bytes (so its hash stays its name), and the log's lines, their exact bytes, in
    appends that end where a batch ends and where the source's segment would (a folder
@@ -16,14 +17,17 @@ What is copied, in this order:
    is one transaction (an interrupted or refused copy leaves nothing), the lines go as
    the scan checks them, whole batches at a time, so the source is read once, then the
    nodes;
-3. the destination's views, rebuilt from its log;
-4. the copy, verified: its head is the source's, every node is there, and `log verify`
-   and `registry verify` pass on it; a copy that does not verify is an error naming
-   what differs.
+3. as each line is appended, in the same pass (uwf/storecopy/onepass.py): checked as
+   `log verify` checks it and folded into the destination's new views (no line is
+   read back, the views are not replayed again);
+4. the copy, verified: its head is the source's, every node is there, what `log
+   verify` checks of the stored form holds, and what `registry verify` checks holds
+   of the views against the rows the one fold wrote; a copy that does not verify is
+   an error naming what differs (into PostgreSQL, inside its one transaction: nothing
+   is left).
 
-Progress (`Store.progress`): the events copied of the total, then the views rebuilt,
-then the lines `log verify` has read of the copy's head, then the events `registry
-verify` has replayed of it.
+Progress (`Store.progress`): the events copied of the total (each checked and folded
+as it is written), then the views' rows compared.
 """
 
 from __future__ import annotations
