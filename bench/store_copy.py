@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,11 +49,15 @@ from common import (
     section,
     verdict,
 )
-from pg_queue_bench import server_cpu
 
-# The work tree last on sys.path (pg_queue_bench put it first): a snapshot of uwf put
-# first on PYTHONPATH stays the uwf measured (`common.code_version`).
-sys.path.remove(str(REPO))
+# isort: off
+# uwf first, from PYTHONPATH when a snapshot is put there (`common.code_version`):
+# pg_queue_bench puts the work tree first on sys.path, and its import imports uwf.
+import uwf  # noqa: F401
+from pg_queue_bench import server_cpu
+# isort: on
+
+sys.path.remove(str(REPO))  # last, for tests.pgkit: the spawned sides import it too
 sys.path.append(str(REPO))
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server, fsync on here
 
@@ -152,6 +157,18 @@ def verify_log(folder: Path, _url: str, phases: list[float]) -> None:
         store.close()
 
 
+def new_database(server: Server) -> str:
+    """A new database; tried again a few times (`createdb` refuses while a backend of the
+    side before, its process ended, still ends)."""
+    for _attempt in range(4):
+        try:
+            return server.create_database()
+        except subprocess.CalledProcessError as exc:
+            print(f"  (createdb: {exc.stderr.strip()}; again)")
+            time.sleep(2)
+    return server.create_database()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -181,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         order = list(sides)
         for index in range(args.rounds):
             for name in order[index % 3:] + order[:index % 3]:
-                figure = timed(server, events, sides[name], folder, server.create_database())
+                figure = timed(server, events, sides[name], folder, new_database(server))
                 figures[name].append(figure)
                 ends = ", ".join(f"{at:.1f}" for at in figure.phases)
                 print(f"round {index + 1} {name:10}: {figure}"

@@ -105,6 +105,8 @@ class _Verifier:
     checks: dict[str, list[Check]] = field(default_factory=dict)
     # Whether the store holds a CAS node an event refers to (None: ask its CAS).
     has: Callable[[str], bool] | None = None
+    # Keep every line's digest in `digests` (False: the last line's only).
+    every: bool = True
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append(LineProblem(seq=seq, segment=segment, line=line, problem=text))
@@ -152,6 +154,8 @@ class _Verifier:
         self.seq = seq
         self.prev_digest = digest(line.raw)
         self.prev_line = (segment, number)
+        if not self.every:
+            self.digests.clear()
         self.digests[seq] = (self.prev_digest, segment, number)
         return envelope
 
@@ -195,11 +199,17 @@ class Audit:
     """`log verify` fed the lines one at a time, in the log's order (`line`), then asked
     for its findings (`result`): what `verify` runs over a store's log, and what a
     store's copy runs over the lines it writes as it writes them (uwf/storecopy/). `has`:
-    whether the store holds a CAS node an event refers to (None: ask its CAS)."""
+    whether the store holds a CAS node an event refers to (None: ask its CAS).
+    `last_only`: keep the last line's digest alone, not every line's (memory flat in the
+    log's length), for a caller that gives no anchors and whose views' checkpoints are
+    all at the last line (a store's copy, whose fold made them so); any other
+    checkpoint is then reported as a line the log no longer has."""
 
-    def __init__(self, store: Store, has: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, store: Store, has: Callable[[str], bool] | None = None, *,
+                 last_only: bool = False) -> None:
         self.store = store
-        self.checker = _Verifier(store, checks=checks_of(store.features), has=has)
+        self.checker = _Verifier(store, checks=checks_of(store.features), has=has,
+                                 every=not last_only)
         self.last_where = ""
         self.places: set[str] = set()  # the segments (a folder's files; a table: one) read
 

@@ -9,8 +9,10 @@ Once the lines are in, what `registry verify` checks is checked against the rows
 one fold wrote (`uwf.runs.registry.compare`): the views are never replayed a second
 time, and no line is read back.
 
-Memory: the audit's (a digest a line, as `log verify` keeps), the fold's stretch, the
-views' rows (what `registry verify` compares), and the nodes named.
+Memory does not grow with the log: the audit keeps the last line's digest only (the
+views' checkpoints are all at it; `log verify` keeps one a line, for any checkpoint and
+anchor), the fold one stretch; what is kept is by entity and node: the views' rows
+(what `registry verify` compares), the nodes named.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class OnePass:
     def __init__(self, src: Store, dst: Store) -> None:
         self.src = src
         self.dst = dst
-        self.audit = Audit(dst, has=self._has)
+        self.audit = Audit(dst, has=self._has, last_only=True)  # its checkpoints: the head
         self.named: set[str] = set()  # the nodes the lines' events name that exist
         self._absent: set[str] = set()
         self.rows: dict[Key, Row] = {}  # the views' rows, as the fold wrote them last
