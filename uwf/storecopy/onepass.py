@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from uwf.audit.verify import Audit
-from uwf.engine.fold import Folded, Key
+from uwf.engine.events import Envelope, EventCatalog
+from uwf.engine.fold import Fold, Folded, Key
 from uwf.engine.log import GENESIS, Checkpoint, LogLine
 from uwf.engine.viewspec import STREAMS, Part, Row
 from uwf.errors import Corrupt
@@ -58,10 +59,11 @@ class OnePass:
         self._absent.add(hash_)
         return False
 
-    def _audited(self, lines: Iterable[LogLine]) -> Iterator[LogLine]:
+    def _audited(self, lines: Iterable[LogLine], decoded: _Decoded) -> Iterator[LogLine]:
         audit = self.audit.line
         for line in lines:
-            audit(line)
+            decoded.envelope = audit(line)
+            decoded.raw = line.raw
             yield line
 
     def _kept(self, parts: Iterator[Part]) -> Iterator[Part]:
@@ -84,8 +86,11 @@ class OnePass:
         journal = self.dst.journal
         names = (*journal.projections, STREAMS)
         folded = Folded(GENESIS)
-        parts = self._kept(journal.fold.parts(self._audited(lines), dict.fromkeys(names, 0),
-                                              set(), names, folded))
+        # The rebuild's fold, given the envelope the audit decoded of each line.
+        decoded = _Decoded(journal.catalog)
+        fold = Fold(self.dst.views, journal.projections, decoded)
+        parts = self._kept(fold.parts(self._audited(lines, decoded), dict.fromkeys(names, 0),
+                                      set(), names, folded))
         changes, streams = next(parts, ({}, []))
         checkpoints = self.dst.views.checkpoints()
         expected = {name: checkpoints.get(name) for name in names}
@@ -128,6 +133,22 @@ class OnePass:
                                                  ("corrupt", views.heads.corrupt))
                   for entry in damaged]
         return found
+
+
+class _Decoded(EventCatalog):
+    """A store's catalogue that decodes the line the audit has just decoded (the same
+    bytes) to the envelope the audit made of it, and any other line as the store's does:
+    each line is decoded once."""
+
+    def __init__(self, catalog: EventCatalog) -> None:  # what it knows is `catalog`'s
+        self.catalog = catalog
+        self.raw: bytes | None = None
+        self.envelope: Envelope | None = None
+
+    def decode(self, line: bytes) -> Envelope:
+        if line is self.raw and self.envelope is not None:
+            return self.envelope
+        return self.catalog.decode(line)
 
 
 def _missing(dst: Store, nodes: list[str]) -> list[str]:
