@@ -134,17 +134,19 @@ def copy(src: Store, dst: Store) -> Copied:
         nodes = _copy_streamed(src, dst, scan, rule, check)
     else:
         nodes = _copy_after_scan(src, dst, scan, rule, check)
-        _refuse_unverified(src, dst, check.findings(scan.end, nodes))
+        _refuse_unverified(src, dst, check.findings(scan.end, nodes), left=True)
     return Copied(from_=src.location, to=dst.location, events=scan.end.seq, nodes=len(nodes),
                   verified=True)
 
 
-def _refuse_unverified(src: Store, dst: Store, problems: list[str]) -> None:
+def _refuse_unverified(src: Store, dst: Store, problems: list[str], *, left: bool) -> None:
+    """Refuse a copy with `problems` (`left`: the copy stays, for a look)."""
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         raise Corrupt(f"the copy in {dst.location} does not verify: "
                       f"{'; '.join(problems[:SHOWN])}{more}",
-                      f"run `uwf log verify` and `uwf registry verify` on {src.location}")
+                      f"run `uwf log verify` and `uwf registry verify` on {src.location}"
+                      + (" and on the copy" if left else ""))
 
 
 def _one_transaction(dst: Store) -> bool:
@@ -191,7 +193,7 @@ def _copy_streamed(src: Store, dst: Store, scan: _Scan, rule: str | None,
         appender.finish()
         nodes = sorted(src.cas.kept(check.named))
         _write_nodes(src, dst, nodes, scan, rule)
-        _refuse_unverified(src, dst, check.findings(scan.end, nodes))
+        _refuse_unverified(src, dst, check.findings(scan.end, nodes), left=False)
     return nodes
 
 
