@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tests.e2e.test_pgstore import located
 from tests.pgkit import Server
 from uwf.engine.dburl import shown
 from uwf.engine.events import Envelope, encode_line
-from uwf.engine.log import digest
+from uwf.engine.log import LogLine, digest
 from uwf.store import Store
 
 pytest.importorskip("psycopg")  # the `postgres` extra; `dev` installs it, so CI never skips
@@ -235,3 +236,72 @@ def test_a_source_that_breaks_late_leaves_postgresql_empty(pg_url: str, tmp_path
         assert store.log.head().seq == 0
     finally:
         store.close()
+
+
+def test_a_source_that_fails_log_verify_leaves_postgresql_empty(pg_url: str, tmp_path: Path
+                                                                ) -> None:
+    """A source whose seq, chain and batches hold but whose `log verify` does not (an
+    event names a node the source has lost): into PostgreSQL the copy's findings are
+    made inside its one transaction, so the refusal leaves no event, view or node."""
+    cli = Cli(tmp_path / "unused", env_for(tmp_path))
+    source = tmp_path / "source"
+    filled(cli, source)
+    named = next(json.loads(line)["data"]["hash"]
+                 for segment in sorted((source / "events").glob("*.jsonl"))
+                 for line in segment.read_bytes().splitlines()
+                 if json.loads(line)["type"] == "workflow.registered")
+    (lost,) = (source / "cas").rglob(f"{named}.json")
+    lost.unlink()
+    refused = cli.run("store", "copy", str(source), pg_url)
+    assert refused.code == 1, refused.err
+    assert refused.err.startswith(f"uwf: error: the copy in {shown(pg_url)} does not verify: "
+                                  "log verify: seq "), refused.err
+    assert f"refers to CAS node {named} which is missing" in refused.err
+    store = Store.open(pg_url)
+    try:
+        assert store.log.head().seq == 0
+        assert next(store.cas.blobs.hashes(), None) is None
+        assert store.views.checkpoints() == {}
+    finally:
+        store.close()
+
+
+def test_into_postgresql_each_line_is_read_once(pg_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy checks, folds and verifies the lines as it writes them: the source's log
+    is read once, and the copy's is never read back, nor its views replayed."""
+    from uwf.engine.journal import Journal
+    from uwf.engine.pglog import PgLog
+    from uwf.storecopy import service
+
+    cli = Cli(tmp_path / "unused", env_for(tmp_path))
+    source = tmp_path / "source"
+    filled(cli, source)
+
+    def never(*_args: object, **_kwargs: object) -> object:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(PgLog, "read", never)
+    monkeypatch.setattr(Journal, "replay", never)
+    src = Store.open(source)
+    reads: list[int] = []
+    read = src.log.read
+
+    def counted(after: int = 0) -> Iterator[LogLine]:
+        reads.append(after)
+        return read(after)
+
+    monkeypatch.setattr(src.log, "read", counted)
+    dst = Store.open(pg_url)
+    try:
+        head = src.log.head().seq
+        copied = service.copy(src, dst)
+    finally:
+        src.close()
+        dst.close()
+    assert copied.verified
+    assert copied.events == head
+    assert reads == [0]
+    monkeypatch.undo()
+    assert run(cli, "log", "verify", store=pg_url)["ok"] is True
+    assert run(cli, "registry", "verify", store=pg_url)["ok"] is True

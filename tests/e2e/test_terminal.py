@@ -155,16 +155,19 @@ def test_rebuild_verify_sync_and_copy_show_bars_only_on_a_terminal(kit: Kit,
         assert "events/s" in frame, frame  # the rate; `<00:00` the time left
         assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", frame), frame
 
-    # Every phase has its bar, the verify's two included (issue 32: no progress for the
-    # last 21 s of a 100,000-event copy); and on a terminal that reports no size (0
-    # rows and columns, a container's pseudo-terminal), bars all the same.
+    # Every phase has its bar, the verify's included (issue 32: no progress for the
+    # last 21 s of a 100,000-event copy): the lines copied (each verified and folded as
+    # it is written), then the views' rows compared; and on a terminal that reports no
+    # size (0 rows and columns, a container's pseudo-terminal), bars all the same.
     for folder, size in (("copy", (30, 120)), ("copy-sizeless", (0, 0))):
         code, text = on_terminal(env, "store", "copy", str(kit.cli.home), str(tmp_path / folder),
                                  size=size)
         assert code == 0, text
-        for label in ("copying the log", "rebuilding views", "verifying the copy's log",
-                      "verifying its views"):
-            assert f"{events}/{events}" in last_frame(text, label), (size, label)
+        frame = last_frame(text, "copying, verifying and folding the log")
+        assert f"{events}/{events}" in frame, (size, frame)
+        frame = last_frame(text, "verifying its views")
+        assert re.search(r" (\d+)/\1 \[", frame), (size, frame)
+        assert "rows" in frame, (size, frame)
 
     for command in [*bars, ("archive", "sync", str(tmp_path / "archive2")),
                     ("store", "copy", str(kit.cli.home), str(tmp_path / "copy2"))]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -103,11 +103,17 @@ class _Verifier:
     # Per-subject order: each feature's check (its transition table over the log so
     # far), by the event types it reads; made from the store's features.
     checks: dict[str, list[Check]] = field(default_factory=dict)
+    # Whether the store holds a CAS node an event refers to (None: ask its CAS).
+    has: Callable[[str], bool] | None = None
+    # Keep every line's digest in `digests` (False: the last line's only).
+    every: bool = True
 
     def problem(self, seq: int | None, segment: str, line: int, text: str) -> None:
         self.problems.append(LineProblem(seq=seq, segment=segment, line=line, problem=text))
 
-    def check_line(self, line: LogLine) -> None:
+    def check_line(self, line: LogLine) -> Envelope | None:
+        """Check one line, the next in the log's order; its envelope (None: it does not
+        decode)."""
         segment, number = line.where, line.number
         try:
             envelope = self.store.journal.catalog.decode(line.raw)
@@ -117,7 +123,7 @@ class _Verifier:
             self.seq += 1
             self.prev_digest = digest(line.raw)
             self.prev_line = (segment, number)
-            return
+            return None
         self.events += 1
         seq = envelope.seq
         if seq != self.seq + 1:
@@ -141,13 +147,17 @@ class _Verifier:
                 problem = f"node record {node.hash} has the subject {envelope.subject!r}"
             if problem is not None:
                 self.problem(seq, segment, number, problem)
+        has = self.store.cas.has if self.has is None else self.has
         for ref in envelope.data.cas_refs():
-            if not is_hash(ref) or not self.store.cas.has(ref):
+            if not is_hash(ref) or not has(ref):
                 self.problem(seq, segment, number, f"refers to CAS node {ref} which is missing")
         self.seq = seq
         self.prev_digest = digest(line.raw)
         self.prev_line = (segment, number)
+        if not self.every:
+            self.digests.clear()
         self.digests[seq] = (self.prev_digest, segment, number)
+        return envelope
 
     def _check_batch(self, envelope: Envelope, segment: str, number: int) -> None:
         k, n = envelope.batch
@@ -185,6 +195,62 @@ def _head_seq(store: Store) -> int:
         return 0
 
 
+class Audit:
+    """`log verify` fed the lines one at a time, in the log's order (`line`), then asked
+    for its findings (`result`): what `verify` runs over a store's log, and what a
+    store's copy runs over the lines it writes as it writes them (uwf/storecopy/). `has`:
+    whether the store holds a CAS node an event refers to (None: ask its CAS).
+    `last_only`: keep the last line's digest alone, not every line's (memory flat in the
+    log's length), for a caller that gives no anchors and whose views' checkpoints are
+    all at the last line (a store's copy, whose fold made them so); any other
+    checkpoint is then reported as a line the log no longer has."""
+
+    def __init__(self, store: Store, has: Callable[[str], bool] | None = None, *,
+                 last_only: bool = False) -> None:
+        self.store = store
+        self.checker = _Verifier(store, checks=checks_of(store.features), has=has,
+                                 every=not last_only)
+        self.last_where = ""
+        self.places: set[str] = set()  # the segments (a folder's files; a table: one) read
+
+    def line(self, line: LogLine) -> Envelope | None:
+        """Check the next line; its envelope (None: it does not decode)."""
+        if line.where != self.last_where:
+            self.places.add(line.where)
+            self.last_where = line.where
+        return self.checker.check_line(line)
+
+    def result(self, anchors: Sequence[tuple[str, Anchor]] = ()) -> LogVerified:
+        """The findings, once every line is checked: with what the backend finds wrong
+        with the stored form (torn tail, misnamed segment), a last batch left open, the
+        views' checkpoints against the lines, and the anchors (as `verify` says)."""
+        store, checker, places = self.store, self.checker, self.places
+        for problem in store.log.problems():
+            places.add(problem.where)
+            checker.problem(problem.seq, problem.where, problem.number, problem.problem)
+        if checker.open_batch is not None:
+            k, n = checker.open_batch
+            checker.problem(checker.seq, self.last_where, 0, f"the last batch has {k} of {n} lines")
+        _check_anchor(store, checker)
+        held: list[AnchorHeld] | UnsetType = UNSET
+        contradicts: str | UnsetType | None = UNSET
+        if anchors:
+            from uwf.audit.anchor import check_all
+
+            wanted = {1, *(anchor.seq for _, anchor in anchors)}  # not a copy of every seq's
+            digests = {seq: checker.digests[seq][0] for seq in wanted if seq in checker.digests}
+            checks = check_all(list(anchors), digests, checker.seq)
+            for item in checks:
+                if item.problem is not None:
+                    checker.problem(item.anchor.seq, "", 0, f"anchor {item.path}: {item.problem}")
+            held = [AnchorHeld(file=item.path, seq=item.anchor.seq, ts=item.anchor.ts,
+                               ok=item.problem is None, problem=item.problem) for item in checks]
+            contradicts = next((item.path for item in checks if item.problem), None)
+        return LogVerified(ok=not checker.problems, events=checker.events,
+                           segments=len(places), problems=checker.problems,
+                           anchors=held, contradicts=contradicts)
+
+
 def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
            progress: Progress | None = None) -> LogVerified:
     """Check every line: JSON, seq, chain, batches, types, data, order, CAS refs; and
@@ -192,44 +258,16 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
     and that the log still holds each anchored line (anchors whose signatures the
     caller verified: `uwf.audit.anchor.load`). `progress` is told the lines read of the
     head's seq (0 when a damaged log has none) every PROGRESS_EVERY lines and at the end."""
-    checker = _Verifier(store, checks=checks_of(store.features))
-    last_where = ""
-    places: set[str] = set()  # the segments (a folder's files; a table: one) read
+    audit = Audit(store)
     total = _head_seq(store) if progress is not None else 0
     read = 0
     for read, line in enumerate(store.log.read(), 1):
-        if line.where != last_where:
-            places.add(line.where)
-            last_where = line.where
-        checker.check_line(line)
+        audit.line(line)
         if progress is not None and read % PROGRESS_EVERY == 0:
             progress(read, max(total, read))
     if progress is not None:
         progress(read, read)
-    for problem in store.log.problems():
-        places.add(problem.where)
-        checker.problem(problem.seq, problem.where, problem.number, problem.problem)
-    if checker.open_batch is not None:
-        k, n = checker.open_batch
-        checker.problem(checker.seq, last_where, 0, f"the last batch has {k} of {n} lines")
-    _check_anchor(store, checker)
-    held: list[AnchorHeld] | UnsetType = UNSET
-    contradicts: str | UnsetType | None = UNSET
-    if anchors:
-        from uwf.audit.anchor import check_all
-
-        wanted = {1, *(anchor.seq for _, anchor in anchors)}  # not a copy of every seq's
-        digests = {seq: checker.digests[seq][0] for seq in wanted if seq in checker.digests}
-        checks = check_all(list(anchors), digests, checker.seq)
-        for item in checks:
-            if item.problem is not None:
-                checker.problem(item.anchor.seq, "", 0, f"anchor {item.path}: {item.problem}")
-        held = [AnchorHeld(file=item.path, seq=item.anchor.seq, ts=item.anchor.ts,
-                           ok=item.problem is None, problem=item.problem) for item in checks]
-        contradicts = next((item.path for item in checks if item.problem), None)
-    return LogVerified(ok=not checker.problems, events=checker.events,
-                       segments=len(places), problems=checker.problems,
-                       anchors=held, contradicts=contradicts)
+    return audit.result(anchors)
 
 
 def _check_anchor(store: Store, checker: _Verifier) -> None:

@@ -16,18 +16,18 @@ if TYPE_CHECKING:
 
 
 def _copy(args: StoreCopy, ctx: Context) -> Copied:
-    """Copy with the command's settings; on a terminal, a bar of the events copied, then
-    one of the views rebuilt, then one of the copy's log verified, then one of its views
-    verified (replayed and compared). The store of --store /
-    UWF_HOME is not opened."""
+    """Copy with the command's settings; on a terminal, a bar of the events copied (each
+    checked as `log verify` checks it and folded into the new views as it is written),
+    then one of its views verified (compared with the rows that fold wrote). The store
+    of --store / UWF_HOME is not opened."""
     return storecopy.copy(args, ctx.settings, _bars(ctx.bars) if ctx.bars is not None else None,
                           ctx.features)
 
 
 def _bars(bars: Bars) -> Callable[[int, int], None]:
     """A bar for each phase in turn: the next starts once one is full."""
-    phases = iter((bars.bar("copying the log"), bars.bar("rebuilding views"),
-                   bars.bar("verifying the copy's log"), bars.bar("verifying its views")))
+    phases = iter((bars.bar("copying, verifying and folding the log"),
+                   bars.bar("verifying its views", unit="rows")))
     current = next(phases)
 
     def bar(done: int, total: int) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from uwf.engine.fold import Progress
+from uwf.engine.fold import Key, Progress
 from uwf.engine.freshness import ViewFreshness
-from uwf.engine.log import GENESIS
-from uwf.engine.viewspec import Query
+from uwf.engine.log import GENESIS, Checkpoint
+from uwf.engine.viewspec import Query, Row
 from uwf.errors import Corrupt
 from uwf.payload import UNSET
 from uwf.runs.results import (
@@ -163,7 +164,6 @@ def verify(store: Store, progress: Progress | None = None) -> Verified:
     """Replay into a scratch copy and compare with the persisted views row by row; and
     look for the head node of every open thread in the CAS (`damaged_heads`). `progress`
     is told the events replayed of the log's head."""
-    differences: list[Difference] = []
     try:
         head = store.journal.refresh()
         expected = store.journal.replay(progress)
@@ -171,6 +171,15 @@ def verify(store: Store, progress: Progress | None = None) -> Verified:
         return Verified(ok=False, checkpoint=None, rows=0,
                         differences=[Difference(view="*", key="*", problem=exc.line())],
                         heads=Heads(checked=0, missing=[], corrupt=[]))
+    return compare(store, head, expected)
+
+
+def compare(store: Store, head: Checkpoint, expected: Mapping[Key, Row]) -> Verified:
+    """`verify`'s findings, given the rows a full replay of the log to `head` makes
+    (`expected`, as `Journal.replay` returns them): what `verify` runs after its replay,
+    and what a store's copy runs with the rows its one fold of the lines wrote
+    (uwf/storecopy/)."""
+    differences: list[Difference] = []
     persisted = {
         (name, key): raw
         for name in store.journal.projections

@@ -4,10 +4,11 @@ database either side (docs/hosts.md#copying-a-store).
 What is copied, in this order:
 1. the source is read to its head once, each line's seq, chain and batch checked (a
    broken source is refused and nothing is left written), gathering the nodes its
-   events reach as `json-cas gc` counts them (`uwf.jsoncas.service.reached`: named by
-   an event, or reachable from one through references and types: StepNode prev
-   chains, schemas); an unfinished last batch (a torn tail no writer has cut yet) is
-   left out, as the next writer would cut it;
+   events reach as `json-cas gc` counts them (`Cas.kept`: named by an event, or
+   reachable from one through references and types: StepNode prev chains, schemas;
+   the nodes named, into a folder by `uwf.jsoncas.service.reached`, into PostgreSQL
+   as the pass of 3. asks after each); an unfinished last batch (a torn tail no writer
+   has cut yet) is left out, as the next writer would cut it;
 2. in the destination's one writer's section: the CAS's hash-rule record, every node's
    raw bytes (so its hash stays its name), and the log's lines, their exact bytes, in
    appends that end where a batch ends and where the source's segment would (a folder
@@ -16,19 +17,21 @@ What is copied, in this order:
    is one transaction (an interrupted or refused copy leaves nothing), the lines go as
    the scan checks them, whole batches at a time, so the source is read once, then the
    nodes;
-3. the destination's views, rebuilt from its log;
-4. the copy, verified: its head is the source's, every node is there, and `log verify`
-   and `registry verify` pass on it; a copy that does not verify is an error naming
-   what differs.
+3. as each line is appended, in the same pass (uwf/storecopy/onepass.py): checked as
+   `log verify` checks it and folded into the destination's new views (no line is
+   read back, the views are not replayed again);
+4. the copy, verified: its head is the source's, every node is there, what `log
+   verify` checks of the stored form holds, and what `registry verify` checks holds
+   of the views against the rows the one fold wrote; a copy that does not verify is
+   an error naming what differs (into PostgreSQL, inside its one transaction: nothing
+   is left).
 
-Progress (`Store.progress`): the events copied of the total, then the views rebuilt,
-then the lines `log verify` has read of the copy's head, then the events `registry
-verify` has replayed of it.
+Progress (`Store.progress`): the events copied of the total (each checked and folded
+as it is written), then the views' rows compared.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -40,6 +43,7 @@ from uwf.engine.events import CasNode
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogSession, digest
 from uwf.errors import Corrupt, NotFound, Rejected
 from uwf.store import Store
+from uwf.storecopy.onepass import OnePass
 from uwf.storecopy.results import Copied
 
 if TYPE_CHECKING:
@@ -117,7 +121,7 @@ def open_store(given: str, settings: Settings, *, source: bool,
 
 def copy(src: Store, dst: Store) -> Copied:
     """Copy `src` into `dst`, which must hold no events, and verify the copy; progress
-    (events copied of the total, then the views rebuilt) goes to `dst.progress`."""
+    (events copied of the total, then the views' rows compared) goes to `dst.progress`."""
     if src.log.head().seq == 0:
         raise NotFound(f"{src.location} holds no store to copy: its log has no events",
                        "give the folder or postgresql:// URL of a store")
@@ -125,21 +129,24 @@ def copy(src: Store, dst: Store) -> Copied:
     rule = _hash_rule(src, dst)
     scan = _Scan(src)
     src.log.sync()  # the lines up to the head are durable in the source before they are copied
+    check = OnePass(src, dst)
     if _one_transaction(dst):
-        nodes = _copy_streamed(src, dst, scan, rule)
+        nodes = _copy_streamed(src, dst, scan, rule, check)
     else:
-        nodes = _copy_after_scan(src, dst, scan, rule)
-    end = scan.end
-    dst.journal.rebuild(dst.progress)
-    problems = differences(src, dst, end, nodes, dst.progress)
+        nodes = _copy_after_scan(src, dst, scan, rule, check)
+        _refuse_unverified(src, dst, check.findings(scan.end, nodes), left=True)
+    return Copied(from_=src.location, to=dst.location, events=scan.end.seq, nodes=len(nodes),
+                  verified=True)
+
+
+def _refuse_unverified(src: Store, dst: Store, problems: list[str], *, left: bool) -> None:
+    """Refuse a copy with `problems` (`left`: the copy stays, for a look)."""
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         raise Corrupt(f"the copy in {dst.location} does not verify: "
                       f"{'; '.join(problems[:SHOWN])}{more}",
-                      f"run `uwf log verify` and `uwf registry verify` on {src.location} "
-                      "and on the copy")
-    return Copied(from_=src.location, to=dst.location, events=end.seq, nodes=len(nodes),
-                  verified=True)
+                      f"run `uwf log verify` and `uwf registry verify` on {src.location}"
+                      + (" and on the copy" if left else ""))
 
 
 def _one_transaction(dst: Store) -> bool:
@@ -150,9 +157,11 @@ def _one_transaction(dst: Store) -> bool:
     return isinstance(dst.log, PgLog)
 
 
-def _copy_after_scan(src: Store, dst: Store, scan: _Scan, rule: str | None) -> list[str]:
+def _copy_after_scan(src: Store, dst: Store, scan: _Scan, rule: str | None,
+                     check: OnePass) -> list[str]:
     """The source scanned and checked first, then its nodes and its lines written (a
-    folder: nodes before the lines that name them); the nodes copied."""
+    folder: nodes before the lines that name them), each line checked and folded into
+    the new views as it is appended (`check`); the nodes copied."""
     from uwf.jsoncas.service import reached
 
     nodes = sorted(reached(src, scan.lines()))
@@ -163,25 +172,28 @@ def _copy_after_scan(src: Store, dst: Store, scan: _Scan, rule: str | None) -> l
     with dst.log.exclusive() as session:
         _refuse_filled(dst, session.tail())  # a writer may have come first
         _write_nodes(src, dst, nodes, scan, rule)
-        _append(src, session, end, dst)
+        check.fold(_appending(src, session, end, dst))
     return nodes
 
 
-def _copy_streamed(src: Store, dst: Store, scan: _Scan, rule: str | None) -> list[str]:
-    """One read of the source: each whole batch the scan has checked is appended in the
-    destination's one transaction as it is read (a source that does not check rolls all
-    of it back), then the nodes the lines reach; the nodes copied."""
-    from uwf.jsoncas.service import reached
-
+def _copy_streamed(src: Store, dst: Store, scan: _Scan, rule: str | None,
+                   check: OnePass) -> list[str]:
+    """One read of the source, in the destination's one transaction: each whole batch
+    the scan has checked is appended as it is read (a source that does not check rolls
+    all of it back), each line checked and folded into the new views as it goes
+    (`check`), then the nodes the lines reach, then the copy's findings (a copy that
+    does not verify is rolled back too); the nodes copied."""
     with dst.log.exclusive() as session:
         _refuse_filled(dst, session.tail())  # a writer may have come first
         appender = _Appender(session, dst, scan)
-        nodes = sorted(reached(src, appender.through(scan.lines())))
+        check.fold(appender.through(scan.lines()))
         if scan.end.seq == 0:
             raise NotFound(f"{src.location} holds no whole batch of events to copy",
                            "run `uwf log verify` on it")
         appender.finish()
+        nodes = sorted(src.cas.kept(check.named))
         _write_nodes(src, dst, nodes, scan, rule)
+        _refuse_unverified(src, dst, check.findings(scan.end, nodes), left=False)
     return nodes
 
 
@@ -331,10 +343,12 @@ class _Appender:
             self.progress(self.copied, self.copied)
 
 
-def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> None:
-    """Append `src`'s lines up to `end` in `session`: in chunks that end with a batch,
-    and wherever a segment of `dst.settings.segment_bytes` is full (so the destination's
-    file log starts its next segment where the source's did)."""
+def _appending(src: Store, session: LogSession, end: Checkpoint, dst: Store
+               ) -> Iterator[LogLine]:
+    """`src`'s lines up to `end`, each appended in `session` as it is handed on: in
+    chunks that end with a batch, and wherever a segment of `dst.settings.segment_bytes`
+    is full (so the destination's file log starts its next segment where the source's
+    did)."""
     progress = dst.progress
     limit = dst.settings.segment_bytes
     chunk: list[bytes] = []
@@ -343,6 +357,7 @@ def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> Non
     for line in src.log.read():
         if line.seq > end.seq:
             break
+        yield line
         chunk.append(line.raw)
         size += len(line.raw) + 1
         segment += len(line.raw) + 1
@@ -359,44 +374,3 @@ def _append(src: Store, session: LogSession, end: Checkpoint, dst: Store) -> Non
     if head != end:
         raise Corrupt(f"the log of {src.location} changed while it was copied: it ended at "
                       f"seq {head.seq}, not {end.seq}", "copy again into a new store")
-
-
-def differences(src: Store, dst: Store, end: Checkpoint, nodes: list[str],
-                progress: Progress | None = None) -> list[str]:
-    """What is wrong with the copy in `dst` of `src`'s log up to `end` and `nodes`:
-    empty when its head is `end`, every node is there, and `log verify` and `registry
-    verify` pass on it. `progress` is told the lines `log verify` has read of the head,
-    then the events `registry verify` has replayed of it.
-
-    On PostgreSQL the nodes are asked after in few statements (`missing`), and `log
-    verify`, which asks after each node an event refers to, is told those found
-    (`known`) instead of asking each again: one round trip a reference would be most
-    of a copy's time."""
-    from uwf.audit.verify import verify as verify_log
-    from uwf.runs.registry import verify as verify_views
-
-    found: list[str] = []
-    head = dst.log.head()
-    if head != end:
-        found.append(f"its log ends at seq {head.seq} (digest {head.digest}), the copied "
-                     f"one at seq {end.seq} (digest {end.digest})")
-    blobs = _loose(dst)
-    # The node records the copy's log holds (its nodes view: one read), then the files.
-    records = (set(dst.cas.blobs.records.hashes()) if isinstance(dst.cas.blobs, LoggedBlobs)
-               else set())
-    files = [hash_ for hash_ in nodes if hash_ not in records]
-    asked = getattr(blobs, "missing", None)
-    missing = asked(files) if asked is not None else [
-        hash_ for hash_ in files if not dst.cas.has(hash_)]
-    if missing:
-        found.append(f"{len(missing)} of {len(nodes)} nodes are missing, {missing[0]} first")
-    known = getattr(blobs, "known", None)
-    with (known(set(nodes).difference(missing)) if known is not None
-          else contextlib.nullcontext()):
-        log = verify_log(dst, progress=progress)
-    found += [f"log verify: seq {problem.seq} ({problem.segment}): {problem.problem}"
-              for problem in log.problems]
-    views = verify_views(dst, progress)
-    found += [f"registry verify: {entry.view} {entry.key}: {entry.problem}"
-              for entry in views.differences]
-    return found
