@@ -1,0 +1,296 @@
+"""`uwf writer`: one process that serves a folder store's frequent writes over a Unix
+socket, many commands to one fsync.
+
+Each round of its loop takes every call that has arrived (from any number of client
+processes), runs them one after another through the ordinary write protocol
+(`Journal.write_at`: the writers' lock, the tail check, decide, append, fold, the
+views' commit), each section's fsync left out, then makes the log durable once
+(`EventLog.sync`: one fsync of the last segment covers every line of the round), and
+only then answers each call. Nothing is acknowledged before the fsync that covers its
+lines; a refusal is answered after it too (it may have read a line of the same round).
+
+The writers' lock stays the protocol: a process that does not use the writer (an older
+uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
+writer's commands, and the writer's next command sees its lines by the tail check.
+One writer a store: it holds `writer.lock` (flock) while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from uwf.engine.clock import system_clock
+from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
+from uwf.engine.writerlink import (
+    HEADER,
+    MAX_FRAME,
+    SOCKET_NAME,
+    UNSERVED,
+    Call,
+    Done,
+    Refused,
+    address,
+    decode_call,
+    frame,
+    refusal,
+)
+from uwf.errors import StoreUnavailable, UsageError, UwfError
+from uwf.store import Store
+from uwf.writer.ops import OPS
+
+LOCK_NAME = "writer.lock"
+_encoder = msgspec.msgpack.Encoder()
+
+
+class Served(msgspec.Struct, frozen=True, kw_only=True):
+    """What a writer did until it stopped."""
+
+    socket: str
+    calls: int = 0
+    rounds: int = 0
+    fsyncs: int = 0
+
+
+class DeferredLog:
+    """The store's log with each exclusive section's fsync left to the round's end
+    (`LogSession.defer_sync`): the writer fsyncs once for every command of a round."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.inner = log
+        self.durable = log.durable
+        self.told = log.told
+
+    def head(self) -> Checkpoint:
+        return self.inner.head()
+
+    def read(self, after: int = 0) -> Iterator[LogLine]:
+        return self.inner.read(after)
+
+    def read_reverse(self) -> Iterator[LogLine]:
+        return self.inner.read_reverse()
+
+    def line(self, seq: int) -> bytes | None:
+        return self.inner.line(seq)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[LogSession]:
+        with self.inner.exclusive() as session:
+            session.defer_sync()
+            yield session
+
+    def problems(self) -> list[LogProblem]:
+        return self.inner.problems()
+
+    def describe(self) -> dict[str, int]:
+        return self.inner.describe()
+
+    def wait(self, after: int, timeout: float) -> bool:
+        return self.inner.wait(after, timeout)
+
+    def sync(self) -> None:
+        self.inner.sync()
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+
+class _Peer:
+    """One client connection: the bytes read and not yet a whole frame."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+
+
+def check_servable(store: Store) -> Path:
+    """The folder a writer may serve, or the reason it may not."""
+    if store.root is None or store.database is not None:
+        raise UsageError("a store in PostgreSQL needs no writer: each of its commands is "
+                         "one call to the server already", "run `uwf writer` on a folder store")
+    if store.clock is not system_clock:
+        raise UsageError("the writer decides by the wall clock: it takes no --now or UWF_NOW",
+                         "start it without them (a client with --now decides in-process)")
+    if store.redact is not None:
+        raise UsageError("the writer masks no secrets: a client with secrets to mask "
+                         "decides in-process", "start it with no secrets configured")
+    return store.root
+
+
+class Writer:
+    """A folder store's resident writer: `serve` until `stopped()`."""
+
+    def __init__(self, store: Store) -> None:
+        self.root = check_servable(store)
+        self.store = store
+        store.writer = None  # its commands run here, never sent back to itself
+        self.log = DeferredLog(store.journal.log)
+        store.journal.log = self.log
+        self.served = Served(socket=str(self.root / SOCKET_NAME))
+        self._lock_fd: int | None = None
+        self._listener: socket.socket | None = None
+        self._selector = selectors.DefaultSelector()
+
+    def start(self) -> None:
+        """Take the store's writer lock, and listen on its socket (a stale one removed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"a writer already serves {self.root}",
+                             "stop it first, or let it serve (clients find it themselves)"
+                             ) from None
+        self._lock_fd = fd
+        path, dir_fd = address(self.root)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # a writer killed before it could remove its socket
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            os.chmod(path, 0o600)
+            listener.listen(256)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ, None)
+
+    def serve(self, stopped: Callable[[], bool], poll: float = 0.25) -> Served:
+        """Serve rounds until `stopped()` (looked at every `poll` seconds when idle)."""
+        while not stopped():
+            calls: list[tuple[_Peer, Call | None]] = []
+            for key, _mask in self._selector.select(poll):
+                if key.data is None:
+                    self._accept()
+                else:
+                    calls.extend(self._read(key.data))
+            if calls:
+                self._round(calls)
+        return self.served
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            sock.setblocking(True)
+            self._selector.register(sock, selectors.EVENT_READ, _Peer(sock))
+
+    def _read(self, peer: _Peer) -> list[tuple[_Peer, Call | None]]:
+        """The whole calls `peer` has sent (None: one that does not decode)."""
+        try:
+            data = peer.sock.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(peer)
+            return []
+        pending = peer.pending + data
+        found: list[tuple[_Peer, Call | None]] = []
+        while len(pending) >= HEADER.size:
+            size = HEADER.unpack_from(pending)[0]
+            if size > MAX_FRAME:
+                self._drop(peer)
+                return found
+            if len(pending) < HEADER.size + size:
+                break
+            body = pending[HEADER.size:HEADER.size + size]
+            pending = pending[HEADER.size + size:]
+            try:
+                found.append((peer, decode_call(body)))
+            except msgspec.DecodeError:
+                found.append((peer, None))
+        peer.pending = pending
+        return found
+
+    def _drop(self, peer: _Peer) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(peer.sock)
+        with contextlib.suppress(OSError):
+            peer.sock.close()
+
+    def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
+        """Run every call, fsync once, then answer each."""
+        before = self.log.head()
+        replies = [(peer, self._run(call)) for peer, call in calls]
+        self.served = msgspec.structs.replace(
+            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
+        if self.log.head() != before:
+            try:
+                self.log.sync()
+            except OSError as exc:
+                # Nothing of this round is known durable: say so to each, and stop.
+                failed = refusal(StoreUnavailable(f"the log could not be made durable: {exc}",
+                                                  "check the disk, then start the writer"))
+                for peer, _ in replies:
+                    self._send(peer, failed)
+                raise StoreUnavailable(f"the writer's fsync failed: {exc}",
+                                       "check the disk, then start the writer again") from None
+            self.served = msgspec.structs.replace(self.served, fsyncs=self.served.fsyncs + 1)
+        for peer, reply in replies:
+            self._send(peer, reply)
+
+    def _run(self, call: Call | None) -> Done | Refused:
+        if call is None:
+            return refusal(UsageError("the writer could not read a call",
+                                      "use the uwf the writer runs"))
+        op = OPS.get(call.op)
+        if op is None:  # an operation of a newer uwf: the client decides it itself
+            return Refused(UNSERVED, f"this writer does not serve {call.op}")
+        try:
+            args = msgspec.convert(call.args, op.args)
+            result = op.run(self.store, args)
+        except msgspec.ValidationError as exc:
+            return refusal(UsageError(f"the writer refused the arguments of {call.op}: {exc}",
+                                      "use the uwf the writer runs"))
+        except UwfError as exc:
+            return refusal(exc)
+        except Exception as exc:  # a bug: said here in full, to the client in a line
+            traceback.print_exc(file=sys.stderr)
+            return refusal(UwfError(f"the writer failed running {call.op}: {exc!r}",
+                                    "see the writer's stderr"))
+        return Done(msgspec.Raw(_encoder.encode(result)))
+
+    def _send(self, peer: _Peer, reply: Any) -> None:
+        try:
+            peer.sock.sendall(frame(reply))
+        except OSError:  # the client is gone: its call stands, as a command killed late
+            self._drop(peer)
+
+    def close(self) -> None:
+        """Stop listening (the socket removed first, so no client waits on it), let the
+        clients go, give back the writer lock."""
+        if self._listener is not None:
+            path, dir_fd = address(self.root)
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            finally:
+                if dir_fd is not None:
+                    os.close(dir_fd)
+            self._listener.close()
+            self._listener = None
+        for key in list(self._selector.get_map().values()):
+            with contextlib.suppress(OSError):
+                key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
