@@ -22,15 +22,16 @@ def _writer(args: NoArgs, ctx: Context) -> Iterator[str]:
 
     human = not ctx.json and sys.stdout.isatty()
     writer = Writer(ctx.store)
-    try:
-        writer.start()
-        listening = writer.served
-        yield (f"serving {writer.root} on {listening.socket}" if human
-               else json.dumps({"listening": listening.socket, "pid": os.getpid()}))
-        with until_signalled() as stop:
+    # The handlers first: a SIGTERM sent once the line below is read stops the loop.
+    with until_signalled() as stop:
+        try:
+            writer.start()
+            listening = writer.served
+            yield (f"serving {writer.root} on {listening.socket}" if human
+                   else json.dumps({"listening": listening.socket, "pid": os.getpid()}))
             served = writer.serve(stop.is_set)
-    finally:
-        writer.close()
+        finally:
+            writer.close()
     yield (f"served {served.calls} calls in {served.rounds} rounds, {served.fsyncs} fsyncs"
            if human else json.dumps(to_payload(served), ensure_ascii=False))
 
