@@ -112,6 +112,7 @@ def stop_writer(proc: Writer) -> dict[str, Any]:
 
 def clients(cli: Cli, tmp_path: Path, modes: list[str], count: int
             ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+    tmp_path.mkdir(exist_ok=True)
     script = tmp_path / "client.py"
     script.write_text(CLIENT, "utf-8")
     outs = [tmp_path / f"client{n}.out" for n in range(len(modes))]
@@ -271,6 +272,7 @@ def test_sigkill_of_the_writer_in_a_storm_loses_nothing_acknowledged(
     prepared(cli, entries=200, ceiling=2, ttl_ms=1_500)
     procs, outs = clients(cli, tmp_path, STORM_CLIENTS, 30)
     writer = start_writer(cli)
+    served: dict[str, Any] = {"calls": 0}
     try:
         for _ in range(STORM_KILLS):
             wanted = len(said(outs)) + rng.randint(3, 20)
@@ -280,9 +282,12 @@ def test_sigkill_of_the_writer_in_a_storm_loses_nothing_acknowledged(
             writer.wait()
             writer = start_writer(cli)
         finished(procs)
+        after, _ = clients(cli, tmp_path / "after", ["writer"], 3)
+        finished(after)  # the writer started after the kills serves the next calls
     finally:
         if writer.poll() is None:
-            stop_writer(writer)
+            served = stop_writer(writer)
+    assert served["calls"] >= 6
     lines = said(outs)
     leased = {(event["subject"].removeprefix("queue/"), event["data"]["leaseId"])
               for event in events(cli, "queue.leased")}
