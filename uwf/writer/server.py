@@ -63,13 +63,27 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DeferredLog:
-    """The store's log with each exclusive section's fsync left to the round's end
-    (`LogSession.defer_sync`): the writer fsyncs once for every command of a round."""
+    """The store's log as the writer's commands see it: inside `round()`, every command's
+    exclusive section is the round's one (the lock taken once a round; the section's
+    fsync, after it lets the lock go, covers every command's lines); outside it, each
+    section's fsync is left to the caller (`LogSession.defer_sync`, then `sync`)."""
 
     def __init__(self, log: EventLog) -> None:
         self.inner = log
         self.durable = log.durable
         self.told = log.told
+        self._round: LogSession | None = None
+
+    @contextlib.contextmanager
+    def round(self) -> Iterator[None]:
+        """One exclusive section for a round of commands: it ends (and fsyncs what they
+        appended) when the round does."""
+        with self.inner.exclusive() as session:
+            self._round = session
+            try:
+                yield
+            finally:
+                self._round = None
 
     def head(self) -> Checkpoint:
         return self.inner.head()
@@ -85,6 +99,9 @@ class DeferredLog:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[LogSession]:
+        if self._round is not None:
+            yield self._round
+            return
         with self.inner.exclusive() as session:
             session.defer_sync()
             yield session
@@ -132,8 +149,11 @@ def check_servable(store: Store) -> Path:
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, one_section: bool = True) -> None:
         self.root = check_servable(store)
+        # One exclusive section a round (else one a command, each fsync deferred to one
+        # `sync` after the round): measured in docs/benchmarks.md.
+        self.one_section = one_section
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
@@ -229,23 +249,35 @@ class Writer:
     def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
         """Run every call, fsync once, then answer each."""
         before = self.log.head()
-        replies = [(peer, self._run(call)) for peer, call in calls]
+        try:
+            replies = self._decided(calls, before)
+        except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
+            replies = [(peer, refusal(exc)) for peer, _ in calls]
+        except OSError as exc:
+            # Nothing of this round is known durable: say so to each, and stop.
+            failed = refusal(StoreUnavailable(f"the log could not be made durable: {exc}",
+                                              "check the disk, then start the writer"))
+            for peer, _ in calls:
+                self._send(peer, failed)
+            raise StoreUnavailable(f"the writer's fsync failed: {exc}",
+                                   "check the disk, then start the writer again") from None
+        moved = self.log.head() != before
         self.served = msgspec.structs.replace(
-            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
-        if self.log.head() != before:
-            try:
-                self.log.sync()
-            except OSError as exc:
-                # Nothing of this round is known durable: say so to each, and stop.
-                failed = refusal(StoreUnavailable(f"the log could not be made durable: {exc}",
-                                                  "check the disk, then start the writer"))
-                for peer, _ in replies:
-                    self._send(peer, failed)
-                raise StoreUnavailable(f"the writer's fsync failed: {exc}",
-                                       "check the disk, then start the writer again") from None
-            self.served = msgspec.structs.replace(self.served, fsyncs=self.served.fsyncs + 1)
+            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1,
+            fsyncs=self.served.fsyncs + (moved and self.log.durable))
         for peer, reply in replies:
             self._send(peer, reply)
+
+    def _decided(self, calls: list[tuple[_Peer, Call | None]], before: Checkpoint
+                 ) -> list[tuple[_Peer, Done | Refused]]:
+        """Every call's reply, its lines durable."""
+        if self.one_section:
+            with self.log.round():  # its end fsyncs the round's lines, once
+                return [(peer, self._run(call)) for peer, call in calls]
+        replies = [(peer, self._run(call)) for peer, call in calls]
+        if self.log.head() != before:
+            self.log.sync()
+        return replies
 
     def _run(self, call: Call | None) -> Done | Refused:
         if call is None:
