@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from uwf.config.args import NoArgs
 from uwf.invoker.context import Context
 from uwf.invoker.spec import Command
+from uwf.writer.commands import WriterArgs
 
 
-def _writer(args: NoArgs, ctx: Context) -> Iterator[str]:
-    """A line when it listens, a line of what it served when stopped (SIGTERM, Ctrl-C)."""
+def _writer(args: WriterArgs, ctx: Context) -> Iterator[str]:
+    """A line when it listens, a line of what it served when stopped (SIGTERM, Ctrl-C);
+    `--check`: one line, where it would listen."""
     import json
     import os
     import sys
@@ -22,6 +23,14 @@ def _writer(args: NoArgs, ctx: Context) -> Iterator[str]:
 
     human = not ctx.json and sys.stdout.isatty()
     writer = Writer(ctx.store)
+    if args.check:
+        try:
+            writer.start()
+        finally:
+            writer.close()
+        yield (f"{writer.root} can be served on {writer.served.socket}" if human
+               else json.dumps({"ready": writer.served.socket}))
+        return
     # The handlers first: a SIGTERM sent once the line below is read stops the loop.
     with until_signalled() as stop:
         try:
@@ -37,9 +46,9 @@ def _writer(args: NoArgs, ctx: Context) -> Iterator[str]:
 
 
 WRITER_COMMANDS: list[Command[Any]] = [
-    Command(("writer",), "serve this folder store's leases, renewals, completions and "
-            "releases from one process, over a Unix socket in the store's folder: many "
-            "commands to one fsync (until stopped); clients find it themselves",
-            "uwf writer", NoArgs, _writer, streams=True, stops_on_signal=lambda args: True,
-            endless=lambda args: True, mcp=False),
+    Command(("writer",), "decide this folder store's leases, renewals, completions and "
+            "releases in one process, many to an fsync (until stopped)",
+            "uwf writer", WriterArgs, _writer, streams=True,
+            stops_on_signal=lambda args: not args.check, endless=lambda args: not args.check,
+            mcp=False),
 ]
