@@ -24,13 +24,14 @@ import selectors
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from uwf.engine.clock import system_clock
+from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
 from uwf.engine.writerlink import (
     HEADER,
@@ -62,6 +63,27 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     fsyncs: int = 0
 
 
+class _Counted:
+    """A round's exclusive section, noting whether anything was appended in it."""
+
+    def __init__(self, session: LogSession) -> None:
+        self.session = session
+        self.appended = False
+
+    def tail(self) -> Checkpoint | None:
+        return self.session.tail()
+
+    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
+        return self.session.recover()
+
+    def append(self, lines: Sequence[bytes]) -> Checkpoint:
+        self.appended = self.appended or bool(lines)
+        return self.session.append(lines)
+
+    def defer_sync(self) -> None:
+        self.session.defer_sync()
+
+
 class DeferredLog:
     """The store's log as the writer's commands see it: inside `round()`, every command's
     exclusive section is the round's one (the lock taken once a round; the section's
@@ -72,16 +94,16 @@ class DeferredLog:
         self.inner = log
         self.durable = log.durable
         self.told = log.told
-        self._round: LogSession | None = None
+        self._round: _Counted | None = None
 
     @contextlib.contextmanager
-    def round(self) -> Iterator[None]:
+    def round(self) -> Iterator[_Counted]:
         """One exclusive section for a round of commands: it ends (and fsyncs what they
         appended) when the round does."""
         with self.inner.exclusive() as session:
-            self._round = session
+            self._round = _Counted(session)
             try:
-                yield
+                yield self._round
             finally:
                 self._round = None
 
@@ -248,9 +270,8 @@ class Writer:
 
     def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
         """Run every call, fsync once, then answer each."""
-        before = self.log.head()
         try:
-            replies = self._decided(calls, before)
+            replies, moved = self._decided(calls)
         except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
             replies = [(peer, refusal(exc)) for peer, _ in calls]
         except OSError as exc:
@@ -261,23 +282,25 @@ class Writer:
                 self._send(peer, failed)
             raise StoreUnavailable(f"the writer's fsync failed: {exc}",
                                    "check the disk, then start the writer again") from None
-        moved = self.log.head() != before
         self.served = msgspec.structs.replace(
             self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1,
             fsyncs=self.served.fsyncs + (moved and self.log.durable))
         for peer, reply in replies:
             self._send(peer, reply)
 
-    def _decided(self, calls: list[tuple[_Peer, Call | None]], before: Checkpoint
-                 ) -> list[tuple[_Peer, Done | Refused]]:
-        """Every call's reply, its lines durable."""
+    def _decided(self, calls: list[tuple[_Peer, Call | None]]
+                 ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
+        """Every call's reply, its lines durable; whether the round appended anything."""
         if self.one_section:
-            with self.log.round():  # its end fsyncs the round's lines, once
-                return [(peer, self._run(call)) for peer, call in calls]
+            with self.log.round() as section:  # its end fsyncs the round's lines, once
+                replies = [(peer, self._run(call)) for peer, call in calls]
+            return replies, section.appended
+        before = self.log.head()
         replies = [(peer, self._run(call)) for peer, call in calls]
-        if self.log.head() != before:
+        moved = self.log.head() != before
+        if moved:
             self.log.sync()
-        return replies
+        return replies, moved
 
     def _run(self, call: Call | None) -> Done | Refused:
         if call is None:
