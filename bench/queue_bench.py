@@ -326,18 +326,18 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
 def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
            env: dict[str, str], *, with_writer: bool = False) -> bool:
     section(f"1. durable lease+complete cycles: {total:,} per round, {rounds} rounds, "
-            f"rotating uwf / raw / huey / persist-queue")
+            f"rotating uwf{' / writer' if with_writer else ''} / raw / huey / persist-queue")
     stores = {}
+    filled = total * rounds * (2 if with_writer else 1) + 100
     for procs in procs_list:
         root = work / f"cycles-{procs}"
         new_store(root, env, POLICY_MAX)
-        fill_store(root, work, total * rounds * (2 if with_writer else 1) + 100,
-                   {**env, "UWF_DURABILITY": "none"})
+        fill_store(root, work, filled, {**env, "UWF_DURABILITY": "none"})
         stores[procs] = root
     last = sorted((stores[procs_list[0]] / "events").glob("*.jsonl"))[-1]
     line_len = len(last.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1])  # a queue.added
     line = b"x" * line_len + b"\n"
-    print(f"uwf store: maxConcurrent {POLICY_MAX}, {total * rounds + 100:,} ready entries "
+    print(f"uwf store: maxConcurrent {POLICY_MAX}, {filled:,} ready entries "
           f"per process count; raw lines {line_len + 1} bytes")
     os.sync()
     begin(0)

@@ -215,6 +215,42 @@ def test_a_client_falls_back_when_the_writer_is_gone(cli: Cli, tmp_path: Path) -
     whole_and_replayable(cli)
 
 
+def test_threads_sharing_a_store_each_have_their_call(cli: Cli) -> None:
+    """Threads of one process share a store (as `uwf worker --concurrency N` does): each
+    has its own connection, so their calls in flight at once never mix their frames."""
+    import threading
+
+    prepared(cli, entries=40, ceiling=40)
+    from uwf.queue import sched
+    from uwf.store import Store
+
+    os.environ["UWF_DURABILITY"] = "fsync"
+    store = Store.open(cli.home)
+    writer = start_writer(cli)
+    done: list[str] = []
+    go = threading.Barrier(4)
+
+    def cycles() -> None:
+        go.wait()
+        for _ in range(10):
+            lease = sched.lease(store, 1).leases[0]
+            done.append(sched.complete(store, lease.id, lease.lease_id).status)
+
+    try:
+        threads = [threading.Thread(target=cycles) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        store.close()
+        del os.environ["UWF_DURABILITY"]
+        served = stop_writer(writer)
+    assert done == ["drained"] * 40
+    assert served["calls"] == 80
+    whole_and_replayable(cli)
+
+
 def test_a_second_writer_is_refused(cli: Cli) -> None:
     prepared(cli, entries=1, ceiling=1)
     writer = start_writer(cli)

@@ -20,6 +20,7 @@ import contextlib
 import os
 import socket
 import struct
+import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,22 +104,26 @@ def read_exact(sock: socket.socket, count: int) -> bytes | None:
 
 
 class WriterLink:
-    """The store's writer socket, connected on first use and kept for the next call."""
+    """The store's writer socket, connected on first use and kept for the next call: one
+    connection a thread (threads of one process sharing a store, as `uwf worker
+    --concurrency N` does, each have their call in flight at once)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._sock: socket.socket | None = None
+        self._local = threading.local()  # this thread's connection: `_local.sock`
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()  # every thread's, closed by `close`
 
     def call(self, op: str, args: dict[str, Any], result: type[T]) -> T | None:
         """The writer's result of `op`, or its refusal raised; None when no writer
         answers (run the operation in-process)."""
         request = frame(Call(op, args))
-        sock = self._sock
+        sock: socket.socket | None = getattr(self._local, "sock", None)
         if sock is not None:
             try:
                 sock.sendall(request)
             except OSError:  # the writer this connection reached is gone: it read nothing
-                self.close()
+                self._let_go(sock)
                 sock = None
         if sock is None:
             sock = self._connect()
@@ -127,7 +132,7 @@ class WriterLink:
             try:
                 sock.sendall(request)
             except OSError:
-                self.close()
+                self._let_go(sock)
                 return None  # refused before a byte of the call was read
         try:
             header = read_exact(sock, HEADER.size)
@@ -135,7 +140,7 @@ class WriterLink:
         except OSError:
             body = None
         if body is None:
-            self.close()
+            self._let_go(sock)
             raise StoreUnavailable(
                 f"the writer of {self.root} stopped before it answered {op}: the command "
                 "may or may not have been applied",
@@ -159,11 +164,23 @@ class WriterLink:
         finally:
             if fd is not None:
                 os.close(fd)
-        self._sock = sock
+        self._local.sock = sock
+        with self._lock:
+            self._open.add(sock)
         return sock
 
+    def _let_go(self, sock: socket.socket) -> None:
+        self._local.sock = None
+        with self._lock:
+            self._open.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
     def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
+        """Close every thread's connection (the store is closed)."""
+        with self._lock:
+            socks, self._open = self._open, set()
+        self._local = threading.local()
+        for sock in socks:
             with contextlib.suppress(OSError):
                 sock.close()
