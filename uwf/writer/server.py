@@ -2,12 +2,14 @@
 socket, many commands to one fsync.
 
 Each round of its loop takes every call that has arrived (from any number of client
-processes), runs them one after another through the ordinary write protocol
-(`Journal.write_at`: the writers' lock, the tail check, decide, append, fold, the
-views' commit), each section's fsync left out, then makes the log durable once
-(`EventLog.sync`: one fsync of the last segment covers every line of the round), and
-only then answers each call. Nothing is acknowledged before the fsync that covers its
-lines; a refusal is answered after it too (it may have read a line of the same round).
+processes) and runs them one after another through the ordinary write protocol
+(`Journal.write_at`: the tail check, decide, append, fold, the views' commit) inside
+one exclusive section (the writers' lock taken once a round), its fsync left out.
+The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
+durable (`EventLog.sync`: one fsync of the last segment covers every line written
+before it, for every round handed to it meanwhile) and only then sends them, while
+the loop runs the next round. Nothing is acknowledged before an fsync that covers its
+lines; a refusal waits for it too (it may have read a line of an earlier round).
 
 The writers' lock stays the protocol: a process that does not use the writer (an older
 uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
@@ -49,6 +51,7 @@ from uwf.engine.writerlink import (
 from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.ops import OPS
+from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
 _encoder = msgspec.msgpack.Encoder()
@@ -86,9 +89,9 @@ class _Counted:
 
 class DeferredLog:
     """The store's log as the writer's commands see it: inside `round()`, every command's
-    exclusive section is the round's one (the lock taken once a round; the section's
-    fsync, after it lets the lock go, covers every command's lines); outside it, each
-    section's fsync is left to the caller (`LogSession.defer_sync`, then `sync`)."""
+    exclusive section is the round's one (the lock taken once a round); outside it, each
+    command has its own. Either way no section fsyncs (`LogSession.defer_sync`): the
+    syncer's `sync` does, once for many rounds."""
 
     def __init__(self, log: EventLog) -> None:
         self.inner = log
@@ -98,9 +101,10 @@ class DeferredLog:
 
     @contextlib.contextmanager
     def round(self) -> Iterator[_Counted]:
-        """One exclusive section for a round of commands: it ends (and fsyncs what they
-        appended) when the round does."""
+        """One exclusive section for a round of commands, ended with the round; its
+        fsync left to the caller (`sync`), as every section's here."""
         with self.inner.exclusive() as session:
+            session.defer_sync()
             self._round = _Counted(session)
             try:
                 yield self._round
@@ -168,19 +172,33 @@ def check_servable(store: Store) -> Path:
     return store.root
 
 
+def _answer(peer: _Peer, reply: Any) -> None:
+    """Send a reply (from the syncer's thread). A client gone meanwhile is let go by
+    the loop when it reads the end of its stream: its call stands, as a command's
+    whose process was killed after its write."""
+    with contextlib.suppress(OSError):
+        peer.sock.sendall(frame(reply))
+
+
+def _unavailable(why: str) -> Refused:
+    return refusal(StoreUnavailable(f"the log could not be made durable: {why}",
+                                    "check the disk, then start the writer again"))
+
+
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
     def __init__(self, store: Store, *, one_section: bool = True) -> None:
         self.root = check_servable(store)
-        # One exclusive section a round (else one a command, each fsync deferred to one
-        # `sync` after the round): measured in docs/benchmarks.md.
+        # One exclusive section a round (else one a command): measured in
+        # docs/benchmarks.md.
         self.one_section = one_section
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
         store.journal.log = self.log
         self.served = Served(socket=str(self.root / SOCKET_NAME))
+        self._syncer = Syncer(self.log.sync, _answer, _unavailable)
         self._lock_fd: int | None = None
         self._listener: socket.socket | None = None
         self._selector = selectors.DefaultSelector()
@@ -211,10 +229,16 @@ class Writer:
         listener.setblocking(False)
         self._listener = listener
         self._selector.register(listener, selectors.EVENT_READ, None)
+        self._syncer.start()
 
     def serve(self, stopped: Callable[[], bool], poll: float = 0.25) -> Served:
-        """Serve rounds until `stopped()` (looked at every `poll` seconds when idle)."""
+        """Serve rounds until `stopped()` (looked at every `poll` seconds when idle); the
+        last rounds answered before it returns."""
         while not stopped():
+            if self._syncer.failed is not None:
+                self._syncer.stop()
+                raise StoreUnavailable(f"the writer's fsync failed: {self._syncer.failed}",
+                                       "check the disk, then start the writer again")
             calls: list[tuple[_Peer, Call | None]] = []
             for key, _mask in self._selector.select(poll):
                 if key.data is None:
@@ -223,6 +247,8 @@ class Writer:
                     calls.extend(self._read(key.data))
             if calls:
                 self._round(calls)
+        self._syncer.stop()
+        self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
         return self.served
 
     def _accept(self) -> None:
@@ -269,38 +295,26 @@ class Writer:
             peer.sock.close()
 
     def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
-        """Run every call, fsync once, then answer each."""
+        """Run every call, then hand the replies to the syncer, which sends them once an
+        fsync covers the round's lines (`Syncer`)."""
         try:
-            replies, moved = self._decided(calls)
+            replies, appended = self._decided(calls)
         except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
-            replies = [(peer, refusal(exc)) for peer, _ in calls]
-        except OSError as exc:
-            # Nothing of this round is known durable: say so to each, and stop.
-            failed = refusal(StoreUnavailable(f"the log could not be made durable: {exc}",
-                                              "check the disk, then start the writer"))
-            for peer, _ in calls:
-                self._send(peer, failed)
-            raise StoreUnavailable(f"the writer's fsync failed: {exc}",
-                                   "check the disk, then start the writer again") from None
+            replies, appended = [(peer, refusal(exc)) for peer, _ in calls], False
         self.served = msgspec.structs.replace(
-            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1,
-            fsyncs=self.served.fsyncs + (moved and self.log.durable))
-        for peer, reply in replies:
-            self._send(peer, reply)
+            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
+        self._syncer.submit(replies, appended and self.log.durable)
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
                  ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
-        """Every call's reply, its lines durable; whether the round appended anything."""
+        """Every call's reply, and whether the round appended anything (not yet durable)."""
         if self.one_section:
-            with self.log.round() as section:  # its end fsyncs the round's lines, once
+            with self.log.round() as section:
                 replies = [(peer, self._run(call)) for peer, call in calls]
             return replies, section.appended
         before = self.log.head()
         replies = [(peer, self._run(call)) for peer, call in calls]
-        moved = self.log.head() != before
-        if moved:
-            self.log.sync()
-        return replies, moved
+        return replies, self.log.head() != before
 
     def _run(self, call: Call | None) -> Done | Refused:
         if call is None:
@@ -323,15 +337,11 @@ class Writer:
                                     "see the writer's stderr"))
         return Done(msgspec.Raw(_encoder.encode(result)))
 
-    def _send(self, peer: _Peer, reply: Any) -> None:
-        try:
-            peer.sock.sendall(frame(reply))
-        except OSError:  # the client is gone: its call stands, as a command killed late
-            self._drop(peer)
 
     def close(self) -> None:
-        """Stop listening (the socket removed first, so no client waits on it), let the
-        clients go, give back the writer lock."""
+        """Answer what is pending; stop listening (the socket removed first, so no client
+        waits on it), let the clients go, give back the writer lock."""
+        self._syncer.stop()
         if self._listener is not None:
             path, dir_fd = address(self.root)
             try:
