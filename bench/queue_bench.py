@@ -280,6 +280,7 @@ def run_writer_procs(root: Path, procs: int, total: int, env: dict[str, str]
     got["cpu"] += writer_cpu
     got["writer_cpu"] = writer_cpu
     got["calls_per_round"] = served["calls"] / max(served["rounds"], 1)
+    got["calls_per_fsync"] = served["calls"] / max(served["fsyncs"], 1)
     return got
 
 
@@ -423,11 +424,12 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
             wloop = median([r["loop_cpu"] / r["done"] for r in wruns]) * 1e6
             wown = median([r["writer_cpu"] / r["done"] for r in wruns]) * 1e6
             per_round = median([r["calls_per_round"] for r in wruns])
+            per_fsync = median([r["calls_per_fsync"] for r in wruns])
             print(f"    writer: {writer:,.0f} cycles/s, {writer / huey:.2f} x huey "
                   f"({writer / uwf:.2f} x uwf in-process); CPU per cycle, every process, "
                   f"the writer's included: {wloop:,.0f} us (the writer's own {wown:,.0f}; "
                   f"target <= {CPU_TARGET_US}: {verdict(wloop <= CPU_TARGET_US)}); "
-                  f"{per_round:.2f} calls a round (one fsync a round)")
+                  f"{per_round:.2f} calls a round, {per_fsync:.2f} an fsync")
             print(f"    issue 30 through the writer: >= {want} x huey at P={procs}: "
                   f"{verdict(writer >= want * huey)}")
         dupes = [r["dupes"] for r in extra[(procs, "persist-queue")]]
