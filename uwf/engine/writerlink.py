@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import struct
 import threading
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from uwf import errors
 from uwf.errors import StoreUnavailable, UwfError
+
+if TYPE_CHECKING:
+    import socket  # imported when a call is made: every command opens a store
 
 SOCKET_NAME = "writer.sock"  # in the store's folder (docs/format.md)
 HEADER = struct.Struct(">I")
@@ -154,6 +156,8 @@ class WriterLink:
         return msgspec.msgpack.decode(reply.result, type=result)
 
     def _connect(self) -> socket.socket | None:
+        import socket
+
         path, fd = address(self.root)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
