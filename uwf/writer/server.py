@@ -239,17 +239,22 @@ class Writer:
                 self._syncer.stop()
                 raise StoreUnavailable(f"the writer's fsync failed: {self._syncer.failed}",
                                        "check the disk, then start the writer again")
-            calls: list[tuple[_Peer, Call | None]] = []
-            for key, _mask in self._selector.select(poll):
-                if key.data is None:
-                    self._accept()
-                else:
-                    calls.extend(self._read(key.data))
-            if calls:
-                self._round(calls)
+            self._once(poll)
+        self._once(0)  # the calls already sent are served, not cut off by the stop
         self._syncer.stop()
         self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
         return self.served
+
+    def _once(self, timeout: float) -> None:
+        """One round of the calls that have arrived within `timeout` seconds."""
+        calls: list[tuple[_Peer, Call | None]] = []
+        for key, _mask in self._selector.select(timeout):
+            if key.data is None:
+                self._accept()
+            else:
+                calls.extend(self._read(key.data))
+        if calls:
+            self._round(calls)
 
     def _accept(self) -> None:
         assert self._listener is not None
