@@ -323,7 +323,7 @@ def test_sigkill_of_the_writer_in_a_storm_loses_nothing_acknowledged(
     finally:
         if writer.poll() is None:
             served = stop_writer(writer)
-    assert served["calls"] >= 6
+    assert served["calls"] >= 3  # a lease each (or a lease and a complete) went to it
     lines = said(outs)
     leased = {(event["subject"].removeprefix("queue/"), event["data"]["leaseId"])
               for event in events(cli, "queue.leased")}
