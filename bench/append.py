@@ -1,7 +1,7 @@
 """Durable single-command appends per second, beside raw write+fsync of the same lines.
 
     python bench/append.py [--quick] [--n N] [--block B] [--budget S] [--dir DIR]
-                           [--wait-quiet S] [--profile]
+                           [--wait-quiet S] [--profile] [--writer]
 
 uwf: `store.journal.write(decide)` in-process with UWF_DURABILITY=fsync, one
 `workflow.registered` per command, `decide` reading the workflows view as
@@ -15,6 +15,12 @@ Short blocks (100 appends) alternate uwf, raw, uwf with UWF_DURABILITY=none
 and CPU weather on a shared machine; figures are medians of the per-block rates
 and the ratio is the median of per-block uwf/raw ratios.
 Target (issue 30): uwf >= 0.75 x raw.
+
+With --writer, two more rows in the same blocks: `sched.renew` of a live lease (one
+`queue.renewed` a command, decided on the entry) in-process, and the same call sent to a
+resident writer (`uwf writer`, started before the blocks) that appends it and fsyncs
+before it answers; that row's CPU is this process's plus the writer's (from /proc). One
+client, each call waiting for its answer: the writer has one call a round to fsync.
 
 Every row prints its CPU per operation too (`time.process_time`, this process), and
 the rows that find where a fsync'd command's time goes beyond its own cost plus raw's
@@ -33,6 +39,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from common import (
     EXAMPLE,
@@ -192,6 +199,81 @@ def sqlite_floor(path: Path, *, before: bool = False, name: str = "floor"
     return block
 
 
+def _proc_cpu(pid: int) -> float:
+    """A process's user + system CPU seconds so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class WriterRows:
+    """`sched.renew` in-process and through a resident writer, on one store."""
+
+    def __init__(self, root: Path) -> None:
+        import json
+        import subprocess
+
+        from common import uwf_exe
+
+        from uwf.queue import sched
+
+        env = {**os.environ, "UWF_DURABILITY": "fsync"}
+
+        def uwf(*args: str) -> Any:
+            done = subprocess.run([uwf_exe(), "--store", str(root), *args, "--json"], env=env,
+                                  capture_output=True, text=True, check=True)
+            return json.loads(done.stdout)
+
+        uwf("workflow", "put", str(EXAMPLE))
+        uwf("sched", "policy", "set", "--max-concurrent", "4", "--lease-ttl-ms", "86400000")
+        for n in range(2):
+            uwf("queue", "add", "--workflow", "solve-issue", "-p", f"renewed {n}")
+        held = [(lease["id"], lease["leaseId"])
+                for lease in uwf("sched", "lease", "--limit", "2")["leases"]]
+        self.sched = sched
+        self.local = _store(root, "fsync")
+        self.local.writer = None
+        self.remote = _store(root, "fsync")
+        self.held = held
+        self.process = subprocess.Popen([uwf_exe(), "--store", str(root), "--json", "writer"],
+                                        env=env, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.pid = json.loads(self.process.stdout.readline())["pid"]
+        self.local_block(20)
+        self.writer_block(20)
+        CPU.pop("renew", None)
+        CPU.pop("writer", None)
+
+    def local_block(self, n: int) -> float:
+        entry, lease = self.held[0]
+        begin = time.perf_counter()
+        cpu = time.process_time()
+        for _ in range(n):
+            self.sched.renew(self.local, entry, lease)
+        _cpu("renew", cpu, n)
+        return n / (time.perf_counter() - begin)
+
+    def writer_block(self, n: int) -> float:
+        entry, lease = self.held[1]
+        begin = time.perf_counter()
+        cpu = time.process_time()
+        theirs = _proc_cpu(self.pid)
+        for _ in range(n):
+            self.sched.renew(self.remote, entry, lease)
+        spent = time.process_time() - cpu + _proc_cpu(self.pid) - theirs
+        CPU.setdefault("writer", []).append(spent / n * 1e6)
+        return n / (time.perf_counter() - begin)
+
+    def stop(self) -> dict[str, int]:
+        import json
+        import signal
+
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate()
+        self.local.close()
+        self.remote.close()
+        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--n", type=int, default=10_000,
@@ -202,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=120.0, metavar="S",
                         help="stop adding blocks after S seconds (default 120; 0: no limit)")
     add_common_args(parser)
+    parser.add_argument("--writer", action="store_true",
+                        help="also sched.renew in-process and through a resident writer")
     parser.add_argument("--profile", action="store_true",
                         help="also profile 1,000 durable uwf appends with cProfile")
     args = parser.parse_args(argv)
@@ -235,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     before(before_fd, line, warm)
     data_fd = os.open(work / "raw-data.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     wake_fd = os.open(work / "raw-wake.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    writer = WriterRows(work / "store-renew") if args.writer else None
     woken = _store(work / "store-woken", "none")
     write_woken = make_writer(woken)
     uwf_round(write_woken, 0, warm)
@@ -256,7 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return woken_round(write_woken, wake_fd, line, counters["woken"] - args.block,
                            args.block)
 
-    rates = interleave({"uwf": uwf_block,
+    extra: dict[str, Callable[[], float]] = {} if writer is None else {
+        "renew": lambda: writer.local_block(args.block),
+        "writer": lambda: writer.writer_block(args.block)}
+    rates = interleave({**extra, "uwf": uwf_block,
                         "raw": lambda: raw_round(fd, line, args.block, name="raw"),
                         "loose": loose_block,
                         "floor": lambda: floor(floor_fd, line, args.block),
@@ -295,12 +383,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"ratio uwf/raw, per block      {spread(per_block)}")
     print(f"ratio of the median rates     {uwf_rate / raw_rate:.2f}")
     print(f"target uwf >= {TARGET} x raw: {verdict(ratio >= TARGET)}")
+    if writer is not None:
+        served = writer.stop()
+        for key, label in (("renew", "uwf sched.renew in-process, fsync"),
+                           ("writer", "uwf sched.renew through the writer")):
+            rate = median(rates[key])
+            against = ratios(rates[key], rates["raw"])
+            print(f"{label:36s} {fmt_rate(rate):>12}  ({1e6 / rate:.0f} us/command; "
+                  f"{spread(against)} x raw; target {TARGET}: "
+                  f"{verdict(median(against) >= TARGET)})")
+        print(f"  the writer served {served['calls']:,} calls in {served['rounds']:,} rounds, "
+              f"{served['fsyncs']:,} fsyncs")
     section("CPU per operation, this process (medians of the blocks)")
     labels = {"uwf": "uwf journal.write, fsync", "loose": "uwf journal.write, no fsync",
               "woken": "uwf no fsync, just after a raw fsync (its own CPU)",
               "raw": "raw write+fsync", "data": "raw write+fdatasync",
               "floor": "raw + SQLite commit after the fsync",
               "before": "raw + SQLite commit before the fsync"}
+    if writer is not None:
+        labels["renew"] = "uwf sched.renew in-process, fsync"
+        labels["writer"] = "uwf sched.renew through the writer (+ the writer's)"
     for key, label in labels.items():
         print(f"{label:52s} {median(CPU[key]):7.0f} us")
     gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["raw"])

@@ -2,7 +2,7 @@
 
     python bench/queue_bench.py [--quick] [--cycles N] [--rounds K] [--procs 1,4,8]
                           [--entries N] [--file-size F] [--repeat R] [--dir DIR]
-                          [--wait-quiet S] [--skip-cycles] [--skip-cli]
+                          [--wait-quiet S] [--skip-cycles] [--skip-cli] [--writer]
 
 1. Cycles: P OS processes (P in 1, 4, 8) each loop `sched.lease(store, 1)` then
    `sched.complete(store, id, leaseId)` in-process through the library with
@@ -20,6 +20,11 @@
      connections), pre-filled with N items; each cycle `get()` then `ack(item)`.
      Its get is a SELECT then an UPDATE under a threading lock only, so items
      handed to two processes are counted and printed.
+   - writer (with --writer): the same P uwf processes, the same library calls, each
+     sent to a resident writer (`uwf writer`, started before the round and stopped
+     after it, untimed) that decides them and fsyncs once a round of calls; its CPU
+     in the timed loop (from /proc, between the barrier and the last client's end)
+     counts in the cycle's, with every client's;
    Figures are medians over the rounds; uwf/peer ratios are in cycles/s, uwf/raw
    in commands/s (2 per cycle). uwf's writers' lock is instrumented (a wrapper
    around `FileSegments.lock` and the module's `time.sleep`): the share of wall
@@ -242,6 +247,43 @@ def _pq_worker(path: str, count: int, barrier: Any, out: Any) -> None:
     out.put((start, end, ids, 0.0, 0.0, 0, time.process_time() - cpu0))
 
 
+def _proc_cpu(pid: int) -> float:
+    """A process's user + system CPU seconds so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_writer_procs(root: Path, procs: int, total: int, env: dict[str, str]
+                     ) -> dict[str, Any]:
+    """The uwf clients of one round through a resident writer started for it; its CPU
+    over the round added to the loops' (the writer serves nothing outside the loop)."""
+    import signal
+    import subprocess
+
+    writer = subprocess.Popen([uwf_exe(), "--store", str(root), "--json", "writer"],
+                              env={**env, "UWF_DURABILITY": "fsync"},
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    if "listening" not in writer.stdout.readline():
+        writer.kill()
+        sys.exit("bench: the writer did not start")
+    cpu = _proc_cpu(writer.pid)
+    got = run_procs(_uwf_worker, procs, total, str(root))
+    writer_cpu = _proc_cpu(writer.pid) - cpu
+    writer.send_signal(signal.SIGTERM)
+    served = json.loads(writer.stdout.read().strip().splitlines()[-1])
+    writer.wait()
+    if served["calls"] != 2 * got["done"]:
+        sys.exit(f"bench: the writer served {served['calls']} calls, not the "
+                 f"{2 * got['done']} of the round")
+    got["loop_cpu"] += writer_cpu
+    got["cpu"] += writer_cpu
+    got["writer_cpu"] = writer_cpu
+    got["calls_per_round"] = served["calls"] / max(served["rounds"], 1)
+    got["calls_per_fsync"] = served["calls"] / max(served["fsyncs"], 1)
+    return got
+
+
 def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
               ) -> dict[str, Any]:
     import resource
@@ -283,19 +325,20 @@ def run_procs(target: Callable[..., None], procs: int, total: int, *args: Any
 
 
 def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
-           env: dict[str, str]) -> bool:
+           env: dict[str, str], *, with_writer: bool = False) -> bool:
     section(f"1. durable lease+complete cycles: {total:,} per round, {rounds} rounds, "
-            f"rotating uwf / raw / huey / persist-queue")
+            f"rotating uwf{' / writer' if with_writer else ''} / raw / huey / persist-queue")
     stores = {}
+    filled = total * rounds * (2 if with_writer else 1) + 100
     for procs in procs_list:
         root = work / f"cycles-{procs}"
         new_store(root, env, POLICY_MAX)
-        fill_store(root, work, total * rounds + 100, {**env, "UWF_DURABILITY": "none"})
+        fill_store(root, work, filled, {**env, "UWF_DURABILITY": "none"})
         stores[procs] = root
     last = sorted((stores[procs_list[0]] / "events").glob("*.jsonl"))[-1]
     line_len = len(last.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1])  # a queue.added
     line = b"x" * line_len + b"\n"
-    print(f"uwf store: maxConcurrent {POLICY_MAX}, {total * rounds + 100:,} ready entries "
+    print(f"uwf store: maxConcurrent {POLICY_MAX}, {filled:,} ready entries "
           f"per process count; raw lines {line_len + 1} bytes")
     os.sync()
     begin(0)
@@ -319,13 +362,16 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
 
     figures: dict[tuple[int, str], list[float]] = {}
     extra: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    sides = ["uwf", "raw", "huey", "persist-queue"]
+    sides = ["uwf", *(["writer"] if with_writer else []), "raw", "huey", "persist-queue"]
     for index in range(rounds):
         for procs in procs_list:
             shift = (index + procs) % len(sides)
             for side in sides[shift:] + sides[:shift]:
                 if side == "uwf":
                     got = run_procs(_uwf_worker, procs, total, str(stores[procs]))
+                    rate = got["done"] / got["wall"]
+                elif side == "writer":
+                    got = run_writer_procs(stores[procs], procs, total, env)
                     rate = got["done"] / got["wall"]
                 elif side == "raw":
                     raw_path = work / f"raw-{procs}.jsonl"
@@ -372,6 +418,20 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
               f"huey {cpu['huey']:,.0f} us, persist-queue {cpu['persist-queue']:,.0f} us")
         want = HUEY_TARGET[0] if procs == 1 else HUEY_TARGET[1]
         print(f"    issue 30: uwf >= {want} x huey at P={procs}: {verdict(uwf >= want * huey)}")
+        if with_writer:
+            wruns = extra[(procs, "writer")]
+            writer = median(figures[(procs, "writer")])
+            wloop = median([r["loop_cpu"] / r["done"] for r in wruns]) * 1e6
+            wown = median([r["writer_cpu"] / r["done"] for r in wruns]) * 1e6
+            per_round = median([r["calls_per_round"] for r in wruns])
+            per_fsync = median([r["calls_per_fsync"] for r in wruns])
+            print(f"    writer: {writer:,.0f} cycles/s, {writer / huey:.2f} x huey "
+                  f"({writer / uwf:.2f} x uwf in-process); CPU per cycle, every process, "
+                  f"the writer's included: {wloop:,.0f} us (the writer's own {wown:,.0f}; "
+                  f"target <= {CPU_TARGET_US}: {verdict(wloop <= CPU_TARGET_US)}); "
+                  f"{per_round:.2f} calls a round, {per_fsync:.2f} an fsync")
+            print(f"    issue 30 through the writer: >= {want} x huey at P={procs}: "
+                  f"{verdict(writer >= want * huey)}")
         dupes = [r["dupes"] for r in extra[(procs, "persist-queue")]]
         udupes = [r["dupes"] for r in runs]
         if any(dupes) or any(udupes):
@@ -462,6 +522,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--add-repeat", type=int, default=2, help="fresh stores for part 2")
     parser.add_argument("--skip-cycles", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
+    parser.add_argument("--writer", action="store_true",
+                        help="also the same clients through a resident writer (`uwf writer`)")
     add_common_args(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -477,7 +539,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     verdicts = {}
     if not args.skip_cycles:
-        verdicts["cycles"] = cycles(work, procs, args.cycles, args.rounds, env)
+        verdicts["cycles"] = cycles(work, procs, args.cycles, args.rounds, env,
+                                    with_writer=args.writer)
     if not args.skip_cli:
         big = batch_add(work, args.entries, args.file_size, args.add_repeat, env)
         verdicts["reads"] = reads(work, big, args.entries, args.repeat, env)

@@ -42,6 +42,7 @@ from uwf.engine.snapshot import SqliteSnapshots
 from uwf.engine.storeview import StoreProjection
 from uwf.engine.viewspec import ViewStore
 from uwf.engine.viewstore import SqliteViewStore
+from uwf.engine.writerlink import WriterLink
 from uwf.errors import UsageError
 from uwf.redact import Redact
 
@@ -88,6 +89,10 @@ class Store(msgspec.Struct):
     database: PgDatabase | None = None
     # The features whose events, views, checks and upcasters the parts were wired with.
     features: tuple[Feature, ...] = msgspec.field(default_factory=default_features)
+    # The store's resident writer, if one answers (`uwf writer`: uwf/writer/): None for a
+    # store whose commands it cannot decide as this process would (a fixed clock, a
+    # redactor, features of its own, a database) and inside the writer itself.
+    writer: WriterLink | None = None
 
     @property
     def log(self) -> EventLog:
@@ -160,8 +165,10 @@ class Store(msgspec.Struct):
         loose = FileBlobs(path / "cas", settings.durable, wall=system_clock)
         Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
         cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)
+        served = (clock is system_clock and redact is None
+                  and (features is None or listed == default_features()))
         return cls(path, journal, cas, now=settings.now, redact=redact, settings=settings,
-                   features=listed)
+                   features=listed, writer=WriterLink(path) if served else None)
 
     @classmethod
     def _on_server(cls, settings: Settings, clock: Clock, redact: Redact | None,
@@ -218,6 +225,8 @@ class Store(msgspec.Struct):
         return self.journal.reader(head)
 
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
         self.views.close()
         close = getattr(self.log, "close", None)
         if close is not None:

@@ -317,6 +317,7 @@ def script(s: Session) -> None:
     s.both("uwf", "queue", "counts", "--minutes", "600")
     _ask(s)
     _doctor(s)
+    _writer(s)
 
 
 def _ask(s: Session) -> None:
@@ -642,6 +643,16 @@ def _dashboard(s: Session) -> None:
     s.ok("uwf", "dashboard", "--port", "0", "--check", masks=port)
     s.json("uwf", "dashboard", "--port", "0", "--check", masks=port)
     s.fails("uwf", "dashboard", "--host", "0.0.0.0", "--check", code=2)
+
+
+def _writer(s: Session) -> None:
+    """It serves until stopped: here `--check` binds its socket and exits. It decides by
+    the wall clock (UWF_NOW empty), and refuses a fixed one; its calls are in
+    tests/e2e/test_writer.py."""
+    wall = {"UWF_NOW": ""}
+    s.expect(s.run("uwf", "writer", "--check", env=wall), 0)
+    s.expect(s.run("uwf", "writer", "--check", "--json", terminal=False, env=wall), 0)
+    s.fails("uwf", "writer", code=2)
 
 
 def _global(s: Session) -> None:

@@ -50,6 +50,7 @@ FEATURES = {
     "jsoncas": set(),
     "storecopy": {"audit", "jsoncas", "runs"},
     "doctor": {"audit", "queue"},
+    "writer": {"queue"},
 }
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results",

@@ -348,10 +348,10 @@ def declared() -> dict[str, str]:
 
 
 def test_every_command_is_a_tool(tmp_path: Path) -> None:
-    # The servers themselves: `uwf mcp`, and `uwf dashboard`, which serves until stopped;
-    # and the shell's completion script.
+    # The servers themselves: `uwf mcp`, and `uwf dashboard` and `uwf writer`, which serve
+    # until stopped; and the shell's completion script.
     assert {cmd.name for group in GROUPS.values() for cmd in group if not cmd.mcp} == {
-        "mcp", "dashboard", "completion"}
+        "mcp", "dashboard", "writer", "completion"}
     _, env = stores(tmp_path)[1]
     with mcp_call(env) as (_, tools):
         assert sorted(tools) == sorted(declared())

@@ -169,6 +169,11 @@ def _dashboard() -> Sequence[Command[Any]]:
     return DASHBOARD_COMMANDS
 
 
+def _writer() -> Sequence[Command[Any]]:
+    from uwf.cli.writer import WRITER_COMMANDS
+    return WRITER_COMMANDS
+
+
 def _completion() -> Sequence[Command[Any]]:
     from uwf.cli.completion import COMPLETION_COMMANDS
     return COMPLETION_COMMANDS
@@ -204,6 +209,7 @@ COMMANDS = Group(
         Lazy(("run", "history"), _runs),
         Lazy(("queue", "sched"), _queue),
         Lazy(("worker",), _worker),
+        Lazy(("writer",), _writer),
         Lazy(("archive",), _archive),
         Lazy(("bridge",), _bridge),
         Lazy(("registry",), _registry),

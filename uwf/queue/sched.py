@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
@@ -57,6 +57,7 @@ from uwf.queue.rules import TERMINAL, Policy, out_of_backoff, pool_room, total_r
 from uwf.queue.service import artifact_failure, canonical_status, get_entry, ms_ts, record, show
 from uwf.store import Store
 
+T = TypeVar("T")
 PLAN_SKIPPED_SHOWN = 20
 SKIP_REASONS = ("parked", "terminal", "leased", "waiting", "backoff", "concurrency-ceiling")
 # Upper bounds on the policy, so every computed time is one the clock can print.
@@ -279,7 +280,8 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
     """Lease the first eligible entries (of a session) up to the concurrency ceiling;
     nothing to lease is exit 3. On PostgreSQL one round trip decides it in the server
     (`uwf.queue.pgcalls`); anything but a grant there is decided here."""
-    leased = pgcalls.lease(store, limit, session)
+    leased = pgcalls.lease(store, limit, session) or _by_writer(
+        store, "queue.lease", {"limit": limit, "session": session}, Leased)
     if leased is not None:
         return leased
     return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
@@ -294,6 +296,13 @@ def pick(store: Store, session: str) -> str:
 
 # -- the lease holder's commands -----------------------------------------------------
 
+def _by_writer(store: Store, op: str, args: dict[str, Any], result: type[T]) -> T | None:
+    """`op` decided by the store's resident writer (uwf/writer/), when one answers; None:
+    decide it here."""
+    link = store.writer
+    return None if link is None else link.call(op, args, result)
+
+
 def _recorded(entry_id: str, data: EventData) -> Outcome[EntryRecord]:
     """`data` recorded on the entry; the entry's record as the write left it."""
     return Outcome([NewEvent(f"queue/{entry_id}", data)], then=_shown(entry_id))
@@ -303,7 +312,8 @@ def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = No
              ) -> EntryRecord:
     """Terminal success; `run` records the run the holder worked on. On PostgreSQL one
     round trip (`uwf.queue.pgcalls`); a refusal is decided and worded here."""
-    done = pgcalls.complete(store, entry_id, lease_id, run)
+    done = pgcalls.complete(store, entry_id, lease_id, run) or _by_writer(
+        store, "queue.complete", {"id": entry_id, "lease": lease_id, "run": run}, EntryRecord)
     if done is not None:
         return done
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.complete(
@@ -314,6 +324,11 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             reason: str = "", run: str | None = None) -> EntryRecord:
     """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
     `run` records the run the holder started, so the next holder continues it."""
+    done = _by_writer(store, "queue.release", {"id": entry_id, "lease": lease_id,
+                                               "failed": failed, "reason": reason, "run": run},
+                      EntryRecord)
+    if done is not None:
+        return done
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.release(
         get_entry(views, entry_id), lease_id, now, current_policy(views), failed=failed,
         reason=reason, run=run)))
@@ -355,6 +370,9 @@ def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
 
 def renew(store: Store, entry_id: str, lease_id: str) -> EntryRecord:
     """Extend a live lease to now + leaseTtlMs."""
+    done = _by_writer(store, "queue.renew", {"id": entry_id, "lease": lease_id}, EntryRecord)
+    if done is not None:
+        return done
     return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.renew(
         get_entry(views, entry_id), lease_id, now, current_policy(views))))
 

@@ -1,0 +1,1 @@
+"""The resident writer: one process that owns a folder store's writes (`uwf writer`)."""

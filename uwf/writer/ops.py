@@ -1,0 +1,68 @@
+"""The operations a resident writer serves: each a name, its arguments' Struct, and the
+in-process function it runs (the same one a client without a writer runs).
+
+A registry of remotable operations rather than any command of the invoker: these are
+the writes that come many at a time from many processes (a worker pool's lease, renew,
+complete and release), where one fsync for many is worth a socket; their arguments are
+plain values and their results typed Structs, so both cross the socket as msgpack and a
+refusal is the very `UwfError` the in-process path raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from uwf.queue import sched
+from uwf.store import Store
+
+
+class LeaseArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    limit: int | None = None
+    session: str | None = None
+
+
+class HeldArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    lease: str
+
+
+class CompleteArgs(HeldArgs, frozen=True, forbid_unknown_fields=True):
+    run: str | None = None
+
+
+class ReleaseArgs(HeldArgs, frozen=True, forbid_unknown_fields=True):
+    failed: bool = False
+    reason: str = ""
+    run: str | None = None
+
+
+def _lease(store: Store, a: LeaseArgs) -> Any:
+    return sched.lease(store, a.limit, a.session)
+
+
+def _complete(store: Store, a: CompleteArgs) -> Any:
+    return sched.complete(store, a.id, a.lease, run=a.run)
+
+
+def _release(store: Store, a: ReleaseArgs) -> Any:
+    return sched.release(store, a.id, a.lease, failed=a.failed, reason=a.reason, run=a.run)
+
+
+def _renew(store: Store, a: HeldArgs) -> Any:
+    return sched.renew(store, a.id, a.lease)
+
+
+class Op(msgspec.Struct, frozen=True):
+    args: type[msgspec.Struct]
+    run: Callable[[Store, Any], Any]
+
+
+OPS: dict[str, Op] = {
+    "queue.lease": Op(LeaseArgs, _lease),
+    "queue.complete": Op(CompleteArgs, _complete),
+    "queue.release": Op(ReleaseArgs, _release),
+    "queue.renew": Op(HeldArgs, _renew),
+}

@@ -1,0 +1,366 @@
+"""`uwf writer`: one process that serves a folder store's frequent writes over a Unix
+socket, many commands to one fsync.
+
+Each round of its loop takes every call that has arrived (from any number of client
+processes) and runs them one after another through the ordinary write protocol
+(`Journal.write_at`: the tail check, decide, append, fold, the views' commit) inside
+one exclusive section (the writers' lock taken once a round), its fsync left out.
+The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
+durable (`EventLog.sync`: one fsync of the last segment covers every line written
+before it, for every round handed to it meanwhile) and only then sends them, while
+the loop runs the next round. Nothing is acknowledged before an fsync that covers its
+lines; a refusal waits for it too (it may have read a line of an earlier round).
+
+The writers' lock stays the protocol: a process that does not use the writer (an older
+uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
+writer's commands, and the writer's next command sees its lines by the tail check.
+One writer a store: it holds `writer.lock` (flock) while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from uwf.engine.clock import system_clock
+from uwf.engine.events import LogRepaired
+from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
+from uwf.engine.writerlink import (
+    HEADER,
+    MAX_FRAME,
+    SOCKET_NAME,
+    UNSERVED,
+    Call,
+    Done,
+    Refused,
+    address,
+    decode_call,
+    frame,
+    refusal,
+)
+from uwf.errors import StoreUnavailable, UsageError, UwfError
+from uwf.store import Store
+from uwf.writer.ops import OPS
+from uwf.writer.syncer import Syncer
+
+LOCK_NAME = "writer.lock"
+_encoder = msgspec.msgpack.Encoder()
+
+
+class Served(msgspec.Struct, frozen=True, kw_only=True):
+    """What a writer did until it stopped."""
+
+    socket: str
+    calls: int = 0
+    rounds: int = 0
+    fsyncs: int = 0
+
+
+class _Counted:
+    """A round's exclusive section, noting whether anything was appended in it."""
+
+    def __init__(self, session: LogSession) -> None:
+        self.session = session
+        self.appended = False
+
+    def tail(self) -> Checkpoint | None:
+        return self.session.tail()
+
+    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
+        return self.session.recover()
+
+    def append(self, lines: Sequence[bytes]) -> Checkpoint:
+        self.appended = self.appended or bool(lines)
+        return self.session.append(lines)
+
+    def defer_sync(self) -> None:
+        self.session.defer_sync()
+
+
+class DeferredLog:
+    """The store's log as the writer's commands see it: inside `round()`, every command's
+    exclusive section is the round's one (the lock taken once a round); outside it, each
+    command has its own. Either way no section fsyncs (`LogSession.defer_sync`): the
+    syncer's `sync` does, once for many rounds."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.inner = log
+        self.durable = log.durable
+        self.told = log.told
+        self._round: _Counted | None = None
+
+    @contextlib.contextmanager
+    def round(self) -> Iterator[_Counted]:
+        """One exclusive section for a round of commands, ended with the round; its
+        fsync left to the caller (`sync`), as every section's here."""
+        with self.inner.exclusive() as session:
+            session.defer_sync()
+            self._round = _Counted(session)
+            try:
+                yield self._round
+            finally:
+                self._round = None
+
+    def head(self) -> Checkpoint:
+        return self.inner.head()
+
+    def read(self, after: int = 0) -> Iterator[LogLine]:
+        return self.inner.read(after)
+
+    def read_reverse(self) -> Iterator[LogLine]:
+        return self.inner.read_reverse()
+
+    def line(self, seq: int) -> bytes | None:
+        return self.inner.line(seq)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[LogSession]:
+        if self._round is not None:
+            yield self._round
+            return
+        with self.inner.exclusive() as session:
+            session.defer_sync()
+            yield session
+
+    def problems(self) -> list[LogProblem]:
+        return self.inner.problems()
+
+    def describe(self) -> dict[str, int]:
+        return self.inner.describe()
+
+    def wait(self, after: int, timeout: float) -> bool:
+        return self.inner.wait(after, timeout)
+
+    def sync(self) -> None:
+        self.inner.sync()
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+
+class _Peer:
+    """One client connection: the bytes read and not yet a whole frame."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+
+
+def check_servable(store: Store) -> Path:
+    """The folder a writer may serve, or the reason it may not."""
+    if store.root is None or store.database is not None:
+        raise UsageError("a store in PostgreSQL needs no writer: each of its commands is "
+                         "one call to the server already", "run `uwf writer` on a folder store")
+    if store.clock is not system_clock:
+        raise UsageError("the writer decides by the wall clock: it takes no --now or UWF_NOW",
+                         "start it without them (a client with --now decides in-process)")
+    if store.redact is not None:
+        raise UsageError("the writer masks no secrets: a client with secrets to mask "
+                         "decides in-process", "start it with no secrets configured")
+    return store.root
+
+
+def _answer(peer: _Peer, reply: Any) -> None:
+    """Send a reply (from the syncer's thread). A client gone meanwhile is let go by
+    the loop when it reads the end of its stream: its call stands, as a command's
+    whose process was killed after its write."""
+    with contextlib.suppress(OSError):
+        peer.sock.sendall(frame(reply))
+
+
+def _unavailable(why: str) -> Refused:
+    return refusal(StoreUnavailable(f"the log could not be made durable: {why}",
+                                    "check the disk, then start the writer again"))
+
+
+class Writer:
+    """A folder store's resident writer: `serve` until `stopped()`."""
+
+    def __init__(self, store: Store, *, one_section: bool = True) -> None:
+        self.root = check_servable(store)
+        # One exclusive section a round (else one a command): measured in
+        # docs/benchmarks.md.
+        self.one_section = one_section
+        self.store = store
+        store.writer = None  # its commands run here, never sent back to itself
+        self.log = DeferredLog(store.journal.log)
+        store.journal.log = self.log
+        self.served = Served(socket=str(self.root / SOCKET_NAME))
+        self._syncer = Syncer(self.log.sync, _answer, _unavailable)
+        self._lock_fd: int | None = None
+        self._listener: socket.socket | None = None
+        self._selector = selectors.DefaultSelector()
+
+    def start(self) -> None:
+        """Take the store's writer lock, and listen on its socket (a stale one removed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"a writer already serves {self.root}",
+                             "stop it first, or let it serve (clients find it themselves)"
+                             ) from None
+        self._lock_fd = fd
+        path, dir_fd = address(self.root)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # a writer killed before it could remove its socket
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            os.chmod(path, 0o600)
+            listener.listen(256)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ, None)
+        self._syncer.start()
+
+    def serve(self, stopped: Callable[[], bool], poll: float = 0.25) -> Served:
+        """Serve rounds until `stopped()` (looked at every `poll` seconds when idle); the
+        last rounds answered before it returns."""
+        while not stopped():
+            if self._syncer.failed is not None:
+                self._syncer.stop()
+                raise StoreUnavailable(f"the writer's fsync failed: {self._syncer.failed}",
+                                       "check the disk, then start the writer again")
+            self._once(poll)
+        self._once(0)  # the calls already sent are served, not cut off by the stop
+        self._syncer.stop()
+        self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
+        return self.served
+
+    def _once(self, timeout: float) -> None:
+        """One round of the calls that have arrived within `timeout` seconds."""
+        calls: list[tuple[_Peer, Call | None]] = []
+        for key, _mask in self._selector.select(timeout):
+            if key.data is None:
+                self._accept()
+            else:
+                calls.extend(self._read(key.data))
+        if calls:
+            self._round(calls)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            sock.setblocking(True)
+            self._selector.register(sock, selectors.EVENT_READ, _Peer(sock))
+
+    def _read(self, peer: _Peer) -> list[tuple[_Peer, Call | None]]:
+        """The whole calls `peer` has sent (None: one that does not decode)."""
+        try:
+            data = peer.sock.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(peer)
+            return []
+        pending = peer.pending + data
+        found: list[tuple[_Peer, Call | None]] = []
+        while len(pending) >= HEADER.size:
+            size = HEADER.unpack_from(pending)[0]
+            if size > MAX_FRAME:
+                self._drop(peer)
+                return found
+            if len(pending) < HEADER.size + size:
+                break
+            body = pending[HEADER.size:HEADER.size + size]
+            pending = pending[HEADER.size + size:]
+            try:
+                found.append((peer, decode_call(body)))
+            except msgspec.DecodeError:
+                found.append((peer, None))
+        peer.pending = pending
+        return found
+
+    def _drop(self, peer: _Peer) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(peer.sock)
+        with contextlib.suppress(OSError):
+            peer.sock.close()
+
+    def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
+        """Run every call, then hand the replies to the syncer, which sends them once an
+        fsync covers the round's lines (`Syncer`)."""
+        try:
+            replies, appended = self._decided(calls)
+        except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
+            replies, appended = [(peer, refusal(exc)) for peer, _ in calls], False
+        self.served = msgspec.structs.replace(
+            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
+        self._syncer.submit(replies, appended and self.log.durable)
+
+    def _decided(self, calls: list[tuple[_Peer, Call | None]]
+                 ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
+        """Every call's reply, and whether the round appended anything (not yet durable)."""
+        if self.one_section:
+            with self.log.round() as section:
+                replies = [(peer, self._run(call)) for peer, call in calls]
+            return replies, section.appended
+        before = self.log.head()
+        replies = [(peer, self._run(call)) for peer, call in calls]
+        return replies, self.log.head() != before
+
+    def _run(self, call: Call | None) -> Done | Refused:
+        if call is None:
+            return refusal(UsageError("the writer could not read a call",
+                                      "use the uwf the writer runs"))
+        op = OPS.get(call.op)
+        if op is None:  # an operation of a newer uwf: the client decides it itself
+            return Refused(UNSERVED, f"this writer does not serve {call.op}")
+        try:
+            args = msgspec.convert(call.args, op.args)
+            result = op.run(self.store, args)
+        except msgspec.ValidationError as exc:
+            return refusal(UsageError(f"the writer refused the arguments of {call.op}: {exc}",
+                                      "use the uwf the writer runs"))
+        except UwfError as exc:
+            return refusal(exc)
+        except Exception as exc:  # a bug: said here in full, to the client in a line
+            traceback.print_exc(file=sys.stderr)
+            return refusal(UwfError(f"the writer failed running {call.op}: {exc!r}",
+                                    "see the writer's stderr"))
+        return Done(msgspec.Raw(_encoder.encode(result)))
+
+
+    def close(self) -> None:
+        """Answer what is pending; stop listening (the socket removed first, so no client
+        waits on it), let the clients go, give back the writer lock."""
+        self._syncer.stop()
+        if self._listener is not None:
+            path, dir_fd = address(self.root)
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            finally:
+                if dir_fd is not None:
+                    os.close(dir_fd)
+            self._listener.close()
+            self._listener = None
+        for key in list(self._selector.get_map().values()):
+            with contextlib.suppress(OSError):
+                key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
