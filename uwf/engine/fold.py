@@ -48,6 +48,12 @@ class Seen:
         return key[0] not in self.views or self._bits[hash(key) & self._mask] == 1
 
 
+# What `Fold.apply` does for a view an event type routes to (`Fold._steps`).
+_Step = tuple[str, Callable[[Envelope], str], Callable[[Any, Envelope], Any], str | None,
+              Callable[[Any, Envelope, Any], Any] | None, bool]
+_ABSENT: Any = object()  # a state not at hand (None is a state: the entity is gone)
+
+
 class Folded(msgspec.Struct):
     """How far a fold written in parts has got: its commit's new checkpoint, known once
     the last part is written (called then)."""
@@ -109,6 +115,13 @@ class Fold:
         for projection in sorted(projections.values(), key=lambda p: p.name in self.over):
             for event_type in projection.event_types:
                 self.routes.setdefault(event_type, []).append(projection)
+        # The same, as what `apply` does per event type: each view's name, key, fold,
+        # its base's name and `apply_over` (or None), and whether another folds over it.
+        self._steps: dict[str, tuple[_Step, ...]] = {
+            event_type: tuple(
+                (p.name, p.key, p.apply, *self.over.get(p.name, (None, None)),
+                 p.name in self.bases) for p in routed)
+            for event_type, routed in self.routes.items()}
 
     def lines(
         self,
@@ -127,9 +140,9 @@ class Fold:
         and add their events to `streams` when the stream index has not seen them,
         checking seq and chain; return the new head. `known`: states to take before
         reading a view's; `seen`: the keys written so far to views made anew (one it
-        does not hold is not read). With `stretch`, stop at the end of the first batch after which
-        `stretch` states are held, or STRETCH_LINES lines were folded (the rest of
-        `lines`, an iterator, is left for the next call)."""
+        does not hold is not read). With `stretch`, stop at the end of the first batch
+        after which `stretch` states are held, or STRETCH_LINES lines were folded (the
+        rest of `lines`, an iterator, is left for the next call)."""
         indexed = since[STREAMS]
         index = streams.append
         prev = start.digest
@@ -155,7 +168,7 @@ class Fold:
             seq = envelope.seq
             k, n = envelope.batch
             if k == n == 1 and not pending:
-                apply(states, envelope, since, present, known, seen)
+                apply(states, envelope, since, present, known, seen=seen)
                 if seq > indexed:
                     index((envelope.subject, seq))
             else:
@@ -163,7 +176,7 @@ class Fold:
                 if k != n:
                     continue
                 for member in pending:
-                    apply(states, member, since, present, known, seen)
+                    apply(states, member, since, present, known, seen=seen)
                     if member.seq > indexed:
                         index((member.subject, member.seq))
                 pending.clear()
@@ -214,34 +227,37 @@ class Fold:
                 return
 
     def apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
-               present: set[str], known: Mapping[Key, Any] = NOTHING,
+               present: set[str], known: Mapping[Key, Any] = NOTHING, *,
                seen: Seen | None = None) -> None:
-        folded: dict[str, tuple[str, Any]] | None = None  # a base's (key, new state)
-        for projection in self.routes.get(envelope.type, ()):
-            name = projection.name
-            if envelope.seq <= since[name]:
+        steps = self._steps.get(envelope.type)
+        if steps is None:
+            return
+        seq = envelope.seq
+        folded: dict[str | None, tuple[str, Any]] | None = None  # a base's (key, new state)
+        for name, key_of, fold, over, over_fold, is_base in steps:
+            if seq <= since[name]:
                 continue  # this view folded it already
-            key = (name, projection.key(envelope))
-            if key in states:
-                state = states[key]
-            elif key in known:  # the stretch before's, already written
-                state = known[key]
-            elif name in present and (seen is None or seen.may_hold(key)):
-                raw = self.views.load(*key)
-                state = None if raw is None else projection.decode(raw)
-            else:
-                state = None
-            over = self.over.get(name)
-            if over is not None and folded is not None:
-                base = folded.get(over[0])
-                if base is not None and base[0] == key[1]:
-                    states[key] = over[1](state, envelope, base[1])
+            entity = key_of(envelope)
+            key = (name, entity)
+            state = states.get(key, _ABSENT)
+            if state is _ABSENT:
+                state = known.get(key, _ABSENT)  # the stretch before's, already written
+                if state is _ABSENT:
+                    if name in present and (seen is None or seen.may_hold(key)):
+                        raw = self.views.load(name, entity)
+                        state = None if raw is None else self.projections[name].decode(raw)
+                    else:
+                        state = None
+            if over_fold is not None and folded is not None:
+                base = folded.get(over)
+                if base is not None and base[0] == entity:
+                    states[key] = over_fold(state, envelope, base[1])
                     continue
-            states[key] = new = projection.apply(state, envelope)
-            if name in self.bases:
+            states[key] = new = fold(state, envelope)
+            if is_base:
                 if folded is None:
                     folded = {}
-                folded[name] = (key[1], new)
+                folded[name] = (entity, new)
 
     def prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = NOTHING
                   ) -> dict[Key, Any]:
