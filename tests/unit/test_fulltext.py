@@ -106,3 +106,21 @@ def test_a_search_without_the_index_finds_what_the_index_finds(
     monkeypatch.setattr(fulltext, "make", lambda db, view: False)
     assert found(store) == with_index
     assert not indexed(store)
+
+
+def test_a_snapshot_keeps_no_index_and_a_search_after_its_restore_is_right(
+        store: Store) -> None:
+    write_runs(store, 0, 30)
+    before = found(store)
+    assert indexed(store)
+    kept = store.journal.snapshot()
+    db = sqlite3.connect(f"file:{kept.path}?mode=ro", uri=True)
+    try:
+        assert not fulltext.exists(db, "runs")
+        assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0  # compacted
+    finally:
+        db.close()
+    assert store.journal.rebuild_views().restored == kept.checkpoint
+    assert not indexed(store)
+    assert found(store) == before
+    assert indexed(store)

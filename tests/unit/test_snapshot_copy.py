@@ -19,7 +19,6 @@ from tests.unit.test_snapshots import (
     store,
     write_runs,
 )
-from uwf.engine import snapshot
 from uwf.store import Store
 
 __all__ = ["env", "store"]  # the fixtures, shared with the snapshots' tests
@@ -41,7 +40,7 @@ def test_a_restore_with_no_other_connection_copies_the_bytes_over(
         sent.append(real(out, source, offset, count))
         return sent[-1]
 
-    monkeypatch.setattr(snapshot.os, "sendfile", recorded)
+    monkeypatch.setattr(os, "sendfile", recorded)
     rebuilding = Store.open(env.home)
     assert rebuilding.journal.rebuild_views().restored == kept.checkpoint
     rebuilding.close()
@@ -58,7 +57,7 @@ def test_a_restore_with_another_connection_open_goes_page_by_page(
     write_runs(store, 12, 6)
     expected = full_replay(env)
     sent: list[Any] = []
-    monkeypatch.setattr(snapshot.os, "sendfile", lambda *args: sent.append(args))
+    monkeypatch.setattr(os, "sendfile", lambda *args: sent.append(args))
     assert store.read().get("runs", "x") is None  # this store's connection stays open
     rebuilding = Store.open(env.home)
     assert rebuilding.journal.rebuild_views().restored == kept.checkpoint
