@@ -48,9 +48,10 @@ class Seen:
         return key[0] not in self.views or self._bits[hash(key) & self._mask] == 1
 
 
-# What `Fold.apply` does for a view an event type routes to (`Fold._steps`).
-_Step = tuple[str, Callable[[Envelope], str], Callable[[Any, Envelope], Any], str | None,
-              Callable[[Any, Envelope, Any], Any] | None, bool]
+# What `Fold.apply` does for a view an event type routes to (`Fold._steps`): its name,
+# its projection, its base's name and `apply_over` (or None), whether it is a base.
+_Step = tuple[str, "Projection", str | None, Callable[[Any, Envelope, Any], Any] | None,
+              bool]
 _ABSENT: Any = object()  # a state not at hand (None is a state: the entity is gone)
 
 
@@ -115,12 +116,12 @@ class Fold:
         for projection in sorted(projections.values(), key=lambda p: p.name in self.over):
             for event_type in projection.event_types:
                 self.routes.setdefault(event_type, []).append(projection)
-        # The same, as what `apply` does per event type: each view's name, key, fold,
+        # The same, as what `apply` does per event type: each view's name, projection,
         # its base's name and `apply_over` (or None), and whether another folds over it.
         self._steps: dict[str, tuple[_Step, ...]] = {
             event_type: tuple(
-                (p.name, p.key, p.apply, *self.over.get(p.name, (None, None)),
-                 p.name in self.bases) for p in routed)
+                (p.name, p, *self.over.get(p.name, (None, None)), p.name in self.bases)
+                for p in routed)
             for event_type, routed in self.routes.items()}
 
     def lines(
@@ -234,10 +235,10 @@ class Fold:
             return
         seq = envelope.seq
         folded: dict[str | None, tuple[str, Any]] | None = None  # a base's (key, new state)
-        for name, key_of, fold, over, over_fold, is_base in steps:
+        for name, projection, over, over_fold, is_base in steps:
             if seq <= since[name]:
                 continue  # this view folded it already
-            entity = key_of(envelope)
+            entity = projection.key(envelope)
             key = (name, entity)
             state = states.get(key, _ABSENT)
             if state is _ABSENT:
@@ -245,7 +246,7 @@ class Fold:
                 if state is _ABSENT:
                     if name in present and (seen is None or seen.may_hold(key)):
                         raw = self.views.load(name, entity)
-                        state = None if raw is None else self.projections[name].decode(raw)
+                        state = None if raw is None else projection.decode(raw)
                     else:
                         state = None
             if over_fold is not None and folded is not None:
@@ -253,7 +254,7 @@ class Fold:
                 if base is not None and base[0] == entity:
                     states[key] = over_fold(state, envelope, base[1])
                     continue
-            states[key] = new = fold(state, envelope)
+            states[key] = new = projection.apply(state, envelope)
             if is_base:
                 if folded is None:
                     folded = {}

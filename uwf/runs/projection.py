@@ -10,12 +10,11 @@ kept).
 
 from __future__ import annotations
 
-from hashlib import sha256 as _sha256
 from typing import ClassVar
 
 import msgspec
 
-from uwf.engine.events import GENESIS_PREV, Envelope, encode_line
+from uwf.engine.events import GENESIS_PREV, Envelope, digest, encode_line
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
@@ -82,11 +81,11 @@ def lifecycle(run: RunState, now_ms: int) -> str:
 def fingerprint(previous: str, event: Envelope) -> str:
     """The next running digest: the first 32 hex characters of SHA-256 over the previous
     one and the event's line as uwf writes it (for an event written by this version,
-    its line in the log byte for byte). (`digest` over `as_envelope`, inlined: a replay
-    takes one per thread event.)"""
+    its line in the log byte for byte). (`as_envelope`, inlined: a replay takes one per
+    thread event.)"""
     line = encode_line(Envelope(event.seq, event.id, event.ts, event.type, event.subject,
                                 event.batch, event.data, event.prev))
-    return _sha256(previous.encode() + b"\n" + line).hexdigest()[:32]
+    return digest(previous.encode() + b"\n" + line)
 
 
 def add_usage(total: RunUsage | None, step: Usage) -> RunUsage:
