@@ -24,6 +24,37 @@ KNOWN = 20_000  # states a long fold keeps from one stretch to the next
 NOTHING: Mapping[Any, Any] = {}
 
 
+class Seen:
+    """The keys a long fold has written into the views it makes anew, as a filter of
+    fixed size (memory flat in the log's length): a key it does not hold was never
+    written, so its state is None without a read of the views (a new run's first event,
+    in every stretch after the first). A key it holds may have been (two keys can share
+    a slot): that one is read."""
+
+    __slots__ = ("_bits", "_mask", "views")
+
+    def __init__(self, views: Iterable[str], size: int = 1 << 23) -> None:
+        self.views = frozenset(views)
+        self._bits = bytearray(size)
+        self._mask = size - 1
+
+    def add(self, keys: Iterable[Key]) -> None:
+        bits, mask, views = self._bits, self._mask, self.views
+        for key in keys:
+            if key[0] in views:
+                bits[hash(key) & mask] = 1
+
+    def may_hold(self, key: Key) -> bool:
+        return key[0] not in self.views or self._bits[hash(key) & self._mask] == 1
+
+
+# What `Fold.apply` does for a view an event type routes to (`Fold._steps`): its name,
+# its projection, its base's name and `apply_over` (or None), whether it is a base.
+_Step = tuple[str, "Projection", str | None, Callable[[Any, Envelope, Any], Any] | None,
+              bool]
+_ABSENT: Any = object()  # a state not at hand (None is a state: the entity is gone)
+
+
 class Folded(msgspec.Struct):
     """How far a fold written in parts has got: its commit's new checkpoint, known once
     the last part is written (called then)."""
@@ -85,6 +116,13 @@ class Fold:
         for projection in sorted(projections.values(), key=lambda p: p.name in self.over):
             for event_type in projection.event_types:
                 self.routes.setdefault(event_type, []).append(projection)
+        # The same, as what `apply` does per event type: each view's name, projection,
+        # its base's name and `apply_over` (or None), and whether another folds over it.
+        self._steps: dict[str, tuple[_Step, ...]] = {
+            event_type: tuple(
+                (p.name, p, *self.over.get(p.name, (None, None)), p.name in self.bases)
+                for p in routed)
+            for event_type, routed in self.routes.items()}
 
     def lines(
         self,
@@ -97,13 +135,15 @@ class Fold:
         present: set[str],
         known: Mapping[Key, Any] = NOTHING,
         stretch: int | None = None,
+        seen: Seen | None = None,
     ) -> Checkpoint:
         """Fold complete batches after `start` into the views that have not seen them,
         and add their events to `streams` when the stream index has not seen them,
         checking seq and chain; return the new head. `known`: states to take before
-        reading a view's. With `stretch`, stop at the end of the first batch after which
-        `stretch` states are held, or STRETCH_LINES lines were folded (the rest of
-        `lines`, an iterator, is left for the next call)."""
+        reading a view's; `seen`: the keys written so far to views made anew (one it
+        does not hold is not read). With `stretch`, stop at the end of the first batch
+        after which `stretch` states are held, or STRETCH_LINES lines were folded (the
+        rest of `lines`, an iterator, is left for the next call)."""
         indexed = since[STREAMS]
         index = streams.append
         prev = start.digest
@@ -129,7 +169,7 @@ class Fold:
             seq = envelope.seq
             k, n = envelope.batch
             if k == n == 1 and not pending:
-                apply(states, envelope, since, present, known)
+                apply(states, envelope, since, present, known, seen=seen)
                 if seq > indexed:
                     index((envelope.subject, seq))
             else:
@@ -137,7 +177,7 @@ class Fold:
                 if k != n:
                     continue
                 for member in pending:
-                    apply(states, member, since, present, known)
+                    apply(states, member, since, present, known, seen=seen)
                     if member.seq > indexed:
                         index((member.subject, member.seq))
                 pending.clear()
@@ -159,15 +199,18 @@ class Fold:
         # Recent states, written already: most are wanted again soon (a run's events
         # are near each other). At most KNOWN of them, the oldest let go first.
         known: dict[Key, Any] = {}
+        # The views made anew by this fold hold only what its stretches wrote.
+        seen = Seen(set(self.projections) - present)
         while True:
             states: dict[Key, Any] = {}
             streams: list[tuple[str, int]] = []
             head = self.lines(states, streams, lines, folded.head, since, present=present,
-                              known=known, stretch=WINDOW)
+                              known=known, stretch=WINDOW, seen=seen)
             if head == folded.head:
                 return
             folded.head = head
             yield self.rows(states, views), streams
+            seen.add(states)
             present = set(self.projections)  # every view's table holds the stretches so far
             for key in states:  # the newest at the end
                 known.pop(key, None)
@@ -185,33 +228,37 @@ class Fold:
                 return
 
     def apply(self, states: dict[Key, Any], envelope: Envelope, since: Mapping[str, int],
-               present: set[str], known: Mapping[Key, Any] = NOTHING) -> None:
-        folded: dict[str, tuple[str, Any]] | None = None  # a base's (key, new state)
-        for projection in self.routes.get(envelope.type, ()):
-            name = projection.name
-            if envelope.seq <= since[name]:
+               present: set[str], known: Mapping[Key, Any] = NOTHING, *,
+               seen: Seen | None = None) -> None:
+        steps = self._steps.get(envelope.type)
+        if steps is None:
+            return
+        seq = envelope.seq
+        folded: dict[str | None, tuple[str, Any]] | None = None  # a base's (key, new state)
+        for name, projection, over, over_fold, is_base in steps:
+            if seq <= since[name]:
                 continue  # this view folded it already
-            key = (name, projection.key(envelope))
-            if key in states:
-                state = states[key]
-            elif key in known:  # the stretch before's, already written
-                state = known[key]
-            elif name in present:
-                raw = self.views.load(*key)
-                state = None if raw is None else projection.decode(raw)
-            else:
-                state = None
-            over = self.over.get(name)
-            if over is not None and folded is not None:
-                base = folded.get(over[0])
-                if base is not None and base[0] == key[1]:
-                    states[key] = over[1](state, envelope, base[1])
+            entity = projection.key(envelope)
+            key = (name, entity)
+            state = states.get(key, _ABSENT)
+            if state is _ABSENT:
+                state = known.get(key, _ABSENT)  # the stretch before's, already written
+                if state is _ABSENT:
+                    if name in present and (seen is None or seen.may_hold(key)):
+                        raw = self.views.load(name, entity)
+                        state = None if raw is None else projection.decode(raw)
+                    else:
+                        state = None
+            if over_fold is not None and folded is not None:
+                base = folded.get(over)
+                if base is not None and base[0] == entity:
+                    states[key] = over_fold(state, envelope, base[1])
                     continue
             states[key] = new = projection.apply(state, envelope)
-            if name in self.bases:
+            if is_base:
                 if folded is None:
                     folded = {}
-                folded[name] = (key[1], new)
+                folded[name] = (entity, new)
 
     def prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = NOTHING
                   ) -> dict[Key, Any]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
+from uwf.engine import fulltext
 from uwf.engine.sqlquery import chunks, column_sql, partial_sql
 from uwf.engine.viewspec import ASCII_LOWER, Row, StreamEntries, ViewSpec
 
@@ -33,7 +34,7 @@ def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
     commit that loads it makes them at its end (`index_table`)."""
     name = spec.name
     db.execute(f'DROP TABLE IF EXISTS "v_{name}"')
-    db.execute(f'DROP TABLE IF EXISTS "f_{name}"')
+    fulltext.drop(db, name)
     db.execute("DELETE FROM counts WHERE view = ?", (name,))
     columns = "".join(f', "c_{column}"' for column in spec.columns)
     db.execute(f'CREATE TABLE "v_{name}" (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL'
@@ -41,23 +42,20 @@ def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
 
 
 def index_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
-    """A new table's indexes and search index, made once its rows are loaded: building
-    an index from a full table (one sort) costs less than keeping it row by row."""
+    """A new table's indexes, made once its rows are loaded: building an index from a
+    full table (one sort) costs less than keeping it row by row. Its full-text index is
+    made on the first text search (uwf/engine/fulltext.py)."""
     name = spec.name
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(column_sql(spec, column) for column in index)
         db.execute(f'CREATE INDEX "i_{name}_{number}" ON "v_{name}" ({fields})'
                    f"{partial_sql(spec, index)}")
-    if spec.text:
-        db.execute(f'CREATE VIRTUAL TABLE "f_{name}" USING fts5(text, '
-                   "tokenize='trigram case_sensitive 1')")
-        db.execute(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text FROM "v_{name}"')
 
 def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None], *,
                fresh: bool = False, searched: bool = True) -> None:
     """Write `rows` into the view's table; `fresh`: the table was just created, so
     there is nothing to look up or delete. `searched`: keep its search index row by
-    row (else the commit fills a new table's index in bulk at its end).
+    row, when the view has one (else it is made, filled, on the first text search).
 
     A row already stored is updated in the columns that changed only: SQLite
     rewrites an index entry for each column set, so a lease (3 of the queue's 9
@@ -89,7 +87,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
             for column, position in counted:
                 slot = (column, spelled(before[1 + position]))
                 delta[slot] = delta.get(slot, 0) - 1
-    search = spec.text and searched
+    search = spec.text and searched and fulltext.exists(db, name)
     deletes: list[tuple[str]] = []
     inserts: list[tuple[Any, ...]] = []
     updates: dict[tuple[tuple[int, ...], bool], list[tuple[Any, ...]]] = {}

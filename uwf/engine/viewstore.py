@@ -4,7 +4,8 @@ the rest of uwf imports the view store from.
 What a view store holds and answers (views, rows, queries, the stream index, their
 checkpoints) is stated in `uwf.engine.viewspec`; the in-memory twin is
 `uwf.engine.memviews`. Here each view is a table `v_<view>` with one row per entity,
-its declared columns (indexed) and its search text (FTS5 trigram, `f_<view>`);
+its declared columns (indexed) and its search text (FTS5 trigram, `f_<view>`, made on
+the first text search: uwf/engine/fulltext.py);
 `checkpoints` holds every checkpoint (one shared row for the views that move together:
 uwf/engine/ckptrows.py), `counts` the kept counts, and `streams` the stream index, one
 row per event. Rows, index and checkpoints move in one transaction, guarded by
@@ -24,7 +25,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from uwf.engine import ckptrows
+from uwf.engine import ckptrows, fulltext
 from uwf.engine.log import Checkpoint
 from uwf.engine.sqliteguard import Guard
 from uwf.engine.sqlquery import (
@@ -264,9 +265,12 @@ class SqliteViewStore:
             match = fts_match(query.text)
             # Many matches: walk the order's index to the page's end, testing each row's
             # text, rather than fetch and sort every match (a common word among 100,000
-            # runs: well under a millisecond, not 34).
-            scan = (match is not None and query.limit is not None
-                    and self._matches(db, spec.name, match) >= SCAN_ORDER_FROM)
+            # runs: well under a millisecond, not 34). No full-text index (one that
+            # cannot be made here): every row's text tested.
+            scan = match is not None and (
+                not self._searchable(db, spec.name) or (
+                    query.limit is not None
+                    and self._matches(db, spec.name, match) >= SCAN_ORDER_FROM))
             where, params = where_sql(spec, query, scan=scan)
             sql = (f'SELECT key, value FROM "v_{spec.name}"{where} ORDER BY '
                    f"{order_sql(spec, query.order)} LIMIT ? OFFSET ?")
@@ -286,10 +290,17 @@ class SqliteViewStore:
                                  "col = ?", (query.view, counted[0])).fetchone()
                 return int(row[0])
             match = fts_match(query.text)
-            if match is not None and params == [match]:  # words alone: the index counts
+            if match is not None and not self._searchable(db, query.view):
+                where, params = where_sql(self.specs[query.view], query, scan=True)
+            elif match is not None and params == [match]:  # words alone: the index counts
                 return self._matches(db, query.view, match)
             row = db.execute(f'SELECT count(*) FROM "v_{query.view}"{where}', params).fetchone()
             return int(row[0])
+
+    def _searchable(self, db: sqlite3.Connection, view: str) -> bool:
+        """Whether the view's full-text index is there, made now if it is not (the first
+        text search after a rebuild or a restore: uwf/engine/fulltext.py)."""
+        return fulltext.exists(db, view) or fulltext.make(db, view)
 
     def _matches(self, db: sqlite3.Connection, view: str, match: str) -> int:
         """Rows whose text holds every term of `match` (its full-text index has one row
