@@ -4,9 +4,6 @@ process by default, as real processes where the process is the point)."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +13,7 @@ import pytest
 from hypothesis import settings
 
 from tests.brokerkit import broker  # noqa: F401  (a real MQTT broker, for every test)
-from tests.inprocess import IN_PROCESS, run_main, text
+from tests.clikit import BIN, call, text  # noqa: F401  (BIN: the tests import it from here)
 from tests.pgkit import pg_server, pg_url  # noqa: F401  (a real PostgreSQL, for every test)
 
 if TYPE_CHECKING:
@@ -26,7 +23,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
-BIN = Path(sys.executable).parent
 # `pytest --cli-processes`: every Cli call a real process, as all were before in-process
 # runs (a check that nothing differs; set once, when the run is configured).
 EVERY_CALL_A_PROCESS: list[bool] = [False]
@@ -54,16 +50,20 @@ class Cli:
 
     def run(self, *args: str, stdin: str | None = None, prog: str = "uwf",
             timeout: float = 60) -> Result:
-        if self.process or EVERY_CALL_A_PROCESS[0] or prog not in IN_PROCESS:
-            exe = shutil.which(prog, path=str(BIN)) or prog
-            proc = subprocess.run(
-                [exe, *args], input=stdin or "", capture_output=True, text=True,
-                env=self.env, timeout=timeout, check=False,
-            )
-            return Result(proc.returncode, proc.stdout, proc.stderr)
-        code, out, err = run_main(prog, args, self.env, (stdin or "").encode("utf-8"),
-                                  timeout)
-        return Result(code, text(out), text(err))
+        return self.call(prog, args, (stdin or "").encode("utf-8"), timeout=timeout)
+
+    def call(self, prog: str, args: Sequence[str], stdin: bytes, *, timeout: float = 60,
+             env: dict[str, str] | None = None, errors: str = "strict") -> Result:
+        """`prog ARGS` with raw bytes on stdin, and `env` over this environment
+        (tests/clikit.py); output not UTF-8 is an error, unless `errors` says how to read
+        it; a call still running after `timeout` seconds fails the test."""
+        what = " ".join([prog, *args])
+        called = call(prog, args, {**self.env, **(env or {})}, stdin=stdin, limit=timeout,
+                      process=self.process or EVERY_CALL_A_PROCESS[0])
+        if called.hung:
+            pytest.fail(f"{what} still ran after {timeout:g}s (in-process, a command that "
+                        "runs until stopped needs the proc_cli fixture)")
+        return Result(called.code, text(called.out, errors), text(called.err, errors))
 
     def processes(self) -> Cli:
         """This store and environment (the same dict), with a real process per call."""
@@ -123,10 +123,7 @@ def snapshot(home: Path) -> dict[str, bytes]:
 def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
               env: dict[str, str] | None = None) -> Result:
     """A console script with raw bytes on stdin (Cli.run only sends text)."""
-    proc = subprocess.run([str(BIN / prog), *args], input=stdin, capture_output=True,
-                          env={**cli.env, **(env or {})}, timeout=120, check=False)
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
+    return cli.call(prog, args, stdin, timeout=120, env=env, errors="replace")
 
 
 @pytest.fixture

@@ -13,41 +13,28 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, EXAMPLE, Result, refused, snapshot
+from tests.clikit import call
+from tests.conftest import EXAMPLE, Result, refused, snapshot
 
 KiB, MiB = 1 << 10, 1 << 20
 TIMEOUT = 20  # seconds: every refusal here takes well under one
 MEMORY_CAP = 1 << 30  # an address space a command never needs; an endless read hits it
 
 
-def _cap_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-
 def run(env: dict[str, str], *args: str, prog: str = "uwf", stdin: bytes | Path = b""
         ) -> Result:
     """A console script as a real process, killed after TIMEOUT seconds (a failure)."""
-    handle = stdin.open("rb") if isinstance(stdin, Path) else None
-    data = stdin if isinstance(stdin, bytes) else None
-    try:
-        proc = subprocess.run(
-            [str(BIN / prog), *args], input=data, stdin=handle,
-            capture_output=True, env=env, timeout=TIMEOUT, check=False,
-            preexec_fn=_cap_memory)
-    finally:
-        if handle is not None:
-            handle.close()
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
+    called = call(prog, args, env, stdin=stdin, limit=TIMEOUT, memory_cap=MEMORY_CAP)
+    assert not called.hung, f"{prog} {' '.join(args)} still ran after {TIMEOUT} s"
+    return Result(called.code, called.out.decode("utf-8", "replace"),
+                  called.err.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True)

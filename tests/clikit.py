@@ -1,30 +1,54 @@
-"""`uwf` and `json-cas` run in this process: `main(argv)` with what a real process of the
-console script would have (its environment, stdin, stdout and stderr) and the exit code it
-would give, for a fraction of a process's cost (most of which is imports).
+"""The one driver of the console scripts in tests: `call(prog, argv, env)` runs `uwf`,
+`json-cas` or any other script of this environment's bin folder, and gives the exit
+code, stdout and stderr a real process would. `uwf` and `json-cas` run in this process
+by default (`main(argv)` with the process's environment, stdin, stdout and stderr, for a
+fraction of a process's cost, most of which is imports); `process=True` (or a memory
+cap, or any other script) runs a real process.
 
-A call that would hang fails the test, loudly, when its time limit passes; a call that
-leaves something behind in this process (a change to os.environ, a signal handler, the
-working folder, the recursion limit, a file descriptor, a thread) fails it too:
-`main(argv)` is promised to be callable many times in one process.
+In this process, a call still running at its time limit is interrupted (SIGINT, as
+Ctrl-C would) and reported as `hung`; a call that leaves something behind in this
+process (a change to os.environ, a signal handler, the working folder, the recursion
+limit, a file descriptor, a thread) fails the test: `main(argv)` is promised to be
+callable many times in one process. A process still running at its limit is killed and
+reported as `hung`.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import resource
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from unittest import mock
 
 import pytest
 
 # The console scripts whose `main(argv)` can run here; any other runs as a process.
 IN_PROCESS = ("uwf", "json-cas")
+BIN = Path(sys.executable).parent  # this environment's console scripts
+
+
+@dataclass(frozen=True)
+class Called:
+    """What a call gave: its exit code, stdout and stderr as bytes; `hung` if it still ran
+    at its time limit; `raised`, in this process, an exception that escaped `main` (a
+    SystemExit too: `main` returns its exit code), with its traceback."""
+
+    code: int
+    out: bytes
+    err: bytes
+    hung: bool = False
+    raised: str | None = None
 
 # What a command must leave as it found it (beside os.environ and sys.std*, restored here).
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD,
@@ -85,24 +109,27 @@ class _Watchdog:
         self._timer.join()  # gone before the threads are counted
 
 
-def _exit_code(main: Callable[[Sequence[str]], int], argv: Sequence[str]) -> int:
+def _exit_code(main: Callable[[Sequence[str]], int], argv: Sequence[str]
+               ) -> tuple[int, str | None]:
     """What the console script's process would exit with (its wrapper is
-    `sys.exit(main())`); an exception that escapes is printed as Python prints it."""
+    `sys.exit(main())`), an exception that escapes printed as Python prints it; and that
+    exception's traceback, if one escaped."""
     try:
-        return main(list(argv)) & 0xFF
+        return main(list(argv)) & 0xFF, None
     except SystemExit as exc:
+        raised = traceback.format_exc()
         if exc.code is None:
-            return 0
+            return 0, raised
         if isinstance(exc.code, int):
-            return exc.code & 0xFF
+            return exc.code & 0xFF, raised
         sys.stderr.write(f"{exc.code}\n")
-        return 1
+        return 1, raised
     except KeyboardInterrupt:
         traceback.print_exc()
-        return -signal.SIGINT  # Python ends itself with the signal
+        return -signal.SIGINT, traceback.format_exc()  # Python ends itself with the signal
     except Exception:
         traceback.print_exc()
-        return 1
+        return 1, traceback.format_exc()
 
 
 def _fds() -> set[str]:
@@ -160,40 +187,104 @@ def _stdio(stdin: io.TextIOWrapper, out: io.TextIOWrapper, err: io.TextIOWrapper
             setattr(sys, name, value)
 
 
-def run_main(prog: str, argv: Sequence[str], env: Mapping[str, str], stdin: bytes,
-             limit: float) -> tuple[int, bytes, bytes]:
-    """`prog`'s `main(argv)` in this process with `env` as the whole environment (so the
-    agents a step starts inherit it), `stdin`, and its stdout and stderr captured; the
-    exit code, stdout and stderr a process would give."""
+@contextmanager
+def _working_folder(cwd: Path | None) -> Iterator[None]:
+    if cwd is None:
+        yield
+        return
+    saved = os.getcwd()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
+@contextmanager
+def _stdin(data: bytes | Path, errors: str) -> Iterator[io.TextIOWrapper]:
+    """stdin as a process would have it: the bytes given, or the file at the path."""
+    if isinstance(data, bytes):
+        yield _stream(data, errors)
+        return
+    with data.open("rb") as handle:
+        stream = io.TextIOWrapper(handle, encoding="utf-8", errors=errors)
+        yield stream
+        stream.detach()
+
+
+def _in_this_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
+                     stdin: bytes | Path, limit: float, cwd: Path | None) -> Called:
     what = " ".join([prog, *argv])
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError(f"{what}: in-process runs only on the main thread (it swaps "
-                           "os.environ and sys.std*); use the proc_cli fixture")
+                           "os.environ and sys.std*); use process=True")
     main = _main(prog)
     errors = stdio_errors(env)
     out, err = _stream(b"", errors), _stream(b"", "backslashreplace")
     watchdog = _Watchdog(limit)
-    code = -1
+    code, raised = -1, None
     environ_changed: list[tuple[str, str]] = []
     try:
         with (_left_as_found(what, watchdog),
+              _working_folder(cwd),
               mock.patch.dict(os.environ, env, clear=True),
               mock.patch.object(tempfile, "tempdir", None),  # TMPDIR is env's
-              _stdio(_stream(stdin, errors), out, err),
+              _stdin(stdin, errors) as given,
+              _stdio(given, out, err),
               watchdog):
-            code = _exit_code(main, argv)
+            code, raised = _exit_code(main, argv)
             environ_changed = sorted(set(os.environ.items()) ^ set(env.items()))
     except KeyboardInterrupt:
         if not watchdog.fired:
             raise
-    if watchdog.fired:
-        pytest.fail(f"{what} still ran after {limit:g}s (in-process; a command that "
-                    "runs until stopped needs the proc_cli fixture)")
-    if environ_changed:  # restored here; in a process of many commands it would stay
+    if environ_changed and not watchdog.fired:  # restored; in a process it would stay
         pytest.fail(f"{what} changed os.environ: {sorted({k for k, _ in environ_changed})}")
     out.flush()
     err.flush()
-    return code, _bytes(out), _bytes(err)
+    return Called(code, _bytes(out), _bytes(err), watchdog.fired, raised)
+
+
+def _in_a_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
+                  stdin: bytes | Path, limit: float, cwd: Path | None,
+                  memory_cap: int | None) -> Called:
+    exe = shutil.which(prog, path=str(BIN)) or prog  # else found on env's PATH
+    handle = stdin.open("rb") if isinstance(stdin, Path) else None
+    try:
+        proc = subprocess.run(
+            [exe, *argv], input=stdin if isinstance(stdin, bytes) else None,
+            stdin=handle, capture_output=True, env=dict(env), cwd=cwd, timeout=limit,
+            check=False, preexec_fn=None if memory_cap is None else _capped(memory_cap))
+    except subprocess.TimeoutExpired as exc:  # killed by subprocess.run
+        return Called(-signal.SIGKILL, _given(exc.stdout), _given(exc.stderr), hung=True)
+    finally:
+        if handle is not None:
+            handle.close()
+    return Called(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _capped(limit: int) -> Callable[[], None]:
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return cap
+
+
+def _given(data: bytes | str | None) -> bytes:
+    return data.encode() if isinstance(data, str) else data or b""
+
+
+def call(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
+         stdin: bytes | Path = b"", limit: float = 60.0, cwd: Path | None = None,
+         process: bool = False, memory_cap: int | None = None) -> Called:
+    """`prog ARGV` with `env` as the whole environment (so the agents a step starts
+    inherit it), `stdin` (bytes, or a file to read as stdin), in `cwd` (else this
+    process's folder): in this process if it can be (`IN_PROCESS`), else, or when
+    `process` is set or the address space is capped at `memory_cap` bytes, as a real
+    process of this environment's script. `limit`: seconds until the call is `hung`."""
+    if process or memory_cap is not None or prog not in IN_PROCESS:
+        return _in_a_process(prog, argv, env, stdin=stdin, limit=limit, cwd=cwd,
+                             memory_cap=memory_cap)
+    return _in_this_process(prog, argv, env, stdin=stdin, limit=limit, cwd=cwd)
 
 
 def _bytes(stream: io.TextIOWrapper) -> bytes:
@@ -202,9 +293,9 @@ def _bytes(stream: io.TextIOWrapper) -> bytes:
     return buffer.getvalue()
 
 
-def text(data: bytes) -> str:
+def text(data: bytes, errors: str = "strict") -> str:
     """Output as `subprocess.run(..., text=True)` gives it: UTF-8, universal newlines."""
-    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    return data.decode("utf-8", errors).replace("\r\n", "\n").replace("\r", "\n")
 
 
-__all__ = ["IN_PROCESS", "run_main", "stdio_errors", "text"]
+__all__ = ["BIN", "IN_PROCESS", "Called", "call", "stdio_errors", "text"]
