@@ -53,13 +53,14 @@ class Cli:
         return self.call(prog, args, (stdin or "").encode("utf-8"), timeout=timeout)
 
     def call(self, prog: str, args: Sequence[str], stdin: bytes, *, timeout: float = 60,
-             env: dict[str, str] | None = None, errors: str = "strict") -> Result:
-        """`prog ARGS` with raw bytes on stdin, and `env` over this environment
+             env: dict[str, str] | None = None, errors: str = "strict",
+             cwd: Path | None = None) -> Result:
+        """`prog ARGS` with raw bytes on stdin, and `env` over this environment, in `cwd`
         (tests/clikit.py); output not UTF-8 is an error, unless `errors` says how to read
         it; a call still running after `timeout` seconds fails the test."""
         what = " ".join([prog, *args])
         called = call(prog, args, {**self.env, **(env or {})}, stdin=stdin, limit=timeout,
-                      process=self.process or EVERY_CALL_A_PROCESS[0])
+                      cwd=cwd, process=self.process or EVERY_CALL_A_PROCESS[0])
         if called.hung:
             pytest.fail(f"{what} still ran after {timeout:g}s (in-process, a command that "
                         "runs until stopped needs the proc_cli fixture)")
