@@ -283,10 +283,11 @@ def test_writers_rebuild_views_deleted_under_them(cli: Cli, tmp_path: Path) -> N
     ready, stop = tmp_path / "ready", tmp_path / "stop"
     deleter = subprocess.Popen([PYTHON, "-c", DELETER, str(cli.home / "views"), str(ready),
                                 str(stop), "1000000"], stdout=subprocess.PIPE, text=True)
+    starter = Cli(cli.home, cli.env)  # in this process: the deleter is the other one
     try:
         while not ready.exists() and deleter.poll() is None:
             time.sleep(0.01)
-        results = [cli.run("thread", "start", "solve-issue", "-p", f"task {i}")
+        results = [starter.run("thread", "start", "solve-issue", "-p", f"task {i}")
                    for i in range(24)]
     finally:
         stop.touch()
