@@ -153,12 +153,18 @@ def store_dir(tmp_path: Path) -> Path:
 def cli(store_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
     """`uwf` and `json-cas` on a new store: in-process, or real processes for a test
     (or a module, `pytestmark`) marked `cli_processes`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
-    env["UWF_HOME"] = str(store_dir)
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["UWF_DURABILITY"] = "fsync"
     marked = request.node.get_closest_marker("cli_processes") is not None
-    return Cli(store_dir, env, process=marked)
+    return cli_on(store_dir, tmp_path / "config", process=marked)
+
+
+def cli_on(home: Path, config: Path, *, process: bool = False) -> Cli:
+    """What the `cli` fixture gives, on the store `home` with the config folder `config`
+    (XDG_CONFIG_HOME): for a fixture of wider scope (a store built once, copied per test)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env["UWF_HOME"] = str(home)
+    env["XDG_CONFIG_HOME"] = str(config)
+    env["UWF_DURABILITY"] = "fsync"
+    return Cli(home, env, process=process)
 
 
 @pytest.fixture
