@@ -13,7 +13,8 @@ import pytest
 from hypothesis import settings
 
 from tests.brokerkit import broker  # noqa: F401  (a real MQTT broker, for every test)
-from tests.clikit import BIN, call, text  # noqa: F401  (BIN: the tests import it from here)
+from tests.clikit import BIN as BIN  # noqa: PLC0414  (re-exported: tests import it from here)
+from tests.clikit import call, text
 from tests.pgkit import pg_server, pg_url  # noqa: F401  (a real PostgreSQL, for every test)
 
 if TYPE_CHECKING:
