@@ -81,32 +81,44 @@ def _stream(data: bytes, errors: str) -> io.TextIOWrapper:
                             write_through=True)
 
 
+AGAIN = 0.5  # seconds between two interrupts once past the limit
+
+
 class _Watchdog:
-    """Interrupts the main thread (SIGINT, as Ctrl-C would) if the call runs past `limit`;
-    `fired` says it did, so the test fails whatever the command made of it."""
+    """Interrupts the main thread (SIGINT, as Ctrl-C would) if the call runs past `limit`,
+    and again every AGAIN seconds until it ends (an interrupt that lands in a finalizer
+    is swallowed there: "Exception ignored"); `fired` says it did, so the test fails
+    whatever the command made of it."""
 
     def __init__(self, limit: float) -> None:
         self.fired = False
-        self._armed = True
+        self._limit = limit
+        self._done = threading.Event()
         self._lock = threading.Lock()
-        self._timer = threading.Timer(limit, self._fire)
-        self._timer.daemon = True
+        self._thread = threading.Thread(target=self._watch, name="clikit-watchdog",
+                                        daemon=True)
 
-    def _fire(self) -> None:
-        with self._lock:
-            if self._armed:
+    def _watch(self) -> None:
+        wait = self._limit
+        while not self._done.wait(wait):
+            with self._lock:
+                if self._done.is_set():
+                    return
                 self.fired = True
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            wait = AGAIN
 
     def __enter__(self) -> _Watchdog:
-        self._timer.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._armed = False
-        self._timer.cancel()
-        self._timer.join()  # gone before the threads are counted
+        try:
+            with self._lock:
+                self._done.set()
+        finally:  # set even if an interrupt lands here
+            self._done.set()
+            self._thread.join()  # gone before the threads are counted
 
 
 def _exit_code(main: Callable[[Sequence[str]], int], argv: Sequence[str]
