@@ -224,6 +224,22 @@ def _stdin(data: bytes | Path, errors: str) -> Iterator[io.TextIOWrapper]:
         stream.detach()
 
 
+@contextmanager
+def _interruptible(what: str, watchdog: _Watchdog) -> Iterator[None]:
+    """SIGINT unblocked and raising KeyboardInterrupt, as in a new process (a test run
+    before in this worker may have left another handler or a blocked SIGINT, and the
+    watchdog's interrupt would go unheard); a command that leaves it otherwise fails."""
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        left = signal.signal(signal.SIGINT, saved)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    if left is not signal.default_int_handler and not watchdog.fired:
+        pytest.fail(f"{what} left behind in this process: the SIGINT handler {left!r}")
+
+
 def _in_this_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
                      stdin: bytes | Path, limit: float, cwd: Path | None) -> Called:
     what = " ".join([prog, *argv])
@@ -243,6 +259,7 @@ def _in_this_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
               mock.patch.object(tempfile, "tempdir", None),  # TMPDIR is env's
               _stdin(stdin, errors) as given,
               _stdio(given, out, err),
+              _interruptible(what, watchdog),
               watchdog):
             code, raised = _exit_code(main, argv)
             environ_changed = sorted(set(os.environ.items()) ^ set(env.items()))
