@@ -4,9 +4,6 @@ process by default, as real processes where the process is the point)."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +13,8 @@ import pytest
 from hypothesis import settings
 
 from tests.brokerkit import broker  # noqa: F401  (a real MQTT broker, for every test)
-from tests.inprocess import IN_PROCESS, run_main, text
+from tests.clikit import BIN as BIN  # noqa: PLC0414  (re-exported: tests import it from here)
+from tests.clikit import call, text
 from tests.pgkit import pg_server, pg_url  # noqa: F401  (a real PostgreSQL, for every test)
 
 if TYPE_CHECKING:
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "solve-issue.yaml"
-BIN = Path(sys.executable).parent
 # `pytest --cli-processes`: every Cli call a real process, as all were before in-process
 # runs (a check that nothing differs; set once, when the run is configured).
 EVERY_CALL_A_PROCESS: list[bool] = [False]
@@ -54,16 +51,21 @@ class Cli:
 
     def run(self, *args: str, stdin: str | None = None, prog: str = "uwf",
             timeout: float = 60) -> Result:
-        if self.process or EVERY_CALL_A_PROCESS[0] or prog not in IN_PROCESS:
-            exe = shutil.which(prog, path=str(BIN)) or prog
-            proc = subprocess.run(
-                [exe, *args], input=stdin or "", capture_output=True, text=True,
-                env=self.env, timeout=timeout, check=False,
-            )
-            return Result(proc.returncode, proc.stdout, proc.stderr)
-        code, out, err = run_main(prog, args, self.env, (stdin or "").encode("utf-8"),
-                                  timeout)
-        return Result(code, text(out), text(err))
+        return self.call(prog, args, (stdin or "").encode("utf-8"), timeout=timeout)
+
+    def call(self, prog: str, args: Sequence[str], stdin: bytes, *, timeout: float = 60,
+             env: dict[str, str] | None = None, errors: str = "strict",
+             cwd: Path | None = None) -> Result:
+        """`prog ARGS` with raw bytes on stdin, and `env` over this environment, in `cwd`
+        (tests/clikit.py); output not UTF-8 is an error, unless `errors` says how to read
+        it; a call still running after `timeout` seconds fails the test."""
+        what = " ".join([prog, *args])
+        called = call(prog, args, {**self.env, **(env or {})}, stdin=stdin, limit=timeout,
+                      cwd=cwd, process=self.process or EVERY_CALL_A_PROCESS[0])
+        if called.hung:
+            pytest.fail(f"{what} still ran after {timeout:g}s (in-process, a command that "
+                        "runs until stopped needs the proc_cli fixture)")
+        return Result(called.code, text(called.out, errors), text(called.err, errors))
 
     def processes(self) -> Cli:
         """This store and environment (the same dict), with a real process per call."""
@@ -123,10 +125,7 @@ def snapshot(home: Path) -> dict[str, bytes]:
 def run_bytes(cli: Cli, prog: str, *args: str, stdin: bytes = b"",
               env: dict[str, str] | None = None) -> Result:
     """A console script with raw bytes on stdin (Cli.run only sends text)."""
-    proc = subprocess.run([str(BIN / prog), *args], input=stdin, capture_output=True,
-                          env={**cli.env, **(env or {})}, timeout=120, check=False)
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
+    return cli.call(prog, args, stdin, timeout=120, env=env, errors="replace")
 
 
 @pytest.fixture
@@ -155,12 +154,18 @@ def store_dir(tmp_path: Path) -> Path:
 def cli(store_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
     """`uwf` and `json-cas` on a new store: in-process, or real processes for a test
     (or a module, `pytestmark`) marked `cli_processes`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
-    env["UWF_HOME"] = str(store_dir)
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["UWF_DURABILITY"] = "fsync"
     marked = request.node.get_closest_marker("cli_processes") is not None
-    return Cli(store_dir, env, process=marked)
+    return cli_on(store_dir, tmp_path / "config", process=marked)
+
+
+def cli_on(home: Path, config: Path, *, process: bool = False) -> Cli:
+    """What the `cli` fixture gives, on the store `home` with the config folder `config`
+    (XDG_CONFIG_HOME): for a fixture of wider scope (a store built once, copied per test)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env["UWF_HOME"] = str(home)
+    env["XDG_CONFIG_HOME"] = str(config)
+    env["UWF_DURABILITY"] = "fsync"
+    return Cli(home, env, process=process)
 
 
 @pytest.fixture

@@ -19,18 +19,12 @@ failure a strict xfail already pins (`known`).
 
 from __future__ import annotations
 
-import _thread
 import contextlib
-import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +34,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, reject, settings
 
-from tests.conftest import BIN, snapshot
+from tests.clikit import Called, call
+from tests.conftest import snapshot
 
 # -- budgets -----------------------------------------------------------------------------
 
@@ -290,96 +285,30 @@ class Outcome:
                 + ("\nstill running at its time limit" if self.hung else ""))
 
 
-MAINS: dict[str, Callable[[Sequence[str]], int]] = {}
-
-
-def _main(prog: str) -> Callable[[Sequence[str]], int]:
-    if not MAINS:
-        from uwf.cli.jsoncas import main as json_cas_main
-        from uwf.cli.main import main as uwf_main
-
-        MAINS.update({"uwf": uwf_main, "json-cas": json_cas_main})
-    return MAINS[prog]
-
-
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str], cwd: Path) -> Iterator[None]:
-    saved_env = dict(os.environ)
-    saved_cwd = os.getcwd()
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    try:
-        yield
-    finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-
-
-class _Watchdog:
-    """Interrupts the main thread (as Ctrl-C would) if a command runs past `limit`."""
-
-    def __init__(self, limit: float) -> None:
-        self.fired = False
-        self._timer = threading.Timer(limit, self._fire)
-        self._timer.daemon = True
-
-    def _fire(self) -> None:
-        self.fired = True
-        _thread.interrupt_main()
-
-    def __enter__(self) -> _Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-
-
 def run_in_process(sandbox: Sandbox, prog: str, *argv: str, stdin: bytes = b"",
                    limit: float = 30.0) -> Outcome:
-    """`main(argv)` of `prog` in this process, in the sandbox's environment and folder,
-    with stdin, stdout and stderr its own."""
-    main = _main(prog)
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.stdin, sys.stdout, sys.stderr
-    raised: str | None = None
-    code = -1
-    started = time.monotonic()
-    watchdog = _Watchdog(limit)
-    with _environment(sandbox.env, sandbox.work):
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-        sys.stdout, sys.stderr = out, err
-        try:
-            with watchdog:
-                code = main(list(argv))
-        except BaseException:  # anything escaping main is a crash; so is a hang
-            raised = traceback.format_exc()
-        finally:
-            sys.stdin, sys.stdout, sys.stderr = saved
-    return Outcome(prog, argv, code, out.getvalue(), err.getvalue(),
-                   time.monotonic() - started, raised, watchdog.fired)
+    """`main(argv)` of `prog` in this process (tests/clikit.py), in the sandbox's
+    environment and folder, with stdin, stdout and stderr its own."""
+    return _outcome(prog, argv, lambda: call(prog, argv, sandbox.env, stdin=stdin,
+                                             limit=limit, cwd=sandbox.work))
 
 
 def run_binary(sandbox: Sandbox, prog: str, *argv: str, stdin: bytes = b"",
                limit: float = 60.0) -> Outcome:
     """The real console script `prog` as a process, in the sandbox."""
+    return _outcome(prog, argv, lambda: call(prog, argv, sandbox.env, stdin=stdin,
+                                             limit=limit, cwd=sandbox.work, process=True))
+
+
+def _outcome(prog: str, argv: tuple[str, ...], run: Callable[[], Called]) -> Outcome:
     started = time.monotonic()
-    try:
-        proc = subprocess.run([str(BIN / prog), *argv], input=stdin, capture_output=True,
-                              env=sandbox.env, cwd=sandbox.work, timeout=limit, check=False)
-    except subprocess.TimeoutExpired as exc:
-        return Outcome(prog, argv, -1, _text(exc.stdout), _text(exc.stderr),
-                       time.monotonic() - started, None, True)
-    return Outcome(prog, argv, proc.returncode, _text(proc.stdout), _text(proc.stderr),
-                   time.monotonic() - started)
+    called = run()
+    return Outcome(prog, argv, called.code, _text(called.out), _text(called.err),
+                   time.monotonic() - started, called.raised, called.hung)
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 Runner = Callable[..., Outcome]

@@ -11,7 +11,6 @@ wait for a `go` file (a step that stays in flight).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import BIN, EXAMPLE, Cli, Result
+from tests.conftest import EXAMPLE, Cli, Result, cli_on
 from tests.threadkit import Kit, kill_quietly, make_kit, popen_uwf, wait_for
 
 NOW = "2030-01-01T00:00:00.000Z"  # the reading clock of the byte-for-byte comparisons
@@ -166,10 +165,7 @@ class Fleet:
 def new_cli(tmp: Path) -> Cli:
     """A `Cli` on a new store under `tmp`, as the `cli` fixture makes one (for fixtures
     shared by a module's tests)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
-    env["UWF_HOME"] = str(tmp / "store")
-    env["XDG_CONFIG_HOME"] = str(tmp / "config")
-    return Cli(tmp / "store", env)
+    return cli_on(tmp / "store", tmp / "config")
 
 
 def make_fleet(cli: Cli, tmp_path: Path) -> Fleet:
@@ -186,9 +182,7 @@ def make_fleet(cli: Cli, tmp_path: Path) -> Fleet:
 
 def run_in(cli: Cli, cwd: Path, *args: str) -> Result:
     """`uwf ARGS` run from `cwd` (what `--scope repo` and a thread's repo depend on)."""
-    proc = subprocess.run([str(BIN / "uwf"), *args], capture_output=True, text=True,
-                          env=cli.env, cwd=cwd, timeout=60, check=False)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    return cli.call("uwf", args, b"", cwd=cwd)
 
 
 def git_repo(path: Path) -> Path:

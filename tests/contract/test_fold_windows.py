@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import Cli, cli_on
 from tests.threadkit import make_kit
 from uwf.engine import fold
 from uwf.store import Store
@@ -34,6 +34,15 @@ def busy_store(cli: Cli, tmp_path: Path) -> None:
     kit.ok("queue", "add", "--batch", str(batch))
     leased = kit.ok("sched", "lease")["leases"]
     kit.ok("sched", "complete", leased[0]["id"], "--lease", leased[0]["leaseId"])
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A busy store, made once (its threads' steps run agents): each test copies it."""
+    root = tmp_path_factory.mktemp("busy")
+    made = cli_on(root / "store", root / "config")
+    busy_store(made, root)
+    return made.home
 
 
 def rebuilt(store: Store) -> Store:
@@ -59,8 +68,8 @@ def contents(store: Store) -> dict[str, Any]:
 
 @pytest.mark.parametrize("window", [1, 3, 7])
 def test_a_fold_in_stretches_leaves_the_views_a_whole_fold_does(
-        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int) -> None:
-    busy_store(cli, tmp_path)
+        cli: Cli, busy: Path, monkeypatch: pytest.MonkeyPatch, window: int) -> None:
+    shutil.copytree(busy, cli.home)
     whole = contents(rebuilt(Store.open(cli.home)))
     assert len(whole["queue"]) == 12
     monkeypatch.setattr(fold, "WINDOW", window)
@@ -76,13 +85,13 @@ def test_a_fold_in_stretches_leaves_the_views_a_whole_fold_does(
     assert len(json.loads(result.out)["runs"]) == 3, result.out
 
 
-def test_a_fold_in_stretches_on_postgresql(cli: Cli, tmp_path: Path, pg_url: str,
+def test_a_fold_in_stretches_on_postgresql(cli: Cli, busy: Path, pg_url: str,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("psycopg")
     from uwf.config.settings import Settings
     from uwf.storecopy.service import copy
 
-    busy_store(cli, tmp_path)
+    shutil.copytree(busy, cli.home)
     store = rebuilt(Store.open(cli.home))
     settings = Settings.from_env({**cli.env, "UWF_HOME": pg_url}, None)
     server = Store.open(settings=settings)

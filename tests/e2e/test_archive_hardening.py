@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BIN, Cli, snapshot
+from tests.conftest import Cli, snapshot
 from tests.runkit import Fleet, run_in
 from tests.threadkit import one_line_error, popen_uwf
 
@@ -253,10 +252,9 @@ def test_sigterm_while_the_modules_load_waits_for_the_command(
     shadow.mkdir()
     (shadow / "argparse.py").write_text(SIGTERM_WHILE_IMPORTED, "utf-8")
     folder = tmp_path / "archive"
-    done = subprocess.run([str(BIN / "uwf"), "archive", "sync", str(folder), *args],
-                          env={**fleet.cli.env, "PYTHONPATH": str(shadow)},
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert (done.returncode, done.stdout, done.stderr) == (code, "", ""), done
+    done = fleet.cli.processes().call("uwf", ["archive", "sync", str(folder), *args], b"",
+                                      env={"PYTHONPATH": str(shadow)})
+    assert (done.code, done.out, done.err) == (code, "", ""), done
     assert not folder.exists()
 
 

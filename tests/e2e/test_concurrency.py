@@ -1,6 +1,7 @@
 """Many OS processes writing and reading one store at once, with the real CLI.
 
-Eight driver processes each run `uwf workflow put` on their own workflow files
+Eight driver processes each run `uwf workflow put` (uwf's `main`, called in the
+driver's own process, one command after another) on their own workflow files
 (plus contested names and one file they all share) while reader processes
 list the workflows in a loop. Afterwards the log must be contiguous and verify,
 no registration may be lost or doubled, each name's `previous` chain must be
@@ -32,18 +33,27 @@ WRITERS = 8
 OWN = 3  # distinct workflows per writer (6 before: the same race, twice as many times)
 RACES = 2  # names every writer registers with its own content
 
-# Waits for the start signal, then runs `uwf workflow put` on each file in turn,
+# Waits for the start signal, then runs `uwf workflow put` on each file in turn (uwf's
+# main in this process: the process is one writer, its commands one after another),
 # printing one JSON line per put: the file, the exit code, stdout and stderr.
-DRIVER = r'''
-import json, os, subprocess, sys, time
-uwf, go, ready, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+UWF_IN_THIS_PROCESS = r'''
+import contextlib, io, json, os, sys, time
+from uwf.cli.main import main
+
+def uwf(*args):
+    out, err = (io.TextIOWrapper(io.BytesIO(), "utf-8", write_through=True) for _ in "12")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()
+'''
+DRIVER = UWF_IN_THIS_PROCESS + r'''
+go, ready, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 for path in files:
-    done = subprocess.run([uwf, "workflow", "put", path], capture_output=True, text=True)
-    print(json.dumps({"file": path, "code": done.returncode, "out": done.stdout,
-                      "err": done.stderr}), flush=True)
+    code, out, err = uwf("workflow", "put", path)
+    print(json.dumps({"file": path, "code": code, "out": out, "err": err}), flush=True)
 '''
 
 def wait_exists(path: Path, seconds: float = 60.0) -> None:
@@ -55,16 +65,16 @@ def wait_exists(path: Path, seconds: float = 60.0) -> None:
 
 
 # Lists the workflows in a loop until told to stop; one JSON line per read.
-READER = r'''
-import json, os, subprocess, sys, time
-uwf, go, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+READER = UWF_IN_THIS_PROCESS + r'''
+go, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3]
 open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 while not os.path.exists(stop):
-    done = subprocess.run([uwf, "workflow", "list"], capture_output=True, text=True)
-    names = [entry["name"] for entry in json.loads(done.stdout)] if done.returncode == 0 else []
-    print(json.dumps({"code": done.returncode, "names": names, "err": done.stderr}), flush=True)
+    code, out, err = uwf("workflow", "list")
+    names = [entry["name"] for entry in json.loads(out)] if code == 0 else []
+    print(json.dumps({"code": code, "names": names, "err": err}), flush=True)
+    time.sleep(0.05)  # a reader among the writers, not one that starves them
 '''
 
 
@@ -107,7 +117,6 @@ def plan(directory: Path, rng: random.Random) -> tuple[list[list[Path]], Path]:
 
 
 def test_eight_processes_register_at_once(cli: Cli, tmp_path: Path) -> None:
-    uwf = str(BIN / "uwf")
     files_dir = tmp_path / "files"
     files_dir.mkdir()
     plans, shared = plan(files_dir, random.Random(8))
@@ -118,13 +127,13 @@ def test_eight_processes_register_at_once(cli: Cli, tmp_path: Path) -> None:
     go, stop = tmp_path / "go", tmp_path / "stop"
 
     writers = [
-        subprocess.Popen([PYTHON, str(driver), uwf, str(go), str(tmp_path / f"ready-w{index}"),
+        subprocess.Popen([PYTHON, str(driver), str(go), str(tmp_path / f"ready-w{index}"),
                           *map(str, files)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
         for index, files in enumerate(plans)
     ]
     readers = [
-        subprocess.Popen([PYTHON, str(reader), uwf, str(go), str(stop),
+        subprocess.Popen([PYTHON, str(reader), str(go), str(stop),
                           str(tmp_path / f"ready-r{index}")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env)
         for index in range(2)
@@ -283,10 +292,11 @@ def test_writers_rebuild_views_deleted_under_them(cli: Cli, tmp_path: Path) -> N
     ready, stop = tmp_path / "ready", tmp_path / "stop"
     deleter = subprocess.Popen([PYTHON, "-c", DELETER, str(cli.home / "views"), str(ready),
                                 str(stop), "1000000"], stdout=subprocess.PIPE, text=True)
+    starter = Cli(cli.home, cli.env)  # in this process: the deleter is the other one
     try:
         while not ready.exists() and deleter.poll() is None:
             time.sleep(0.01)
-        results = [cli.run("thread", "start", "solve-issue", "-p", f"task {i}")
+        results = [starter.run("thread", "start", "solve-issue", "-p", f"task {i}")
                    for i in range(24)]
     finally:
         stop.touch()

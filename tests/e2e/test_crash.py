@@ -323,14 +323,14 @@ def acknowledged(out: bytes) -> list[str]:
     return complete.splitlines()
 
 
-# -- 2. SIGKILL at random points, 50 times -------------------------------------------
+# -- 2. SIGKILL at random points, 30 times -------------------------------------------
 
 def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) -> None:
     started = time.monotonic()
     rng = random.Random(0x5EED_CAFE)
     segment_bytes = 96 * 1024  # small segments, so crashes also meet rotation
     env = dict(cli.env, UWF_SEGMENT_BYTES=str(segment_bytes), UWF_DURABILITY="fsync")
-    cli = Cli(cli.home, env, process=True)
+    cli = Cli(cli.home, env)  # the reads around the kills; the killed writers are processes
     write_script(tmp_path)
     base = put(cli, tmp_path, "base")["workflow"]
 
@@ -347,7 +347,9 @@ def test_sigkilled_writers_lose_no_acknowledged_write(cli: Cli, tmp_path: Path) 
     torn_names: set[str] = set()
     observed: list[Tail] = []
     tears = natural_tears = 0
-    for round_ in range(50):
+    # 30 rounds (50 before: the same three writers, killed at random moments, again):
+    # each kind is still killed 3 times or more, and a tear is made every third round.
+    for round_ in range(30):
         tail = unacknowledged_tail(cli.home)
         if tail is not None and tail not in observed:
             observed.append(tail)

@@ -3,7 +3,7 @@ united-workforce HEAD does (issue 34): `.workflows/` (preferred) or `.workflow/`
 the working folder or a parent up to the repo's top, as `NAME.yaml`, `NAME.yml` or
 `NAME/index.yaml`; a file found wins over the store's registered version of the name,
 and the result says which was used; a file whose `name` differs is refused. Each rule
-through the real console script, from a folder inside a repo
+through `uwf`'s main, run in a folder inside a repo
 (docs/workflows.md#workflow-files-in-the-repo)."""
 
 from __future__ import annotations

@@ -113,10 +113,9 @@ def test_a_url_never_becomes_a_folder_and_its_password_is_never_shown(
     for args in (("workflow", "put", str(EXAMPLE)), ("registry", "show"),
                  ("registry", "show", "--json"), ("log", "tail", "-n", "5"),
                  ("run", "list", "--json")):
-        done = subprocess.run([str(BIN / "uwf"), *args], env=cli.env, cwd=work, text=True,
-                              capture_output=True, check=False)
-        assert done.returncode == 0, done.stderr
-        outputs.append(done.stdout + done.stderr)
+        done = cli.call("uwf", args, b"", cwd=work)
+        assert done.code == 0, done.err
+        outputs.append(done.out + done.err)
     assert all("s3cret" not in text for text in outputs)
     shown = json.loads(outputs[2])["store"]
     assert shown.startswith("postgresql://postgres@/uwf_test_")

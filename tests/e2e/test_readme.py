@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, ROOT
+from tests.conftest import BIN, ROOT, Cli
 from uwf.cas.builtins import builtin_hash
 
 README = ROOT / "README.md"
@@ -243,9 +243,8 @@ def session_env(tmp_path: Path) -> dict[str, str]:
 def step_node_check(env: dict[str, str]) -> Callable[[str, str], bool]:
     @functools.cache
     def is_step_node(store: str, hash_: str) -> bool:
-        done = subprocess.run([str(BIN / "json-cas"), "--store", store, "--json", "get", hash_],
-                              capture_output=True, text=True, env=env, check=False, timeout=60)
-        return done.returncode == 0 and json.loads(done.stdout)["type"] == builtin_hash("StepNode")
+        done = Cli(Path(store), env).cas("--store", store, "--json", "get", hash_)
+        return done.code == 0 and json.loads(done.out)["type"] == builtin_hash("StepNode")
 
     return is_step_node
 
@@ -305,10 +304,10 @@ def test_example_config_works_from_any_directory(session_env: dict[str, str],
                UWF_CONFIG=str(ROOT / "examples" / "config.yaml"), UWF_DURABILITY="none")
 
     def uwf(*args: str) -> dict[str, object]:
-        done = subprocess.run([str(BIN / "uwf"), *args], cwd=elsewhere, env=env,
-                              capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, done.stderr
-        result: dict[str, object] = json.loads(done.stdout)
+        done = Cli(tmp_path / "store", env).call("uwf", args, b"", timeout=120,
+                                                  cwd=elsewhere)
+        assert done.code == 0, done.err
+        result: dict[str, object] = json.loads(done.out)
         return result
 
     uwf("workflow", "put", str(ROOT / "examples" / "solve-issue.yaml"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.conftest import BIN, Cli
+from tests.conftest import BIN, Cli, Result
 from tests.queuekit import Queue
 
 
@@ -54,19 +54,17 @@ def test_run_show_scope_repo_finds_only_this_repos_runs(q: Queue, cli: Cli,
         (repo / ".git").mkdir(parents=True)
     run = q.ok("thread", "start", "solve-issue", "-p", "x", "--repo", str(there))["thread"]
 
-    def show(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN / "uwf"), "run", "show", run, "--json", *args],
-                              cwd=cwd, env=cli.env, capture_output=True, text=True,
-                              check=False, timeout=60)
+    def show(cwd: Path, *args: str) -> Result:
+        return cli.call("uwf", ["run", "show", run, "--json", *args], b"", cwd=cwd)
 
-    assert show(here).returncode == 0  # --scope home (the default): any repo
+    assert show(here).code == 0  # --scope home (the default): any repo
     refused = show(here, "--scope", "repo")
-    assert refused.returncode == 1
-    assert refused.stderr.count("\n") == 1
-    assert f"is of repo {there}" in refused.stderr
+    assert refused.code == 1
+    assert refused.err.count("\n") == 1
+    assert f"is of repo {there}" in refused.err
     found = show(there, "--scope", "repo")
-    assert found.returncode == 0, found.stderr
-    assert '"found": true' in found.stdout
+    assert found.code == 0, found.err
+    assert '"found": true' in found.out
 
 
 def test_a_repo_named_only_by_queue_entries_is_one_of_the_stores_repos(

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import BIN, ROOT, Cli
+from tests.conftest import ROOT, Cli
 from tests.contract import test_views
 from tests.logkit import append, envelopes
 from uwf.engine.events import Envelope, LogRepaired, NewEvent, encode_line
@@ -397,11 +397,9 @@ def test_two_processes_deciding_on_the_same_version_one_wins(tmp_path: Path) -> 
     assert outs[0].startswith("conflict workflow/a has moved since the command read it "
                               "(it expected version 2; the log is at 3)"), results
     assert outs[1] == "wrote\n"
-    verify = subprocess.run([str(BIN / "uwf"), "--json", "log", "verify"], env={
-        **env, "UWF_HOME": str(home)}, capture_output=True, text=True, timeout=60,
-        check=False)
-    assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert json.loads(verify.stdout)["ok"] is True
+    verify = Cli(home, {**env, "UWF_HOME": str(home)}).run("--json", "log", "verify")
+    assert verify.code == 0, verify.out + verify.err
+    assert json.loads(verify.out)["ok"] is True
     again = Store.open(home)
     assert [e.type for e in again.journal.read_subject("workflow/a")] == [
         "workflow.registered"] * 2

@@ -1,27 +1,24 @@
 """Workflow files found in the repo (`.workflows/NAME.yaml` and its other layouts, here
 or in a parent folder; tests/e2e/test_discovery_rules.py has each rule) and `!include` in
-workflow YAML, through the real `uwf` console script
+workflow YAML, through `uwf`'s main, run in the folder a test names
 (docs/workflows.md#workflow-files-in-the-repo, docs/workflows.md#include)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import BIN, Cli, Result, refused, snapshot
+from tests.conftest import Cli, Result, refused, snapshot
 
 
 def uwf(cli: Cli, *args: str, cwd: Path | None = None) -> Result:
     """`uwf ARGS` run in `cwd` (the repo it finds is the git top level of `cwd`)."""
-    proc = subprocess.run([str(BIN / "uwf"), *args], cwd=cwd, env=cli.env,
-                          capture_output=True, text=True, timeout=60, check=False)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    return cli.call("uwf", args, b"", cwd=cwd)
 
 
 def ok(result: Result) -> Any:
