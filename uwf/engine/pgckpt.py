@@ -1,6 +1,6 @@
 """The views' checkpoints in PostgreSQL: one shared row for the views that move together,
-as the folder store keeps them (uwf/engine/ckptrows.py, same semantics), so a command
-moves one row of `uwf_views`, not one a view (issue 31).
+as the folder store keeps them (uwf/engine/ckptrows.py, whose `read` reads these rows
+too), so a command moves one row of `uwf_views`, not one a view (issue 31).
 
 `uwf_views` holds a row per view (and one for the stream index) with its signature,
 and the shared row, named `''` (signature `''`). A view's row with a NULL seq and
@@ -19,11 +19,10 @@ the ordinary way (`PgViewStore.commit`) writes it and joins the views again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from uwf.engine import ckptrows
-from uwf.engine.ckptrows import SHARED, Checkpoints, Damaged
+from uwf.engine.ckptrows import Checkpoints
 from uwf.engine.log import Checkpoint
 
 CREATE = ("CREATE TABLE IF NOT EXISTS uwf_views (name text PRIMARY KEY, "
@@ -40,14 +39,6 @@ AT_SHARED = """(SELECT count(*) FILTER (WHERE v.seq IS NULL AND v.name = ANY(p_n
     max(v.digest) FILTER (WHERE v.name = '') AS digest FROM uwf_views v)"""
 # SQL: every joined view moved to the new head (`s`, `prev`): the shared row alone.
 MOVE = "UPDATE uwf_views SET seq = s, digest = prev WHERE name = ''"
-
-__all__ = ["AT_SHARED", "CREATE", "MOVE", "SELECT", "SHARED", "Checkpoints", "Damaged",
-           "read", "write"]
-
-
-def read(rows: Iterable[tuple[Any, ...]], signatures: Mapping[str, str]) -> Checkpoints:
-    """The rows of `uwf_views` as `ckptrows.read` reads SQLite's (Damaged alike)."""
-    return ckptrows.read(rows, signatures)
 
 
 def write(connection: Any, kept: Checkpoints, stored: Mapping[str, str],

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
-from uwf.engine import pgckpt
+from uwf.engine import ckptrows, pgckpt
 from uwf.engine.dburl import where
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
@@ -192,11 +192,11 @@ class PgViewStore:
                     rows = connection.execute(pgckpt.SELECT).fetchall()
         return self._matching(rows).found
 
-    def _matching(self, rows: Rows) -> pgckpt.Checkpoints:
+    def _matching(self, rows: Rows) -> ckptrows.Checkpoints:
         """The checkpoints stored at the signature each view (or the index) has now."""
         try:
-            return pgckpt.read(rows, self._signatures)
-        except pgckpt.Damaged as exc:  # a hand edit
+            return ckptrows.read(rows, self._signatures)
+        except ckptrows.Damaged as exc:  # a hand edit
             raise self._corrupt(exc) from None
 
     def _reader(self, view: str) -> Connection | None:
