@@ -5,13 +5,14 @@ layout (a row per view) are rebuilt from the log."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.contract.test_contract import SPECS, view_store
 from uwf.engine.log import Checkpoint
-from uwf.engine.viewspec import STREAMS, Row
+from uwf.engine.viewspec import STREAMS, Row, ViewStore
 from uwf.engine.viewstore import SqliteViewStore
 from uwf.errors import Corrupt
 from uwf.store import Store
@@ -51,6 +52,19 @@ def test_a_write_moves_the_shared_row_only(tmp_path: Path) -> None:
     again.close()
 
 
+def moved_on_and_joined(both: ViewStore, cp: Callable[[int], Checkpoint]) -> None:
+    """Views w and s, after w alone moved to 2 while s stayed at 1 (on every backend:
+    tests/contract/test_pgckpt.py too): a commit expecting s at 2 is refused, each moves
+    on its own, then both together, at 4."""
+    assert both.checkpoints() == {"w": cp(2), "s": cp(1)}
+    assert not both.commit({}, {"w": cp(2), "s": cp(2)}, cp(3))  # s is at 1: refused
+    assert both.commit({}, {"w": cp(2)}, cp(3))
+    assert both.checkpoints() == {"w": cp(3), "s": cp(1)}
+    assert both.commit({}, {"s": cp(1)}, cp(3))
+    assert both.checkpoints() == {"w": cp(3), "s": cp(3)}
+    assert both.commit({}, {"w": cp(3), "s": cp(3)}, cp(4))
+
+
 def test_a_view_that_does_not_move_keeps_its_checkpoint(tmp_path: Path) -> None:
     """One view moved alone (built alone, or by a uwf that does not know the others):
     the others keep where they were, as their own rows, and join again when moved."""
@@ -62,13 +76,7 @@ def test_a_view_that_does_not_move_keeps_its_checkpoint(tmp_path: Path) -> None:
     assert alone.commit({}, {"w": cp(1)}, cp(2))
     alone.close()
     both = view_store("sqlite", tmp_path)
-    assert both.checkpoints() == {"w": cp(2), "s": cp(1)}
-    assert not both.commit({}, {"w": cp(2), "s": cp(2)}, cp(3))  # s is at 1: refused
-    assert both.commit({}, {"w": cp(2)}, cp(3))
-    assert both.checkpoints() == {"w": cp(3), "s": cp(1)}
-    assert both.commit({}, {"s": cp(1)}, cp(3))
-    assert both.checkpoints() == {"w": cp(3), "s": cp(3)}
-    assert both.commit({}, {"w": cp(3), "s": cp(3)}, cp(4))
+    moved_on_and_joined(both, cp)
     both.close()
     assert rows(tmp_path / "views" / "views.sqlite3") == {
         "": (4, "d4"), "w": (None, None), "s": (None, None)}

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE
+from tests.contract.test_ckptrows import moved_on_and_joined
 from uwf.audit.verify import verify as verify_log
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
@@ -78,13 +79,7 @@ def test_a_view_that_does_not_move_keeps_its_checkpoint(db: PgDatabase, pg_url: 
     assert alone.checkpoints() == {"w": cp(1)}
     assert alone.commit({}, {"w": cp(1)}, cp(2))
     assert rows(pg_url) == {"": (2, cp(2).digest), "w": (None, None), "s": (1, cp(1).digest)}
-    assert both.checkpoints() == {"w": cp(2), "s": cp(1)}
-    assert not both.commit({}, {"w": cp(2), "s": cp(2)}, cp(3))  # s is at 1: refused
-    assert both.commit({}, {"w": cp(2)}, cp(3))
-    assert both.checkpoints() == {"w": cp(3), "s": cp(1)}
-    assert both.commit({}, {"s": cp(1)}, cp(3))
-    assert both.checkpoints() == {"w": cp(3), "s": cp(3)}
-    assert both.commit({}, {"w": cp(3), "s": cp(3)}, cp(4))
+    moved_on_and_joined(both, cp)
     assert rows(pg_url) == {"": (4, cp(4).digest), "w": (None, None), "s": (None, None)}
 
 
