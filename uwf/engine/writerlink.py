@@ -119,8 +119,10 @@ class WriterLink:
     def call(self, op: str, args: dict[str, Any], result: type[T]) -> T | None:
         """The writer's result of `op`, or its refusal raised; None when no writer
         answers (run the operation in-process)."""
-        request = frame(Call(op, args))
         sock: socket.socket | None = getattr(self._local, "sock", None)
+        if sock is None and not os.path.lexists(self.root / SOCKET_NAME):
+            return None  # no writer: one stat, not a socket made to fail (a hot path)
+        request = frame(Call(op, args))
         if sock is not None:
             try:
                 sock.sendall(request)
