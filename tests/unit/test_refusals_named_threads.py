@@ -27,7 +27,7 @@ from uwf.engine.events import EventData
 from uwf.runs import decide as run_decide
 from uwf.runs import rules as run_rules
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.projection import RunState
+from uwf.runs.state import RunState
 from uwf.threads import decide as thread_decide
 from uwf.threads import rules as thread_rules
 from uwf.threads.events import (

@@ -9,17 +9,25 @@ overlay the table names, in whatever state the thread is, and verifies clean.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.contract.test_views import event_data
 from uwf.audit.verify import verify
-from uwf.engine.events import EventData, NewEvent
+from uwf.engine.events import GENESIS_PREV, EventData, NewEvent
+from uwf.engine.feature import checks_of
 from uwf.engine.journal import Outcome
 from uwf.errors import NotFound, Rejected
 from uwf.runs import decide
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.rules import KINDS, LINK_STATES, OVERLAYS, TRANSITIONS, RunPhase, next_run
+from uwf.runs.order import RunOrder
+from uwf.runs.projection import RunsProjection
+from uwf.runs.rules import KINDS, LINK_STATES, OVERLAYS, TRANSITIONS, next_run
 from uwf.runs.service import archive, get_run
-from uwf.store import Store
+from uwf.runs.state import RunPhase
+from uwf.store import Store, default_features
 from uwf.threads.events import (
     ThreadAsked,
     ThreadBlocked,
@@ -179,3 +187,38 @@ def test_a_finished_run_archived_by_the_command_verifies_clean() -> None:
             assert problems(store) == []
         finally:
             store.close()
+
+
+# -- the view and verify fold alike -----------------------------------------------------------
+
+RUN_U = "01JD0000000000000000000002"
+run_data: st.SearchStrategy[tuple[str, EventData]] = st.tuples(
+    st.sampled_from(["thread/01JD0000000000000000000001", f"thread/{RUN_U}"]),
+    st.one_of(st.builds(RunArchived, st.sampled_from(["a", "b"])),
+              st.builds(RunUnarchived, st.sampled_from(["c"])),
+              st.builds(lambda of: RunRerunLinked(of, "/r", of, 1, "again"),
+                        st.sampled_from(["01JD0000000000000000000001", RUN_U]))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.one_of(event_data, run_data), min_size=1, max_size=3),
+                min_size=1, max_size=14))
+def test_the_view_and_verify_fold_any_events_alike(
+        batches: list[list[tuple[str, EventData]]]) -> None:
+    """Allowed or not: the `runs` view and `log verify` fold a run with the one `evolve`
+    (over the thread's state its check folds), so verify holds the very state the view
+    stores, but for the record's running digest, which verify keeps none of."""
+    store = Store.memory()
+    for batch in batches:
+        store.journal.write(lambda _views, b=batch: Outcome(  # type: ignore[misc]
+            [NewEvent(subject, data) for subject, data in b]))
+    checks = checks_of(default_features())
+    runs = next(c for kind in checks.values() for c in kind if isinstance(c, RunOrder))
+    for line in store.log.read():
+        envelope = store.journal.catalog.decode(line.raw)
+        for check in checks.get(envelope.type, ()):
+            check(envelope)
+    view = RunsProjection()
+    stored = {key: view.decode(row) for key, row in store.views.scan("runs")}
+    assert {f"thread/{key}": msgspec.structs.replace(state, source_fingerprint=GENESIS_PREV)
+            for key, state in stored.items()} == runs.runs

@@ -34,14 +34,16 @@ class Feature(msgspec.Struct, frozen=True, kw_only=True):
     """What a feature adds to a store: event types, views, a verify check, upcasters.
 
     `views` are projection classes (a store makes its own instances); `check` is
-    called with the feature's own `events`. A Struct, not a dataclass, which would
-    compile its methods at every start-up.
+    called with the feature's own `events` and the other features' `reads`. A Struct,
+    not a dataclass, which would compile its methods at every start-up.
     """
 
     name: str
     events: tuple[type[EventData], ...] = ()
     views: tuple[type[StructProjection], ...] = ()
     check: MakeCheck | None = None
+    # Other features' event types the check reads too (after their own feature's check).
+    reads: tuple[type[EventData], ...] = ()
     upcasters: tuple[Upcaster, ...] = ()
 
 
@@ -95,6 +97,6 @@ def checks_of(features: Iterable[Feature]) -> dict[str, list[Check]]:
         if feature.check is None:
             continue
         check = made[feature.name] = feature.check(made)
-        for event_type in feature.events:
+        for event_type in (*feature.events, *feature.reads):
             routes.setdefault(event_type.type, []).append(check)
     return routes

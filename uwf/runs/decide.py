@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from uwf.errors import Rejected
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.projection import RunState
 from uwf.runs.rules import ALREADY_ARCHIVED, NOT_ARCHIVED, refusal, rerun_refusal
+from uwf.runs.state import RunState
 
 
 def archive(run: RunState, reason: str, *, unarchive: bool = False

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from uwf.engine.feature import Check, Feature
 from uwf.runs.events import RUN_EVENTS
 from uwf.runs.projection import RunsProjection
+from uwf.threads.events import THREAD_EVENTS
 
 
 def _check(made: Mapping[str, Check]) -> Check:
@@ -17,4 +18,6 @@ def _check(made: Mapping[str, Check]) -> Check:
     return RunOrder(made)
 
 
-FEATURE = Feature(name="runs", events=RUN_EVENTS, views=(RunsProjection,), check=_check)
+# Its check folds each run over its thread (`evolve`), so it reads the threads' events too.
+FEATURE = Feature(name="runs", events=RUN_EVENTS, views=(RunsProjection,), check=_check,
+                  reads=THREAD_EVENTS)

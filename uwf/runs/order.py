@@ -1,7 +1,8 @@
-"""`log verify`'s check of what is filed on a run (uwf/runs/rules.py): an archive, an
-unarchive, a rerun's link, each in a state of the run and of its thread that allows
-it, and a link only to an original not running at its instant. A run is a thread: its
-thread's state is the threads' check's (the threads' `evolve` folded)."""
+"""`log verify`'s check of what is filed on a run (uwf/runs/rules.py): each run folded
+by its `evolve` (as the `runs` view is), over its thread's state as the threads' check
+folds it from the same events (a run is a thread); each run event judged by the table:
+an archive, an unarchive, a rerun's link, each in a state of the run and of its thread
+that allows it, and a link only to an original not running at its instant."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from uwf.engine.events import Envelope
 from uwf.engine.feature import Check
 from uwf.errors import UsageError
 from uwf.runs.events import RunRerunLinked
-from uwf.runs.rules import RunPhase, kind_of, next_run, problem, rerun_refusal
+from uwf.runs.rules import evolve, kind_of, problem, rerun_refusal
+from uwf.runs.state import RunPhase, RunState
 from uwf.threads.order import ThreadOrder
 
 
 class RunOrder:
-    """Each run's phase as the log has it so far, over its thread's."""
+    """Each run's whole state as the log has it so far, over its thread's (the threads'
+    check runs first on a thread's event: the runs feature is listed after it)."""
 
     def __init__(self, made: Mapping[str, Check]) -> None:
         threads = made.get("threads")
@@ -25,17 +28,19 @@ class RunOrder:
             raise ValueError("the runs feature's check reads the threads': list the threads "
                              "feature before the runs feature")
         self.threads = threads
-        self.runs: dict[str, RunPhase] = {}
+        self.runs: dict[str, RunState] = {}
 
     def __call__(self, envelope: Envelope) -> str | None:
         data, subject = envelope.data, envelope.subject
-        if kind_of(data) is None:
+        run = self.runs.get(subject)
+        thread = self.threads.threads.get(subject)
+        after = evolve(run, envelope, thread)
+        if after is not None:
+            self.runs[subject] = after
+        if kind_of(data) is None:  # a thread's event: the threads' check judged it
             return None
-        run = self.runs.get(subject, RunPhase())
-        thread = self.threads.phase(subject)[0]
-        if thread is not None:  # as the runs view: nothing folds before the start
-            self.runs[subject] = next_run(run, data)
-        found = problem(run, thread, data, subject)
+        found = problem(RunPhase() if run is None else run.phase,
+                        None if thread is None else thread.state, data, subject)
         if found is None and isinstance(data, RunRerunLinked):
             found = self._rerun(data, envelope.ts, subject)
         return found

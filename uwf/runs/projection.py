@@ -18,54 +18,14 @@ from uwf.engine.events import GENESIS_PREV, Envelope, digest, encode_line
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
-from uwf.runs.rules import RunPhase, derive, derived_of, next_run
-from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
+from uwf.runs.rules import derive, derived_of, evolve
+from uwf.runs.state import RunState
+from uwf.threads.events import THREAD_EVENTS
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
-TITLE_CHARS = 80
 # The `deadline` column of a run with no step in flight: after any clock reading, so
 # `running` is `deadline >= now` and `stalled` is `deadline < now`, one index range.
 NO_DEADLINE = 2**62
-
-
-class Provenance(msgspec.Struct, frozen=True, rename="camel"):
-    rerun_of: str
-    rerun_of_repo: str
-    origin_run_id: str
-    generation: int
-    reason: str
-    incremental: bool = False
-
-
-class RunUsage(msgspec.Struct, frozen=True, rename="camel"):
-    """The usage the run's accepted steps reported, summed: a field stays None until
-    a step reports it (unknown is not 0)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost: float | None = None
-    reported_steps: int = 0  # accepted steps that reported any usage
-
-
-class RunState(msgspec.Struct, frozen=True, rename="camel"):
-    thread: ThreadState
-    title: str
-    inputs_digest: str
-    archived: bool = False
-    archived_at: str | None = None
-    archive_reason: str | None = None
-    provenance: Provenance | None = None
-    reused_steps: int = 0  # steps an incremental rerun took over from its original
-    usage: RunUsage | None = None  # None until a step reports usage
-    # A running digest of every event folded into this record, in log order (see
-    # `fingerprint`): the record's sourceFingerprint.
-    source_fingerprint: str = GENESIS_PREV
-
-    @property
-    def phase(self) -> RunPhase:
-        """The run as its transition table (uwf/runs/rules.py) sees it."""
-        return RunPhase("archived" if self.archived else "unarchived",
-                        self.provenance is not None)
 
 
 def derived_at(run: RunState, now_ms: int) -> str:
@@ -86,28 +46,6 @@ def fingerprint(previous: str, event: Envelope) -> str:
     line = encode_line(Envelope(event.seq, event.id, event.ts, event.type, event.subject,
                                 event.batch, event.data, event.prev))
     return digest(previous.encode() + b"\n" + line)
-
-
-def add_usage(total: RunUsage | None, step: Usage) -> RunUsage:
-    """`total` with one more step's reported usage."""
-    total = total or RunUsage()
-
-    def plus(have: float | None, more: float | None) -> float | None:
-        return have if more is None else more if have is None else have + more
-
-    tokens_in = plus(total.input_tokens, step.input_tokens)
-    tokens_out = plus(total.output_tokens, step.output_tokens)
-    return RunUsage(None if tokens_in is None else int(tokens_in),
-                    None if tokens_out is None else int(tokens_out),
-                    plus(total.cost, step.cost), total.reported_steps + 1)
-
-
-def title_of(prompt: str) -> str:
-    """The first non-empty line of the prompt, at most 80 characters."""
-    for line in prompt.splitlines():
-        if line.strip():
-            return line.strip()[:TITLE_CHARS]
-    return ""
 
 
 _replace = msgspec.structs.replace
@@ -169,35 +107,17 @@ class RunsProjection(StructProjection):
     def apply_over(self, state: RunState | None, event: Envelope,
                    thread_after: object) -> RunState | None:
         """`apply`, given the thread's state after `event` (a ThreadState or None) as the
-        threads view folded it from the same events (`_UNFOLDED`: fold it here). Each
-        new record also takes the event into its running digest (`fingerprint`), in the
-        same copy of the record."""
-        data = event.data
-        if isinstance(data, RunArchived | RunUnarchived | RunRerunLinked):
-            if state is None:  # before its thread began: `log verify` reports it
-                return None
-            source = fingerprint(state.source_fingerprint, event)
-            if isinstance(data, RunRerunLinked):
-                provenance = Provenance(data.rerun_of, data.rerun_of_repo, data.origin_run_id,
-                                        data.generation, data.reason, data.incremental)
-                return _replace(state, provenance=provenance, source_fingerprint=source)
-            if next_run(state.phase, data).overlay == "archived":  # the table's target
-                return _replace(state, archived=True, archived_at=event.ts,
-                                archive_reason=data.reason, source_fingerprint=source)
-            return _replace(state, archived=False, archived_at=None, archive_reason=None,
-                            source_fingerprint=source)
-        thread = (self._threads.apply(None if state is None else state.thread, event)
-                  if thread_after is _UNFOLDED else thread_after)
+        threads view folded it from the same events (`_UNFOLDED`: fold it here): the
+        run's `evolve`, with the event taken into the record's running digest
+        (`fingerprint`) in the same copy of the record."""
+        thread: object
+        if isinstance(event.data, RunArchived | RunUnarchived | RunRerunLinked):
+            thread = None if state is None else state.thread
+        else:
+            thread = (self._threads.apply(None if state is None else state.thread, event)
+                      if thread_after is _UNFOLDED else thread_after)
         if not isinstance(thread, ThreadState):
             return None
-        if state is None:
-            inputs = getattr(data, "inputs_digest", "")
-            return RunState(thread, title_of(inputs), inputs,
-                            source_fingerprint=fingerprint(GENESIS_PREV, event))
-        source = fingerprint(state.source_fingerprint, event)
-        if isinstance(data, ThreadStepped):
-            return _replace(state, thread=thread,
-                            reused_steps=state.reused_steps + int(data.reused is not None),
-                            usage=state.usage if data.usage is None else add_usage(
-                                state.usage, data.usage), source_fingerprint=source)
-        return _replace(state, thread=thread, source_fingerprint=source)
+        source = fingerprint(GENESIS_PREV if state is None else state.source_fingerprint,
+                             event)
+        return evolve(state, event, thread, source)

@@ -27,7 +27,6 @@ from uwf.errors import Rejected, UwfError
 from uwf.language.asking import is_ask
 from uwf.language.moderator import END, NoTransition, status_of
 from uwf.runs.decide import link, rerunnable
-from uwf.runs.projection import RunState
 from uwf.runs.results import (
     ChosenAgent,
     DriveMode,
@@ -38,6 +37,7 @@ from uwf.runs.results import (
     Resumed,
 )
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
+from uwf.runs.state import RunState
 from uwf.runs.terms import DEFAULT_RECENT
 from uwf.store import Store
 from uwf.threads.asked import asked_again

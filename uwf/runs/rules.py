@@ -10,18 +10,21 @@ so it follows only a thread that is still idle, and only once, and names an orig
 that was not running at the link's instant (its lifecycle, `derived_of`: SPEC §7's
 table over the thread's whole state, with the clock's one rule, a step in flight past
 its deadline stalls). Read by `run archive` and `run rerun` (`uwf/runs/decide.py`),
-the `runs` view and `log verify` (`uwf/runs/order.py`, over the thread state the
-threads' check folds with the threads' `evolve`).
+the `runs` view and `log verify` (`uwf/runs/order.py`), which both fold a run's whole
+state (`uwf/runs/state.py`) with `evolve`, over the thread's state the threads' `evolve`
+folds from the same events.
 
 Pure: no store, no clock, no I/O.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import msgspec
 
-from uwf.engine.events import EventData
+from uwf.engine.events import GENESIS_PREV, Envelope, EventData
 from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
+from uwf.runs.state import Provenance, RunPhase, RunState, add_usage, title_of
+from uwf.threads.events import ThreadStepped
 from uwf.threads.rules import BEFORE_START
 from uwf.threads.state import ThreadState
 
@@ -45,13 +48,6 @@ RERUN_OF_RUNNING = "rerun-of-running"  # a rerun's original was running at its i
 # Every code `refusal` and `rerun_refusal` return (tests/unit/test_refusals_named.py).
 REFUSALS = (BEFORE_START, ALREADY_ARCHIVED, NOT_ARCHIVED, LINKED_TWICE, LINK_LATE,
             RERUN_OF_RUNNING)
-
-
-class RunPhase(NamedTuple):
-    """A run as the table sees it: its overlay and whether a rerun's link names it."""
-
-    overlay: str = "unarchived"
-    linked: bool = False
 
 
 _KIND: dict[type[EventData], str] = {
@@ -140,3 +136,43 @@ def rerun_refusal(original: ThreadState | None, at: int) -> str | None:
     if original is not None and derived_of(original, at) == "running":
         return RERUN_OF_RUNNING
     return None
+
+
+_replace = msgspec.structs.replace
+
+
+def evolve(run: RunState | None, event: Envelope, thread: ThreadState | None,
+           source: str = GENESIS_PREV) -> RunState | None:
+    """The run after `event` (None: its thread not started), over its whole state:
+    its overlay and link as the table says (`next_run`; an event the table refuses as
+    it says, so each problem is named once), its thread's state after the same event
+    (`thread`: the threads' `evolve`), the rest from the event. `source` is the
+    record's running digest after `event` (the `runs` view's `fingerprint`; `log
+    verify`, which keeps none, leaves the default). The `runs` view is this folded,
+    `log verify` folds it too."""
+    data = event.data
+    kind = kind_of(data)
+    if kind is not None:
+        if run is None:  # before its thread began: `log verify` reports it
+            return None
+        if isinstance(data, RunRerunLinked):
+            provenance = Provenance(data.rerun_of, data.rerun_of_repo, data.origin_run_id,
+                                    data.generation, data.reason, data.incremental)
+            return _replace(run, provenance=provenance, source_fingerprint=source)
+        if next_run(run.phase, data).overlay == "archived":
+            return _replace(run, archived=True, archived_at=event.ts,
+                            archive_reason=data.reason,
+                            source_fingerprint=source)
+        return _replace(run, archived=False, archived_at=None, archive_reason=None,
+                        source_fingerprint=source)
+    if thread is None:
+        return None
+    if run is None:
+        inputs = getattr(data, "inputs_digest", "")
+        return RunState(thread, title_of(inputs), inputs, source_fingerprint=source)
+    if isinstance(data, ThreadStepped):
+        return _replace(run, thread=thread,
+                        reused_steps=run.reused_steps + int(data.reused is not None),
+                        usage=run.usage if data.usage is None else add_usage(
+                            run.usage, data.usage), source_fingerprint=source)
+    return _replace(run, thread=thread, source_fingerprint=source)

@@ -23,7 +23,7 @@ from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.payload import UNSET
-from uwf.runs.projection import RunState, derived_at, lifecycle
+from uwf.runs.projection import derived_at, lifecycle
 from uwf.runs.results import (
     Retained,
     RunCounts,
@@ -35,6 +35,7 @@ from uwf.runs.results import (
     Tasks,
     UsageTotals,
 )
+from uwf.runs.state import RunState
 from uwf.runs.terms import DEFAULT_LIMIT, DERIVED, LIFECYCLES, SCOPES
 from uwf.store import Store
 from uwf.threads.attempts import attempts, last_failure, telling
