@@ -116,13 +116,25 @@ class Scoped(Args, frozen=True, kw_only=True):
 
 # -- runs ------------------------------------------------------------------------------
 
+def _here(scope: str, store: Store) -> str | None:
+    """The current repo (the command's working folder's git top level) for scope
+    `repo`: resolved here, at the edge, with the command's own settings."""
+    if scope != "repo":
+        return None
+    from uwf.config.repo import find_repo
+
+    return find_repo(None, store.settings)
+
+
 def search(args: RunSearch, store: Store) -> RunPage:
     """Runs by workflow, lifecycle, words, repo and time, oldest first."""
+    from uwf.config.repo import find_repo
     from uwf.runs.service import RunFilter
     from uwf.runs.service import search as search_runs
 
-    filters = RunFilter(args.workflow, args.status, args.text, args.repo, args.since,
-                        args.until, args.scope, args.include_archived == "true")
+    repo = None if args.repo is None else find_repo(args.repo, store.settings)
+    filters = RunFilter(args.workflow, args.status, args.text, repo, _here(args.scope, store),
+                        args.since, args.until, args.scope, args.include_archived == "true")
     return search_runs(store, filters, args.limit, args.offset)
 
 
@@ -130,7 +142,7 @@ def counts(args: Scoped, store: Store) -> RunCounts:
     """Runs per lifecycle: kept counts, whatever the number of runs."""
     from uwf.runs.service import counts as count_runs
 
-    return count_runs(store, args.scope)
+    return count_runs(store, args.scope, _here(args.scope, store))
 
 
 def history(args: History, store: Store) -> RunPage:
@@ -138,7 +150,8 @@ def history(args: History, store: Store) -> RunPage:
     from uwf.runs.service import RunFilter
     from uwf.runs.service import search as search_runs
 
-    filters = RunFilter(workflow=args.workflow, status=args.status, scope=args.scope)
+    filters = RunFilter(workflow=args.workflow, status=args.status,
+                        here=_here(args.scope, store), scope=args.scope)
     return search_runs(store, filters, args.limit, args.offset, newest_first=True)
 
 
@@ -146,7 +159,7 @@ def show(args: RunShow, store: Store) -> RunShown:
     """One run's record."""
     from uwf.runs.service import show as show_run
 
-    return show_run(store, args.run, args.scope)
+    return show_run(store, args.run, _here(args.scope, store))
 
 
 def resume(args: RunResume, store: Store) -> Resumed | Driven:
@@ -158,8 +171,9 @@ def resume(args: RunResume, store: Store) -> Resumed | Driven:
     if args.once and args.drive:
         raise UsageError("--once and --drive exclude each other", "give one of them")
     if args.once or args.drive:
-        return drive(store, args.run, once=args.once, agent=args.agent, timeout=args.timeout)
-    return resume_run(store, args.run, args.limit)
+        return drive(store, args.run, once=args.once, config_path=store.settings.config_path,
+                     agent=args.agent, timeout=args.timeout)
+    return resume_run(store, args.run, args.limit, store.settings.config_path)
 
 
 def archive(args: RunArchive, store: Store) -> RunShown | Retained:
@@ -185,10 +199,13 @@ def rerun(args: RunRerun, store: Store) -> Rerun:
     from uwf.runs.rerun import drive
     from uwf.runs.rerun import rerun as rerun_run
 
-    result = rerun_run(store, args.run, reason=args.reason or "",
-                       incremental=args.incremental, workflow=args.workflow)
+    config_path = store.settings.config_path
+    result = rerun_run(store, args.run, config_path=config_path, reason=args.reason or "",
+                       incremental=args.incremental, workflow=args.workflow,
+                       workflow_path=None if args.workflow is None
+                       else store.settings.path(args.workflow))
     if args.drive and result.run.lifecycle != "completed":
-        result.run = drive(store, result.run_id, once=False).run
+        result.run = drive(store, result.run_id, once=False, config_path=config_path).run
     return result
 
 
@@ -198,7 +215,7 @@ def registry_show(args: Scoped, store: Store) -> RegistryShown:
     """Each view's freshness, rows, durability and the next action."""
     from uwf.runs import registry
 
-    return registry.show(store, args.scope)
+    return registry.show(store, args.scope, _here(args.scope, store))
 
 
 def registry_refresh(args: Scoped, store: Store) -> Refreshed:

@@ -36,8 +36,9 @@ _NEXT = {
 }
 
 
-def show(store: Store, scope: str = "home") -> RegistryShown:
-    """Freshness of every view, row counts, durability and the next action.
+def show(store: Store, scope: str = "home", here: str | None = None) -> RegistryShown:
+    """Freshness of every view, row counts, durability and the next action (the runs'
+    counts of the current repo, `here`, with scope `repo`).
 
     Kept counts and index reads only, so its cost does not grow with the store: no
     thread's head node is read here (`verify` checks them, and every command that
@@ -63,7 +64,7 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
         views=views,
         counts=Counts(workflows=views["workflows"].rows,
                       threads=_thread_counts(store) if readable else {}),
-        runs=(_runs(store, freshness.views.get("runs"), scope) if readable else RunIndex()),
+        runs=(_runs(store, freshness.views.get("runs"), scope, here) if readable else RunIndex()),
         next_action=_NEXT[status],
     )
 
@@ -71,14 +72,14 @@ def show(store: Store, scope: str = "home") -> RegistryShown:
 STALE_SHOWN = 20
 
 
-def _runs(store: Store, view: ViewFreshness | None, scope: str) -> RunIndex:
+def _runs(store: Store, view: ViewFreshness | None, scope: str, here: str | None
+          ) -> RunIndex:
     """The run index as persisted: its sourceFingerprint, runs per derived lifecycle and
     per repo (kept counts, not a scan), and the runs whose events the view has not folded
     yet (`staleRuns`, from the log after its checkpoint: as many lines as it is behind)."""
-    from uwf.config.repo import find_repo
-    from uwf.runs.service import lifecycle_counts, runs_after
+    from uwf.runs.service import lifecycle_counts, runs_after, scoped
 
-    repo = find_repo(None, store.settings) if scope == "repo" else None
+    repo = scoped(scope, here)
     lifecycles, archived = lifecycle_counts(store.views, repo)
     repos = store.views.counts("runs", "repo")
     # A repo named only by queue entries (work queued, no run started yet) is one of the

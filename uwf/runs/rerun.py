@@ -14,6 +14,7 @@ differs runs live, and so does everything after it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
 
@@ -38,7 +39,6 @@ from uwf.runs.results import (
 )
 from uwf.runs.service import damaged_nodes, get_run, record, state_path
 from uwf.runs.state import RunState
-from uwf.runs.terms import DEFAULT_RECENT
 from uwf.store import Store
 from uwf.threads.asked import asked_again
 from uwf.threads.events import (
@@ -55,9 +55,9 @@ from uwf.workflows.discovery import is_workflow_file
 
 # -- resume --------------------------------------------------------------------------
 
-def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
-           config: Config | None = None) -> Resumed:
-    """Where the run stands and what runs next; writes nothing."""
+def resume(store: Store, run_id: str, recent: int, config_path: Path) -> Resumed:
+    """Where the run stands and what runs next; writes nothing. The configuration
+    (`config_path`) is read only when the next step's agent is to be named."""
     views = store.read()
     run = get_run(views, run_id)
     now = store.clock()
@@ -87,8 +87,7 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
         result.next = NextStep(role=END, prompt="", agent=None)
         result.next_actions = [f"uwf run resume {run_id} --once"]
         return result
-    config = config or load_config(store.settings.config_path)
-    choice = resolve_agent(config, workflow["name"], decision.role, None)
+    choice = resolve_agent(load_config(config_path), workflow["name"], decision.role, None)
     result.next = NextStep(role=decision.role, prompt=decision.prompt,
                            agent=None if choice is None else ChosenAgent(
                                name=choice.name, argv=choice.argv, source=choice.source))
@@ -99,15 +98,16 @@ def resume(store: Store, run_id: str, recent: int = DEFAULT_RECENT,
     return result
 
 
-def drive(store: Store, run_id: str, *, once: bool, config: Config | None = None,
+def drive(store: Store, run_id: str, *, once: bool, config_path: Path,
           agent: str | None = None, timeout: float = 3600.0) -> Driven:
-    """Advance the run through the thread engine: one step, or to the end."""
+    """Advance the run through the thread engine: one step, or to the end, with the
+    agents of the configuration at `config_path`."""
     from uwf.threads.stepping import run_thread, step_thread
 
     run = get_run(store.read(), run_id)
     if run.thread.done:
         raise Rejected(f"run {run_id} has ended", f"rerun it with `uwf run rerun {run_id}`")
-    config = config or load_config(store.settings.config_path)
+    config = load_config(config_path)
     if once:
         step_thread(store, run_id, agent, timeout, config)
     else:
@@ -127,18 +127,23 @@ class _Reuse:
     event: ThreadStepped
 
 
-def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = False,
-          workflow: str | None = None, config: Config | None = None) -> Rerun:
-    """A new run of the same workflow (or `workflow`), prompt and repo, linked."""
+def rerun(store: Store, run_id: str, *, config_path: Path, reason: str = "",
+          incremental: bool = False, workflow: str | None = None,
+          workflow_path: Path | None = None) -> Rerun:
+    """A new run of the same workflow (or `workflow`: a name, a hash, or a file at
+    `workflow_path`, the command's resolution of it), prompt and repo, linked. An
+    incremental rerun reads the configuration at `config_path` (the agents a step's
+    inputs name)."""
     from uwf.workflows.service import put_workflow, resolve_workflow
 
     views = store.read()
     original = get_run(views, run_id)
     _check_rerunnable(store, original, store.clock())
-    if workflow is not None and is_workflow_file(workflow, store.settings.path(workflow)):
+    if (workflow is not None and workflow_path is not None
+            and is_workflow_file(workflow, workflow_path)):
         # A file is registered first, as `thread start FILE` does (after the checks, so a
         # refused rerun registers nothing).
-        workflow = put_workflow(store, store.settings.path(workflow)).workflow
+        workflow = put_workflow(store, workflow_path).workflow
         views = store.read()
     prompt = str(store.cas.get(original.thread.start).payload["prompt"])
     workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow
@@ -153,8 +158,7 @@ def rerun(store: Store, run_id: str, *, reason: str = "", incremental: bool = Fa
                             inputs_digest=prompt[:INPUTS_DIGEST_CHARS])
     fresh = ThreadState(new_id, workflow_hash, str(payload["name"]), start,
                         original.thread.repo, "", "")
-    reused, ended = (_reusable(store, views, original, fresh,
-                               config or load_config(store.settings.config_path))
+    reused, ended = (_reusable(store, views, original, fresh, load_config(config_path))
                      if incremental else ([], False))
     subject = f"thread/{new_id}"
     # A step taken over that asked a person: the new run asks again, and waits.
@@ -188,7 +192,7 @@ def _refuse_missing(store: Store, run: RunState) -> None:
     """A run whose nodes are gone or damaged is neither resumed nor rerun: it fails
     closed."""
     run_id = run.thread.thread
-    damage = damaged_nodes(store, run)
+    damage = damaged_nodes(store.cas, run)
     if damage["missing"]:
         raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
                        f"{', '.join(damage['missing'])}", f"see `uwf run show {run_id}`")

@@ -16,8 +16,7 @@ import msgspec
 
 from uwf import __version__
 from uwf.cas.hashing import is_hash
-from uwf.config.repo import find_repo
-from uwf.config.settings import Settings
+from uwf.cas.store import Cas
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import ColumnValue, Query
@@ -50,12 +49,15 @@ _MS_PER_DAY = 86_400_000
 
 @dataclass(frozen=True)
 class RunFilter:
-    """What `run search`, `run list` and `history` select."""
+    """What `run search`, `run list` and `history` select. `repo` and `here` are
+    folders the command resolved (`uwf.config.repo.find_repo`): `--repo`'s, and the
+    current repo's when `scope` is `repo`."""
 
     workflow: str | None = None
     status: str | None = None
     text: str | None = None
     repo: str | None = None
+    here: str | None = None
     since: str | None = None
     until: str | None = None
     scope: str = "home"
@@ -70,8 +72,7 @@ def get_run(views: Views, run_id: str) -> RunState:
     return state
 
 
-def damaged_nodes(store: Store, run: RunState, *, steps: bool = True
-                  ) -> dict[str, list[str]]:
+def damaged_nodes(cas: Cas, run: RunState, *, steps: bool = True) -> dict[str, list[str]]:
     """The nodes the run refers to that the CAS does not hold (`missing`) or holds
     damaged (`corrupt`: the file does not hash to its name, or is no node at all): its
     workflow, its start, and every step `thread log` reads (each StepNode from the head
@@ -80,8 +81,6 @@ def damaged_nodes(store: Store, run: RunState, *, steps: bool = True
     (once per process per node), so an edited node is never taken for a healthy one;
     empty lists when all is well. `steps=False` (a listing's rows): the head StepNode
     only, not the steps before it nor their outputs."""
-
-    cas = store.cas
     found: dict[str, list[str]] = {"missing": [], "corrupt": []}
     seen: set[str] = set()
 
@@ -239,7 +238,7 @@ def _stale_since(store: Store, views: Views) -> dict[str, None]:
 
 def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
                   ) -> RunRecord:
-    return record(run, now_ms, freshness_of(damaged_nodes(store, run, steps=False)),
+    return record(run, now_ms, freshness_of(damaged_nodes(store.cas, run, steps=False)),
                   source=state_path(store), stale=run.thread.thread in stale)
 
 
@@ -250,7 +249,7 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     """Runs the filters select, by (createdAt, runId) (newest first for history)."""
     views = store.read()
     now = store.clock()
-    where = _where(views, filters, now, store.settings)
+    where = _where(views, filters, now)
     order = ("-created_at", "-key") if newest_first else ("created_at", "key")
     query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
     found = views.query(query)
@@ -260,14 +259,11 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
                    runs=runs)
 
 
-def counts(store: Store, scope: str = "home") -> RunCounts:
+def counts(store: Store, scope: str = "home", here: str | None = None) -> RunCounts:
     """Runs per derived lifecycle, and how many are archived: kept counts (home) or an
-    index count per lifecycle (repo), never a scan of the runs."""
-    if scope not in SCOPES:
-        raise UsageError(f"unknown scope {scope!r}", "give repo or home")
-    views = store.read()
-    repo = find_repo(None, store.settings) if scope == "repo" else None
-    lifecycles, archived = lifecycle_counts(views, repo)
+    index count per lifecycle (repo: `here`, the current repo), never a scan of the
+    runs."""
+    lifecycles, archived = lifecycle_counts(store.read(), scoped(scope, here))
     return RunCounts(scope=scope, total=sum(lifecycles.values()), lifecycles=lifecycles,
                      archived=archived)
 
@@ -292,11 +288,21 @@ def lifecycle_counts(views: _Counted, repo: str | None) -> tuple[dict[str, int],
     return {str(k): n for k, n in sorted(found.items(), key=lambda i: str(i[0])) if n}, archived
 
 
-def _where(views: Views, filters: RunFilter, now: int, settings: Settings
-           ) -> list[tuple[str, str, Any]]:
+def scoped(scope: str, here: str | None) -> str | None:
+    """The repo a `scope` keeps to: `here` (the current repo, which the command
+    resolved) for `repo`, None (every repo) for `home`."""
+    if scope not in SCOPES:
+        raise UsageError(f"unknown scope {scope!r}", "give repo or home")
+    if scope == "home":
+        return None
+    if here is None:
+        raise ValueError("scope repo: the command gives the current repo (`here`)")
+    return here
+
+
+def _where(views: Views, filters: RunFilter, now: int) -> list[tuple[str, str, Any]]:
     where: list[tuple[str, str, Any]] = []
-    if filters.scope not in SCOPES:
-        raise UsageError(f"unknown scope {filters.scope!r}", "give repo or home")
+    here = scoped(filters.scope, filters.here)
     if filters.status is not None:
         where.extend(status_terms(filters.status, now))
     if not filters.include_archived:
@@ -304,9 +310,9 @@ def _where(views: Views, filters: RunFilter, now: int, settings: Settings
     if filters.workflow is not None:
         where.append(_workflow_term(views, filters.workflow))
     if filters.repo is not None:
-        where.append(("repo", "=", find_repo(filters.repo, settings)))
-    if filters.scope == "repo":
-        where.append(("repo", "=", find_repo(None, settings)))
+        where.append(("repo", "=", filters.repo))
+    if here is not None:
+        where.append(("repo", "=", here))
     if filters.since is not None:
         where.append(("created_at", ">=", format_ts(parse_instant(filters.since, "--since"))))
     if filters.until is not None:
@@ -339,23 +345,20 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
 
 # -- show ----------------------------------------------------------------------------
 
-def show(store: Store, run_id: str, scope: str = "home") -> RunShown:
+def show(store: Store, run_id: str, here: str | None = None) -> RunShown:
     """One run. When a node it refers to is gone or damaged: `found: false`, freshness
     `missing` or `corrupt` (an unreadable run state is treated as missing, never as
     success), and the last-known record under `lastKnown`, never as a live status.
-    `scope` `repo`: a run of another repo than the current one is not found."""
+    With `here` (`--scope repo`: the current repo), a run of another repo is not
+    found."""
     views = store.read()
     run = get_run(views, run_id)
-    if scope == "repo":
-        from uwf.config.repo import find_repo
-
-        here = find_repo(None, store.settings)
-        if run.thread.repo != here:
-            raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
-                           f"({here})", "drop --scope repo, or run it from that repo")
+    if here is not None and run.thread.repo != here:
+        raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
+                       f"({here})", "drop --scope repo, or run it from that repo")
     now = store.clock()
     stale = run_id in _stale_since(store, views)
-    damage = damaged_nodes(store, run)
+    damage = damaged_nodes(store.cas, run)
     freshness = freshness_of(damage)
     shown = record(run, now, freshness, source=state_path(store), stale=stale)
     tried = attempts(views, run_id)
