@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import msgspec
+from msgspec import UNSET
 
 from uwf.cas.store import Cas
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
@@ -107,11 +108,14 @@ def step_thread(
     *,
     in_process: InProcessAgent | None = None,
     on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    left: list[ThreadState] | None = None,
 ) -> ThreadSummary:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}.
 
     `on_agent` is given the agent's process as soon as it runs, so a host running
-    steps in threads (`uwf worker`) can kill its process group from another thread."""
+    steps in threads (`uwf worker`) can kill its process group from another thread.
+    `left`, when given, gets the thread's state as the step left it (read in the step's
+    last write, so a caller need not read the views again)."""
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
@@ -121,7 +125,7 @@ def step_thread(
     with_dotenv({}, config.env_file)
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
-        return summary(get_thread(store.read(), thread))
+        return _left(get_thread(store.read(), thread), left)
     # The step's new nodes are gathered here, then written with its result (one write,
     # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
     cas: Cas = store.cas
@@ -145,7 +149,13 @@ def step_thread(
     done = _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
     if cas is not store.cas:  # its nodes are in the log now
         store.cas.adopt(cas)
-    return done
+    return _left(done, left)
+
+
+def _left(state: ThreadState, left: list[ThreadState] | None) -> ThreadSummary:
+    if left is not None:
+        left.append(state)
+    return summary(state)
 
 
 def run_thread(
@@ -164,11 +174,13 @@ def run_thread(
     result = summary(get_thread(store.read(), thread))
     taken = 0
     while not result.done and (max_steps is None or taken < max_steps):
-        result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
+        left: list[ThreadState] = []
+        result = step_thread(store, thread, agent, timeout, config, in_process=in_process,
+                             left=left)
         taken += 1
         if store.steps is not None:
             store.steps(taken, max_steps or 0)
-        if get_thread(store.read(), thread).state == "waiting":
+        if left[-1].state == "waiting":
             break  # a question: nothing runs until it is answered (or its deadline)
     return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
@@ -358,22 +370,28 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
 def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
                     ) -> str | Failure:
     from uwf.errors import UwfError
-    from uwf.threads.agent import agent_context, submit_step
+    from uwf.threads.agent import StepFacts, agent_context, write_step
 
     role = plan.decision.role
     try:
-        output, detail = agent(agent_context(store, plan.thread, role, history_limit=0))
-        return submit_step(store, plan.thread, role, output, detail, agent=plan.agent.name,
-                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt,
-                           cas=cas)
+        context = agent_context(store, plan.thread, role, history_limit=0)
+        # What `submit_step` would read again is in the context and the plan: the step
+        # in flight holds its thread (start, head, workflow), read once here.
+        attempts = context.previous_attempts
+        facts = StepFacts(plan.start, plan.head, role, context.role["meta"],
+                          plan.decision.prompt, () if attempts is UNSET else tuple(attempts))
+        output, detail = agent(context)
+        return write_step(cas, facts, output, detail, agent=plan.agent.name,
+                          started_at_ms=plan.started_ms, completed_at_ms=store.clock())
     except UwfError as exc:
         return Failure("exit", exc.line())
 
 
 # -- phase 3 ---------------------------------------------------------------------
 
-# A step's result as recorded: the error to raise (a failed step), and the summary.
-_Finished = tuple[StepFailed | None, ThreadSummary]
+# A step's result as recorded: the error to raise (a failed step), and the thread's
+# state as it left it.
+_Finished = tuple[StepFailed | None, ThreadState]
 
 
 def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: list[str]
@@ -413,7 +431,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
 
 def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: Config, *,
             nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple,
-            retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
+            retry_for: float = RECORD_RETRY_S) -> ThreadState:
     """Record the step's result: inside the writers' section only the check that the
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
@@ -439,9 +457,8 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
 
         def record(views: Views) -> Outcome[_Finished]:
             finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
-            # The summary is read inside the writers' section, from the views just folded.
-            return Outcome(events, then=lambda views: (
-                error, summary(get_thread(views, plan.thread))))
+            # The state is read inside the writers' section, from the views just folded.
+            return Outcome(events, then=lambda views: (error, get_thread(views, plan.thread)))
 
         try:
             return store.journal.write(record, nodes=records)
@@ -473,8 +490,8 @@ def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
         if isinstance(data, ThreadStepped | ThreadStepFailed) and data.step_id == plan.step_id:
             state = get_thread(store.read(), plan.thread)
             if isinstance(data, ThreadStepped):
-                return None, summary(state)
-            return _failed(data.reason, data.message, state), summary(state)
+                return None, state
+            return _failed(data.reason, data.message, state), state
         if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
             return None  # back to where the step began: nothing recorded for it
     return None
