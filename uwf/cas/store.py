@@ -113,6 +113,7 @@ class Cas:
         gathering = Cas(blobs, self.clock, self.redact)
         gathering._validators = self._validators
         gathering._rule = self._rule
+        gathering._rule_settled = self._rule_settled  # as the store's own Cas keeps it
         gathering._stored = self._nodes  # what it reads of the store is checked once
         gathering._builtins_stored = self._builtins_stored
         return gathering, blobs
@@ -128,6 +129,8 @@ class Cas:
             kept.clear()
         kept.update(gathering._nodes)
         self._builtins_stored = self._builtins_stored or gathering._builtins_stored
+        if gathering._rule_settled and not self._rule_settled:
+            self._rule, self._rule_settled = gathering._rule, True
 
     def ensure_builtins(self) -> None:
         """Write the meta-schema and the built-in schemas (idempotent; once per process,
