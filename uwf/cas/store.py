@@ -69,6 +69,21 @@ def _path(parts: Iterable[object]) -> str:
     return text or "(root)"
 
 
+def _parsed(hash_: str, raw: bytes) -> Node:
+    """The node a file (or record) holds, unchecked against its name."""
+    try:
+        node = json.loads(raw)
+        loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
+    except (ValueError, KeyError, TypeError, RecursionError,
+            OverflowError):  # int() of a timestamp of 1e400 (inf)
+        raise Corrupt(
+            f"node {hash_} is not a valid node file", "run `json-cas verify`"
+        ) from None
+    if not is_hash(loaded.type):
+        raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
+    return loaded
+
+
 class Cas:
     """The typed store over a `Blobs` backend."""
 
@@ -168,7 +183,15 @@ class Cas:
         hash_ = node_hash(type_hash, payload)
         if not self.blobs.exists(hash_):
             self._settle_rule()
-            self.blobs.write(hash_, encode_node(type_hash, payload, self.clock()))
+            data = encode_node(type_hash, payload, self.clock())
+            self.blobs.write(hash_, data)
+            if isinstance(self.blobs, PendingBlobs):
+                # A step's checks read its new nodes back: kept as checked, as parsed
+                # from the bytes gathered (never the caller's objects), not hashed again.
+                kept = self._nodes
+                if len(kept) >= CHECKED_KEPT:
+                    kept.clear()
+                kept[hash_] = _parsed(hash_, data)
         return hash_
 
     def put_schema(self, schema: Any) -> str:
@@ -271,17 +294,7 @@ class Cas:
         raw = self.blobs.read(check_hash(hash_))
         if raw is None:
             raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
-        try:
-            node = json.loads(raw)
-            loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-        except (ValueError, KeyError, TypeError, RecursionError,
-                OverflowError):  # int() of a timestamp of 1e400 (inf)
-            raise Corrupt(
-                f"node {hash_} is not a valid node file", "run `json-cas verify`"
-            ) from None
-        if not is_hash(loaded.type):
-            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
-        return loaded
+        return _parsed(hash_, raw)
 
     def forget_checked(self) -> None:
         """Drop the nodes kept as checked, so each is read again: a long-lived reader (the
