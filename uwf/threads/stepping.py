@@ -229,9 +229,12 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
     subject = f"thread/{thread}"
     for _attempt in range(20):
         # The version first: the state read after it is at least as new, so a write that
-        # states it is refused if the decision was made on anything later.
-        version = store.journal.version(subject)
-        state = get_thread(store.read(), thread)
+        # states it is refused if the decision was made on anything later. Both from the
+        # views just caught up with the log (the stream index commits with them); a
+        # version behind the log's (a write not yet folded) is refused in the write.
+        views = store.read()
+        version = store.journal.views.version(subject)
+        state = get_thread(views, thread)
         flight = state.in_flight
         mine = [plan for plan in planned if flight is not None and plan.step_id == flight.step_id]
         if mine:
@@ -286,6 +289,7 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
         return Outcome(events, Rejected(
             message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
     step_id = new_ulid(now)
+    views.absent("steps", (f"{thread}/{step_id}",))  # minted just now
     events.append(NewEvent(subject, ThreadStepStarted(
         step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
         None if abandoned is None else abandoned.step_id)))
