@@ -17,12 +17,11 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from msgspec import UNSET
 
 from uwf.cas.store import Cas
 from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agent
@@ -60,11 +59,14 @@ from uwf.threads.events import (
 )
 from uwf.threads.projection import ThreadState
 from uwf.threads.questions import time_out_thread
-from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
+from uwf.threads.results import ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
 from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
+
+if TYPE_CHECKING:
+    from uwf.threads.inprocess import InProcessAgent
 
 DEFAULT_TIMEOUT = 3600.0
 # Once its agent has ended, a step's nodes are brought in and its end recorded, each
@@ -88,15 +90,14 @@ class Plan:
     repo: str
     start: str  # the thread's StartNode and Workflow: a step in flight never moves them
     workflow: str
+    # The thread as the start's write left it (from its fold): what an in-process
+    # agent's context is read from, with no catch-up of its own.
+    state: ThreadState | None = None
 
 
 class StepFailed(Rejected):
     """The step ran but its result was refused; recorded as `thread.step_failed`."""
 
-
-# An agent run in this process: (output, detail) from the step's context. For
-# embedding uwf in Python programs and for benchmarks of the engine itself.
-InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
 def step_thread(
@@ -135,7 +136,9 @@ def step_thread(
         nodes = pending.records
     try:
         if in_process is not None:
-            hash_or_failure = _run_in_process(store, cas, plan, in_process)
+            from uwf.threads.inprocess import run_in_process
+
+            hash_or_failure = run_in_process(store, cas, plan, in_process)
         else:
             hash_or_failure = _run_agent(store, cas, plan, timeout=timeout, config=config,
                                          on_agent=on_agent)
@@ -296,7 +299,7 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
     plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo, state.start,
                 state.workflow)
     planned.append(plan)
-    return Outcome(events, plan)
+    return Outcome(events, then=lambda views: replace(plan, state=get_thread(views, thread)))
 
 
 def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
@@ -369,26 +372,6 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
         return result
     finally:
         staging.remove(staged)
-
-
-def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
-                    ) -> str | Failure:
-    from uwf.errors import UwfError
-    from uwf.threads.agent import StepFacts, agent_context, write_step
-
-    role = plan.decision.role
-    try:
-        context = agent_context(store, plan.thread, role, history_limit=0)
-        # What `submit_step` would read again is in the context and the plan: the step
-        # in flight holds its thread (start, head, workflow), read once here.
-        attempts = context.previous_attempts
-        facts = StepFacts(plan.start, plan.head, role, context.role["meta"],
-                          plan.decision.prompt, () if attempts is UNSET else tuple(attempts))
-        output, detail = agent(context)
-        return write_step(cas, facts, output, detail, agent=plan.agent.name,
-                          started_at_ms=plan.started_ms, completed_at_ms=store.clock())
-    except UwfError as exc:
-        return Failure("exit", exc.line())
 
 
 # -- phase 3 ---------------------------------------------------------------------
