@@ -381,8 +381,8 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
 _Finished = tuple[StepFailed | None, ThreadState]
 
 
-def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: list[str]
-            ) -> tuple[list[NewEvent], StepFailed | None]:
+def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
+            secrets: Callable[[], list[str]]) -> tuple[list[NewEvent], StepFailed | None]:
     """The events that record the step's result, and the error it raises (a failed
     step): decided before the writers' section, from the step's plan and its nodes (a
     step in flight holds its thread: its head, StartNode and workflow cannot move)."""
@@ -390,7 +390,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
     at = plan.head or plan.start
 
     def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
-        message = masked(failure.message, secrets)
+        message = masked(failure.message, secrets())  # read only for a failure
         node = None if isinstance(result, Failure) else refused_node(cas, plan, result)
         return ([NewEvent(subject, ThreadStepFailed(
                     plan.step_id, plan.decision.role, failure.reason, message,
@@ -422,7 +422,7 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
     """Record the step's result: inside the writers' section only the check that the
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
-    secrets = secret_values(store.settings.environ, config)
+    secrets = partial(secret_values, store.settings.environ, config)
     judged: list[tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]] = []
 
     def judge() -> tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]:
