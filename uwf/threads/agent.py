@@ -132,7 +132,7 @@ def agent_context(
         start=state.start, step_id=step_id, steps=state.steps,
         history_truncated=len(history) < state.steps, visits=state.visits,
         question=question_of(store.cas, state) or UNSET,
-        previous_attempts=previous_attempts(views, thread, role) or UNSET)
+        previous_attempts=previous_attempts(views, state, role) or UNSET)
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def submit_step(
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
     facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt,
-                      tuple(previous_attempts(views, thread, role)))
+                      tuple(previous_attempts(views, state, role)))
     return write_step(cas or store.cas, facts, output, detail, detail_ref=detail_ref,
                       agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=store.clock(),
