@@ -253,7 +253,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
         try:
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
-                        store=store, config=config, planned=planned),
+                        store=store, config=config, planned=planned, state=state),
                 expected={subject: version}, sync=False)
         except Conflict:
             continue  # the thread moved since it was read: decide again
@@ -265,13 +265,15 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
 
 
 def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeout: float,
-                  store: Store, config: Config, planned: list[Plan]
+                  store: Store, config: Config, planned: list[Plan], state: ThreadState
                   ) -> Outcome[Plan | UwfError | None]:
-    """Inside the writers' section, at the version the step was gathered at: take over
-    a stranded step, then record what was gathered. A blocked thread's event is
-    written, then its reason raised. The deadline of a step in flight is judged at the
-    instant the writers' section was entered."""
-    state = get_thread(views, thread)
+    """Inside the writers' section, at the version the step was gathered at (`state`,
+    not read again: the write states its version): take over a stranded step, then
+    record what was gathered. A blocked thread's event is written, then its reason
+    raised. The deadline of a step in flight is judged at the instant the writers'
+    section was entered."""
+    if views.known is not None:  # the fold starts from it too
+        views.known[("threads", thread)] = state
     subject = f"thread/{thread}"
     abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
     events = [] if abandoned is None else [NewEvent(subject, abandoned)]
@@ -464,11 +466,6 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
     return done
 
 
-def _failed(reason: str, message: str, state: ThreadState) -> StepFailed:
-    return StepFailed(f"step failed ({reason}): {message}",
-                      f"the head stays at {state.head or state.start}")
-
-
 def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
     """The result the log holds for step `plan.step_id` (its `thread.stepped` or
     `thread.step_failed`), or None when it has none."""
@@ -478,7 +475,8 @@ def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
             state = get_thread(store.read(), plan.thread)
             if isinstance(data, ThreadStepped):
                 return None, state
-            return _failed(data.reason, data.message, state), state
+            return StepFailed(f"step failed ({data.reason}): {data.message}",
+                              f"the head stays at {state.head or state.start}"), state
         if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
             return None  # back to where the step began: nothing recorded for it
     return None
