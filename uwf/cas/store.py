@@ -53,9 +53,14 @@ def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
     text, which reads and writes any integer and float exactly; msgspec indents it:
     Python's own indenting encoder is pure Python, ~5 x the time;
     `tests/unit/test_node_bytes.py` compares the two)."""
+    return msgspec.json.format(compact_node(type_hash, payload, timestamp), indent=2) + b"\n"
+
+
+def compact_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
+    """The same node on one line: what a node record holds (`records.compact` of
+    `encode_node`'s bytes, made without indenting them first)."""
     node = {"type": type_hash, "payload": payload, "timestamp": timestamp}
-    text = json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return msgspec.json.format(text, indent=2) + b"\n"
+    return json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _first_line(exc: Exception) -> str:
@@ -183,9 +188,11 @@ class Cas:
         hash_ = node_hash(type_hash, payload)
         if not self.blobs.exists(hash_):
             self._settle_rule()
-            data = encode_node(type_hash, payload, self.clock())
+            gathering = isinstance(self.blobs, PendingBlobs)  # for a record: one line
+            data = (compact_node if gathering else encode_node)(type_hash, payload,
+                                                               self.clock())
             self.blobs.write(hash_, data)
-            if isinstance(self.blobs, PendingBlobs):
+            if gathering:
                 # A step's checks read its new nodes back: kept as checked, as parsed
                 # from the bytes gathered (never the caller's objects), not hashed again.
                 kept = self._nodes
