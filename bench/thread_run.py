@@ -32,6 +32,13 @@ GraphRecursionError caught; `invoke(None)` resumes the same thread_id), each
 chunk's wall time / node executions. A third run with durability="sync" (each
 checkpoint written before the next node) is shown for reference.
 
+The floor (issue 30): the log bytes of a uwf run of the same thread (made once, with
+UWF_DURABILITY=none, before the rounds), appended to one file by a bare loop, one
+os.write a batch and an fdatasync after every batch uwf fsyncs (all but a step's
+start): what any design that makes each step's result durable in one file pays.
+Issue 30's targets are printed last: uwf >= 1 x LangGraph `sync` steps/s (per
+round), CPU per step <= 0.8 ms.
+
 Rounds (default 3) alternate the runs in rotating order, each on fresh
 storage; figures are medians over rounds, speed ratios medians of per-round
 ratios. Targets (issue): uwf >= 2 x LangGraph steps/s, uwf bytes/step <=
@@ -243,6 +250,52 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
     return first, last
 
 
+# -- the floor: the step's bytes, written and fdatasynced by a bare loop ---------------
+
+def step_writes(root: Path) -> tuple[list[tuple[bytes, bool]], int]:
+    """The writes a uwf run made to its log, from its segments: each batch of lines as
+    one write, and whether it was fsynced on its own (every batch but a step's start,
+    which its result's fsync covers); and the number of steps (thread.stepped lines)."""
+    import json
+
+    writes: list[tuple[bytes, bool]] = []
+    batch: list[bytes] = []
+    steps = 0
+    for segment in sorted((root / "events").glob("*.jsonl")):
+        for raw in segment.read_bytes().splitlines(keepends=True):
+            line = json.loads(raw)
+            batch.append(raw)
+            steps += line["type"] == "thread.stepped"
+            k, n = line["batch"]
+            if k == n:
+                writes.append((b"".join(batch), line["type"] != "thread.step_started"))
+                batch = []
+    return writes, steps
+
+
+def floor_run(path: Path, writes: list[tuple[bytes, bool]], steps: int) -> Run:
+    """The same bytes as a uwf run's log, appended to one file by os.write, one write a
+    batch, with an fdatasync where uwf fsyncs: what any design that makes each step's
+    result (its event and nodes) durable in one file pays, and nothing else."""
+    path.unlink(missing_ok=True)
+    run = Run("floor")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        start, cpu = time.perf_counter(), time.process_time()
+        for data, synced in writes:
+            os.write(fd, data)
+            if synced:
+                os.fdatasync(fd)
+        run.seconds = time.perf_counter() - start
+        run.cpu = time.process_time() - cpu
+    finally:
+        os.close(fd)
+    run.steps = steps
+    run.stored = usage(path)
+    run.costs = [run.seconds / steps] * steps
+    return run
+
+
 # -- LangGraph ------------------------------------------------------------------------
 
 class State(TypedDict, total=False):
@@ -411,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          durability="sync"),
     }
     uwf_run(work / "warm", min(reviews, 20), "fsync", "warm")  # imports, page cache
+    uwf_run(work / "floor-source", reviews, "none", "floor-source")  # the floor's bytes
+    writes, floor_steps = step_writes(work / "floor-source")
+    sides["floor"] = lambda: floor_run(work / "floor.jsonl", writes, floor_steps)
     langgraph_run(work / "warm.sqlite3", min(reviews, 20), 1 + 2 * min(reviews, 20), "warm")
     shutil.rmtree(work / "warm", ignore_errors=True)
 
@@ -448,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
          runs["lg-chunks"], "  (per-step cost: chunk wall time / nodes)")
     show('LangGraph, durability="sync" (reference: each checkpoint before the next node)',
          runs["lg-sync"], "  (per-step cost: time between node starts)")
+    show("floor: uwf's log bytes, one os.write a batch, fdatasync where uwf fsyncs "
+         "(no uwf)", runs["floor"])
 
     section("targets")
     speed = [a.rate / b.rate for a, b in zip(runs["uwf"], runs["lg"], strict=True)]
@@ -478,6 +536,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"target uwf last/first {WINDOW} <= {TARGET_GROWTH:g}:          "
           f"{verdict(growth <= TARGET_GROWTH)} ({growth:.2f} within the runs; interleaved "
           f"check: {verdict(median(growths) <= TARGET_GROWTH)}, {median(growths):.2f})")
+
+    section("issue 30 targets")
+    cpu = median([run.cpu / run.steps for run in runs["uwf"]])
+    floor_cpu = median([run.cpu / run.steps for run in runs["floor"]])
+    own = median([run.cpu / run.steps for run in runs["uwf-none"]])
+    sync = [a.rate / b.rate for a, b in zip(runs["uwf"], runs["lg-sync"], strict=True)]
+    print(f"uwf / LangGraph sync steps/s, per round   {spread(sync)}")
+    print(f"uwf CPU per step {cpu * 1e6:,.0f} us (without fsync {own * 1e6:,.0f} us); the "
+          f"floor's {floor_cpu * 1e6:,.0f} us, LangGraph sync "
+          f"{median([run.cpu / run.steps for run in runs['lg-sync']]) * 1e6:,.0f} us")
+    print(f"target uwf >= 1 x LangGraph sync steps/s: {verdict(median(sync) >= 1)} "
+          f"({median(sync):.2f} x)")
+    print(f"target CPU per step <= 0.8 ms:            {verdict(cpu <= 0.0008)} "
+          f"({cpu * 1e3:.2f} ms)")
 
     if args.profile:
         section(f"profile: one durable uwf run of {steps:,} steps")

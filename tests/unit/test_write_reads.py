@@ -4,33 +4,19 @@ replay writes."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import EXAMPLE
+from tests.viewkit import rows_of
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
 from uwf.engine.ulids import new_ulid
 from uwf.queue import sched
 from uwf.queue.events import QueueAdded
 from uwf.store import Store
-
-
-def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
-    db = sqlite3.connect(path)
-    try:
-        tables = [name for name, in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE 'v\\_%' "
-            "ESCAPE '\\' OR name IN ('counts', 'streams')) ORDER BY name")]
-        # A count fallen to 0 keeps its row (readers skip it); a replay writes none.
-        return {table: sorted(db.execute(
-            f'SELECT * FROM "{table}"{" WHERE n != 0" if table == "counts" else ""}'),
-            key=repr) for table in tables}
-    finally:
-        db.close()
 
 
 def test_a_lease_and_a_complete_read_no_row_back(

@@ -53,9 +53,14 @@ def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
     text, which reads and writes any integer and float exactly; msgspec indents it:
     Python's own indenting encoder is pure Python, ~5 x the time;
     `tests/unit/test_node_bytes.py` compares the two)."""
+    return msgspec.json.format(compact_node(type_hash, payload, timestamp), indent=2) + b"\n"
+
+
+def compact_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
+    """The same node on one line: what a node record holds (`records.compact` of
+    `encode_node`'s bytes, made without indenting them first)."""
     node = {"type": type_hash, "payload": payload, "timestamp": timestamp}
-    text = json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return msgspec.json.format(text, indent=2) + b"\n"
+    return json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _first_line(exc: Exception) -> str:
@@ -67,6 +72,21 @@ def _first_line(exc: Exception) -> str:
 def _path(parts: Iterable[object]) -> str:
     text = ".".join(str(part) for part in parts)
     return text or "(root)"
+
+
+def _parsed(hash_: str, raw: bytes) -> Node:
+    """The node a file (or record) holds, unchecked against its name."""
+    try:
+        node = json.loads(raw)
+        loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
+    except (ValueError, KeyError, TypeError, RecursionError,
+            OverflowError):  # int() of a timestamp of 1e400 (inf)
+        raise Corrupt(
+            f"node {hash_} is not a valid node file", "run `json-cas verify`"
+        ) from None
+    if not is_hash(loaded.type):
+        raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
+    return loaded
 
 
 class Cas:
@@ -113,6 +133,7 @@ class Cas:
         gathering = Cas(blobs, self.clock, self.redact)
         gathering._validators = self._validators
         gathering._rule = self._rule
+        gathering._rule_settled = self._rule_settled  # as the store's own Cas keeps it
         gathering._stored = self._nodes  # what it reads of the store is checked once
         gathering._builtins_stored = self._builtins_stored
         return gathering, blobs
@@ -128,6 +149,8 @@ class Cas:
             kept.clear()
         kept.update(gathering._nodes)
         self._builtins_stored = self._builtins_stored or gathering._builtins_stored
+        if gathering._rule_settled and not self._rule_settled:
+            self._rule, self._rule_settled = gathering._rule, True
 
     def ensure_builtins(self) -> None:
         """Write the meta-schema and the built-in schemas (idempotent; once per process,
@@ -165,7 +188,17 @@ class Cas:
         hash_ = node_hash(type_hash, payload)
         if not self.blobs.exists(hash_):
             self._settle_rule()
-            self.blobs.write(hash_, encode_node(type_hash, payload, self.clock()))
+            gathering = isinstance(self.blobs, PendingBlobs)  # for a record: one line
+            data = (compact_node if gathering else encode_node)(type_hash, payload,
+                                                               self.clock())
+            self.blobs.write(hash_, data)
+            if gathering:
+                # A step's checks read its new nodes back: kept as checked, as parsed
+                # from the bytes gathered (never the caller's objects), not hashed again.
+                kept = self._nodes
+                if len(kept) >= CHECKED_KEPT:
+                    kept.clear()
+                kept[hash_] = _parsed(hash_, data)
         return hash_
 
     def put_schema(self, schema: Any) -> str:
@@ -268,17 +301,7 @@ class Cas:
         raw = self.blobs.read(check_hash(hash_))
         if raw is None:
             raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
-        try:
-            node = json.loads(raw)
-            loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-        except (ValueError, KeyError, TypeError, RecursionError,
-                OverflowError):  # int() of a timestamp of 1e400 (inf)
-            raise Corrupt(
-                f"node {hash_} is not a valid node file", "run `json-cas verify`"
-            ) from None
-        if not is_hash(loaded.type):
-            raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
-        return loaded
+        return _parsed(hash_, raw)
 
     def forget_checked(self) -> None:
         """Drop the nodes kept as checked, so each is read again: a long-lived reader (the

@@ -18,6 +18,7 @@ from uwf.cas.store import Cas
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
 from uwf.config.settings import Settings
+from uwf.engine.journal import Views
 from uwf.errors import NotFound, Rejected, UsageError
 from uwf.language.moderator import NoTransition, status_of
 from uwf.payload import UNSET
@@ -83,6 +84,7 @@ def _history_limit(settings: Settings, requested: HistoryLimit = None,
 def agent_context(
     store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
     config: Config | None = None, env: Mapping[str, str] | None = None,
+    given: tuple[Views, ThreadState] | None = None,
 ) -> StepContext:
     """Everything an agent needs for one step of `thread` as `role`.
 
@@ -93,11 +95,16 @@ def agent_context(
     Only those StepNodes are read, so the cost of a context does not grow with the
     thread. `steps` counts every step; `historyTruncated` says that `history` has
     fewer. Each step gives its `detail` as a hash, never the node: a detail is a
-    transcript or a child thread, often large.
+    transcript or a child thread, often large. `given`: the views to read and the
+    thread's state in them (a step's, as its start's write left them), instead of the
+    store's views caught up with the log.
     """
     limit = _history_limit(store.settings, history_limit, config, env)
-    views = store.read()
-    state = get_thread(views, thread)
+    if given is None:
+        views = store.read()
+        state = get_thread(views, thread)
+    else:
+        views, state = given
     definition = _role(store, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]
     edge_prompt = ""
@@ -125,7 +132,7 @@ def agent_context(
         start=state.start, step_id=step_id, steps=state.steps,
         history_truncated=len(history) < state.steps, visits=state.visits,
         question=question_of(store.cas, state) or UNSET,
-        previous_attempts=previous_attempts(views, thread, role) or UNSET)
+        previous_attempts=previous_attempts(views, state, role) or UNSET)
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ def submit_step(
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
     facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt,
-                      tuple(previous_attempts(views, thread, role)))
+                      tuple(previous_attempts(views, state, role)))
     return write_step(cas or store.cas, facts, output, detail, detail_ref=detail_ref,
                       agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=store.clock(),

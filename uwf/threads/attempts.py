@@ -39,10 +39,17 @@ def attempts(views: Views, thread: str, limit: int = ATTEMPTS_SHOWN) -> list[Att
     return [_attempt(row) for row in reversed(rows)]
 
 
-def previous_attempts(views: Views, thread: str, role: str) -> list[str]:
+def previous_attempts(views: Views, state: ThreadState, role: str) -> list[str]:
     """The StepNodes refused for the thread's next step as `role` (its failed attempts
     since the head last moved that left one: `ThreadStepFailed.node`), oldest first, at
-    most PREVIOUS_ATTEMPTS_KEPT: what its StepNode names as `previousAttempts`."""
+    most PREVIOUS_ATTEMPTS_KEPT: what its StepNode names as `previousAttempts`.
+
+    `state` is the thread as `views` hold it: with no failure since its last step
+    (`last_failure`, which every `thread.step_failed` sets and only `thread.stepped`
+    clears) there is none to read."""
+    if state.last_failure is None:
+        return []
+    thread = state.thread
     found: list[str] = []
     # Newest first, a page at a time: most often the step in flight and the step that
     # passed before it are all there is to read, however long the thread.

@@ -17,9 +17,9 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -59,11 +59,14 @@ from uwf.threads.events import (
 )
 from uwf.threads.projection import ThreadState
 from uwf.threads.questions import time_out_thread
-from uwf.threads.results import StepContext, ThreadRan, ThreadSummary
+from uwf.threads.results import ThreadRan, ThreadSummary
 from uwf.threads.routing import last_step, next_decision, route_from
 from uwf.threads.rules import AFTER_END, refusal
 from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
+
+if TYPE_CHECKING:
+    from uwf.threads.inprocess import InProcessAgent
 
 DEFAULT_TIMEOUT = 3600.0
 # Once its agent has ended, a step's nodes are brought in and its end recorded, each
@@ -87,15 +90,14 @@ class Plan:
     repo: str
     start: str  # the thread's StartNode and Workflow: a step in flight never moves them
     workflow: str
+    # The thread as the start's write left it (from its fold): what an in-process
+    # agent's context is read from, with no catch-up of its own.
+    state: ThreadState | None = None
 
 
 class StepFailed(Rejected):
     """The step ran but its result was refused; recorded as `thread.step_failed`."""
 
-
-# An agent run in this process: (output, detail) from the step's context. For
-# embedding uwf in Python programs and for benchmarks of the engine itself.
-InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
 def step_thread(
@@ -107,11 +109,14 @@ def step_thread(
     *,
     in_process: InProcessAgent | None = None,
     on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    left: list[ThreadState] | None = None,
 ) -> ThreadSummary:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}.
 
     `on_agent` is given the agent's process as soon as it runs, so a host running
-    steps in threads (`uwf worker`) can kill its process group from another thread."""
+    steps in threads (`uwf worker`) can kill its process group from another thread.
+    `left`, when given, gets the thread's state as the step left it (read in the step's
+    last write, so a caller need not read the views again)."""
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
@@ -121,7 +126,7 @@ def step_thread(
     with_dotenv({}, config.env_file)
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
     if plan is None:  # the moderator said $END: nothing to run
-        return summary(get_thread(store.read(), thread))
+        return _left(get_thread(store.read(), thread), left)
     # The step's new nodes are gathered here, then written with its result (one write,
     # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
     cas: Cas = store.cas
@@ -131,7 +136,9 @@ def step_thread(
         nodes = pending.records
     try:
         if in_process is not None:
-            hash_or_failure = _run_in_process(store, cas, plan, in_process)
+            from uwf.threads.inprocess import run_in_process
+
+            hash_or_failure = run_in_process(store, cas, plan, in_process)
         else:
             hash_or_failure = _run_agent(store, cas, plan, timeout=timeout, config=config,
                                          on_agent=on_agent)
@@ -145,7 +152,13 @@ def step_thread(
     done = _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
     if cas is not store.cas:  # its nodes are in the log now
         store.cas.adopt(cas)
-    return done
+    return _left(done, left)
+
+
+def _left(state: ThreadState, left: list[ThreadState] | None) -> ThreadSummary:
+    if left is not None:
+        left.append(state)
+    return summary(state)
 
 
 def run_thread(
@@ -164,11 +177,13 @@ def run_thread(
     result = summary(get_thread(store.read(), thread))
     taken = 0
     while not result.done and (max_steps is None or taken < max_steps):
-        result = step_thread(store, thread, agent, timeout, config, in_process=in_process)
+        left: list[ThreadState] = []
+        result = step_thread(store, thread, agent, timeout, config, in_process=in_process,
+                             left=left)
         taken += 1
         if store.steps is not None:
             store.steps(taken, max_steps or 0)
-        if get_thread(store.read(), thread).state == "waiting":
+        if left[-1].state == "waiting":
             break  # a question: nothing runs until it is answered (or its deadline)
     return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
@@ -217,9 +232,12 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
     subject = f"thread/{thread}"
     for _attempt in range(20):
         # The version first: the state read after it is at least as new, so a write that
-        # states it is refused if the decision was made on anything later.
-        version = store.journal.version(subject)
-        state = get_thread(store.read(), thread)
+        # states it is refused if the decision was made on anything later. Both from the
+        # views just caught up with the log (the stream index commits with them); a
+        # version behind the log's (a write not yet folded) is refused in the write.
+        views = store.read()
+        version = store.journal.views.version(subject)
+        state = get_thread(views, thread)
         flight = state.in_flight
         mine = [plan for plan in planned if flight is not None and plan.step_id == flight.step_id]
         if mine:
@@ -235,7 +253,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
         try:
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
-                        store=store, config=config, planned=planned),
+                        store=store, config=config, planned=planned, state=state),
                 expected={subject: version}, sync=False)
         except Conflict:
             continue  # the thread moved since it was read: decide again
@@ -247,13 +265,15 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
 
 
 def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeout: float,
-                  store: Store, config: Config, planned: list[Plan]
+                  store: Store, config: Config, planned: list[Plan], state: ThreadState
                   ) -> Outcome[Plan | UwfError | None]:
-    """Inside the writers' section, at the version the step was gathered at: take over
-    a stranded step, then record what was gathered. A blocked thread's event is
-    written, then its reason raised. The deadline of a step in flight is judged at the
-    instant the writers' section was entered."""
-    state = get_thread(views, thread)
+    """Inside the writers' section, at the version the step was gathered at (`state`,
+    not read again: the write states its version): take over a stranded step, then
+    record what was gathered. A blocked thread's event is written, then its reason
+    raised. The deadline of a step in flight is judged at the instant the writers'
+    section was entered."""
+    if views.known is not None:  # the fold starts from it too
+        views.known[("threads", thread)] = state
     subject = f"thread/{thread}"
     abandoned = take_over(state, now, max_timeout_s=MAX_TIMEOUT_S)
     events = [] if abandoned is None else [NewEvent(subject, abandoned)]
@@ -274,13 +294,14 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
         return Outcome(events, Rejected(
             message, f"set defaultAgent or agentOverrides in {where}, or pass --agent"))
     step_id = new_ulid(now)
+    views.absent("steps", (f"{thread}/{step_id}",))  # minted just now
     events.append(NewEvent(subject, ThreadStepStarted(
         step_id, decision.role, decision.prompt, choice.name, deadline(now, timeout),
         None if abandoned is None else abandoned.step_id)))
     plan = Plan(thread, step_id, state.head, decision, choice, now, state.repo, state.start,
                 state.workflow)
     planned.append(plan)
-    return Outcome(events, plan)
+    return Outcome(events, then=lambda views: replace(plan, state=get_thread(views, thread)))
 
 
 def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
@@ -355,29 +376,15 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
         staging.remove(staged)
 
 
-def _run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
-                    ) -> str | Failure:
-    from uwf.errors import UwfError
-    from uwf.threads.agent import agent_context, submit_step
-
-    role = plan.decision.role
-    try:
-        output, detail = agent(agent_context(store, plan.thread, role, history_limit=0))
-        return submit_step(store, plan.thread, role, output, detail, agent=plan.agent.name,
-                           started_at_ms=plan.started_ms, edge_prompt=plan.decision.prompt,
-                           cas=cas)
-    except UwfError as exc:
-        return Failure("exit", exc.line())
-
-
 # -- phase 3 ---------------------------------------------------------------------
 
-# A step's result as recorded: the error to raise (a failed step), and the summary.
-_Finished = tuple[StepFailed | None, ThreadSummary]
+# A step's result as recorded: the error to raise (a failed step), and the thread's
+# state as it left it.
+_Finished = tuple[StepFailed | None, ThreadState]
 
 
-def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: list[str]
-            ) -> tuple[list[NewEvent], StepFailed | None]:
+def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
+            secrets: Callable[[], list[str]]) -> tuple[list[NewEvent], StepFailed | None]:
     """The events that record the step's result, and the error it raises (a failed
     step): decided before the writers' section, from the step's plan and its nodes (a
     step in flight holds its thread: its head, StartNode and workflow cannot move)."""
@@ -385,7 +392,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
     at = plan.head or plan.start
 
     def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
-        message = masked(failure.message, secrets)
+        message = masked(failure.message, secrets())  # read only for a failure
         node = None if isinstance(result, Failure) else refused_node(cas, plan, result)
         return ([NewEvent(subject, ThreadStepFailed(
                     plan.step_id, plan.decision.role, failure.reason, message,
@@ -413,11 +420,11 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure, secrets: 
 
 def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: Config, *,
             nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple,
-            retry_for: float = RECORD_RETRY_S) -> ThreadSummary:
+            retry_for: float = RECORD_RETRY_S) -> ThreadState:
     """Record the step's result: inside the writers' section only the check that the
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
-    secrets = secret_values(store.settings.environ, config)
+    secrets = partial(secret_values, store.settings.environ, config)
     judged: list[tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]] = []
 
     def judge() -> tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]:
@@ -439,9 +446,8 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
 
         def record(views: Views) -> Outcome[_Finished]:
             finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
-            # The summary is read inside the writers' section, from the views just folded.
-            return Outcome(events, then=lambda views: (
-                error, summary(get_thread(views, plan.thread))))
+            # The state is read inside the writers' section, from the views just folded.
+            return Outcome(events, then=lambda views: (error, get_thread(views, plan.thread)))
 
         try:
             return store.journal.write(record, nodes=records)
@@ -460,11 +466,6 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
     return done
 
 
-def _failed(reason: str, message: str, state: ThreadState) -> StepFailed:
-    return StepFailed(f"step failed ({reason}): {message}",
-                      f"the head stays at {state.head or state.start}")
-
-
 def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
     """The result the log holds for step `plan.step_id` (its `thread.stepped` or
     `thread.step_failed`), or None when it has none."""
@@ -473,8 +474,9 @@ def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
         if isinstance(data, ThreadStepped | ThreadStepFailed) and data.step_id == plan.step_id:
             state = get_thread(store.read(), plan.thread)
             if isinstance(data, ThreadStepped):
-                return None, summary(state)
-            return _failed(data.reason, data.message, state), summary(state)
+                return None, state
+            return StepFailed(f"step failed ({data.reason}): {data.message}",
+                              f"the head stays at {state.head or state.start}"), state
         if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
             return None  # back to where the step began: nothing recorded for it
     return None

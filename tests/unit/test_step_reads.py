@@ -1,0 +1,77 @@
+"""What an in-process step reads (issue 30): the thread once before its start and once
+inside its result's section, no steps query while the thread has no failure to name, and
+no node it gathered hashed again by its checks; the views it leaves are a replay's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLE
+from tests.viewkit import rows_of
+from uwf.cas import nodes
+from uwf.cas import store as cas_store
+from uwf.config.configfile import Config, WorkflowConfig
+from uwf.store import Store
+from uwf.threads.results import StepContext
+from uwf.threads.service import start_thread
+from uwf.threads.stepping import run_thread
+from uwf.workflows.service import put_workflow
+
+CONFIG = Config(WorkflowConfig(), None, None)
+STEPS = 6
+
+
+def agent(ctx: StepContext) -> tuple[Any, str]:
+    role = ctx.role["name"]
+    visit = ctx.visits.get(role, 0)
+    if role == "planner":
+        return {"status": "ready", "plan": "check the password"}, "planned"
+    if role == "developer":
+        return {"status": "done", "files": ["login.py"], "summary": f"round {visit}"}, "coded"
+    return {"status": "rejected", "comments": f"round {visit}: add a test"}, "reviewed"
+
+
+def test_a_step_reads_its_thread_twice_and_no_attempts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    store = Store.open(tmp_path / "s")
+    put_workflow(store, EXAMPLE)
+    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    run_thread(store, thread, in_process=agent, max_steps=1, config=CONFIG)  # warm
+    statements: list[str] = []
+    db = store.views._connect(create=False)  # type: ignore[attr-defined]
+    db.set_trace_callback(statements.append)
+    hashed: list[str] = []
+    real = nodes.content_hash
+
+    def counted(node: Any) -> Any:
+        hashed.append(node.hash)
+        return real(node)
+
+    monkeypatch.setattr(cas_store, "content_hash", counted)
+    ran = run_thread(store, thread, in_process=agent, max_steps=STEPS, config=CONFIG)
+    db.set_trace_callback(None)
+    assert ran.steps == STEPS
+    thread_reads = [s for s in statements if re.match(r'SELECT value FROM "v_threads"', s)]
+    # Before the start (the gathered thread) and inside the result's section (is the
+    # step still the one in flight): the start decides on the gathered thread, the
+    # agent's context and the loop take the states the writes folded. Two more a run:
+    # where it begins, and the status it ends with.
+    assert len(thread_reads) == 2 * STEPS + 2, thread_reads
+    # No failure since the last step: no page of the thread's steps is read.
+    assert not [s for s in statements if 'FROM "v_steps" WHERE "c_thread"' in s]
+    # The step's new nodes (output, detail, StepNode) are read back from what it
+    # gathered, never hashed again: only nodes already in the store are, once each (the
+    # details the agent repeats, "coded" and "reviewed", put by the steps before).
+    assert len(hashed) == len(set(hashed)) <= 2, hashed
+    store.close()
+    path = tmp_path / "s" / "views" / "views.sqlite3"
+    written = rows_of(path)
+    again = Store.open(tmp_path / "s")
+    again.journal.rebuild_views(snapshot=False)
+    again.close()
+    assert rows_of(path) == written

@@ -1,0 +1,20 @@
+"""The rows a views file holds, to compare the views a write left with a replay's."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    db = sqlite3.connect(path)
+    try:
+        tables = [name for name, in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE 'v\\_%' "
+            "ESCAPE '\\' OR name IN ('counts', 'streams')) ORDER BY name")]
+        # A count fallen to 0 keeps its row (readers skip it); a replay writes none.
+        return {table: sorted(db.execute(
+            f'SELECT * FROM "{table}"{" WHERE n != 0" if table == "counts" else ""}'),
+            key=repr) for table in tables}
+    finally:
+        db.close()

@@ -1,0 +1,44 @@
+"""Phase 2 of a step (uwf/threads/stepping.py) run by an agent in this process: a
+Python callable given the step's context, for embedding uwf in Python programs and for
+benchmarks of the engine itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from uwf.cas.store import Cas
+from uwf.errors import UwfError
+from uwf.payload import UNSET
+from uwf.store import Store
+from uwf.threads.agent import StepFacts, agent_context, write_step
+from uwf.threads.checks import Failure
+from uwf.threads.results import StepContext
+
+if TYPE_CHECKING:
+    from uwf.threads.stepping import Plan
+
+# An agent run in this process: (output, detail) from the step's context.
+InProcessAgent = Callable[[StepContext], tuple[Any, str]]
+
+
+def run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
+                   ) -> str | Failure:
+    """The StepNode `agent` gives for the step `plan` began, its nodes put in `cas`; or
+    why it failed (`exit`: the agent's output refused, say)."""
+    role = plan.decision.role
+    try:
+        # The views are at least at the step's start (its write caught them up), so
+        # they are read as they are, with the thread as that write left it.
+        given = None if plan.state is None else (store.journal.reader(), plan.state)
+        context = agent_context(store, plan.thread, role, history_limit=0, given=given)
+        # What `submit_step` would read again is in the context and the plan: the step
+        # in flight holds its thread (start, head, workflow), read once here.
+        attempts = context.previous_attempts
+        facts = StepFacts(plan.start, plan.head, role, context.role["meta"],
+                          plan.decision.prompt, () if attempts is UNSET else tuple(attempts))
+        output, detail = agent(context)
+        return write_step(cas, facts, output, detail, agent=plan.agent.name,
+                          started_at_ms=plan.started_ms, completed_at_ms=store.clock())
+    except UwfError as exc:
+        return Failure("exit", exc.line())
