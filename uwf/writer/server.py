@@ -35,6 +35,7 @@ import msgspec
 from uwf.engine.clock import system_clock
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
+from uwf.engine.rounds import Decide
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -50,6 +51,7 @@ from uwf.engine.writerlink import (
 )
 from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
+from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
 from uwf.writer.syncer import Syncer
 
@@ -180,6 +182,20 @@ def _answer(peer: _Peer, reply: Any) -> None:
         peer.sock.sendall(frame(reply))
 
 
+def _guarded(op: str, decide: Decide) -> Decide:
+    """`decide`, with a bug in it said in full here and to the client as one line."""
+    def run(views: Any, now: int) -> Any:
+        try:
+            return decide(views, now)
+        except UwfError:
+            raise
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            raise UwfError(f"the writer failed running {op}: {exc!r}",
+                           "see the writer's stderr") from exc
+    return run
+
+
 def _unavailable(why: str) -> Refused:
     return refusal(StoreUnavailable(f"the log could not be made durable: {why}",
                                     "check the disk, then start the writer again"))
@@ -188,15 +204,16 @@ def _unavailable(why: str) -> Refused:
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
-    def __init__(self, store: Store, *, one_section: bool = True) -> None:
+    def __init__(self, store: Store, *, batch: bool = True) -> None:
         self.root = check_servable(store)
-        # One exclusive section a round (else one a command): measured in
-        # docs/benchmarks.md.
-        self.one_section = one_section
+        # A round decided in memory as one unit (else each call through its in-process
+        # function, one section a round): measured in docs/benchmarks.md.
+        self.batch = batch
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
         store.journal.log = self.log
+        self.memory = QueueMemory(store.journal)
         self.served = Served(socket=str(self.root / SOCKET_NAME))
         self._syncer = Syncer(self.log.sync, _answer, _unavailable)
         self._lock_fd: int | None = None
@@ -312,28 +329,65 @@ class Writer:
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
                  ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
-        """Every call's reply, and whether the round appended anything (not yet durable)."""
-        if self.one_section:
-            with self.log.round() as section:
-                replies = [(peer, self._run(call)) for peer, call in calls]
-            return replies, section.appended
-        before = self.log.head()
-        replies = [(peer, self._run(call)) for peer, call in calls]
-        return replies, self.log.head() != before
+        """Every call's reply, and whether the round appended anything (not yet durable).
 
-    def _run(self, call: Call | None) -> Done | Refused:
+        Batched (the default): every call that names a served operation is decided in
+        one round of the write protocol (`Journal.write_round`: one tail check, each
+        decided against the queue held in memory, one append, one views commit)."""
+        if not self.batch:
+            return self._one_by_one(calls)
+        replies: list[Done | Refused | None] = []
+        decides: list[Decide] = []
+        for _peer, call in calls:
+            decide, refused = self._decision(call)
+            replies.append(refused)
+            if decide is not None:
+                decides.append(decide)
+        with self.log.round() as section:
+            results = iter(self.store.journal.write_round(decides, self.memory))
+        answered: list[tuple[_Peer, Done | Refused]] = []
+        for (peer, _call), early in zip(calls, replies, strict=True):
+            reply = early
+            if reply is None:
+                result = next(results)
+                reply = refusal(result) if isinstance(result, UwfError) else \
+                    Done(msgspec.Raw(_encoder.encode(result)))
+            answered.append((peer, reply))
+        return answered, section.appended
+
+    def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
+        """A call's decision, or the refusal it gets before any is made."""
         if call is None:
-            return refusal(UsageError("the writer could not read a call",
-                                      "use the uwf the writer runs"))
+            return None, refusal(UsageError("the writer could not read a call",
+                                            "use the uwf the writer runs"))
         op = OPS.get(call.op)
         if op is None:  # an operation of a newer uwf: the client decides it itself
-            return Refused(UNSERVED, f"this writer does not serve {call.op}")
+            return None, Refused(UNSERVED, f"this writer does not serve {call.op}")
         try:
             args = msgspec.convert(call.args, op.args)
-            result = op.run(self.store, args)
         except msgspec.ValidationError as exc:
-            return refusal(UsageError(f"the writer refused the arguments of {call.op}: {exc}",
-                                      "use the uwf the writer runs"))
+            return None, refusal(UsageError(
+                f"the writer refused the arguments of {call.op}: {exc}",
+                "use the uwf the writer runs"))
+        return _guarded(call.op, op.decision(args)), None
+
+    def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
+                    ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
+        """Each call through its in-process function, one section for the round (the
+        writer before its batch mode, kept to measure against)."""
+        with self.log.round() as section:
+            replies = [(peer, self._run(call)) for peer, call in calls]
+        self.memory.forget()
+        return replies, section.appended
+
+    def _run(self, call: Call | None) -> Done | Refused:
+        _decide, refused = self._decision(call)
+        if refused is not None:
+            return refused
+        assert call is not None
+        op = OPS[call.op]
+        try:
+            result = op.run(self.store, msgspec.convert(call.args, op.args))
         except UwfError as exc:
             return refusal(exc)
         except Exception as exc:  # a bug: said here in full, to the client in a line
@@ -341,7 +395,6 @@ class Writer:
             return refusal(UwfError(f"the writer failed running {call.op}: {exc!r}",
                                     "see the writer's stderr"))
         return Done(msgspec.Raw(_encoder.encode(result)))
-
 
     def close(self) -> None:
         """Answer what is pending; stop listening (the socket removed first, so no client

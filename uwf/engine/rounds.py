@@ -1,0 +1,197 @@
+"""A round of commands written as one unit (the resident writer's batch mode).
+
+`write_round` runs the write protocol of `Journal.write_at` (uwf/engine/journal.py)
+once for many commands: one exclusive section, one tail check, then each command
+decided in turn against a `Memory` (states the caller holds as Python values, kept
+at the log's head: each command sees every earlier command's events of the round),
+its events chained after the one before and folded into that memory at once; then
+ONE append of every line of the round (one write(2)), ONE views commit (one SQLite
+transaction, the rows of every entity the round changed, each checkpoint moved once),
+the section left. The fsync is the caller's (the writer's syncer: one for many rounds).
+
+A refusal (`UwfError` from a command's decide) is that command's result and spoils
+none of the others': nothing of it was folded. Anything else that fails (the append,
+a bug in a fold) fails the whole round before its lines are written, or, after, says
+the memory may be stale (`Memory.forget`): it is read again from the views.
+
+The file lock stays the protocol: a process that does not use the writer appends
+under the same lock; the round's tail check sees its lines (the log's head differs
+from the memory's), catches the views up and has the memory read what they changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from uwf.engine.events import FORMAT_VERSION, Envelope, NewEvent, StoreCreated, digest
+from uwf.engine.fold import Key
+from uwf.engine.log import Checkpoint, LogSession
+from uwf.engine.viewspec import Row
+from uwf.errors import UwfError
+
+if TYPE_CHECKING:
+    from uwf.engine.journal import Journal, Outcome, Views
+
+Decide = Callable[["Views", int], "Outcome[Any]"]
+
+
+class Memory(Protocol):
+    """What a round decides against: states held in memory, valid at `head`."""
+
+    head: Checkpoint | None  # None: not loaded (or no longer trusted)
+
+    def catch_up(self, journal: Journal, head: Checkpoint) -> None:
+        """Be valid at `head` (the views are caught up with it): read what moved."""
+        ...
+
+    def views(self, head: Checkpoint) -> Views:
+        """Read-only views over the memory (and the views for what it does not hold)."""
+        ...
+
+    def state(self, key: Key) -> Any:
+        """An entity's state as the memory holds it (`Missing`: not held)."""
+        ...
+
+    def change(self, states: Mapping[Key, Any]) -> None:
+        """The new states of a command's fold."""
+        ...
+
+    def forget(self) -> None:
+        """Distrust what is held: the next round reads it again."""
+        ...
+
+    def settle(self) -> None:
+        """The round's rows are in the views (what it held of other views may go)."""
+        ...
+
+
+class _Known(Mapping[Key, Any]):
+    """The memory as the fold's `known` (states as of the round's running head)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def __getitem__(self, key: Key) -> Any:
+        state = self._memory.state(key)
+        if state is MISSING:
+            raise KeyError(key)
+        return state
+
+    def __contains__(self, key: object) -> bool:
+        return self._memory.state(key) is not MISSING  # type: ignore[arg-type]
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory
+                ) -> list[Any | UwfError]:
+    """Each command's result (an `UwfError`: its refusal), the round's lines appended
+    (not yet durable: `log.sync` is the caller's) and the views committed once."""
+    journal._not_deciding("write")
+    with journal.log.exclusive() as session:
+        head = _at_head(journal, session)
+        if memory.head != head:
+            memory.catch_up(journal, head)
+        start = head
+        known = _Known(memory)
+        results: list[Any | UwfError] = []
+        envelopes: list[Envelope] = []
+        raws: list[bytes] = []
+        before: dict[Key, Row | None] = {}
+        changed: dict[Key, Any] = {}
+        projections = journal.projections
+        names = set(projections)
+        try:
+            for decide in decides:
+                now = journal.clock()
+                journal._local.deciding = True
+                try:
+                    outcome = decide(memory.views(head), now)
+                except UwfError as exc:
+                    results.append(exc)
+                    continue
+                finally:
+                    journal._local.deciding = False
+                if outcome.events:
+                    events = list(outcome.events)
+                    if head.seq == 0:
+                        events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
+                    made, lines = journal.envelopes(head, events, now)
+                    states = journal.fold.prefetch(made, known)
+                    for key, state in states.items():
+                        if key not in before:
+                            before[key] = None if state is None else \
+                                projections[key[0]].row(state)
+                    since = dict.fromkeys(projections, head.seq)
+                    for envelope in made:
+                        journal.fold.apply(states, envelope, since, names, known)
+                    memory.change(states)
+                    changed.update(states)
+                    envelopes.extend(made)
+                    raws.extend(lines)
+                    head = Checkpoint(made[-1].seq, digest(lines[-1]))
+                if outcome.then is not None:
+                    results.append(outcome.then(memory.views(head)))
+                else:
+                    results.append(outcome.result)
+            if raws:
+                _commit(journal, session, memory, start=start, envelopes=envelopes, raws=raws,
+                        changed=changed, before=before)
+        except BaseException:
+            memory.forget()  # what it holds may be ahead of the log now
+            raise
+    return results
+
+
+def _at_head(journal: Journal, session: LogSession) -> Checkpoint:
+    """The log's head, the views caught up with it (as `Journal.write_at` enters)."""
+    checkpoints = journal.views.checkpoints()
+    tail = session.tail()
+    current = tail is not None and len(checkpoints) == len(journal._folded) and all(
+        checkpoint == tail for checkpoint in checkpoints.values())
+    if not current:
+        for checkpoint in set(checkpoints.values()):
+            journal._check_match(checkpoint)
+    head, repairs = session.recover()
+    if not current:
+        head = journal.refresh()
+    for repair in repairs:  # each recorded once, alone in its batch
+        head, _ = journal._append(session, head, [NewEvent("store", repair)], journal.clock())
+    return head
+
+
+def _commit(journal: Journal, session: LogSession, memory: Memory, *, start: Checkpoint,
+            envelopes: list[Envelope], raws: list[bytes], changed: dict[Key, Any],
+            before: dict[Key, Row | None]) -> None:
+    """One write of the round's lines; one views transaction of its rows."""
+    new_head = session.append(raws)
+    memory.head = new_head
+    expected: dict[str, Checkpoint | None] = dict.fromkeys(journal._folded, start)
+    streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
+    try:
+        if journal.views.commit(journal.fold.rows(changed, expected, before), expected,
+                                new_head, streams=streams):
+            memory.settle()
+            return
+    except UwfError:
+        pass
+    # The lines are in the log (durable with the round's fsync): views that did not
+    # follow are only stale; they catch up now, and the memory stays as folded.
+    try:
+        journal.refresh()
+        memory.settle()
+    except UwfError:
+        memory.forget()
