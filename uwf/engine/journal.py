@@ -409,11 +409,13 @@ class Journal:
                 return outcome.then(Views(self.views, self.projections, head, folded))
             return outcome.result
 
-    def write_round(self, decides: Sequence[Decide], memory: Memory) -> list[Any]:
+    def write_round(self, decides: Sequence[Decide], memory: Memory, *,
+                    defer: bool = False) -> list[Any]:
         """Many commands' `write_at` as one unit: each one's result or refusal (an
-        `UwfError`), their lines in one append, the views in one commit, no fsync
-        (the caller's: uwf/engine/rounds.py)."""
-        return write_round(self, decides, memory)
+        `UwfError`), their lines in one append, the views in one commit (or, with
+        `defer`, a later one: `rounds.flush`), no fsync (the caller's:
+        uwf/engine/rounds.py)."""
+        return write_round(self, decides, memory, defer=defer)
 
     def _not_deciding(self, what: str) -> None:
         if getattr(self._local, "deciding", False):

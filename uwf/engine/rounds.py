@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from uwf.engine.events import FORMAT_VERSION, Envelope, NewEvent, StoreCreated, digest
+from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, digest
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
 from uwf.engine.viewspec import Row
@@ -40,6 +40,7 @@ class Memory(Protocol):
     """What a round decides against: states held in memory, valid at `head`."""
 
     head: Checkpoint | None  # None: not loaded (or no longer trusted)
+    unsaved: Unsaved | None  # rows of rounds the views do not have yet (deferred)
 
     def catch_up(self, journal: Journal, head: Checkpoint) -> None:
         """Be valid at `head` (the views are caught up with it): read what moved."""
@@ -58,7 +59,8 @@ class Memory(Protocol):
         ...
 
     def forget(self) -> None:
-        """Distrust what is held: the next round reads it again."""
+        """Distrust what is held (its unsaved rows let go): the next round reads it
+        again."""
         ...
 
     def settle(self) -> None:
@@ -96,22 +98,33 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory
-                ) -> list[Any | UwfError]:
+class Unsaved:
+    """Rounds' rows not yet in the views (deferred: `write_round(defer=True)`): the
+    views' checkpoint they follow, each changed entity's latest state and the row the
+    views hold of it, the stream entries."""
+
+    def __init__(self, start: Checkpoint) -> None:
+        self.start = start
+        self.changed: dict[Key, Any] = {}
+        self.before: dict[Key, Row | None] = {}
+        self.streams: list[tuple[str, int]] = []
+        self.rounds = 0
+
+
+def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
+                defer: bool = False) -> list[Any | UwfError]:
     """Each command's result (an `UwfError`: its refusal), the round's lines appended
-    (not yet durable: `log.sync` is the caller's) and the views committed once."""
+    (not yet durable: `log.sync` is the caller's) and the views committed once, or,
+    with `defer`, their rows kept in `memory.unsaved` for a later `flush`."""
     journal._not_deciding("write")
     with journal.log.exclusive() as session:
-        head = _at_head(journal, session)
+        head = _at_head(journal, session, memory)
         if memory.head != head:
             memory.catch_up(journal, head)
-        start = head
         known = _Known(memory)
         results: list[Any | UwfError] = []
-        envelopes: list[Envelope] = []
         raws: list[bytes] = []
-        before: dict[Key, Row | None] = {}
-        changed: dict[Key, Any] = {}
+        unsaved = memory.unsaved or Unsaved(head)
         projections = journal.projections
         names = set(projections)
         try:
@@ -131,16 +144,18 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory
                         events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
                     made, lines = journal.envelopes(head, events, now)
                     states = journal.fold.prefetch(made, known)
+                    before = unsaved.before
                     for key, state in states.items():
-                        if key not in before:
+                        if key not in before:  # the row the views hold (at `start`)
                             before[key] = None if state is None else \
                                 projections[key[0]].row(state)
                     since = dict.fromkeys(projections, head.seq)
                     for envelope in made:
                         journal.fold.apply(states, envelope, since, names, known)
                     memory.change(states)
-                    changed.update(states)
-                    envelopes.extend(made)
+                    unsaved.changed.update(states)
+                    unsaved.streams.extend((envelope.subject, envelope.seq)
+                                           for envelope in made)
                     raws.extend(lines)
                     head = Checkpoint(made[-1].seq, digest(lines[-1]))
                 if outcome.then is not None:
@@ -148,21 +163,48 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory
                 else:
                     results.append(outcome.result)
             if raws:
-                _commit(journal, session, memory, start=start, envelopes=envelopes, raws=raws,
-                        changed=changed, before=before)
+                memory.head = session.append(raws)  # one write(2) of the round's lines
+                unsaved.rounds += 1
+                memory.unsaved = unsaved
+                if not defer:
+                    flush(journal, memory)
         except BaseException:
             memory.forget()  # what it holds may be ahead of the log now
             raise
     return results
 
 
-def _at_head(journal: Journal, session: LogSession) -> Checkpoint:
-    """The log's head, the views caught up with it (as `Journal.write_at` enters)."""
+def flush(journal: Journal, memory: Memory) -> bool:
+    """Commit the rows `memory.unsaved` holds, in one views transaction moving every
+    checkpoint from where they were to the memory's head; False when the views had
+    moved meanwhile (a reader or a writer of another process folded the log: the
+    rows are let go, the views catch up from the log as ever)."""
+    unsaved, memory.unsaved = memory.unsaved, None
+    if unsaved is None or memory.head is None:
+        return True
+    expected: dict[str, Checkpoint | None] = dict.fromkeys(journal._folded, unsaved.start)
+    try:
+        done = journal.views.commit(
+            journal.fold.rows(unsaved.changed, expected, unsaved.before), expected,
+            memory.head, streams=unsaved.streams)
+    except UwfError:
+        done = False
+    memory.settle()
+    return done
+
+
+def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoint:
+    """The log's head, the views caught up with it (as `Journal.write_at` enters), or
+    behind it by the memory's unsaved rows only (the log's tail is the memory's own)."""
     checkpoints = journal.views.checkpoints()
     tail = session.tail()
+    unsaved = memory.unsaved
+    at = tail if unsaved is None or tail != memory.head else unsaved.start
     current = tail is not None and len(checkpoints) == len(journal._folded) and all(
-        checkpoint == tail for checkpoint in checkpoints.values())
+        checkpoint == at for checkpoint in checkpoints.values())
     if not current:
+        memory.unsaved = None  # the log or the views moved under it: they catch up
+        memory.settle()
         for checkpoint in set(checkpoints.values()):
             journal._check_match(checkpoint)
     head, repairs = session.recover()
@@ -171,27 +213,3 @@ def _at_head(journal: Journal, session: LogSession) -> Checkpoint:
     for repair in repairs:  # each recorded once, alone in its batch
         head, _ = journal._append(session, head, [NewEvent("store", repair)], journal.clock())
     return head
-
-
-def _commit(journal: Journal, session: LogSession, memory: Memory, *, start: Checkpoint,
-            envelopes: list[Envelope], raws: list[bytes], changed: dict[Key, Any],
-            before: dict[Key, Row | None]) -> None:
-    """One write of the round's lines; one views transaction of its rows."""
-    new_head = session.append(raws)
-    memory.head = new_head
-    expected: dict[str, Checkpoint | None] = dict.fromkeys(journal._folded, start)
-    streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
-    try:
-        if journal.views.commit(journal.fold.rows(changed, expected, before), expected,
-                                new_head, streams=streams):
-            memory.settle()
-            return
-    except UwfError:
-        pass
-    # The lines are in the log (durable with the round's fsync): views that did not
-    # follow are only stale; they catch up now, and the memory stays as folded.
-    try:
-        journal.refresh()
-        memory.settle()
-    except UwfError:
-        memory.forget()

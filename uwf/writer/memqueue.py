@@ -22,7 +22,7 @@ from typing import Any
 from uwf.engine.fold import Key
 from uwf.engine.journal import Journal, Views
 from uwf.engine.log import Checkpoint
-from uwf.engine.rounds import MISSING
+from uwf.engine.rounds import MISSING, Unsaved
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import UwfError
 from uwf.queue.projection import DEFAULT_POOL, POLICY_KEY, QUEUE_ORDER, QueueEntry
@@ -41,6 +41,7 @@ class QueueMemory:
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.head: Checkpoint | None = None
+        self.unsaved: Unsaved | None = None  # rows the views have not been given yet
         self._columns = journal.projections["queue"].column_values  # type: ignore[attr-defined]
         self.entries: dict[str, QueueEntry] = {}
         self.policy: Any = None
@@ -61,6 +62,7 @@ class QueueMemory:
 
     def forget(self) -> None:
         self.head = None
+        self.unsaved = None
         self.extra.clear()
 
     def settle(self) -> None:

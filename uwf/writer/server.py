@@ -35,7 +35,7 @@ import msgspec
 from uwf.engine.clock import system_clock
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
-from uwf.engine.rounds import Decide
+from uwf.engine.rounds import Decide, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -56,6 +56,11 @@ from uwf.writer.ops import OPS
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
+# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds,
+# after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
+FLUSH_IDLE = 0.005
+FLUSH_ROUNDS = 64
+FLUSH_ROWS = 4096
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -204,11 +209,14 @@ def _unavailable(why: str) -> Refused:
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
-    def __init__(self, store: Store, *, batch: bool = True) -> None:
+    def __init__(self, store: Store, *, batch: bool = True, defer: bool = True) -> None:
         self.root = check_servable(store)
         # A round decided in memory as one unit (else each call through its in-process
-        # function, one section a round): measured in docs/benchmarks.md.
+        # function, one section a round), its views' commit deferred to the next idle
+        # moment or the FLUSH_ROUNDS-th round (else one a round): measured in
+        # docs/benchmarks.md.
         self.batch = batch
+        self.defer = batch and defer
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
@@ -246,6 +254,8 @@ class Writer:
         listener.setblocking(False)
         self._listener = listener
         self._selector.register(listener, selectors.EVENT_READ, None)
+        # The queue read into memory now, not on the first call.
+        self.memory.catch_up(self.store.journal, self.store.journal.refresh())
         self._syncer.start()
 
     def serve(self, stopped: Callable[[], bool], poll: float = 0.25) -> Served:
@@ -258,12 +268,20 @@ class Writer:
                                        "check the disk, then start the writer again")
             self._once(poll)
         self._once(0)  # the calls already sent are served, not cut off by the stop
+        self.flush()
         self._syncer.stop()
         self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
         return self.served
 
     def _once(self, timeout: float) -> None:
-        """One round of the calls that have arrived within `timeout` seconds."""
+        """One round of the calls that have arrived within `timeout` seconds (the
+        deferred rows committed to the views when none has, after FLUSH_IDLE)."""
+        unsaved = self.memory.unsaved
+        if unsaved is not None:
+            if unsaved.rounds >= FLUSH_ROUNDS or len(unsaved.changed) >= FLUSH_ROWS:
+                self.flush()
+            else:
+                timeout = min(timeout, FLUSH_IDLE)
         calls: list[tuple[_Peer, Call | None]] = []
         for key, _mask in self._selector.select(timeout):
             if key.data is None:
@@ -272,6 +290,13 @@ class Writer:
                 calls.extend(self._read(key.data))
         if calls:
             self._round(calls)
+        elif self.memory.unsaved is not None:
+            self.flush()
+
+    def flush(self) -> None:
+        """The rounds' rows not yet in the views, committed (one transaction)."""
+        if self.memory.unsaved is not None:
+            flush(self.store.journal, self.memory)
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -344,7 +369,8 @@ class Writer:
             if decide is not None:
                 decides.append(decide)
         with self.log.round() as section:
-            results = iter(self.store.journal.write_round(decides, self.memory))
+            results = iter(self.store.journal.write_round(decides, self.memory,
+                                                          defer=self.defer))
         answered: list[tuple[_Peer, Done | Refused]] = []
         for (peer, _call), early in zip(calls, replies, strict=True):
             reply = early
@@ -399,6 +425,8 @@ class Writer:
     def close(self) -> None:
         """Answer what is pending; stop listening (the socket removed first, so no client
         waits on it), let the clients go, give back the writer lock."""
+        with contextlib.suppress(UwfError):
+            self.flush()
         self._syncer.stop()
         if self._listener is not None:
             path, dir_fd = address(self.root)
