@@ -348,6 +348,10 @@ class Writer:
             replies, appended = self._decided(calls)
         except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
             replies, appended = [(peer, refusal(exc)) for peer, _ in calls], False
+        except Exception as exc:  # a bug, or the disk: no call of the round is answered
+            traceback.print_exc(file=sys.stderr)  # as done (the memory is read again)
+            failed = UwfError(f"the writer failed a round: {exc!r}", "see the writer's stderr")
+            replies, appended = [(peer, refusal(failed)) for peer, _ in calls], False
         self.served = msgspec.structs.replace(
             self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
         self._syncer.submit(replies, appended and self.log.durable)
