@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import EXAMPLE, Cli
 from tests.e2e.test_fsyncs import SYNC, strace_binary
 from tests.e2e.test_writer import (
     events,
@@ -179,6 +179,72 @@ def test_the_memory_follows_a_process_that_writes_without_the_writer(cli: Cli) -
         assert memory.entries[theirs["id"]].status == "leased"
         (full,) = journal.write_round([sched.lease_decision(1, None)], memory)
         assert type(full).__name__ == "NothingToDo"  # the ceiling, decided in memory
+    finally:
+        store.close()
+        del os.environ["UWF_DURABILITY"]
+    whole_and_replayable(cli)
+
+
+def test_the_memory_answers_as_the_views_do(cli: Cli) -> None:
+    """Random rounds of leases (per session and of every pool), completions, releases
+    (some failed, into backoff) and renewals, some with wrong leases: after each, every
+    read a lease makes answers the same from the writer's memory as from the views in
+    SQLite (the active leases, per pool and overall; the ready counts; each pool's ready
+    entries in queue order), and every entry is the same value."""
+    import random
+
+    from uwf.engine.rounds import flush
+    from uwf.engine.viewspec import Query
+    from uwf.queue import sched
+    from uwf.queue.projection import QUEUE_ORDER
+
+    ok(cli, "workflow", "put", str(EXAMPLE))
+    ok(cli, "sched", "policy", "set", "--max-concurrent", "5", "--backoff-base-ms", "1",
+       "--lease-ttl-ms", "3")  # some leases expire between rounds, some do not
+    batch = cli.home.parent / "mixed.jsonl"
+    batch.write_text("".join(json.dumps({
+        "workflow": "solve-issue", "prompt": f"task {n}", "priority": n % 3,
+        **({"session": ["a", "b"][n % 2]} if n % 5 else {})}) + "\n"
+        for n in range(40)), "utf-8")
+    ok(cli, "queue", "add", "--batch", str(batch))
+    rng = random.Random(30)
+    os.environ["UWF_DURABILITY"] = "none"
+    store, journal, memory = _writer_parts(cli)
+    held: list[tuple[str, str]] = []
+    try:
+        for _ in range(40):
+            decides = []
+            for _ in range(rng.randint(1, 4)):
+                pick = rng.random()
+                if pick < 0.4 or not held:
+                    decides.append(sched.lease_decision(rng.choice([1, 2, None]),
+                                                        rng.choice([None, "a", "b"])))
+                    continue
+                entry, lease = rng.choice(held)
+                lease = lease if rng.random() < 0.8 else "0" * 26
+                decides.append(
+                    sched.complete_decision(entry, lease, None) if pick < 0.6 else
+                    sched.release_decision(entry, lease, rng.random() < 0.5, "x", None)
+                    if pick < 0.8 else sched.renew_decision(entry, lease))
+            for result in journal.write_round(decides, memory, defer=True):
+                for granted in getattr(result, "leases", ()):
+                    held.append((granted.id, granted.lease_id))
+            flush(journal, memory)
+            now = journal.clock()
+            mine, theirs = memory.views(memory.head), store.read()
+            for pool in (None, "a", "b"):
+                where = (("status", "=", "leased"), ("session", "=", pool),
+                         ("lease_expires", ">", now))
+                assert mine.count(Query("queue", where)) == theirs.count(Query("queue", where))
+                ready = Query("queue", (("ready_pool", "=", pool or ""),), None, QUEUE_ORDER,
+                              rng.randint(1, 50), rng.randint(0, 3))
+                assert mine.query(ready) == theirs.query(ready)
+            overall = Query("queue", (("status", "=", "leased"), ("lease_expires", ">", now)))
+            assert mine.count(overall) == theirs.count(overall)
+            assert mine.counts("queue", "ready_pool") == {
+                pool: count for pool, count in theirs.counts("queue", "ready_pool").items()
+                if pool is not None and count}  # the pools, as `sched.ready_pools` reads
+            assert memory.entries == dict(theirs.scan("queue"))
     finally:
         store.close()
         del os.environ["UWF_DURABILITY"]

@@ -206,7 +206,7 @@ class MemoryViews(Views):
         raise NotHeld(f"the writer's memory cannot count {query}", "report this as a bug")
 
     def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
-        if view == "queue" and column == "ready_pool":
+        if view == "queue" and column == "ready_pool":  # the pools with ready entries
             return {pool: len(order) for pool, order in self._memory.ready.items()}
         raise NotHeld(f"the writer's memory keeps no counts of {view}.{column}",
                       "report this as a bug")
