@@ -213,7 +213,7 @@ def test_the_memory_answers_as_the_views_do(cli: Cli) -> None:
     held: list[tuple[str, str]] = []
     try:
         for _ in range(40):
-            decides = []
+            decides: list[Any] = []
             for _ in range(rng.randint(1, 4)):
                 pick = rng.random()
                 if pick < 0.4 or not held:
