@@ -196,20 +196,25 @@ def flush(journal: Journal, memory: Memory) -> bool:
 def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoint:
     """The log's head, the views caught up with it (as `Journal.write_at` enters), or
     behind it by the memory's unsaved rows only (the log's tail is the memory's own)."""
-    checkpoints = journal.views.checkpoints()
     tail = session.tail()
-    unsaved = memory.unsaved
-    at = tail if unsaved is None or tail != memory.head else unsaved.start
-    current = tail is not None and len(checkpoints) == len(journal._folded) and all(
-        checkpoint == at for checkpoint in checkpoints.values())
-    if not current:
-        memory.unsaved = None  # the log or the views moved under it: they catch up
+    if tail is not None and tail == memory.head:
+        # The log's last whole line is the memory's own: no line was written since,
+        # and the memory, not the views, is what the round decides on (their commit
+        # is a compare-and-set: a reader that folded meanwhile is let be). A torn
+        # line after it is still cut and recorded, as every writer does.
+        head, repairs = session.recover()
+    else:
+        checkpoints = journal.views.checkpoints()
+        current = tail is not None and len(checkpoints) == len(journal._folded) and all(
+            checkpoint == tail for checkpoint in checkpoints.values())
+        memory.unsaved = None  # the log moved under it: the views catch up from it
         memory.settle()
-        for checkpoint in set(checkpoints.values()):
-            journal._check_match(checkpoint)
-    head, repairs = session.recover()
-    if not current:
-        head = journal.refresh()
+        if not current:
+            for checkpoint in set(checkpoints.values()):
+                journal._check_match(checkpoint)
+        head, repairs = session.recover()
+        if not current:
+            head = journal.refresh()
     for repair in repairs:  # each recorded once, alone in its batch
         head, _ = journal._append(session, head, [NewEvent("store", repair)], journal.clock())
     return head
