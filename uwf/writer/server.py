@@ -2,10 +2,10 @@
 socket, many commands to one fsync.
 
 Each round of its loop takes every call that has arrived (from any number of client
-processes) and runs them one after another through the ordinary write protocol
-(`Journal.write_at`: the tail check, decide, append, fold, the views' commit) inside
-one exclusive section (the writers' lock taken once a round), its fsync left out.
-The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
+processes) and decides them as one unit (`Journal.write_round`, uwf/engine/rounds.py:
+the writers' lock and the tail check once, each call decided against the queue held
+in memory, uwf/writer/memqueue.py, one append of the round's lines), its fsync left
+out and its views' commit deferred to an idle moment (`flush`). The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
 durable (`EventLog.sync`: one fsync of the last segment covers every line written
 before it, for every round handed to it meanwhile) and only then sends them, while
 the loop runs the next round. Nothing is acknowledged before an fsync that covers its
@@ -13,7 +13,7 @@ lines; a refusal waits for it too (it may have read a line of an earlier round).
 
 The writers' lock stays the protocol: a process that does not use the writer (an older
 uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
-writer's commands, and the writer's next command sees its lines by the tail check.
+writer's rounds, and the writer's next round sees its lines by the tail check.
 One writer a store: it holds `writer.lock` (flock) while it runs.
 """
 
