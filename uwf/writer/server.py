@@ -5,8 +5,9 @@ Each round of its loop takes every call that has arrived (from any number of cli
 processes) and decides them as one unit (`Journal.write_round`, uwf/engine/rounds.py:
 the writers' lock and the tail check once, each call decided against the queue held
 in memory, uwf/writer/memqueue.py, one append of the round's lines), its fsync left
-out and its views' commit deferred to an idle moment (`flush`). The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
-durable (`EventLog.sync`: one fsync of the last segment covers every line written
+out and its views' commit deferred to an idle moment (`flush`). The round's replies
+go to the syncer (uwf/writer/syncer.py), which makes the log durable (`EventLog.sync`:
+one fsync of the last segment covers every line written
 before it, for every round handed to it meanwhile) and only then sends them, while
 the loop runs the next round. Nothing is acknowledged before an fsync that covers its
 lines; a refusal waits for it too (it may have read a line of an earlier round).
