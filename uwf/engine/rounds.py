@@ -6,13 +6,20 @@ decided in turn against a `Memory` (states the caller holds as Python values, ke
 at the log's head: each command sees every earlier command's events of the round),
 its events chained after the one before and folded into that memory at once; then
 ONE append of every line of the round (one write(2)), ONE views commit (one SQLite
-transaction, the rows of every entity the round changed, each checkpoint moved once),
-the section left. The fsync is the caller's (the writer's syncer: one for many rounds).
+transaction, the rows of every entity the round changed, each checkpoint moved once:
+at once, or with `defer` for many rounds later, `flush`), the section left. The fsync
+is the caller's (the writer's syncer: one for many rounds).
+
+Deferred rows leave the views behind the log for a while, which they may always be:
+a reader catches them up from the log before it reads (and so sees every line the
+writer acknowledged), and `flush` is a compare-and-set of their checkpoints, so rows
+a reader or another writer folded meanwhile are let go, never written twice.
 
 A refusal (`UwfError` from a command's decide) is that command's result and spoils
 none of the others': nothing of it was folded. Anything else that fails (the append,
 a bug in a fold) fails the whole round before its lines are written, or, after, says
-the memory may be stale (`Memory.forget`): it is read again from the views.
+the memory may be stale (`Memory.forget`): it is read again from the views, and the
+round's callers get no result (the writer answers them with the failure).
 
 The file lock stays the protocol: a process that does not use the writer appends
 under the same lock; the round's tail check sees its lines (the log's head differs
@@ -51,7 +58,7 @@ class Memory(Protocol):
         ...
 
     def state(self, key: Key) -> Any:
-        """An entity's state as the memory holds it (`Missing`: not held)."""
+        """An entity's state as the memory holds it (`MISSING`: not held)."""
         ...
 
     def change(self, states: Mapping[Key, Any]) -> None:
