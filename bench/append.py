@@ -21,6 +21,8 @@ With --writer, two more rows in the same blocks: `sched.renew` of a live lease (
 resident writer (`uwf writer`, started before the blocks) that appends it and fsyncs
 before it answers; that row's CPU is this process's plus the writer's (from /proc). One
 client, each call waiting for its answer: the writer has one call a round to fsync.
+Beside them, the floor of any such writer: a bare Unix-socket call to a process that
+appends the line, fdatasyncs it and answers (both processes' CPU).
 
 Every row prints its CPU per operation too (`time.process_time`, this process), and
 the rows that find where a fsync'd command's time goes beyond its own cost plus raw's
@@ -205,6 +207,27 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# The floor of any resident writer for one client waiting for each answer: a process
+# that reads a line from a Unix socket, appends it to a file, fdatasyncs it and
+# answers; the client sends the next line once answered (one wake-up each way a call).
+ECHO = r"""
+import os, socket, sys
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sys.argv[1])
+listener.listen(1)
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+print("ready", flush=True)
+conn, _ = listener.accept()
+while True:
+    data = conn.recv(65536)
+    if not data:
+        break
+    os.write(fd, data)
+    os.fdatasync(fd)
+    conn.sendall(b"ok")
+"""
+
+
 class WriterRows:
     """`sched.renew` in-process and through a resident writer, on one store."""
 
@@ -238,10 +261,23 @@ class WriterRows:
                                         env=env, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.pid = json.loads(self.process.stdout.readline())["pid"]
+        sock = root.parent / "echo.sock"
+        self.echo = subprocess.Popen([sys.executable, "-c", ECHO, str(sock),
+                                      str(root.parent / "echo.jsonl")],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.echo.stdout is not None
+        assert self.echo.stdout.readline() == "ready\n"
+        import socket
+
+        self.echo_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.echo_sock.connect(str(sock))
+        self.line = b"x" * 400 + b"\n"
         self.local_block(20)
         self.writer_block(20)
+        self.echo_block(20)
         CPU.pop("renew", None)
         CPU.pop("writer", None)
+        CPU.pop("echo", None)
 
     def local_block(self, n: int) -> float:
         entry, lease = self.held[0]
@@ -263,9 +299,26 @@ class WriterRows:
         CPU.setdefault("writer", []).append(spent / n * 1e6)
         return n / (time.perf_counter() - begin)
 
+    def echo_block(self, n: int) -> float:
+        """The floor: a bare Unix-socket call to a process that appends the line and
+        fdatasyncs it before it answers (both processes' CPU)."""
+        begin = time.perf_counter()
+        cpu = time.process_time()
+        theirs = _proc_cpu(self.echo.pid)
+        sock = self.echo_sock
+        for _ in range(n):
+            sock.sendall(self.line)
+            sock.recv(16)
+        spent = time.process_time() - cpu + _proc_cpu(self.echo.pid) - theirs
+        CPU.setdefault("echo", []).append(spent / n * 1e6)
+        return n / (time.perf_counter() - begin)
+
     def stop(self) -> dict[str, int]:
         import json
         import signal
+
+        self.echo_sock.close()
+        self.echo.wait()
 
         self.process.send_signal(signal.SIGTERM)
         out, _ = self.process.communicate()
@@ -343,7 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     extra: dict[str, Callable[[], float]] = {} if writer is None else {
         "renew": lambda: writer.local_block(args.block),
-        "writer": lambda: writer.writer_block(args.block)}
+        "writer": lambda: writer.writer_block(args.block),
+        "echo": lambda: writer.echo_block(args.block)}
     rates = interleave({**extra, "uwf": uwf_block,
                         "raw": lambda: raw_round(fd, line, args.block, name="raw"),
                         "loose": loose_block,
@@ -386,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if writer is not None:
         served = writer.stop()
         for key, label in (("renew", "uwf sched.renew in-process, fsync"),
-                           ("writer", "uwf sched.renew through the writer")):
+                           ("writer", "uwf sched.renew through the writer"),
+                           ("echo", "floor: socket call + write + fdatasync")):
             rate = median(rates[key])
             against = ratios(rates[key], rates["raw"])
             print(f"{label:36s} {fmt_rate(rate):>12}  ({1e6 / rate:.0f} us/command; "
@@ -403,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if writer is not None:
         labels["renew"] = "uwf sched.renew in-process, fsync"
         labels["writer"] = "uwf sched.renew through the writer (+ the writer's)"
+        labels["echo"] = "floor: socket call + write + fdatasync (both)"
     for key, label in labels.items():
         print(f"{label:52s} {median(CPU[key]):7.0f} us")
     gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["raw"])

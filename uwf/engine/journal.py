@@ -43,6 +43,7 @@ from uwf.engine.events import (
 from uwf.engine.fold import NOTHING, Fold, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
+from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.streams import Streams
 from uwf.engine.ulids import new_ulids
@@ -407,6 +408,14 @@ class Journal:
             if outcome.then is not None:
                 return outcome.then(Views(self.views, self.projections, head, folded))
             return outcome.result
+
+    def write_round(self, decides: Sequence[Decide], memory: Memory, *,
+                    defer: bool = False) -> list[Any]:
+        """Many commands' `write_at` as one unit: each one's result or refusal (an
+        `UwfError`), their lines in one append, the views in one commit (or, with
+        `defer`, a later one: `rounds.flush`), no fsync (the caller's:
+        uwf/engine/rounds.py)."""
+        return write_round(self, decides, memory, defer=defer)
 
     def _not_deciding(self, what: str) -> None:
         if getattr(self._local, "deciding", False):

@@ -105,6 +105,24 @@ def read_exact(sock: socket.socket, count: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _read_frame(sock: socket.socket) -> bytes | None:
+    """One frame's body (a reply fits one `recv` as a rule), or None at the end of the
+    stream before it."""
+    data = sock.recv(1 << 16)
+    if not data:
+        return None
+    if len(data) < HEADER.size:
+        rest = read_exact(sock, HEADER.size - len(data))
+        if rest is None:
+            return None
+        data += rest
+    end = HEADER.size + HEADER.unpack_from(data)[0]
+    if len(data) >= end:  # one call in flight a connection: nothing follows its reply
+        return data[HEADER.size:end]
+    tail = read_exact(sock, end - len(data))
+    return None if tail is None else data[HEADER.size:] + tail
+
+
 class WriterLink:
     """The store's writer socket, connected on first use and kept for the next call: one
     connection a thread (threads of one process sharing a store, as `uwf worker
@@ -115,6 +133,7 @@ class WriterLink:
         self._local = threading.local()  # this thread's connection: `_local.sock`
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()  # every thread's, closed by `close`
+        self._decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}  # by result
 
     def call(self, op: str, args: dict[str, Any], result: type[T]) -> T | None:
         """The writer's result of `op`, or its refusal raised; None when no writer
@@ -139,8 +158,7 @@ class WriterLink:
                 self._let_go(sock)
                 return None  # refused before a byte of the call was read
         try:
-            header = read_exact(sock, HEADER.size)
-            body = None if header is None else read_exact(sock, HEADER.unpack(header)[0])
+            body = _read_frame(sock)
         except OSError:
             body = None
         if body is None:
@@ -155,7 +173,10 @@ class WriterLink:
                 return None  # an operation this writer does not know: nothing was done
             kind = KINDS.get(reply.kind, UwfError)
             raise kind(reply.what, reply.next_action)
-        return msgspec.msgpack.decode(reply.result, type=result)
+        decoder = self._decoders.get(result)
+        if decoder is None:
+            decoder = self._decoders[result] = msgspec.msgpack.Decoder(result)
+        return decoder.decode(reply.result)  # type: ignore[no-any-return]
 
     def _connect(self) -> socket.socket | None:
         import socket

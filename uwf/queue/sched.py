@@ -58,6 +58,7 @@ from uwf.queue.service import artifact_failure, canonical_status, get_entry, ms_
 from uwf.store import Store
 
 T = TypeVar("T")
+Decision = Callable[[Views, int], Outcome[T]]  # a command's decide, at the section's instant
 PLAN_SKIPPED_SHOWN = 20
 SKIP_REASONS = ("parked", "terminal", "leased", "waiting", "backoff", "concurrency-ceiling")
 # Upper bounds on the policy, so every computed time is one the clock can print.
@@ -284,7 +285,12 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
         store, "queue.lease", {"limit": limit, "session": session}, Leased)
     if leased is not None:
         return leased
-    return store.journal.write_at(lambda views, now: _grant(views, now, limit, session))
+    return store.journal.write_at(lease_decision(limit, session))
+
+
+def lease_decision(limit: int | None, session: str | None) -> Decision[Leased]:
+    """A lease's decision at the section's instant (the writer runs it in a round)."""
+    return lambda views, now: _grant(views, now, limit, session)
 
 
 def pick(store: Store, session: str) -> str:
@@ -316,8 +322,13 @@ def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = No
         store, "queue.complete", {"id": entry_id, "lease": lease_id, "run": run}, EntryRecord)
     if done is not None:
         return done
-    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.complete(
-        get_entry(views, entry_id), lease_id, now, run)))
+    return store.journal.write_at(complete_decision(entry_id, lease_id, run))
+
+
+def complete_decision(entry_id: str, lease_id: str, run: str | None
+                      ) -> Decision[EntryRecord]:
+    return lambda views, now: _recorded(entry_id, decider.complete(
+        get_entry(views, entry_id), lease_id, now, run))
 
 
 def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
@@ -329,9 +340,14 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
                       EntryRecord)
     if done is not None:
         return done
-    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.release(
+    return store.journal.write_at(release_decision(entry_id, lease_id, failed, reason, run))
+
+
+def release_decision(entry_id: str, lease_id: str, failed: bool, reason: str,
+                     run: str | None) -> Decision[EntryRecord]:
+    return lambda views, now: _recorded(entry_id, decider.release(
         get_entry(views, entry_id), lease_id, now, current_policy(views), failed=failed,
-        reason=reason, run=run)))
+        reason=reason, run=run))
 
 
 def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
@@ -373,8 +389,12 @@ def renew(store: Store, entry_id: str, lease_id: str) -> EntryRecord:
     done = _by_writer(store, "queue.renew", {"id": entry_id, "lease": lease_id}, EntryRecord)
     if done is not None:
         return done
-    return store.journal.write_at(lambda views, now: _recorded(entry_id, decider.renew(
-        get_entry(views, entry_id), lease_id, now, current_policy(views))))
+    return store.journal.write_at(renew_decision(entry_id, lease_id))
+
+
+def renew_decision(entry_id: str, lease_id: str) -> Decision[EntryRecord]:
+    return lambda views, now: _recorded(entry_id, decider.renew(
+        get_entry(views, entry_id), lease_id, now, current_policy(views)))
 
 
 def reclaim(store: Store) -> Reclaimed:

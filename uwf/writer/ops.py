@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from uwf.engine.rounds import Decide
 from uwf.queue import sched
 from uwf.store import Store
 
@@ -56,13 +57,20 @@ def _renew(store: Store, a: HeldArgs) -> Any:
 
 
 class Op(msgspec.Struct, frozen=True):
+    """An operation: its arguments, the in-process function, and its decision alone
+    (what a round of the writer runs: `uwf.engine.rounds`)."""
+
     args: type[msgspec.Struct]
     run: Callable[[Store, Any], Any]
+    decision: Callable[[Any], Decide]
 
 
 OPS: dict[str, Op] = {
-    "queue.lease": Op(LeaseArgs, _lease),
-    "queue.complete": Op(CompleteArgs, _complete),
-    "queue.release": Op(ReleaseArgs, _release),
-    "queue.renew": Op(HeldArgs, _renew),
+    "queue.lease": Op(LeaseArgs, _lease,
+                      lambda a: sched.lease_decision(a.limit, a.session)),
+    "queue.complete": Op(CompleteArgs, _complete,
+                         lambda a: sched.complete_decision(a.id, a.lease, a.run)),
+    "queue.release": Op(ReleaseArgs, _release, lambda a: sched.release_decision(
+        a.id, a.lease, a.failed, a.reason, a.run)),
+    "queue.renew": Op(HeldArgs, _renew, lambda a: sched.renew_decision(a.id, a.lease)),
 }

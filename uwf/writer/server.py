@@ -2,18 +2,19 @@
 socket, many commands to one fsync.
 
 Each round of its loop takes every call that has arrived (from any number of client
-processes) and runs them one after another through the ordinary write protocol
-(`Journal.write_at`: the tail check, decide, append, fold, the views' commit) inside
-one exclusive section (the writers' lock taken once a round), its fsync left out.
-The round's replies go to the syncer (uwf/writer/syncer.py), which makes the log
-durable (`EventLog.sync`: one fsync of the last segment covers every line written
+processes) and decides them as one unit (`Journal.write_round`, uwf/engine/rounds.py:
+the writers' lock and the tail check once, each call decided against the queue held
+in memory, uwf/writer/memqueue.py, one append of the round's lines), its fsync left
+out and its views' commit deferred to an idle moment (`flush`). The round's replies
+go to the syncer (uwf/writer/syncer.py), which makes the log durable (`EventLog.sync`:
+one fsync of the last segment covers every line written
 before it, for every round handed to it meanwhile) and only then sends them, while
 the loop runs the next round. Nothing is acknowledged before an fsync that covers its
 lines; a refusal waits for it too (it may have read a line of an earlier round).
 
 The writers' lock stays the protocol: a process that does not use the writer (an older
 uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
-writer's commands, and the writer's next command sees its lines by the tail check.
+writer's rounds, and the writer's next round sees its lines by the tail check.
 One writer a store: it holds `writer.lock` (flock) while it runs.
 """
 
@@ -35,6 +36,7 @@ import msgspec
 from uwf.engine.clock import system_clock
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
+from uwf.engine.rounds import Decide, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -50,10 +52,16 @@ from uwf.engine.writerlink import (
 )
 from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
+from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
+# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds,
+# after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
+FLUSH_IDLE = 0.005
+FLUSH_ROUNDS = 64
+FLUSH_ROWS = 4096
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -180,6 +188,20 @@ def _answer(peer: _Peer, reply: Any) -> None:
         peer.sock.sendall(frame(reply))
 
 
+def _guarded(op: str, decide: Decide) -> Decide:
+    """`decide`, with a bug in it said in full here and to the client as one line."""
+    def run(views: Any, now: int) -> Any:
+        try:
+            return decide(views, now)
+        except UwfError:
+            raise
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            raise UwfError(f"the writer failed running {op}: {exc!r}",
+                           "see the writer's stderr") from exc
+    return run
+
+
 def _unavailable(why: str) -> Refused:
     return refusal(StoreUnavailable(f"the log could not be made durable: {why}",
                                     "check the disk, then start the writer again"))
@@ -188,15 +210,19 @@ def _unavailable(why: str) -> Refused:
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
-    def __init__(self, store: Store, *, one_section: bool = True) -> None:
+    def __init__(self, store: Store, *, batch: bool = True, defer: bool = True) -> None:
         self.root = check_servable(store)
-        # One exclusive section a round (else one a command): measured in
+        # A round decided in memory as one unit (else each call through its in-process
+        # function, one section a round), its views' commit deferred to the next idle
+        # moment or the FLUSH_ROUNDS-th round (else one a round): measured in
         # docs/benchmarks.md.
-        self.one_section = one_section
+        self.batch = batch
+        self.defer = batch and defer
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
         store.journal.log = self.log
+        self.memory = QueueMemory(store.journal)
         self.served = Served(socket=str(self.root / SOCKET_NAME))
         self._syncer = Syncer(self.log.sync, _answer, _unavailable)
         self._lock_fd: int | None = None
@@ -229,6 +255,8 @@ class Writer:
         listener.setblocking(False)
         self._listener = listener
         self._selector.register(listener, selectors.EVENT_READ, None)
+        # The queue read into memory now, not on the first call.
+        self.memory.catch_up(self.store.journal, self.store.journal.refresh())
         self._syncer.start()
 
     def serve(self, stopped: Callable[[], bool], poll: float = 0.25) -> Served:
@@ -241,12 +269,20 @@ class Writer:
                                        "check the disk, then start the writer again")
             self._once(poll)
         self._once(0)  # the calls already sent are served, not cut off by the stop
+        self.flush()
         self._syncer.stop()
         self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
         return self.served
 
     def _once(self, timeout: float) -> None:
-        """One round of the calls that have arrived within `timeout` seconds."""
+        """One round of the calls that have arrived within `timeout` seconds (the
+        deferred rows committed to the views when none has, after FLUSH_IDLE)."""
+        unsaved = self.memory.unsaved
+        if unsaved is not None:
+            if unsaved.rounds >= FLUSH_ROUNDS or len(unsaved.changed) >= FLUSH_ROWS:
+                self.flush()
+            else:
+                timeout = min(timeout, FLUSH_IDLE)
         calls: list[tuple[_Peer, Call | None]] = []
         for key, _mask in self._selector.select(timeout):
             if key.data is None:
@@ -255,6 +291,13 @@ class Writer:
                 calls.extend(self._read(key.data))
         if calls:
             self._round(calls)
+        elif self.memory.unsaved is not None:
+            self.flush()
+
+    def flush(self) -> None:
+        """The rounds' rows not yet in the views, committed (one transaction)."""
+        if self.memory.unsaved is not None:
+            flush(self.store.journal, self.memory)
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -306,34 +349,76 @@ class Writer:
             replies, appended = self._decided(calls)
         except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
             replies, appended = [(peer, refusal(exc)) for peer, _ in calls], False
+        except Exception as exc:  # a bug, or the disk: no call of the round is answered
+            traceback.print_exc(file=sys.stderr)  # as done (the memory is read again)
+            failed = UwfError(f"the writer failed a round: {exc!r}", "see the writer's stderr")
+            replies, appended = [(peer, refusal(failed)) for peer, _ in calls], False
         self.served = msgspec.structs.replace(
             self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
         self._syncer.submit(replies, appended and self.log.durable)
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
                  ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
-        """Every call's reply, and whether the round appended anything (not yet durable)."""
-        if self.one_section:
-            with self.log.round() as section:
-                replies = [(peer, self._run(call)) for peer, call in calls]
-            return replies, section.appended
-        before = self.log.head()
-        replies = [(peer, self._run(call)) for peer, call in calls]
-        return replies, self.log.head() != before
+        """Every call's reply, and whether the round appended anything (not yet durable).
 
-    def _run(self, call: Call | None) -> Done | Refused:
+        Batched (the default): every call that names a served operation is decided in
+        one round of the write protocol (`Journal.write_round`: one tail check, each
+        decided against the queue held in memory, one append, one views commit)."""
+        if not self.batch:
+            return self._one_by_one(calls)
+        replies: list[Done | Refused | None] = []
+        decides: list[Decide] = []
+        for _peer, call in calls:
+            decide, refused = self._decision(call)
+            replies.append(refused)
+            if decide is not None:
+                decides.append(decide)
+        with self.log.round() as section:
+            results = iter(self.store.journal.write_round(decides, self.memory,
+                                                          defer=self.defer))
+        answered: list[tuple[_Peer, Done | Refused]] = []
+        for (peer, _call), early in zip(calls, replies, strict=True):
+            reply = early
+            if reply is None:
+                result = next(results)
+                reply = refusal(result) if isinstance(result, UwfError) else \
+                    Done(msgspec.Raw(_encoder.encode(result)))
+            answered.append((peer, reply))
+        return answered, section.appended
+
+    def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
+        """A call's decision, or the refusal it gets before any is made."""
         if call is None:
-            return refusal(UsageError("the writer could not read a call",
-                                      "use the uwf the writer runs"))
+            return None, refusal(UsageError("the writer could not read a call",
+                                            "use the uwf the writer runs"))
         op = OPS.get(call.op)
         if op is None:  # an operation of a newer uwf: the client decides it itself
-            return Refused(UNSERVED, f"this writer does not serve {call.op}")
+            return None, Refused(UNSERVED, f"this writer does not serve {call.op}")
         try:
             args = msgspec.convert(call.args, op.args)
-            result = op.run(self.store, args)
         except msgspec.ValidationError as exc:
-            return refusal(UsageError(f"the writer refused the arguments of {call.op}: {exc}",
-                                      "use the uwf the writer runs"))
+            return None, refusal(UsageError(
+                f"the writer refused the arguments of {call.op}: {exc}",
+                "use the uwf the writer runs"))
+        return _guarded(call.op, op.decision(args)), None
+
+    def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
+                    ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
+        """Each call through its in-process function, one section for the round (the
+        writer before its batch mode, kept to measure against)."""
+        with self.log.round() as section:
+            replies = [(peer, self._run(call)) for peer, call in calls]
+        self.memory.forget()
+        return replies, section.appended
+
+    def _run(self, call: Call | None) -> Done | Refused:
+        _decide, refused = self._decision(call)
+        if refused is not None:
+            return refused
+        assert call is not None
+        op = OPS[call.op]
+        try:
+            result = op.run(self.store, msgspec.convert(call.args, op.args))
         except UwfError as exc:
             return refusal(exc)
         except Exception as exc:  # a bug: said here in full, to the client in a line
@@ -342,10 +427,11 @@ class Writer:
                                     "see the writer's stderr"))
         return Done(msgspec.Raw(_encoder.encode(result)))
 
-
     def close(self) -> None:
         """Answer what is pending; stop listening (the socket removed first, so no client
         waits on it), let the clients go, give back the writer lock."""
+        with contextlib.suppress(UwfError):
+            self.flush()
         self._syncer.stop()
         if self._listener is not None:
             path, dir_fd = address(self.root)

@@ -1,0 +1,227 @@
+"""A round of commands written as one unit (the resident writer's batch mode).
+
+`write_round` runs the write protocol of `Journal.write_at` (uwf/engine/journal.py)
+once for many commands: one exclusive section, one tail check, then each command
+decided in turn against a `Memory` (states the caller holds as Python values, kept
+at the log's head: each command sees every earlier command's events of the round),
+its events chained after the one before and folded into that memory at once; then
+ONE append of every line of the round (one write(2)), ONE views commit (one SQLite
+transaction, the rows of every entity the round changed, each checkpoint moved once:
+at once, or with `defer` for many rounds later, `flush`), the section left. The fsync
+is the caller's (the writer's syncer: one for many rounds).
+
+Deferred rows leave the views behind the log for a while, which they may always be:
+a reader catches them up from the log before it reads (and so sees every line the
+writer acknowledged), and `flush` is a compare-and-set of their checkpoints, so rows
+a reader or another writer folded meanwhile are let go, never written twice.
+
+A refusal (`UwfError` from a command's decide) is that command's result and spoils
+none of the others': nothing of it was folded. Anything else that fails (the append,
+a bug in a fold) fails the whole round before its lines are written, or, after, says
+the memory may be stale (`Memory.forget`): it is read again from the views, and the
+round's callers get no result (the writer answers them with the failure).
+
+The file lock stays the protocol: a process that does not use the writer appends
+under the same lock; the round's tail check sees its lines (the log's head differs
+from the memory's), catches the views up and has the memory read what they changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, digest
+from uwf.engine.fold import Key
+from uwf.engine.log import Checkpoint, LogSession
+from uwf.engine.viewspec import Row
+from uwf.errors import UwfError
+
+if TYPE_CHECKING:
+    from uwf.engine.journal import Journal, Outcome, Views
+
+Decide = Callable[["Views", int], "Outcome[Any]"]
+
+
+class Memory(Protocol):
+    """What a round decides against: states held in memory, valid at `head`."""
+
+    head: Checkpoint | None  # None: not loaded (or no longer trusted)
+    unsaved: Unsaved | None  # rows of rounds the views do not have yet (deferred)
+
+    def catch_up(self, journal: Journal, head: Checkpoint) -> None:
+        """Be valid at `head` (the views are caught up with it): read what moved."""
+        ...
+
+    def views(self, head: Checkpoint) -> Views:
+        """Read-only views over the memory (and the views for what it does not hold)."""
+        ...
+
+    def state(self, key: Key) -> Any:
+        """An entity's state as the memory holds it (`MISSING`: not held)."""
+        ...
+
+    def change(self, states: Mapping[Key, Any]) -> None:
+        """The new states of a command's fold."""
+        ...
+
+    def forget(self) -> None:
+        """Distrust what is held (its unsaved rows let go): the next round reads it
+        again."""
+        ...
+
+    def settle(self) -> None:
+        """The round's rows are in the views (what it held of other views may go)."""
+        ...
+
+
+class _Known(Mapping[Key, Any]):
+    """The memory as the fold's `known` (states as of the round's running head)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def __getitem__(self, key: Key) -> Any:
+        state = self._memory.state(key)
+        if state is MISSING:
+            raise KeyError(key)
+        return state
+
+    def __contains__(self, key: object) -> bool:
+        return self._memory.state(key) is not MISSING  # type: ignore[arg-type]
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class Unsaved:
+    """Rounds' rows not yet in the views (deferred: `write_round(defer=True)`): the
+    views' checkpoint they follow, each changed entity's latest state and the row the
+    views hold of it, the stream entries."""
+
+    def __init__(self, start: Checkpoint) -> None:
+        self.start = start
+        self.changed: dict[Key, Any] = {}
+        self.before: dict[Key, Row | None] = {}
+        self.streams: list[tuple[str, int]] = []
+        self.rounds = 0
+
+
+def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
+                defer: bool = False) -> list[Any | UwfError]:
+    """Each command's result (an `UwfError`: its refusal), the round's lines appended
+    (not yet durable: `log.sync` is the caller's) and the views committed once, or,
+    with `defer`, their rows kept in `memory.unsaved` for a later `flush`."""
+    journal._not_deciding("write")
+    with journal.log.exclusive() as session:
+        head = _at_head(journal, session, memory)
+        if memory.head != head:
+            memory.catch_up(journal, head)
+        known = _Known(memory)
+        results: list[Any | UwfError] = []
+        raws: list[bytes] = []
+        unsaved = memory.unsaved or Unsaved(head)
+        projections = journal.projections
+        names = set(projections)
+        try:
+            for decide in decides:
+                now = journal.clock()
+                journal._local.deciding = True
+                try:
+                    outcome = decide(memory.views(head), now)
+                except UwfError as exc:
+                    results.append(exc)
+                    continue
+                finally:
+                    journal._local.deciding = False
+                if outcome.events:
+                    events = list(outcome.events)
+                    if head.seq == 0:
+                        events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
+                    made, lines = journal.envelopes(head, events, now)
+                    states = journal.fold.prefetch(made, known)
+                    before = unsaved.before
+                    for key, state in states.items():
+                        if key not in before:  # the row the views hold (at `start`)
+                            before[key] = None if state is None else \
+                                projections[key[0]].row(state)
+                    since = dict.fromkeys(projections, head.seq)
+                    for envelope in made:
+                        journal.fold.apply(states, envelope, since, names, known)
+                    memory.change(states)
+                    unsaved.changed.update(states)
+                    unsaved.streams.extend((envelope.subject, envelope.seq)
+                                           for envelope in made)
+                    raws.extend(lines)
+                    head = Checkpoint(made[-1].seq, digest(lines[-1]))
+                if outcome.then is not None:
+                    results.append(outcome.then(memory.views(head)))
+                else:
+                    results.append(outcome.result)
+            if raws:
+                memory.head = session.append(raws)  # one write(2) of the round's lines
+                unsaved.rounds += 1
+                memory.unsaved = unsaved
+                if not defer:
+                    flush(journal, memory)
+        except BaseException:
+            memory.forget()  # what it holds may be ahead of the log now
+            raise
+    return results
+
+
+def flush(journal: Journal, memory: Memory) -> bool:
+    """Commit the rows `memory.unsaved` holds, in one views transaction moving every
+    checkpoint from where they were to the memory's head; False when the views had
+    moved meanwhile (a reader or a writer of another process folded the log: the
+    rows are let go, the views catch up from the log as ever)."""
+    unsaved, memory.unsaved = memory.unsaved, None
+    if unsaved is None or memory.head is None:
+        return True
+    expected: dict[str, Checkpoint | None] = dict.fromkeys(journal._folded, unsaved.start)
+    try:
+        done = journal.views.commit(
+            journal.fold.rows(unsaved.changed, expected, unsaved.before), expected,
+            memory.head, streams=unsaved.streams)
+    except UwfError:
+        done = False
+    memory.settle()
+    return done
+
+
+def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoint:
+    """The log's head, the views caught up with it (as `Journal.write_at` enters), or
+    behind it by the memory's unsaved rows only (the log's tail is the memory's own)."""
+    tail = session.tail()
+    if tail is not None and tail == memory.head:
+        # The log's last whole line is the memory's own: no line was written since,
+        # and the memory, not the views, is what the round decides on (their commit
+        # is a compare-and-set: a reader that folded meanwhile is let be). A torn
+        # line after it is still cut and recorded, as every writer does.
+        head, repairs = session.recover()
+    else:
+        checkpoints = journal.views.checkpoints()
+        current = tail is not None and len(checkpoints) == len(journal._folded) and all(
+            checkpoint == tail for checkpoint in checkpoints.values())
+        memory.unsaved = None  # the log moved under it: the views catch up from it
+        memory.settle()
+        if not current:
+            for checkpoint in set(checkpoints.values()):
+                journal._check_match(checkpoint)
+        head, repairs = session.recover()
+        if not current:
+            head = journal.refresh()
+    for repair in repairs:  # each recorded once, alone in its batch
+        head, _ = journal._append(session, head, [NewEvent("store", repair)], journal.clock())
+    return head
