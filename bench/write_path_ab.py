@@ -1,7 +1,7 @@
 """The write path's CPU, one code against another, in alternating rounds (issue 30).
 
     python bench/write_path_ab.py BASE [--b COMMIT] [--rounds R] [--cycles N] [--entries N]
-                                  [--dir DIR]
+                                  [--only cycle,step,batch] [--dir DIR]
 
 BASE is a commit: its `uwf/` is taken with `git archive` into a scratch folder and put
 first on PYTHONPATH of every child of side A; side B is the work tree, or with `--b`
@@ -18,6 +18,11 @@ on). Each round runs, for A then B, each in a fresh process, the CPU time
   the same log lines written and fsynced, and the same queue rows, stream entries and
   counts inserted into a new SQLite file of the same schema in one transaction.
 
+`--only` runs some of the three. Every child loads uwf from bytecode compiled before the
+first round (kept under DIR, PYTHONDONTWRITEBYTECODE dropped), as an installed uwf does:
+a shell exporting PYTHONDONTWRITEBYTECODE=1 otherwise makes each child compile every
+module it imports (~0.15 s of a batch's ~1.2 CPU-s) on a side without `__pycache__`.
+
 Medians over the rounds, and B / A.
 """
 
@@ -33,7 +38,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import EXAMPLE, REPO, median
+from common import EXAMPLE, REPO, bytecode_env, median
 
 CYCLE = """
 import os, sys, time
@@ -135,16 +140,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--only", default="cycle,step,batch",
+                        help="which figures, comma-separated (cycle, step, batch)")
     parser.add_argument("--dir", type=Path, default=REPO / "bench" / "out" / "write-ab")
     args = parser.parse_args(argv)
+    only = set(args.only.split(","))
     work = args.dir
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     base = extract(args.base, work / "base")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env = bytecode_env({k: v for k, v in os.environ.items() if not k.startswith("UWF_")},
+                       work / "pycache")
     env.pop("PYTHONPATH", None)
     sides: dict[str, Path | None] = {
         "A": base, "B": None if args.b is None else extract(args.b, work / "other")}
+    for path in sides.values():  # each side's bytecode, before any child is timed
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(path or REPO / "uwf")],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
 
     template = work / "template"
     uwf(["--store", str(template), "workflow", "put", str(EXAMPLE)], base, env)
@@ -164,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"load {os.getloadavg()}")
     for index in range(args.rounds):
         for side, path in sides.items():
-            for durability in ("none", "fsync"):
+            for durability in ("none", "fsync") if "cycle" in only else ():
                 store = work / f"cycle-{side}"
                 shutil.rmtree(store, ignore_errors=True)
                 shutil.copytree(template, store)
@@ -172,8 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     CYCLE, [str(store), str(args.cycles)], path,
                     {**env, "UWF_DURABILITY": durability}))
             with tempfile.TemporaryDirectory(dir=work) as scratch:
-                figures.setdefault(("step CPU µs (none)", side), []).append(child(
-                    STEP, [str(Path(scratch) / "s"), str(REPO / "bench")], path, env))
+                if "step" in only:
+                    figures.setdefault(("step CPU µs (none)", side), []).append(child(
+                        STEP, [str(Path(scratch) / "s"), str(REPO / "bench")], path, env))
+                if "batch" not in only:
+                    continue
                 store = Path(scratch) / "batch"
                 uwf(["--store", str(store), "workflow", "put", str(EXAMPLE)], path, env)
                 figures.setdefault(("batch entries per CPU-s", side), []).append(child(
