@@ -35,6 +35,7 @@ from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, UsageError, UwfError
 from uwf.ids import check_ulid
 from uwf.queue import decide as decider
+from uwf.queue.batch import speller
 from uwf.queue.events import QueueAdded
 from uwf.queue.projection import (
     DEFAULT_IDLE_TIMEOUT_SEC,
@@ -333,7 +334,7 @@ def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str]
             ids.append(entry_id)
             events.append(NewEvent(f"queue/{entry_id}", data))
         views.absent("queue", (event.subject[6:] for event in events))  # minted just now
-        return Outcome(events, (ids, len(events)))
+        return Outcome(events, (ids, len(events)), spell=speller(store.journal, events))
 
     return store.journal.write(decide)
 

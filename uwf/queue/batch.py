@@ -1,0 +1,76 @@
+"""`queue.added` events spelled in one pass (`Outcome.spell`, uwf/engine/spelled.py):
+each line, its chained digest, the entry's row and its stream entry made together, with
+no envelope fold between them. The bytes are the journal's: the same lines its
+`envelopes` make of the events at the same instant, the same rows its fold makes of
+them (tests/unit/test_batch_bytes.py). What a batch costs an entry beyond SQLite's
+inserts is this loop and the line's parse (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from uwf.engine.clock import format_ts
+from uwf.engine.events import Envelope, NewEvent, digest, encode_line
+from uwf.engine.journal import Journal
+from uwf.engine.log import Checkpoint
+from uwf.engine.spelled import Spelled, Speller
+from uwf.engine.ulids import new_ulids
+from uwf.engine.viewspec import Row, Rows
+from uwf.queue.events import QueueAdded
+from uwf.queue.projection import QueueProjection
+from uwf.queue.rules import added
+
+# From this many lines, the chain's digests are OpenSSL's SHA-256 (~0.7 µs a line less
+# than CPython's own, which a CLI call loads in a tenth of the time: uwf/engine/events.py).
+OPENSSL_FROM = 512
+
+
+def speller(journal: Journal, events: Sequence[NewEvent]) -> Speller:
+    """How `events` (each a `queue.added` of subject `queue/<a new id>`) are spelled
+    after a head, unless the journal would make them otherwise: a view besides the
+    queue's folds them, or the store redacts event data."""
+
+    def spell(head: Checkpoint, ms: int) -> Spelled | None:
+        projection = journal.projections.get(QueueProjection.name)
+        routed = journal.fold.routes.get(QueueAdded.type, [])
+        if (journal.redact is not None or type(projection) is not QueueProjection
+                or routed != [projection]):
+            return None
+        return _spelled(projection, head, ms, events)
+
+    return spell
+
+
+def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
+             events: Sequence[NewEvent]) -> Spelled:
+    count = len(events)
+    ts = format_ts(ms)
+    ids = new_ulids(ms, count)  # as the journal's `envelopes` mints them
+    chained = digest
+    if count >= OPENSSL_FROM:
+        from hashlib import sha256
+
+        def chained(line: bytes) -> str:
+            return sha256(line).hexdigest()[:32]
+
+    lines: list[bytes] = []
+    rows: dict[str, Row | None] = {}
+    streams: list[tuple[str, int]] = []
+    prev = head.digest
+    seq = head.seq
+    kind = QueueAdded.type
+    row = projection.row
+    for index, event in enumerate(events, 1):
+        subject = event.subject
+        data = event.data
+        assert isinstance(data, QueueAdded)
+        line = encode_line(Envelope(seq + index, ids[index - 1], ts, kind, subject,
+                                    (index, count), data, prev))
+        prev = chained(line)
+        lines.append(line)
+        entry_id = subject[6:]  # "queue/"
+        rows[entry_id] = row(added(entry_id, data, ts))
+        streams.append((subject, seq + index))
+    # Every entry is new (its id minted by this command): the views hold no row of it.
+    return Spelled(lines, {QueueProjection.name: Rows(rows, dict.fromkeys(rows))}, streams)
