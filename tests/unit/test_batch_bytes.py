@@ -82,11 +82,16 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
     return lines.splitlines(), rows_of(home / "views" / "views.sqlite3")
 
 
+@pytest.mark.parametrize("template", ["as made", "broken"])
 def test_a_batch_spells_the_lines_and_rows_the_journal_makes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: str) -> None:
     """A batch under OPENSSL_FROM lines and one over it (the two digests), after one
-    another: byte for byte the lines and rows of the journal's own path."""
+    another: byte for byte the lines and rows of the journal's own path. A row template
+    that no longer spells the projection's row (a field moved) is found out by the
+    batch's check, and the rows are made the projection's way."""
     monkeypatch.setenv("UWF_DURABILITY", "none")
+    if template == "broken":
+        monkeypatch.setattr(batch, "_UNTOUCHED", batch._UNTOUCHED.replace(b"0", b"1"))
     counts = (40, batch.OPENSSL_FROM * 2)
     lines, rows = written(tmp_path, monkeypatch, "spelled", True, counts)
     monkeypatch.setenv("UWF_DURABILITY", "none")

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+from msgspec import UNSET, Raw
+
 from uwf.engine.clock import format_ts
 from uwf.engine.events import Envelope, NewEvent, digest, encode_line
 from uwf.engine.journal import Journal
@@ -18,8 +21,8 @@ from uwf.engine.spelled import Spelled, Speller
 from uwf.engine.ulids import new_ulids
 from uwf.engine.viewspec import Row, Rows
 from uwf.queue.events import QueueAdded
-from uwf.queue.projection import QueueProjection
-from uwf.queue.rules import added
+from uwf.queue.projection import DEFAULT_POOL, QueueProjection
+from uwf.queue.rules import READY, added
 
 # From this many lines, the chain's digests are OpenSSL's SHA-256 (~0.7 µs a line less
 # than CPython's own, which a CLI call loads in a tenth of the time: uwf/engine/events.py).
@@ -60,17 +63,59 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
     prev = head.digest
     seq = head.seq
     kind = QueueAdded.type
-    row = projection.row
+    encode = _encoder.encode
+    row = _Row(projection, ts)
     for index, event in enumerate(events, 1):
         subject = event.subject
         data = event.data
         assert isinstance(data, QueueAdded)
+        spelled = encode(data)
         line = encode_line(Envelope(seq + index, ids[index - 1], ts, kind, subject,
-                                    (index, count), data, prev))
+                                    (index, count), Raw(spelled), prev))
         prev = chained(line)
         lines.append(line)
         entry_id = subject[6:]  # "queue/"
-        rows[entry_id] = row(added(entry_id, data, ts))
+        rows[entry_id] = row(entry_id, data, spelled)
         streams.append((subject, seq + index))
     # Every entry is new (its id minted by this command): the views hold no row of it.
     return Spelled(lines, {QueueProjection.name: Rows(rows, dict.fromkeys(rows))}, streams)
+
+
+class _Row:
+    """A new entry's row (`QueueProjection.row` of `rules.added`'s entry), spliced from
+    its `queue.added` data's JSON: the entry's fields are the event's, in the same
+    order, with its id first, its times and status between priority and workflow and
+    its untouched fields after them. Checked against the projection's own row once a
+    batch; an entry over MQTT (its broker's fields sit elsewhere), or a batch whose
+    check fails (a field moved), has its row made the projection's way."""
+
+    def __init__(self, projection: QueueProjection, ts: str) -> None:
+        self.projection = projection
+        self.ts = ts
+        self.between = (f',"enqueuedAt":"{ts}","updatedAt":"{ts}","status":"{READY}"'
+                        .encode())
+        self.checked: bool | None = None  # None: not yet
+
+    def __call__(self, entry_id: str, data: QueueAdded, spelled: bytes) -> Row:
+        if self.checked is False or not (data.broker is data.topic_prefix is data.auth_token
+                                         is UNSET):
+            return self.projection.row(added(entry_id, data, self.ts))
+        cut = spelled.index(_WORKFLOW)  # a key: inside a string a quote is escaped
+        session = data.session
+        found = Row(b"".join((b'{"id":"', entry_id.encode(), b'",', spelled[1:cut],
+                              self.between, spelled[cut:-1], _UNTOUCHED)),
+                    (READY, data.priority, self.ts, session, data.repo, data.key, None, None,
+                     session or DEFAULT_POOL))
+        if self.checked is None:
+            made = self.projection.row(added(entry_id, data, self.ts))
+            self.checked = found == made
+            return made
+        return found
+
+
+_encoder = msgspec.json.Encoder()
+_WORKFLOW = b',"workflow":'
+# A new entry's fields after its `queue.added`'s own, as QueueEntry's defaults spell them.
+_UNTOUCHED = (b',"attempts":0,"lease":null,"nextEligibleAtMs":null,"parkedReason":null,'
+              b'"events":1,"broker":null,"topicPrefix":null,"authToken":null,"lastSeq":0,'
+              b'"receivedSeq":0,"undelivered":[]}')
