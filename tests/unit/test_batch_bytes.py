@@ -60,7 +60,7 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
 
     monkeypatch.setattr(Journal, "_append", generic)
     if not spell:
-        monkeypatch.setattr(service, "speller", lambda journal, events: lambda head, ms: None)
+        monkeypatch.setattr(service, "speller", lambda journal, events: None)
     home = tmp_path / name
     assert main(["--store", str(home), "--now", NOW, "workflow", "put", str(EXAMPLE)]) == 0
     for number, count in enumerate(counts):

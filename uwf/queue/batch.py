@@ -29,20 +29,16 @@ from uwf.queue.rules import READY, added
 OPENSSL_FROM = 512
 
 
-def speller(journal: Journal, events: Sequence[NewEvent]) -> Speller:
+def speller(journal: Journal, events: Sequence[NewEvent]) -> Speller | None:
     """How `events` (each a `queue.added` of subject `queue/<a new id>`) are spelled
-    after a head, unless the journal would make them otherwise: a view besides the
+    after a head; None when the journal would make them otherwise: a view besides the
     queue's folds them, or the store redacts event data."""
-
-    def spell(head: Checkpoint, ms: int) -> Spelled | None:
-        projection = journal.projections.get(QueueProjection.name)
-        routed = journal.fold.routes.get(QueueAdded.type, [])
-        if (journal.redact is not None or type(projection) is not QueueProjection
-                or routed != [projection]):
-            return None
-        return _spelled(projection, head, ms, events)
-
-    return spell
+    projection = journal.projections.get(QueueProjection.name)
+    routed = journal.fold.routes.get(QueueAdded.type, [])
+    if (journal.redact is not None or type(projection) is not QueueProjection
+            or routed != [projection]):
+        return None
+    return lambda head, ms: _spelled(projection, head, ms, events)
 
 
 def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
