@@ -9,6 +9,7 @@ inserts is this loop and the line's parse (docs/benchmarks.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -19,7 +20,7 @@ from uwf.engine.journal import Journal
 from uwf.engine.log import Checkpoint
 from uwf.engine.spelled import Spelled, Speller
 from uwf.engine.ulids import new_ulids
-from uwf.engine.viewspec import Row, Rows
+from uwf.engine.viewspec import ASCII_LOWER, NewRows
 from uwf.queue.events import QueueAdded
 from uwf.queue.projection import DEFAULT_POOL, QueueProjection
 from uwf.queue.rules import READY, added
@@ -54,7 +55,7 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
             return sha256(line).hexdigest()[:32]
 
     lines: list[bytes] = []
-    rows: dict[str, Row | None] = {}
+    rows: list[tuple[Any, ...]] = []
     streams: list[tuple[str, int]] = []
     prev = head.digest
     seq = head.seq
@@ -63,18 +64,16 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
     row = _Row(projection, ts)
     for index, event in enumerate(events, 1):
         subject = event.subject
-        data = event.data
-        assert isinstance(data, QueueAdded)
+        data = cast(QueueAdded, event.data)
         spelled = encode(data)
         line = encode_line(Envelope(seq + index, ids[index - 1], ts, kind, subject,
                                     (index, count), Raw(spelled), prev))
         prev = chained(line)
         lines.append(line)
-        entry_id = subject[6:]  # "queue/"
-        rows[entry_id] = row(entry_id, data, spelled)
+        rows.append(row(subject[6:], data, spelled))  # "queue/<id>"
         streams.append((subject, seq + index))
     # Every entry is new (its id minted by this command): the views hold no row of it.
-    return Spelled(lines, {QueueProjection.name: Rows(rows, dict.fromkeys(rows))}, streams)
+    return Spelled(lines, {QueueProjection.name: NewRows(rows)}, streams)
 
 
 class _Row:
@@ -92,21 +91,26 @@ class _Row:
                         .encode())
         self.checked: bool | None = None  # None: not yet
 
-    def __call__(self, entry_id: str, data: QueueAdded, spelled: bytes) -> Row:
+    def __call__(self, entry_id: str, data: QueueAdded, spelled: bytes) -> tuple[Any, ...]:
+        """The row as the view stores it: (key, value, *columns, text)."""
         if self.checked is False or not (data.broker is data.topic_prefix is data.auth_token
                                          is UNSET):
-            return self.projection.row(added(entry_id, data, self.ts))
+            return self._made(entry_id, data)
         cut = spelled.index(_WORKFLOW)  # a key: inside a string a quote is escaped
         session = data.session
-        found = Row(b"".join((b'{"id":"', entry_id.encode(), b'",', spelled[1:cut],
-                              self.between, spelled[cut:-1], _UNTOUCHED)),
-                    (READY, data.priority, self.ts, session, data.repo, data.key, None, None,
-                     session or DEFAULT_POOL))
+        found = (entry_id, b"".join((b'{"id":"', entry_id.encode(), b'",', spelled[1:cut],
+                                     self.between, spelled[cut:-1], _UNTOUCHED)),
+                 READY, data.priority, self.ts, session, data.repo, data.key, None, None,
+                 session or DEFAULT_POOL, "")
         if self.checked is None:
-            made = self.projection.row(added(entry_id, data, self.ts))
+            made = self._made(entry_id, data)
             self.checked = found == made
             return made
         return found
+
+    def _made(self, entry_id: str, data: QueueAdded) -> tuple[Any, ...]:
+        made = self.projection.row(added(entry_id, data, self.ts))
+        return (entry_id, made.value, *made.columns, made.text.translate(ASCII_LOWER))
 
 
 _encoder = msgspec.json.Encoder()
