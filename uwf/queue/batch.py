@@ -8,8 +8,8 @@ inserts is this loop and the line's parse (docs/benchmarks.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -47,13 +47,11 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
     count = len(events)
     ts = format_ts(ms)
     ids = new_ulids(ms, count)  # as the journal's `envelopes` mints them
-    chained = digest
+    hasher: Callable[[bytes], Any] | None = None
     if count >= OPENSSL_FROM:
         from hashlib import sha256
 
-        def chained(line: bytes) -> str:
-            return sha256(line).hexdigest()[:32]
-
+        hasher = sha256
     lines: list[bytes] = []
     rows: list[tuple[Any, ...]] = []
     streams: list[tuple[str, int]] = []
@@ -61,54 +59,53 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
     seq = head.seq
     kind = QueueAdded.type
     encode = _encoder.encode
-    row = _Row(projection, ts)
+    made = _Made(projection, ts)
+    # A new entry's row (`QueueProjection.row` of `rules.added`'s entry) spliced from its
+    # `queue.added` data's JSON: the entry's fields are the event's, in the same order,
+    # with its id first, its times and status between priority and workflow, and its
+    # untouched fields' defaults after them. Checked against the projection's own row
+    # on the first entry; an entry over MQTT (its broker's fields sit elsewhere), or a
+    # batch whose check fails (a field moved), has its rows made the projection's way.
+    between = f',"enqueuedAt":"{ts}","updatedAt":"{ts}","status":"{READY}"'.encode()
+    spliced = None  # not checked yet
     for index, event in enumerate(events, 1):
         subject = event.subject
-        data = cast(QueueAdded, event.data)
+        data: Any = event.data  # a QueueAdded
         spelled = encode(data)
         line = encode_line(Envelope(seq + index, ids[index - 1], ts, kind, subject,
                                     (index, count), Raw(spelled), prev))
-        prev = chained(line)
+        prev = hasher(line).hexdigest()[:32] if hasher else digest(line)
         lines.append(line)
-        rows.append(row(subject[6:], data, spelled))  # "queue/<id>"
         streams.append((subject, seq + index))
+        entry_id = subject[6:]  # "queue/<id>"
+        if spliced is False or not (data.broker is data.topic_prefix is data.auth_token
+                                    is UNSET):
+            rows.append(made(entry_id, data))
+            continue
+        cut = spelled.index(_WORKFLOW)  # a key: inside a string a quote is escaped
+        session = data.session
+        row = (entry_id, b"".join((b'{"id":"', entry_id.encode(), b'",', spelled[1:cut],
+                                   between, spelled[cut:-1], _UNTOUCHED)),
+               READY, data.priority, ts, session, data.repo, data.key, None, None,
+               session or DEFAULT_POOL, "")
+        if spliced is None:
+            checked = made(entry_id, data)
+            spliced = row == checked
+            row = checked
+        rows.append(row)
     # Every entry is new (its id minted by this command): the views hold no row of it.
     return Spelled(lines, {QueueProjection.name: NewRows(rows)}, streams)
 
 
-class _Row:
-    """A new entry's row (`QueueProjection.row` of `rules.added`'s entry), spliced from
-    its `queue.added` data's JSON: the entry's fields are the event's, in the same
-    order, with its id first, its times and status between priority and workflow and
-    its untouched fields after them. Checked against the projection's own row once a
-    batch; an entry over MQTT (its broker's fields sit elsewhere), or a batch whose
-    check fails (a field moved), has its row made the projection's way."""
+class _Made:
+    """A new entry's row made the projection's way, as the view stores it: (key, value,
+    *columns, text)."""
 
     def __init__(self, projection: QueueProjection, ts: str) -> None:
         self.projection = projection
         self.ts = ts
-        self.between = (f',"enqueuedAt":"{ts}","updatedAt":"{ts}","status":"{READY}"'
-                        .encode())
-        self.checked: bool | None = None  # None: not yet
 
-    def __call__(self, entry_id: str, data: QueueAdded, spelled: bytes) -> tuple[Any, ...]:
-        """The row as the view stores it: (key, value, *columns, text)."""
-        if self.checked is False or not (data.broker is data.topic_prefix is data.auth_token
-                                         is UNSET):
-            return self._made(entry_id, data)
-        cut = spelled.index(_WORKFLOW)  # a key: inside a string a quote is escaped
-        session = data.session
-        found = (entry_id, b"".join((b'{"id":"', entry_id.encode(), b'",', spelled[1:cut],
-                                     self.between, spelled[cut:-1], _UNTOUCHED)),
-                 READY, data.priority, self.ts, session, data.repo, data.key, None, None,
-                 session or DEFAULT_POOL, "")
-        if self.checked is None:
-            made = self._made(entry_id, data)
-            self.checked = found == made
-            return made
-        return found
-
-    def _made(self, entry_id: str, data: QueueAdded) -> tuple[Any, ...]:
+    def __call__(self, entry_id: str, data: QueueAdded) -> tuple[Any, ...]:
         made = self.projection.row(added(entry_id, data, self.ts))
         return (entry_id, made.value, *made.columns, made.text.translate(ASCII_LOWER))
 
