@@ -23,8 +23,9 @@ from uwf.store import Store
 NOW = "2026-01-02T03:04:05.678Z"
 
 
-def entries(folder: Path, count: int) -> list[dict[str, Any]]:
-    """Entries using every field `queue.added` spells, text JSON escapes included."""
+def entries(folder: Path, count: int, keyed: bool) -> list[dict[str, Any]]:
+    """Entries using every field `queue.added` spells, text JSON escapes included;
+    `keyed`: some with a key (met again: the later ones are existing)."""
     found: list[dict[str, Any]] = []
     for n in range(count):
         prompt = f"Fix #{n}: \"quotes\", \\ é ✓ \t\u2028 {'x' * (n % 50)}"
@@ -33,8 +34,8 @@ def entries(folder: Path, count: int) -> list[dict[str, Any]]:
         if n % 3 == 0:
             entry.update(note=f"note {n}", session=f"s{n % 4}", agent="claude",
                          timeoutSec=60 + n, idleTimeoutSec=30, expectedArtifacts=[f"a{n}.md"])
-        if n % 5 == 0:
-            entry["key"] = f"k{n % 20}"  # keys met again: the later ones are existing
+        if keyed and n % 5 == 0:
+            entry["key"] = f"k{n % 20}"
         if n % 97 == 0:
             entry.update(broker="mqtt://u@broker.example:1884", brokerPasswordEnv="PW",
                          topicPrefix=f"jobs/{n}")
@@ -43,10 +44,12 @@ def entries(folder: Path, count: int) -> list[dict[str, Any]]:
 
 
 def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: bool,
-            counts: tuple[int, ...]) -> tuple[list[bytes], dict[str, list[tuple[object, ...]]]]:
+            counts: tuple[tuple[int, bool], ...]
+            ) -> tuple[list[bytes], dict[str, list[tuple[object, ...]]]]:
     """A store's log lines and view rows after a workflow and batches of `counts`
-    entries, with every id and token the same on each call; `spell`: as `queue add
-    --batch` writes (else through the journal's envelopes and fold)."""
+    entries (how many, whether keyed), with every id and token the same on each call;
+    `spell`: as `queue add --batch` writes (else through the journal's envelopes and
+    fold)."""
     counter = itertools.count(1)
     monkeypatch.setattr(ulids, "_LAST", ulids._Last())
     monkeypatch.setattr(ulids, "randomness", lambda: next(counter).to_bytes(10, "big"))
@@ -63,10 +66,10 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
         monkeypatch.setattr(service, "speller", lambda journal, events: None)
     home = tmp_path / name
     assert main(["--store", str(home), "--now", NOW, "workflow", "put", str(EXAMPLE)]) == 0
-    for number, count in enumerate(counts):
+    for number, (count, keyed) in enumerate(counts):
         path = tmp_path / f"{name}-{number}.jsonl"
         path.write_text("".join(json.dumps(entry) + "\n"
-                                for entry in entries(tmp_path, count)), "utf-8")
+                                for entry in entries(tmp_path, count, keyed)), "utf-8")
         spelled.clear()
         store = Store.open(home, now=NOW)
         try:
@@ -74,7 +77,7 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
         finally:
             store.close()
         assert added.count == count
-        assert added.existing > 0
+        assert (added.existing > 0) == keyed
         assert added.added > batch.OPENSSL_FROM or count < batch.OPENSSL_FROM
         assert spelled == ([] if spell else [False])
     monkeypatch.undo()
@@ -85,14 +88,16 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
 @pytest.mark.parametrize("template", ["as made", "broken"])
 def test_a_batch_spells_the_lines_and_rows_the_journal_makes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: str) -> None:
-    """A batch under OPENSSL_FROM lines and one over it (the two digests), after one
-    another: byte for byte the lines and rows of the journal's own path. A row template
+    """Batches under OPENSSL_FROM lines and over it (the two digests), with keys and
+    without, one after another: byte for byte the lines and rows of the journal's own
+    path. A row template
     that no longer spells the projection's row (a field moved) is found out by the
     batch's check, and the rows are made the projection's way."""
     monkeypatch.setenv("UWF_DURABILITY", "none")
     if template == "broken":
         monkeypatch.setattr(batch, "_UNTOUCHED", batch._UNTOUCHED.replace(b"0", b"1"))
-    counts = (40, batch.OPENSSL_FROM * 2)
+    counts = ((40, True), (batch.OPENSSL_FROM * 2, True), (30, False),
+              (batch.OPENSSL_FROM + 10, False))
     lines, rows = written(tmp_path, monkeypatch, "spelled", True, counts)
     monkeypatch.setenv("UWF_DURABILITY", "none")
     their_lines, their_rows = written(tmp_path, monkeypatch, "folded", False, counts)

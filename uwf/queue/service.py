@@ -320,7 +320,11 @@ def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str]
     were added)."""
 
     def decide(views: Views) -> Outcome[tuple[list[str], int]]:
-        fresh = iter(new_ids(store.clock(), len(entries)))
+        minted = new_ids(store.clock(), len(entries))
+        if all(data.key is None for data in entries):  # each is new: one id each
+            return _added(views, minted, [NewEvent(f"queue/{entry_id}", data) for
+                                          entry_id, data in zip(minted, entries, strict=True)])
+        fresh = iter(minted)
         keyed: dict[str, str] = {}
         ids: list[str] = []
         events: list[NewEvent] = []
@@ -336,6 +340,10 @@ def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str]
                 keyed[data.key] = entry_id
             ids.append(entry_id)
             events.append(NewEvent(f"queue/{entry_id}", data))
+        return _added(views, ids, events)
+
+    def _added(views: Views, ids: list[str], events: list[NewEvent]
+               ) -> Outcome[tuple[list[str], int]]:
         spell = speller(store.journal, events)
         if spell is None:  # the journal folds them: ids minted just now, nothing to read
             views.absent("queue", (event.subject[6:] for event in events))
