@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from uwf.engine.clock import format_ts
-from uwf.engine.events import Envelope, NewEvent, digest, encode_line
+from uwf.engine.events import Envelope, NewEvent, digest
 from uwf.engine.journal import Journal
 from uwf.engine.log import Checkpoint
 from uwf.engine.spelled import Spelled, Speller
@@ -72,8 +72,8 @@ def _spelled(projection: QueueProjection, head: Checkpoint, ms: int,
         subject = event.subject
         data: Any = event.data  # a QueueAdded
         spelled = encode(data)
-        line = encode_line(Envelope(seq + index, ids[index - 1], ts, kind, subject,
-                                    (index, count), Raw(spelled), prev))
+        line = encode(Envelope(seq + index, ids[index - 1], ts, kind, subject,
+                               (index, count), Raw(spelled), prev))  # as `encode_line`
         prev = hasher(line).hexdigest()[:32] if hasher else digest(line)
         lines.append(line)
         streams.append((subject, seq + index))
@@ -110,7 +110,7 @@ class _Made:
         return (entry_id, made.value, *made.columns, made.text.translate(ASCII_LOWER))
 
 
-_encoder = msgspec.json.Encoder()
+_encoder = msgspec.json.Encoder()  # as uwf/engine/events.py's (its defaults)
 _WORKFLOW = b',"workflow":'
 # A new entry's fields after its `queue.added`'s own, as QueueEntry's defaults spell them.
 _UNTOUCHED = (b',"attempts":0,"lease":null,"nextEligibleAtMs":null,"parkedReason":null,'
