@@ -446,7 +446,7 @@ class _FileSession:
             # A new segment starts only after the one before it is durable: a crash
             # of the machine never keeps a later segment and loses an earlier tail.
             self.segments.sync(span.segment)
-        data = b"\n".join(lines) + b"\n"
+        data = b"\n".join([*lines, b""])  # each line ended, the bytes copied once
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded)

@@ -45,6 +45,7 @@ from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
+from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
 from uwf.engine.ulids import new_ulids
 from uwf.engine.viewspec import (
@@ -80,11 +81,13 @@ class FirstTry(Protocol):
 class Outcome(msgspec.Struct, Generic[T], frozen=True):
     """What a command decided: the events to append and the result to hand back, or
     `then`, which reads the result from the views just after the events are folded
-    (still inside the exclusive section: no other write can land in between)."""
+    (still inside the exclusive section: no other write can land in between).
+    `spell`: the events' lines and rows as the command made them (uwf/engine/spelled.py)."""
 
     events: Sequence[NewEvent] = ()
     result: T = None  # type: ignore[assignment]
     then: Callable[[Views], T] | None = None
+    spell: Speller | None = None
 
 
 class Views:
@@ -400,7 +403,13 @@ class Journal:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events]
-                head, folded = self._append(session, head, events, now, read)
+                spelled = (outcome.spell(head, now) if outcome.spell and head.seq
+                           and not nodes else None)
+                if spelled is None:
+                    head, folded = self._append(session, head, events, now, read)
+                else:  # as `_append` would: no states at hand after it
+                    head, folded = spelled.append(session, self.views, dict.fromkeys(
+                        self._folded, head), self.refresh), None
                 if outcome.then is not None and folded is None:
                     head = self.refresh()  # the views did not follow: catch them up
             else:

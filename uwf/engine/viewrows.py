@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
 from uwf.engine import fulltext
 from uwf.engine.sqlquery import chunks, column_sql, partial_sql
-from uwf.engine.viewspec import ASCII_LOWER, Row, StreamEntries, ViewSpec
+from uwf.engine.viewspec import ASCII_LOWER, NewRows, Row, StreamEntries, ViewSpec
 
 
 def add_streams(db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
@@ -62,6 +63,9 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
     columns) leaves the other indexes alone, and a row whose text is unchanged
     keeps its search index row (a trigram index is costly to rewrite)."""
     if not rows:
+        return
+    if isinstance(rows, NewRows) and not (spec.text and searched):
+        _insert_new(db, spec, rows)
         return
     name = spec.name
     columns = spec.columns
@@ -140,6 +144,25 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
                        "value) DO UPDATE SET n = n + excluded.n", moved)
 
+
+
+def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: NewRows) -> None:
+    """`write_rows` of rows no view holds (`NewRows`): inserted as they come, and
+    counted; nothing read, updated or deleted."""
+    names = "".join(f', "c_{column}"' for column in spec.columns)
+    marks = ", ".join("?" * (len(spec.columns) + 3))
+    db.executemany(f'INSERT INTO "v_{spec.name}" (key, value{names}, text) VALUES ({marks})',
+                   rows.inserts)
+    spelled = _Spelled()
+    moved: list[tuple[str, str, str, int]] = []
+    for column in spec.counted:
+        values = list(map(itemgetter(2 + spec.columns.index(column)), rows.inserts))
+        # By type and value, as `_Spelled` (1 and True are one key, not one JSON).
+        tally = Counter(zip(map(type, values), values, strict=True))
+        moved.extend((spec.name, column, spelled(value), n) for (_, value), n in tally.items())
+    if moved:
+        db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
+                       "value) DO UPDATE SET n = n + excluded.n", moved)
 
 
 class _Spelled(dict[tuple[type, Any], str]):

@@ -116,6 +116,34 @@ class Rows(dict[str, "Row | None"]):
         self.before = before
 
 
+class NewRows(Mapping[str, "Row | None"]):
+    """Rows of entities no view holds yet (ids a command just minted), each as a store
+    inserts it: (key, value, *column values, text as stored: ASCII lowercased). SQLite
+    inserts them as they are (`viewrows.write_rows`); to any other reader they are a
+    mapping of rows, made on the first look."""
+
+    __slots__ = ("_rows", "inserts")
+
+    def __init__(self, inserts: list[tuple[Any, ...]]) -> None:
+        self.inserts = inserts
+        self._rows: dict[str, Row | None] | None = None
+
+    def _made(self) -> dict[str, Row | None]:
+        if self._rows is None:
+            self._rows = {found[0]: Row(found[1], found[2:-1], found[-1])
+                          for found in self.inserts}
+        return self._rows
+
+    def __getitem__(self, key: str) -> Row | None:
+        return self._made()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self.inserts)
+
+
 Changes = Mapping[str, Mapping[str, Row | None]]  # view -> key -> row (None deletes)
 StreamEntries = Sequence[tuple[str, int]]  # (subject, seq) of events, in seq order
 Part = tuple[Changes, StreamEntries]  # one stretch of a long fold, written as it comes
