@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE
-from tests.unit.test_write_reads import rows_of
+from tests.viewkit import rows_of
 from uwf.cli.main import main
 from uwf.engine import ulids
 from uwf.engine.journal import Journal

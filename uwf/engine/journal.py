@@ -81,8 +81,8 @@ class FirstTry(Protocol):
 class Outcome(msgspec.Struct, Generic[T], frozen=True):
     """What a command decided: the events to append and the result to hand back, or
     `then`, which reads the result from the views just after the events are folded
-    (still inside the exclusive section: no other write can land in between).
-    `spell`: the events' lines and rows as the command made them (uwf/engine/spelled.py)."""
+    (still inside the exclusive section: no other write can land in between); `spell`,
+    the events' lines and rows as the command made them (uwf/engine/spelled.py)."""
 
     events: Sequence[NewEvent] = ()
     result: T = None  # type: ignore[assignment]
@@ -403,13 +403,12 @@ class Journal:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events]
-                spelled = (outcome.spell(head, now) if outcome.spell and head.seq
-                           and not nodes else None)
-                if spelled is None:
+                spelled = outcome.spell(head, now) if outcome.spell and head.seq else None
+                if spelled is None or nodes:
                     head, folded = self._append(session, head, events, now, read)
                 else:  # as `_append` would: no states at hand after it
-                    head, folded = spelled.append(session, self.views, dict.fromkeys(
-                        self._folded, head), self.refresh), None
+                    head = spelled.append(session, self.views,
+                                          dict.fromkeys(self._folded, head), self.refresh)
                 if outcome.then is not None and folded is None:
                     head = self.refresh()  # the views did not follow: catch them up
             else:
@@ -422,8 +421,7 @@ class Journal:
                     defer: bool = False) -> list[Any]:
         """Many commands' `write_at` as one unit: each one's result or refusal (an
         `UwfError`), their lines in one append, the views in one commit (or, with
-        `defer`, a later one: `rounds.flush`), no fsync (the caller's:
-        uwf/engine/rounds.py)."""
+        `defer`, a later one: `rounds.flush`), no fsync (the caller's): rounds.py."""
         return write_round(self, decides, memory, defer=defer)
 
     def _not_deciding(self, what: str) -> None:
