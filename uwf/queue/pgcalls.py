@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgckpt import AT_SHARED
+from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import Splice, json_text, struct_info
@@ -86,7 +86,7 @@ def _sql_list(values: list[str]) -> str:
     return "ARRAY[" + ", ".join(_quote(value) for value in values) + "]::text[]"
 
 
-_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
+_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
 # What every command's procedure does first: the lock, the head, the instant, the views'
 # check. Sets `h` (the head row: seq, line, ends, its digest, the views at it),
 # `head_digest`, `flush`. The instant is the caller's clock, read just before the call,
@@ -100,7 +100,7 @@ _ENTER = """{lock}
   -- at the head: uwf/engine/pgckpt.py): the digest of the head's line is the one the
   -- checkpoint holds (computed, in the server or in Python, when that line was
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
-  SELECT e.seq, e.line, e.ends, c.views, c.joined, c.seq AS at, c.digest INTO h
+  SELECT e.seq, e.line, e.ends, c.ok, c.seq AS at, c.digest INTO h
     FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
   head_digest := h.digest;
@@ -115,8 +115,10 @@ _ENTER = """{lock}
     p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
   END IF;
   o_now := p_now;
-  IF h.views <> cardinality(p_names) OR h.joined <> h.views OR h.at IS DISTINCT FROM h.seq
-     OR to_regclass('uwf_v_queue') IS NULL THEN
+  -- Every view joined at the head: the queue's and the policy's tables among them
+  -- (`_server` calls only with both named; a joined view's table is made when it is
+  -- first folded), so no statement here looks them up in the catalog.
+  IF NOT h.ok OR h.at IS DISTINCT FROM h.seq THEN
     o_status := 'stale'; RETURN;
   END IF;
 """
@@ -223,8 +225,8 @@ def lease_procedure() -> Procedure:
                    ("attempts", "events"))
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
-  p_signatures text[], p_session text, p_limit int, p_lease_ids text[], p_ids text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_session text, p_limit int, p_lease_ids text[], p_ids text[],
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
   INOUT o_attempts int[] DEFAULT NULL)
@@ -233,12 +235,19 @@ DECLARE{_DECLARE}
   k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
   is_default boolean; ceiling int; active int; r record; pools text[];
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
+  raws bytea[] := '{{}}'; olds text[] := '{{}}'; opools text[] := '{{}}';
 BEGIN
 {enter(LOG_LOCK)}
-  IF to_regclass('uwf_v_sched') IS NOT NULL THEN
-    SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' INTO pol
-      FROM uwf_v_sched v WHERE v.key = 'policy';
-  END IF;
+  -- The policy and the pools in one statement (each statement is set up on every call).
+  SELECT (SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' FROM uwf_v_sched v
+           WHERE v.key = 'policy'),
+         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
+           (SELECT coalesce(array_agg(x.label ORDER BY x.label <> '', x.label COLLATE "C"),
+                            '{{}}')
+              FROM (SELECT c.value::jsonb #>> '{{}}' AS label FROM uwf_view_counts c
+               WHERE c.view = 'queue' AND c.col = 'ready_pool' AND c.n > 0
+                 AND c.value <> 'null' AND jsonb_typeof(c.value::jsonb) = 'string') x) END
+    INTO pol, pools;
   ttl := coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint, {defaults.lease_ttl_ms});
   most := coalesce((pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
   want := p_limit;
@@ -248,19 +257,15 @@ BEGIN
     want := least(want, (pol ->> '{policy['max_total']}')::int - total);
   END IF;
   IF want <= 0 THEN o_status := 'none'; RETURN; END IF;
-  IF p_session IS NOT NULL THEN
-    pools := ARRAY[p_session];
-  ELSE
-    SELECT coalesce(array_agg(x.label ORDER BY x.label <> '', x.label COLLATE "C"), '{{}}')
-      INTO pools FROM (SELECT c.value::jsonb #>> '{{}}' AS label FROM uwf_view_counts c
-       WHERE c.view = 'queue' AND c.col = 'ready_pool' AND c.n > 0 AND c.value <> 'null'
-         AND jsonb_typeof(c.value::jsonb) = 'string') x;
-  END IF;
   FOREACH label IN ARRAY pools LOOP
     IF label ~ '[^ -~]' THEN o_status := 'label'; RETURN; END IF;
     is_default := p_session IS NULL AND label = '';
     ceiling := CASE WHEN is_default THEN most
       ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
+    -- One pool: its ready entries out of backoff, a range of the (ready_pool, priority,
+    -- enqueued_at, key) index in its order (NULLS FIRST), that order the answer's,
+    -- each read whole, as many as the pool's live leases (a range of the
+    -- (status, lease_expires) index) leave room for: one statement.
     -- The pool's live leases: a range of the (status, lease_expires) index.
     IF is_default THEN
       SELECT count(*) INTO active FROM uwf_v_queue q
@@ -270,9 +275,6 @@ BEGIN
        WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
     END IF;
     CONTINUE WHEN ceiling - active <= 0;
-    -- Its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
-    -- the answer's, and no sort follows.
     IF cardinality(pools) = 1 THEN
       keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
          AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
@@ -280,6 +282,7 @@ BEGIN
              q.key NULLS FIRST LIMIT least(ceiling - active, want));
       CONTINUE;
     END IF;
+    -- Several pools: their entries sorted together after.
     FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
        WHERE q.c_ready_pool = label
          AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
@@ -304,8 +307,12 @@ BEGIN
   o_expires := p_now + ttl; o_attempts := '{{}}';
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
-    SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
-      FROM uwf_v_queue q WHERE q.key = entry_key;
+    IF cardinality(raws) >= k THEN  -- one pool: read with its selection
+      raw := raws[k]; old_status := olds[k]; old_pool := opools[k];
+    ELSE
+      SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+        FROM uwf_v_queue q WHERE q.key = entry_key;
+    END IF;
     IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
       RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
     END IF;
@@ -345,8 +352,8 @@ def complete_procedure() -> Procedure:
     held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
-  p_signatures text[], p_key text, p_lease_id text, p_run text, p_ids text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_key text, p_lease_id text, p_run text, p_ids text[],
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
@@ -396,7 +403,10 @@ def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
     from uwf.engine.pgviews import PgViewStore  # psycopg is there: the log is on a server
 
     views = store.journal.views
-    return (log, views.signatures()) if isinstance(views, PgViewStore) else None
+    if not isinstance(views, PgViewStore):
+        return None
+    signatures = views.signatures()
+    return (log, signatures) if {"queue", "sched"} <= signatures.keys() else None
 
 
 def _moved(store: Store) -> None:
@@ -409,8 +419,7 @@ def _moved(store: Store) -> None:
 
 def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
     lock_ms = max(round(log.db.lock_timeout * 1000), 1)
-    return [log.durable, lock_ms, now, format_ts(now), list(signatures),
-            list(signatures.values())]
+    return [log.durable, lock_ms, now, format_ts(now), joined(signatures)]
 
 
 def _ulids(now: int, count: int) -> list[str]:
