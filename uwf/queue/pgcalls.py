@@ -25,6 +25,10 @@ up on every execution and each plpgsql expression once a transaction (every call
 one or two), so the procedures hold few statements and few expressions, and none
 that a cheaper one answers (docs/benchmarks.md, "where the server's CPU goes").
 
+A complete's line is msgspec's, built here but for its seq and its `prev`, which the
+server puts in (`_middle`): the server builds it only when the command happens at the
+log's later instant.
+
 Only the command's success is decided in the server. Anything else (nothing to
 lease, a wrong or expired lease, views behind the log, an empty log, a session label
 json.dumps would escape, secrets to redact)
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from uwf.engine.clock import format_ts
+from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
@@ -112,7 +117,7 @@ _ENTER = """{lock}
   END IF;
   IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
     p_ts := head_ts;
-    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
+    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;{moved}
   END IF;
   o_now := p_now;
   -- Every view joined at the head: the queue's and the policy's tables among them
@@ -124,9 +129,11 @@ _ENTER = """{lock}
 """
 
 
-def enter(log_lock: int) -> str:
+def enter(log_lock: int, moved: str = "") -> str:
+    """`_ENTER`; `moved`: what else a command does when it happens at the log's
+    later instant."""
     return _ENTER.format(lock=LOCK.format(log_lock=log_lock, can_flush=CAN_FLUSH),
-                         at_shared=AT_SHARED)
+                         at_shared=AT_SHARED, moved=moved)
 
 
 def _line(kind: str) -> str:
@@ -353,14 +360,14 @@ def complete_procedure() -> Procedure:
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
-  p_key text, p_lease_id text, p_run text, p_ids text[],
+  p_key text, p_lease_id text, p_run text, p_ids text[], p_middle bytea,
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
   k int := 1; n int := 1; expires bigint;
 BEGIN
-{enter(LOG_LOCK)}
+{enter(LOG_LOCK, " p_middle := NULL;")}
   entry_key := p_key;
   SELECT q.value, q.c_status, q.c_ready_pool, q.c_lease_expires
     INTO raw, old_status, old_pool, expires FROM uwf_v_queue q WHERE q.key = p_key;
@@ -373,10 +380,16 @@ BEGIN
   IF 0 = ANY(at) OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
     o_status := 'refused'; RETURN;
   END IF;
-  data_json := {data};
   subject := 'queue/' || p_key;
   s := h.seq + 1; ends := h.ends; prev := head_digest;
+  IF p_middle IS NULL THEN  -- at the log's later instant: the line built here
+    data_json := {data};
 {_line(QueueCompleted.type)}
+  ELSE  -- the line as the caller built it (`_middle`), its seq and prev put in
+    line := convert_to('{{"seq":' || s, 'UTF8') || p_middle
+      || convert_to('"' || prev || '"}}', 'UTF8');
+    ends := ends + octet_length(line) + 1;
+  END IF;
   new_status := {_quote(drained)};
   new_value := {edit.value({
       "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
@@ -386,8 +399,8 @@ BEGIN
 {_COUNTS}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
-                     create)
+    return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
+                                       "bytea"), create)
 
 
 # -- calling them ------------------------------------------------------------------------
@@ -420,6 +433,18 @@ def _moved(store: Store) -> None:
 def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
     lock_ms = max(round(log.db.lock_timeout * 1000), 1)
     return [log.durable, lock_ms, now, format_ts(now), joined(signatures)]
+
+
+_OPEN, _CLOSE = b'{"seq":0', b'""}'
+
+
+def _middle(envelope: Envelope) -> bytes:
+    """The line msgspec writes for `envelope` (seq 0, prev empty) between its seq and
+    its prev's value: the server puts those in (`,"prev":` is the middle's end)."""
+    raw = encode_line(envelope)
+    assert raw.startswith(_OPEN), raw
+    assert raw.endswith(_CLOSE), raw
+    return raw[len(_OPEN):-len(_CLOSE)]
 
 
 def _ulids(now: int, count: int) -> list[str]:
@@ -458,8 +483,13 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
         return None
     log, signatures = server
     now = store.clock()
+    ids = _ulids(now, 1)
+    middle = _middle(Envelope(
+        seq=0, id=ids[0], ts=format_ts(now), type=QueueCompleted.type,
+        subject=f"queue/{entry_id}", batch=(1, 1),
+        data=QueueCompleted(lease_id=lease_id, run=run), prev=""))
     got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
-                                          lease_id, run, _ulids(now, 1)])
+                                          lease_id, run, ids, middle])
     if got is None or got[0] != "ok":
         return None
     _moved(store)
