@@ -249,11 +249,13 @@ BEGIN
   SELECT (SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' FROM uwf_v_sched v
            WHERE v.key = 'policy'),
          CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
-           (SELECT coalesce(array_agg(x.label ORDER BY x.label <> '', x.label COLLATE "C"),
-                            '{{}}')
-              FROM (SELECT c.value::jsonb #>> '{{}}' AS label FROM uwf_view_counts c
-               WHERE c.view = 'queue' AND c.col = 'ready_pool' AND c.n > 0
-                 AND c.value <> 'null' AND jsonb_typeof(c.value::jsonb) = 'string') x) END
+           -- A pool's label as stored (json.dumps): one with an escape (a quote, a
+           -- backslash, anything past ASCII) keeps its backslash here and is refused
+           -- below, so no JSON is parsed.
+           ARRAY(SELECT x.label FROM (SELECT substr(c.value, 2, length(c.value) - 2)
+               AS label FROM uwf_view_counts c WHERE c.view = 'queue'
+                 AND c.col = 'ready_pool' AND c.n > 0 AND c.value LIKE '"%') x
+             ORDER BY x.label <> '', x.label COLLATE "C") END
     INTO pol, pools;
   ttl := coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint, {defaults.lease_ttl_ms});
   most := coalesce((pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
@@ -265,7 +267,9 @@ BEGIN
   END IF;
   IF want <= 0 THEN o_status := 'none'; RETURN; END IF;
   FOREACH label IN ARRAY pools LOOP
-    IF label ~ '[^ -~]' THEN o_status := 'label'; RETURN; END IF;
+    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
+      o_status := 'label'; RETURN;
+    END IF;
     is_default := p_session IS NULL AND label = '';
     ceiling := CASE WHEN is_default THEN most
       ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
