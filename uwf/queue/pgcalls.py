@@ -216,6 +216,19 @@ _DECLARE = """
   old_pools text[] := '{}';"""
 
 
+def _after_first(made: str, wanted: str, name: str) -> str:
+    """SQL: `wanted` (a `json_text`) from the text `name` already holds, `made`'s, when
+    the two differ only in their first field's name (the lease in the entry is the
+    event's data, `leaseId` named `id`): its first name put before the rest of `name`,
+    so the same values are not written into JSON twice."""
+    first_made, first_wanted = made.split(":", 1)[0], wanted.split(":", 1)[0]
+    rest = made[len(first_made):]
+    if wanted != first_wanted + rest or not first_made.startswith("('{"):
+        return wanted
+    prefix = first_made[2:] + ":"  # the first name's bytes with its brace, as SQL text
+    return f"({first_wanted[1:]}:' || substr({name}, {len(prefix) + 1}))"
+
+
 @functools.cache
 def lease_procedure() -> Procedure:
     """`sched lease --limit N [--session S]`, decided in the server."""
@@ -226,8 +239,9 @@ def lease_procedure() -> Procedure:
     leased_status = _to("ready", "leased")
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
-    lease_json = json_text(Lease, {"id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
-                                   "attempt": "o_attempts[k]", "session": "p_session"})
+    lease_json = _after_first(data, json_text(Lease, {
+        "id": "p_lease_ids[k]", "expires_at_ms": "o_expires", "attempt": "o_attempts[k]",
+        "session": "p_session"}), "data_json")
     edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
                    ("attempts", "events"))
     create = f"""
