@@ -256,7 +256,6 @@ DECLARE{_DECLARE}
   k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
   is_default boolean; ceiling int; active int; r record; pools text[];
   keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
-  raws bytea[] := '{{}}'; olds text[] := '{{}}'; opools text[] := '{{}}';
 BEGIN
 {enter(LOG_LOCK)}
   -- The policy and the pools in one statement (each statement is set up on every call).
@@ -287,10 +286,6 @@ BEGIN
     is_default := p_session IS NULL AND label = '';
     ceiling := CASE WHEN is_default THEN most
       ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
-    -- One pool: its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index in its order (NULLS FIRST), that order the answer's,
-    -- each read whole, as many as the pool's live leases (a range of the
-    -- (status, lease_expires) index) leave room for: one statement.
     -- The pool's live leases: a range of the (status, lease_expires) index.
     IF is_default THEN
       SELECT count(*) INTO active FROM uwf_v_queue q
@@ -300,6 +295,9 @@ BEGIN
        WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
     END IF;
     CONTINUE WHEN ceiling - active <= 0;
+    -- Its ready entries out of backoff, a range of the (ready_pool, priority,
+    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
+    -- the answer's, and no sort follows.
     IF cardinality(pools) = 1 THEN
       keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
          AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
@@ -332,12 +330,8 @@ BEGIN
   o_expires := p_now + ttl; o_attempts := '{{}}';
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
-    IF cardinality(raws) >= k THEN  -- one pool: read with its selection
-      raw := raws[k]; old_status := olds[k]; old_pool := opools[k];
-    ELSE
-      SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
-        FROM uwf_v_queue q WHERE q.key = entry_key;
-    END IF;
+    SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
+      FROM uwf_v_queue q WHERE q.key = entry_key;
     IF old_status <> ALL({_sql_list(_from("leased"))}) THEN
       RAISE EXCEPTION 'queue entry % is %, not ready', entry_key, old_status;
     END IF;
