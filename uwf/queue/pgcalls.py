@@ -136,36 +136,38 @@ def enter(log_lock: int, moved: str = "") -> str:
                          at_shared=AT_SHARED, moved=moved)
 
 
-def _line(kind: str) -> str:
-    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
-    `prev`) in the envelope's field order, and the offset past it (`ends`)."""
+def _line(kind: str, k: str = "k", n: str = "n") -> str:
+    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, the `k`-th of `n`,
+    `data_json`, `prev`) in the envelope's field order, and the offset past it (`ends`)."""
     return f"""
-    line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
+    line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[{k}])::text || ',"ts":'
       || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
-      || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
+      || ',"batch":[' || {k} || ',' || {n} || '],"data":' || data_json || ',"prev":"' || prev
       || '"}}', 'UTF8');
     ends := ends + octet_length(line) + 1;"""
 
 
-def _write(lease_expires: str, returning: str = "") -> str:
+def _write(lease_expires: str, returning: str = "", *, several: bool) -> str:
     """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
     writing the entry's new state to its row: the value `new_value` (msgspec's bytes,
     `_splice`), the declared columns as `QueueProjection.column_values` does for the
     status `new_status` (a live entry's key stays its live key; never ready: no pool;
     no backoff; the lease's expiry `lease_expires`); one statement. Then `prev` moves
-    past the line, and the old status and pool are kept for the counts' moves."""
+    past the line, and with `several` (a command writing more than one entry) the old
+    status and pool are kept for the counts' moves. `new_pool` stays NULL, as declared:
+    no command here makes an entry ready."""
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
     return f"""
-    new_pool := NULL;
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
       indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
     UPDATE uwf_v_queue SET value = new_value, c_status = new_status,
       c_live_key = CASE WHEN new_status = ANY({live}) THEN c_live_key END,
       c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
      WHERE key = entry_key{returning};
-    prev := left(encode(sha256(line), 'hex'), 32);
+    prev := left(encode(sha256(line), 'hex'), 32);""" + ("""
     old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
+                                                         if several else "")
 
 
 def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splice:
@@ -183,8 +185,7 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
 # views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
 # `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
 # several are summed by count first (an upsert touches each row once).
-_COUNTS = f"""
-  IF n = 1 THEN
+_COUNT_ONE = f"""
     WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, m.n FROM (VALUES
         ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
@@ -193,7 +194,9 @@ _COUNTS = f"""
      WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
            ELSE old_pool IS DISTINCT FROM new_pool END
     ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};
+    {CHECKPOINTS};"""
+_COUNTS = f"""
+  IF n = 1 THEN{_COUNT_ONE}
   ELSE  -- a lease of several: each to the same status and pool
     WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, sum(m.n) FROM (
@@ -212,8 +215,7 @@ _DECLARE = """
   h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
-  new_pool text; new_value bytea; at int[]; old_statuses text[] := '{}';
-  old_pools text[] := '{}';"""
+  new_pool text; new_value bytea; at int[]; old_statuses text[]; old_pools text[];"""
 
 
 def _after_first(made: str, wanted: str, name: str) -> str:
@@ -255,7 +257,7 @@ LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
   k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
   is_default boolean; ceiling int; active int; r record; pools text[];
-  keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
+  keys text[] := '{{}}'; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
   -- The policy and the pools in one statement (each statement is set up on every call).
@@ -350,7 +352,7 @@ BEGIN
         "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(leased_status)),
         "lease": lease_json, "next_eligible_at_ms": "NULL",
         "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("o_expires")}
+{_write("o_expires", several=True)}
   END LOOP;
 {_COUNTS}
 {FINISH.format(channel=_quote(CHANNEL))}
@@ -377,7 +379,7 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int := 1; n int := 1; expires bigint;
+  expires bigint;
 BEGIN
 {enter(LOG_LOCK, " p_middle := NULL;")}
   entry_key := p_key;
@@ -396,7 +398,7 @@ BEGIN
   s := h.seq + 1; ends := h.ends; prev := head_digest;
   IF p_middle IS NULL THEN  -- at the log's later instant: the line built here
     data_json := {data};
-{_line(QueueCompleted.type)}
+{_line(QueueCompleted.type, "1", "1")}
   ELSE  -- the line as the caller built it (`_middle`), its seq and prev put in
     line := convert_to('{{"seq":' || s, 'UTF8') || p_middle
       || convert_to('"' || prev || '"}}', 'UTF8');
@@ -407,8 +409,8 @@ BEGIN
       "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
       "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
       "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("NULL", " RETURNING value INTO o_value")}
-{_COUNTS}
+{_write("NULL", " RETURNING value INTO o_value", several=False)}
+{_COUNT_ONE}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
