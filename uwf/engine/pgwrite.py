@@ -61,8 +61,7 @@ Key = tuple[str, str]
 # executor sets up, runs and ends on every call.
 CHECKPOINTS = MOVE
 FINISH = """
-  done := pg_notify({channel}, s::text)::text;
-  o_status := 'ok';
+  o_status := 'ok' || pg_notify({channel}, s::text)::text;  -- '' (void): one expression
   COMMIT;
   IF flush THEN
     done := pg_logical_emit_message(true, 'uwf', '')::text;

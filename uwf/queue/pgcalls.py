@@ -93,8 +93,8 @@ def _sql_list(values: list[str]) -> str:
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
 # What every command's procedure does first: the lock, the head, the instant, the views'
-# check. Sets `h` (the head row: seq, line, ends, its digest, the views at it),
-# `head_digest`, `flush`. The instant is the caller's clock, read just before the call,
+# check. Sets `h` (the head row: seq, line, ends, its digest, whether the views are at
+# it) and `flush`. The instant is the caller's clock, read just before the call,
 # or the log's last instant when another writer logged a later one meanwhile: a command
 # is judged at an instant no earlier than any before it (SPEC §8: at the log's clock,
 # the ceiling holds). Every call that needs no result is an assignment to `done`, not a
@@ -108,7 +108,6 @@ _ENTER = """{lock}
   SELECT e.seq, e.line, e.ends, c.ok, c.seq AS at, c.digest INTO h
     FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
   IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
-  head_digest := h.digest;
   -- The head's instant: the envelope's third field (after its seq and its id, a string,
   -- where no unescaped quote can be), read without parsing the whole line.
   head_ts := split_part(split_part(convert_from(h.line, 'UTF8'), ',"ts":"', 2), '"', 1);
@@ -166,8 +165,9 @@ def _write(lease_expires: str, returning: str = "", *, several: bool) -> str:
       c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
      WHERE key = entry_key{returning};
     prev := left(encode(sha256(line), 'hex'), 32);""" + ("""
-    old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
-                                                         if several else "")
+    IF n > 1 THEN
+      old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;
+    END IF;""" if several else "")
 
 
 def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splice:
@@ -212,7 +212,7 @@ _COUNTS = f"""
   END IF;"""
 # The variables every command's procedure declares.
 _DECLARE = """
-  h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
+  h record; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
   new_pool text; new_value bytea; at int[]; old_statuses text[]; old_pools text[];"""
@@ -246,6 +246,22 @@ def lease_procedure() -> Procedure:
         "session": "p_session"}), "data_json")
     edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
                    ("attempts", "events"))
+    # A pool (`label`): refused when its label as read is not what it stands for (an
+    # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
+    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
+      o_status := 'label'; RETURN;
+    END IF;
+    is_default := p_session IS NULL AND label = '';
+    ceiling := coalesce(CASE WHEN NOT is_default
+        THEN (pol -> '{policy['sessions']}' ->> label)::int END,
+      (pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
+    IF is_default THEN
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
+    ELSE
+      SELECT count(*) INTO active FROM uwf_v_queue q
+       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
+    END IF;"""
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
@@ -255,9 +271,9 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
+  k int; n int; pol jsonb; total int; label text;
   is_default boolean; ceiling int; active int; r record; pools text[];
-  keys text[] := '{{}}'; prios bigint[]; enqs text[];
+  keys text[]; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
   -- The policy and the pools in one statement (each statement is set up on every call).
@@ -272,64 +288,45 @@ BEGIN
                  AND c.col = 'ready_pool' AND c.n > 0 AND c.value LIKE '"%') x
              ORDER BY x.label <> '', x.label COLLATE "C") END
     INTO pol, pools;
-  ttl := coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint, {defaults.lease_ttl_ms});
-  most := coalesce((pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
-  want := p_limit;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
     SELECT count(*) INTO total FROM uwf_v_queue q
      WHERE q.c_status = 'leased' AND q.c_lease_expires > p_now;
-    want := least(want, (pol ->> '{policy['max_total']}')::int - total);
+    p_limit := least(p_limit, (pol ->> '{policy['max_total']}')::int - total);
+    IF p_limit <= 0 THEN o_status := 'none'; RETURN; END IF;
   END IF;
-  IF want <= 0 THEN o_status := 'none'; RETURN; END IF;
-  FOREACH label IN ARRAY pools LOOP
-    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
-      o_status := 'label'; RETURN;
-    END IF;
-    is_default := p_session IS NULL AND label = '';
-    ceiling := CASE WHEN is_default THEN most
-      ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
-    -- The pool's live leases: a range of the (status, lease_expires) index.
-    IF is_default THEN
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
-    ELSE
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
-    END IF;
-    CONTINUE WHEN ceiling - active <= 0;
-    -- Its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
-    -- the answer's, and no sort follows.
-    IF cardinality(pools) = 1 THEN
-      keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
-         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
-       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-             q.key NULLS FIRST LIMIT least(ceiling - active, want));
-      CONTINUE;
-    END IF;
-    -- Several pools: their entries sorted together after.
-    FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
-       WHERE q.c_ready_pool = label
-         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
-       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-             q.key NULLS FIRST LIMIT least(ceiling - active, want)
-    LOOP
-      keys := keys || r.key; prios := prios || r.c_priority;
-      enqs := enqs || r.c_enqueued_at;
+  -- A pool's ready entries out of backoff: a range of the (ready_pool, priority,
+  -- enqueued_at, key) index, in its order (NULLS FIRST).
+  IF cardinality(pools) = 1 THEN  -- one pool: that order is the answer's, no sort
+    label := pools[1];
+{pool}
+    o_keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
+       AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+     ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+           q.key NULLS FIRST LIMIT greatest(least(ceiling - active, p_limit), 0));
+  ELSE  -- none, or several: their entries sorted together after
+    FOREACH label IN ARRAY pools LOOP
+{pool}
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_ready_pool = label
+           AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, p_limit)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
     END LOOP;
-  END LOOP;
-  IF cardinality(pools) = 1 THEN
-    o_keys := keys;
-  ELSE
     SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
                     '{{}}')
       INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
-                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT p_limit) x;
   END IF;
   n := cardinality(o_keys);
   IF n = 0 THEN o_status := 'none'; RETURN; END IF;
-  s := h.seq; ends := h.ends; prev := head_digest;
-  o_expires := p_now + ttl; o_attempts := '{{}}';
+  s := h.seq; ends := h.ends; prev := h.digest;
+  o_expires := p_now + coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint,
+                                {defaults.lease_ttl_ms});
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
     SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
@@ -395,7 +392,7 @@ BEGIN
     o_status := 'refused'; RETURN;
   END IF;
   subject := 'queue/' || p_key;
-  s := h.seq + 1; ends := h.ends; prev := head_digest;
+  s := h.seq + 1; ends := h.ends; prev := h.digest;
   IF p_middle IS NULL THEN  -- at the log's later instant: the line built here
     data_json := {data};
 {_line(QueueCompleted.type, "1", "1")}
