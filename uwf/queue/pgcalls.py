@@ -107,23 +107,25 @@ _ENTER = """{lock}
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
   SELECT e.seq, e.line, e.ends, c.ok, c.seq AS at, c.digest INTO h
     FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
-  IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
+  -- Every view joined at the head: the queue's and the policy's tables among them
+  -- (`_server` calls only with both named; a joined view's table is made when it is
+  -- first folded), so no statement here looks them up in the catalog. (No head: an
+  -- empty log, the ordinary way's too.)
+  IF NOT FOUND OR NOT h.ok OR h.at IS DISTINCT FROM h.seq THEN
+    o_status := 'stale'; RETURN;
+  END IF;
   -- The head's instant: the envelope's third field (after its seq and its id, a string,
   -- where no unescaped quote can be), read without parsing the whole line.
   head_ts := split_part(split_part(convert_from(h.line, 'UTF8'), ',"ts":"', 2), '"', 1);
-  IF head_ts = '' OR strpos(head_ts, '\\') > 0 THEN
-    head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
-  END IF;
-  IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
-    p_ts := head_ts;
-    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;{moved}
-  END IF;
-  o_now := p_now;
-  -- Every view joined at the head: the queue's and the policy's tables among them
-  -- (`_server` calls only with both named; a joined view's table is made when it is
-  -- first folded), so no statement here looks them up in the catalog.
-  IF NOT h.ok OR h.at IS DISTINCT FROM h.seq THEN
-    o_status := 'stale'; RETURN;
+  IF p_ts < head_ts OR head_ts = '' OR strpos(head_ts, '\\') > 0 THEN
+    IF head_ts = '' OR strpos(head_ts, '\\') > 0 THEN  -- an escape: parsed after all
+      head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+    END IF;
+    IF p_ts < head_ts THEN  -- another writer logged a later instant: this happens then
+      p_ts := head_ts;
+      p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
+      o_now := p_now;{moved}
+    END IF;
   END IF;
 """
 
@@ -248,20 +250,16 @@ def lease_procedure() -> Procedure:
                    ("attempts", "events"))
     # A pool (`label`): refused when its label as read is not what it stands for (an
     # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
+    # The default pool is '' (no session: `sched`'s DEFAULT_POOL), a session's label never
+    # empty (`lease` sends a session of "" the ordinary way).
     pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
       o_status := 'label'; RETURN;
     END IF;
-    is_default := p_session IS NULL AND label = '';
-    ceiling := coalesce(CASE WHEN NOT is_default
+    ceiling := coalesce(CASE WHEN label <> ''
         THEN (pol -> '{policy['sessions']}' ->> label)::int END,
       (pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
-    IF is_default THEN
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
-    ELSE
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
-    END IF;"""
+    SELECT count(*) INTO active FROM uwf_v_queue q WHERE q.c_status = 'leased'
+       AND q.c_session IS NOT DISTINCT FROM nullif(label, '') AND q.c_lease_expires > p_now;"""
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
@@ -271,8 +269,7 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int; n int; pol jsonb; total int; label text;
-  is_default boolean; ceiling int; active int; r record; pools text[];
+  k int; n int; pol jsonb; total int; label text; ceiling int; active int; r record; pools text[];
   keys text[]; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
@@ -467,7 +464,7 @@ def _ulids(now: int, count: int) -> list[str]:
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
     """`sched.lease` in one round trip; None: run it the ordinary way."""
     server = _server(store)
-    if server is None or limit is None or not 1 <= limit <= MOST:
+    if server is None or limit is None or not 1 <= limit <= MOST or session == "":
         return None
     log, signatures = server
     now = store.clock()
@@ -477,7 +474,8 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
     if got is None or got[0] != "ok":
         return None
     _moved(store)
-    _status, now, keys, expires, attempts = got
+    _status, moved_to, keys, expires, attempts = got
+    now = now if moved_to is None else moved_to  # the log's later instant, if so
     return Leased(now=format_ts(now), granted=len(keys), leases=[
         Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
                 attempt=attempt)
