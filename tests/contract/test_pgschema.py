@@ -120,7 +120,7 @@ def composite_types(url: str) -> list[str]:
 def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
                                                             tmp_path: Path) -> None:
     """Schema 4: the entry's and the lease's records (`uwf_r_<struct>_<digest>`, the
-    first holding the second) that a lease made up to 6fe8647 go; another type stays."""
+    first holding the second) that a lease made before 6fe8647 go; another type stays."""
     populated(pg_url, tmp_path)
     with psycopg.connect(pg_url, autocommit=True) as connection:
         connection.execute("CREATE TYPE uwf_r_lease_0123456789 AS (id text, attempt bigint)")

@@ -32,7 +32,7 @@ SELECT = "SELECT name, signature, seq, digest FROM uwf_views"
 # procedure with `p_joined` (`joined(signatures)`): its `seq` and `digest`, and `ok`, whether
 # the rows joined to it are exactly those views at those signatures. One lookup of the
 # shared row and one ordered list of the joined ones, compared as a whole: no aggregate
-# (an aggregate's set-up, on every call, cost more than the rest of the check).
+# (four counted with FILTERs, each set up again on every call: docs/benchmarks.md).
 AT_SHARED = """(SELECT v.seq, v.digest, ARRAY(SELECT length(j.name) || ':' || j.name || j.signature
       FROM uwf_views j WHERE j.seq IS NULL AND j.name <> '' ORDER BY j.name COLLATE "C")
       = p_joined AS ok FROM uwf_views v WHERE v.name = '')"""

@@ -49,7 +49,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER COLUMN digest DROP NOT NULL",
     )),
     Migration(4, "no composite types `uwf_r_<struct>_<digest>`: a lease and a complete "
-                 "made them up to 6fe8647 (the entry read into a record); none is used since", (
+                 "made them before 6fe8647 (the entry read into a record); none is used since", (
         # A standalone composite type (relkind 'c'), not a table's row type; the entry's
         # type holds the lease's, so each goes with CASCADE, in any order.
         "DO $drop$ DECLARE t text; BEGIN FOR t IN SELECT c.relname FROM pg_class c "
