@@ -49,7 +49,7 @@ from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import Splice, json_text, struct_info
+from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -220,19 +220,6 @@ _DECLARE = """
   new_pool text; new_value bytea; at int[]; old_statuses text[]; old_pools text[];"""
 
 
-def _after_first(made: str, wanted: str, name: str) -> str:
-    """SQL: `wanted` (a `json_text`) from the text `name` already holds, `made`'s, when
-    the two differ only in their first field's name (the lease in the entry is the
-    event's data, `leaseId` named `id`): its first name put before the rest of `name`,
-    so the same values are not written into JSON twice."""
-    first_made, first_wanted = made.split(":", 1)[0], wanted.split(":", 1)[0]
-    rest = made[len(first_made):]
-    if wanted != first_wanted + rest or not first_made.startswith("('{"):
-        return wanted
-    prefix = first_made[2:] + ":"  # the first name's bytes with its brace, as SQL text
-    return f"({first_wanted[1:]}:' || substr({name}, {len(prefix) + 1}))"
-
-
 @functools.cache
 def lease_procedure() -> Procedure:
     """`sched lease --limit N [--session S]`, decided in the server."""
@@ -243,7 +230,7 @@ def lease_procedure() -> Procedure:
     leased_status = _to("ready", "leased")
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
-    lease_json = _after_first(data, json_text(Lease, {
+    lease_json = renamed_first(data, json_text(Lease, {
         "id": "p_lease_ids[k]", "expires_at_ms": "o_expires", "attempt": "o_attempts[k]",
         "session": "p_session"}), "data_json")
     edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
