@@ -177,6 +177,27 @@ def test_the_server_chooses_as_python_does(store: Store, clock: Clock, tmp_path:
     check_verified(store)
 
 
+def test_pools_whose_labels_json_escapes_go_the_ordinary_way(store: Store,
+                                                             tmp_path: Path) -> None:
+    """The server reads the pools' labels as stored (json.dumps), unparsed: one with an
+    escape (a quote, a backslash, past ASCII) sends a lease without a session the
+    ordinary way, which grants what Python chooses; one of plain ASCII is the
+    server's."""
+    add(store, tmp_path, [{"prompt": f"p{n}", "priority": 100 - n, "session": session}
+                          for n, session in enumerate(['x"y', "b\\s", "\u00e9"])])
+    sched.set_policy(store, {"maxConcurrent": 8})
+    told = answers(store)
+    for _ in range(3):
+        want = predicted(store, 1, None)
+        assert [lease.id for lease in sched.lease(store, 1).leases] == want
+    assert told == ["label", "ok"] * 3  # the ordinary way's write is one call too
+    add(store, tmp_path, [{"prompt": "plain", "session": "a b-c"}])
+    want = predicted(store, 1, None)
+    assert [lease.id for lease in sched.lease(store, 1).leases] == want
+    assert told[-1] == "ok"
+    check_verified(store)
+
+
 def test_refusals_are_worded_by_the_ordinary_path(store: Store, clock: Clock,
                                                   tmp_path: Path) -> None:
     entry, _other = add(store, tmp_path, [{"prompt": "first"}, {"prompt": "second"}])

@@ -110,6 +110,39 @@ def test_a_populated_database_is_migrated_once_keeping_everything(pg_url: str,
     assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
 
 
+def composite_types(url: str) -> list[str]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return sorted(name for name, in connection.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'c' AND relnamespace = "
+            "current_schema()::regnamespace"))
+
+
+def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
+                                                            tmp_path: Path) -> None:
+    """Schema 4: the entry's and the lease's records (`uwf_r_<struct>_<digest>`, the
+    first holding the second) that a lease made before 6fe8647 go; another type stays."""
+    populated(pg_url, tmp_path)
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute("CREATE TYPE uwf_r_lease_0123456789 AS (id text, attempt bigint)")
+        connection.execute("CREATE TYPE uwf_r_queueentry_abcdef0123 AS (status text, "
+                           "lease uwf_r_lease_0123456789)")
+        connection.execute("CREATE TYPE someone_elses AS (x int)")
+        connection.execute("DELETE FROM uwf_migrations WHERE version = 4")
+        connection.execute("UPDATE uwf_schema SET version = 3")
+    assert composite_types(pg_url) == ["someone_elses", "uwf_r_lease_0123456789",
+                                       "uwf_r_queueentry_abcdef0123"]
+    store = Store.open(pg_url)
+    try:
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
+        assert composite_types(pg_url) == ["someone_elses"]
+        leased = sched.lease(store, 1).leases[0]  # the server's commands, as before
+        assert pgcalls.complete(store, leased.id, leased.lease_id, None) is not None
+        assert verify_log(store).ok
+        assert verify_views(store).ok
+    finally:
+        store.close()
+
+
 def test_a_failed_migration_leaves_the_database_as_it_was(pg_url: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:

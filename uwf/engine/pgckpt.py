@@ -28,17 +28,24 @@ from uwf.engine.log import Checkpoint
 CREATE = ("CREATE TABLE IF NOT EXISTS uwf_views (name text PRIMARY KEY, "
           "signature text NOT NULL, seq bigint, digest text)")
 SELECT = "SELECT name, signature, seq, digest FROM uwf_views"
-# SQL: a one-row subquery over `uwf_views` (no statement of its own), for a procedure
-# with `p_names`, `p_signatures`: `views`, how many of those views are joined at their
-# signature; `joined`, how many rows are joined in all; `seq`, `digest`: the shared row's.
-# The views are at the shared row's checkpoint when views = joined = cardinality(p_names).
-AT_SHARED = """(SELECT count(*) FILTER (WHERE v.seq IS NULL AND v.name = ANY(p_names)
-      AND v.signature = p_signatures[array_position(p_names, v.name)]) AS views,
-    count(*) FILTER (WHERE v.seq IS NULL AND v.name <> '') AS joined,
-    max(v.seq) FILTER (WHERE v.name = '') AS seq,
-    max(v.digest) FILTER (WHERE v.name = '') AS digest FROM uwf_views v)"""
+# SQL: the shared row (a one-row subquery over `uwf_views`, no statement of its own), for a
+# procedure with `p_joined` (`joined(signatures)`): its `seq` and `digest`, and `ok`, whether
+# the rows joined to it are exactly those views at those signatures. One lookup of the
+# shared row and one ordered list of the joined ones, compared as a whole: no aggregate
+# (four counted with FILTERs, each set up again on every call: docs/benchmarks.md).
+AT_SHARED = """(SELECT v.seq, v.digest, ARRAY(SELECT length(j.name) || ':' || j.name || j.signature
+      FROM uwf_views j WHERE j.seq IS NULL AND j.name <> '' ORDER BY j.name COLLATE "C")
+      = p_joined AS ok FROM uwf_views v WHERE v.name = '')"""
 # SQL: every joined view moved to the new head (`s`, `prev`): the shared row alone.
 MOVE = "UPDATE uwf_views SET seq = s, digest = prev WHERE name = ''"
+
+
+def joined(signatures: Mapping[str, str]) -> list[str]:
+    """`p_joined` of `AT_SHARED`: each view (name: signature) as the server lists a joined
+    row, in its order (the names' bytes); its name's length first, so no two differ
+    only in where the name ends."""
+    return [f"{len(name)}:{name}{signature}"
+            for name, signature in sorted(signatures.items(), key=lambda item: item[0].encode())]
 
 
 def write(connection: Any, kept: Checkpoints, stored: Mapping[str, str],

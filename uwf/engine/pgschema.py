@@ -48,6 +48,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE IF EXISTS uwf_views ALTER COLUMN seq DROP NOT NULL, "
         "ALTER COLUMN digest DROP NOT NULL",
     )),
+    Migration(4, "no composite types `uwf_r_<struct>_<digest>`: a lease and a complete "
+                 "made them before 6fe8647 (the entry read into a record); none is used since", (
+        # A standalone composite type (relkind 'c'), not a table's row type; the entry's
+        # type holds the lease's, so each goes with CASCADE, in any order.
+        "DO $drop$ DECLARE t text; BEGIN FOR t IN SELECT c.relname FROM pg_class c "
+        "WHERE c.relkind = 'c' AND c.relnamespace = current_schema()::regnamespace "
+        "AND c.relname LIKE 'uwf\\_r\\_%' LOOP "
+        "EXECUTE format('DROP TYPE IF EXISTS %I CASCADE', t); END LOOP; END $drop$",
+    )),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
 

@@ -38,7 +38,7 @@ import msgspec
 from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
-from uwf.engine.pgckpt import AT_SHARED, MOVE
+from uwf.engine.pgckpt import AT_SHARED, MOVE, joined
 from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
 from uwf.errors import UwfError
 
@@ -61,8 +61,7 @@ Key = tuple[str, str]
 # executor sets up, runs and ends on every call.
 CHECKPOINTS = MOVE
 FINISH = """
-  done := pg_notify({channel}, s::text)::text;
-  o_status := 'ok';
+  o_status := 'ok' || pg_notify({channel}, s::text)::text;  -- '' (void): one expression
   COMMIT;
   IF flush THEN
     done := pg_logical_emit_message(true, 'uwf', '')::text;
@@ -323,7 +322,7 @@ class OneCall:
                 for key, row in changed.items()]
         return [
             durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
-            known.head.digest, list(signatures), list(signatures.values()), lines, ends,
+            known.head.digest, joined(signatures), lines, ends,
             [envelope.subject for envelope in envelopes], digest(lines[-1]),
             [view for view, _, _ in flat], [key for _, key, _ in flat],
             [None if row is None else row.value for _, _, row in flat],
@@ -369,8 +368,8 @@ def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
       ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_names text[],
-  p_signatures text[], p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
+  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text[],
+  p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
   p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
   p_count_views text[], p_count_columns text[], p_count_values text[], p_counts bigint[],
   INOUT o_status text DEFAULT NULL)
@@ -383,10 +382,10 @@ BEGIN
   -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
   -- checkpoint holds the head line's digest, computed when it was appended: no sha256
   -- of it again).
-  SELECT e.seq, c.views, c.joined, c.seq AS at, c.digest INTO h
+  SELECT e.seq, c.ok, c.seq AS at, c.digest INTO h
     FROM (SELECT seq FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {AT_SHARED} c;
-  IF NOT FOUND OR h.seq <> p_seq OR h.views <> cardinality(p_names) OR h.joined <> h.views
-     OR h.at IS DISTINCT FROM p_seq OR h.digest IS DISTINCT FROM p_digest THEN
+  IF NOT FOUND OR h.seq <> p_seq OR NOT h.ok OR h.at IS DISTINCT FROM p_seq
+     OR h.digest IS DISTINCT FROM p_digest THEN
     o_status := 'moved'; RETURN;
   END IF;
   WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
@@ -406,7 +405,7 @@ BEGIN
   s := p_seq + cardinality(p_lines); prev := p_last;
 {LEAVE.format(channel="'" + CHANNEL + "'")}
 END $proc$"""
-    params = ("boolean", "int", "bigint", "text", "text[]", "text[]", "bytea[]", "bigint[]",
+    params = ("boolean", "int", "bigint", "text", "text[]", "bytea[]", "bigint[]",
               "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
               "text[]", "text[]", "bigint[]")
     return Procedure("uwf_write", params, create)

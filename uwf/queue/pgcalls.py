@@ -25,6 +25,10 @@ up on every execution and each plpgsql expression once a transaction (every call
 one or two), so the procedures hold few statements and few expressions, and none
 that a cheaper one answers (docs/benchmarks.md, "where the server's CPU goes").
 
+A complete's line is msgspec's, built here but for its seq and its `prev`, which the
+server puts in (`_middle`): the server builds it only when the command happens at the
+log's later instant.
+
 Only the command's success is decided in the server. Anything else (nothing to
 lease, a wrong or expired lease, views behind the log, an empty log, a session label
 json.dumps would escape, secrets to redact)
@@ -41,10 +45,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from uwf.engine.clock import format_ts
-from uwf.engine.pgckpt import AT_SHARED
+from uwf.engine.events import Envelope, encode_line
+from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import Splice, json_text, struct_info
+from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -86,10 +91,10 @@ def _sql_list(values: list[str]) -> str:
     return "ARRAY[" + ", ".join(_quote(value) for value in values) + "]::text[]"
 
 
-_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]", "text[]")
+_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
 # What every command's procedure does first: the lock, the head, the instant, the views'
-# check. Sets `h` (the head row: seq, line, ends, its digest, the views at it),
-# `head_digest`, `flush`. The instant is the caller's clock, read just before the call,
+# check. Sets `h` (the head row: seq, line, ends, its digest, whether the views are at
+# it) and `flush`. The instant is the caller's clock, read just before the call,
 # or the log's last instant when another writer logged a later one meanwhile: a command
 # is judged at an instant no earlier than any before it (SPEC §8: at the log's clock,
 # the ceiling holds). Every call that needs no result is an assignment to `done`, not a
@@ -100,63 +105,71 @@ _ENTER = """{lock}
   -- at the head: uwf/engine/pgckpt.py): the digest of the head's line is the one the
   -- checkpoint holds (computed, in the server or in Python, when that line was
   -- appended), not computed again (a sha256 in the server costs an OpenSSL fetch).
-  SELECT e.seq, e.line, e.ends, c.views, c.joined, c.seq AS at, c.digest INTO h
+  SELECT e.seq, e.line, e.ends, c.ok, c.seq AS at, c.digest INTO h
     FROM (SELECT * FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {at_shared} c;
-  IF NOT FOUND THEN o_status := 'empty'; RETURN; END IF;
-  head_digest := h.digest;
+  -- Every view joined at the head: the queue's and the policy's tables among them
+  -- (`_server` calls only with both named; a joined view's table is made when it is
+  -- first folded), so no statement here looks them up in the catalog. (No head: an
+  -- empty log, the ordinary way's too.)
+  IF NOT FOUND OR NOT h.ok OR h.at IS DISTINCT FROM h.seq THEN
+    o_status := 'stale'; RETURN;
+  END IF;
   -- The head's instant: the envelope's third field (after its seq and its id, a string,
   -- where no unescaped quote can be), read without parsing the whole line.
   head_ts := split_part(split_part(convert_from(h.line, 'UTF8'), ',"ts":"', 2), '"', 1);
-  IF head_ts = '' OR strpos(head_ts, '\\') > 0 THEN
-    head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
-  END IF;
-  IF p_ts < head_ts THEN  -- another writer logged a later instant: this one happens then
-    p_ts := head_ts;
-    p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
-  END IF;
-  o_now := p_now;
-  IF h.views <> cardinality(p_names) OR h.joined <> h.views OR h.at IS DISTINCT FROM h.seq
-     OR to_regclass('uwf_v_queue') IS NULL THEN
-    o_status := 'stale'; RETURN;
+  IF p_ts < head_ts OR head_ts = '' OR strpos(head_ts, '\\') > 0 THEN
+    IF head_ts = '' OR strpos(head_ts, '\\') > 0 THEN  -- an escape: parsed after all
+      head_ts := convert_from(h.line, 'UTF8')::jsonb ->> 'ts';
+    END IF;
+    IF p_ts < head_ts THEN  -- another writer logged a later instant: this happens then
+      p_ts := head_ts;
+      p_now := (extract(epoch FROM head_ts::timestamptz) * 1000)::bigint;
+      o_now := p_now;{moved}
+    END IF;
   END IF;
 """
 
 
-def enter(log_lock: int) -> str:
+def enter(log_lock: int, moved: str = "") -> str:
+    """`_ENTER`; `moved`: what else a command does when it happens at the log's
+    later instant."""
     return _ENTER.format(lock=LOCK.format(log_lock=log_lock, can_flush=CAN_FLUSH),
-                         at_shared=AT_SHARED)
+                         at_shared=AT_SHARED, moved=moved)
 
 
-def _line(kind: str) -> str:
-    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, `k`, `n`, `data_json`,
-    `prev`) in the envelope's field order, and the offset past it (`ends`)."""
+def _line(kind: str, k: str = "k", n: str = "n") -> str:
+    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, the `k`-th of `n`,
+    `data_json`, `prev`) in the envelope's field order, and the offset past it (`ends`)."""
     return f"""
-    line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[k])::text || ',"ts":'
+    line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[{k}])::text || ',"ts":'
       || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
-      || ',"batch":[' || k || ',' || n || '],"data":' || data_json || ',"prev":"' || prev
+      || ',"batch":[' || {k} || ',' || {n} || '],"data":' || data_json || ',"prev":"' || prev
       || '"}}', 'UTF8');
     ends := ends + octet_length(line) + 1;"""
 
 
-def _write(lease_expires: str, returning: str = "") -> str:
+def _write(lease_expires: str, returning: str = "", *, several: bool) -> str:
     """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
     writing the entry's new state to its row: the value `new_value` (msgspec's bytes,
     `_splice`), the declared columns as `QueueProjection.column_values` does for the
     status `new_status` (a live entry's key stays its live key; never ready: no pool;
     no backoff; the lease's expiry `lease_expires`); one statement. Then `prev` moves
-    past the line, and the old status and pool are kept for the counts' moves."""
+    past the line, and with `several` (a command writing more than one entry) the old
+    status and pool are kept for the counts' moves. `new_pool` stays NULL, as declared:
+    no command here makes an entry ready."""
     live = _sql_list([status for status in TRANSITIONS if status is not None
                       and status not in TERMINAL])
     return f"""
-    new_pool := NULL;
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
       indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
     UPDATE uwf_v_queue SET value = new_value, c_status = new_status,
       c_live_key = CASE WHEN new_status = ANY({live}) THEN c_live_key END,
       c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
      WHERE key = entry_key{returning};
-    prev := left(encode(sha256(line), 'hex'), 32);
-    old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;"""
+    prev := left(encode(sha256(line), 'hex'), 32);""" + ("""
+    IF n > 1 THEN
+      old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;
+    END IF;""" if several else "")
 
 
 def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splice:
@@ -174,8 +187,7 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
 # views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
 # `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
 # several are summed by count first (an upsert touches each row once).
-_COUNTS = f"""
-  IF n = 1 THEN
+_COUNT_ONE = f"""
     WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, m.n FROM (VALUES
         ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
@@ -184,7 +196,9 @@ _COUNTS = f"""
      WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
            ELSE old_pool IS DISTINCT FROM new_pool END
     ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};
+    {CHECKPOINTS};"""
+_COUNTS = f"""
+  IF n = 1 THEN{_COUNT_ONE}
   ELSE  -- a lease of several: each to the same status and pool
     WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
     SELECT 'queue', m.col, m.value, sum(m.n) FROM (
@@ -200,11 +214,10 @@ _COUNTS = f"""
   END IF;"""
 # The variables every command's procedure declares.
 _DECLARE = """
-  h record; head_digest text; head_ts text; flush boolean; done text; s bigint;
+  h record; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
   entry_key text; old_status text; old_pool text; new_status text;
-  new_pool text; new_value bytea; at int[]; old_statuses text[] := '{}';
-  old_pools text[] := '{}';"""
+  new_pool text; new_value bytea; at int[]; old_statuses text[]; old_pools text[];"""
 
 
 @functools.cache
@@ -217,91 +230,87 @@ def lease_procedure() -> Procedure:
     leased_status = _to("ready", "leased")
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
-    lease_json = json_text(Lease, {"id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
-                                   "attempt": "o_attempts[k]", "session": "p_session"})
+    lease_json = renamed_first(data, json_text(Lease, {
+        "id": "p_lease_ids[k]", "expires_at_ms": "o_expires", "attempt": "o_attempts[k]",
+        "session": "p_session"}), "data_json")
     edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
                    ("attempts", "events"))
+    # A pool (`label`): refused when its label as read is not what it stands for (an
+    # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
+    # The default pool is '' (no session: `sched`'s DEFAULT_POOL), a session's label never
+    # empty (`lease` sends a session of "" the ordinary way).
+    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
+      o_status := 'label'; RETURN;
+    END IF;
+    ceiling := coalesce(CASE WHEN label <> ''
+        THEN (pol -> '{policy['sessions']}' ->> label)::int END,
+      (pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
+    SELECT count(*) INTO active FROM uwf_v_queue q WHERE q.c_status = 'leased'
+       AND q.c_session IS NOT DISTINCT FROM nullif(label, '') AND q.c_lease_expires > p_now;"""
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
-  p_signatures text[], p_session text, p_limit int, p_lease_ids text[], p_ids text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_session text, p_limit int, p_lease_ids text[], p_ids text[],
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int; n int; pol jsonb; ttl bigint; most int; total int; want int; label text;
-  is_default boolean; ceiling int; active int; r record; pools text[];
-  keys text[] := '{{}}'; prios bigint[] := '{{}}'; enqs text[] := '{{}}';
+  k int; n int; pol jsonb; total int; label text; ceiling int; active int; r record; pools text[];
+  keys text[]; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
-  IF to_regclass('uwf_v_sched') IS NOT NULL THEN
-    SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' INTO pol
-      FROM uwf_v_sched v WHERE v.key = 'policy';
-  END IF;
-  ttl := coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint, {defaults.lease_ttl_ms});
-  most := coalesce((pol ->> '{policy['max_concurrent']}')::int, {defaults.max_concurrent});
-  want := p_limit;
+  -- The policy and the pools in one statement (each statement is set up on every call).
+  SELECT (SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' FROM uwf_v_sched v
+           WHERE v.key = 'policy'),
+         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
+           -- A pool's label as stored (json.dumps): one with an escape (a quote, a
+           -- backslash, anything past ASCII) keeps its backslash here and is refused
+           -- below, so no JSON is parsed.
+           ARRAY(SELECT x.label FROM (SELECT substr(c.value, 2, length(c.value) - 2)
+               AS label FROM uwf_view_counts c WHERE c.view = 'queue'
+                 AND c.col = 'ready_pool' AND c.n > 0 AND c.value LIKE '"%') x
+             ORDER BY x.label <> '', x.label COLLATE "C") END
+    INTO pol, pools;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
     SELECT count(*) INTO total FROM uwf_v_queue q
      WHERE q.c_status = 'leased' AND q.c_lease_expires > p_now;
-    want := least(want, (pol ->> '{policy['max_total']}')::int - total);
+    p_limit := least(p_limit, (pol ->> '{policy['max_total']}')::int - total);
+    IF p_limit <= 0 THEN o_status := 'none'; RETURN; END IF;
   END IF;
-  IF want <= 0 THEN o_status := 'none'; RETURN; END IF;
-  IF p_session IS NOT NULL THEN
-    pools := ARRAY[p_session];
-  ELSE
-    SELECT coalesce(array_agg(x.label ORDER BY x.label <> '', x.label COLLATE "C"), '{{}}')
-      INTO pools FROM (SELECT c.value::jsonb #>> '{{}}' AS label FROM uwf_view_counts c
-       WHERE c.view = 'queue' AND c.col = 'ready_pool' AND c.n > 0 AND c.value <> 'null'
-         AND jsonb_typeof(c.value::jsonb) = 'string') x;
-  END IF;
-  FOREACH label IN ARRAY pools LOOP
-    IF label ~ '[^ -~]' THEN o_status := 'label'; RETURN; END IF;
-    is_default := p_session IS NULL AND label = '';
-    ceiling := CASE WHEN is_default THEN most
-      ELSE coalesce((pol -> '{policy['sessions']}' ->> label)::int, most) END;
-    -- The pool's live leases: a range of the (status, lease_expires) index.
-    IF is_default THEN
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session IS NULL AND q.c_lease_expires > p_now;
-    ELSE
-      SELECT count(*) INTO active FROM uwf_v_queue q
-       WHERE q.c_status = 'leased' AND q.c_session = label AND q.c_lease_expires > p_now;
-    END IF;
-    CONTINUE WHEN ceiling - active <= 0;
-    -- Its ready entries out of backoff, a range of the (ready_pool, priority,
-    -- enqueued_at, key) index, in its order (NULLS FIRST). One pool: that order is
-    -- the answer's, and no sort follows.
-    IF cardinality(pools) = 1 THEN
-      keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
-         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
-       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-             q.key NULLS FIRST LIMIT least(ceiling - active, want));
-      CONTINUE;
-    END IF;
-    FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
-       WHERE q.c_ready_pool = label
-         AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
-       ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
-             q.key NULLS FIRST LIMIT least(ceiling - active, want)
-    LOOP
-      keys := keys || r.key; prios := prios || r.c_priority;
-      enqs := enqs || r.c_enqueued_at;
+  -- A pool's ready entries out of backoff: a range of the (ready_pool, priority,
+  -- enqueued_at, key) index, in its order (NULLS FIRST).
+  IF cardinality(pools) = 1 THEN  -- one pool: that order is the answer's, no sort
+    label := pools[1];
+{pool}
+    o_keys := ARRAY(SELECT q.key FROM uwf_v_queue q WHERE q.c_ready_pool = label
+       AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+     ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+           q.key NULLS FIRST LIMIT greatest(least(ceiling - active, p_limit), 0));
+  ELSE  -- none, or several: their entries sorted together after
+    FOREACH label IN ARRAY pools LOOP
+{pool}
+      CONTINUE WHEN ceiling - active <= 0;
+      FOR r IN SELECT q.key, q.c_priority, q.c_enqueued_at FROM uwf_v_queue q
+         WHERE q.c_ready_pool = label
+           AND (q.c_eligible_at IS NULL OR q.c_eligible_at <= p_now)
+         ORDER BY q.c_priority NULLS FIRST, q.c_enqueued_at NULLS FIRST,
+               q.key NULLS FIRST LIMIT least(ceiling - active, p_limit)
+      LOOP
+        keys := keys || r.key; prios := prios || r.c_priority;
+        enqs := enqs || r.c_enqueued_at;
+      END LOOP;
     END LOOP;
-  END LOOP;
-  IF cardinality(pools) = 1 THEN
-    o_keys := keys;
-  ELSE
     SELECT coalesce(array_agg(x.key ORDER BY x.prio, x.enq COLLATE "C", x.key COLLATE "C"),
                     '{{}}')
       INTO o_keys FROM (SELECT * FROM unnest(keys, prios, enqs) AS u(key, prio, enq)
-                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT want) x;
+                        ORDER BY prio, enq COLLATE "C", key COLLATE "C" LIMIT p_limit) x;
   END IF;
   n := cardinality(o_keys);
   IF n = 0 THEN o_status := 'none'; RETURN; END IF;
-  s := h.seq; ends := h.ends; prev := head_digest;
-  o_expires := p_now + ttl; o_attempts := '{{}}';
+  s := h.seq; ends := h.ends; prev := h.digest;
+  o_expires := p_now + coalesce((pol ->> '{policy['lease_ttl_ms']}')::bigint,
+                                {defaults.lease_ttl_ms});
   FOR k IN 1 .. n LOOP
     entry_key := o_keys[k];
     SELECT q.value, q.c_status, q.c_ready_pool INTO raw, old_status, old_pool
@@ -324,7 +333,7 @@ BEGIN
         "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(leased_status)),
         "lease": lease_json, "next_eligible_at_ms": "NULL",
         "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("o_expires")}
+{_write("o_expires", several=True)}
   END LOOP;
 {_COUNTS}
 {FINISH.format(channel=_quote(CHANNEL))}
@@ -345,15 +354,15 @@ def complete_procedure() -> Procedure:
     held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_names text[],
-  p_signatures text[], p_key text, p_lease_id text, p_run text, p_ids text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_key text, p_lease_id text, p_run text, p_ids text[], p_middle bytea,
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int := 1; n int := 1; expires bigint;
+  expires bigint;
 BEGIN
-{enter(LOG_LOCK)}
+{enter(LOG_LOCK, " p_middle := NULL;")}
   entry_key := p_key;
   SELECT q.value, q.c_status, q.c_ready_pool, q.c_lease_expires
     INTO raw, old_status, old_pool, expires FROM uwf_v_queue q WHERE q.key = p_key;
@@ -366,21 +375,27 @@ BEGIN
   IF 0 = ANY(at) OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
     o_status := 'refused'; RETURN;
   END IF;
-  data_json := {data};
   subject := 'queue/' || p_key;
-  s := h.seq + 1; ends := h.ends; prev := head_digest;
-{_line(QueueCompleted.type)}
+  s := h.seq + 1; ends := h.ends; prev := h.digest;
+  IF p_middle IS NULL THEN  -- at the log's later instant: the line built here
+    data_json := {data};
+{_line(QueueCompleted.type, "1", "1")}
+  ELSE  -- the line as the caller built it (`_middle`), its seq and prev put in
+    line := convert_to('{{"seq":' || s, 'UTF8') || p_middle
+      || convert_to('"' || prev || '"}}', 'UTF8');
+    ends := ends + octet_length(line) + 1;
+  END IF;
   new_status := {_quote(drained)};
   new_value := {edit.value({
       "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
       "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
       "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("NULL", " RETURNING value INTO o_value")}
-{_COUNTS}
+{_write("NULL", " RETURNING value INTO o_value", several=False)}
+{_COUNT_ONE}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
-    return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]"),
-                     create)
+    return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
+                                       "bytea"), create)
 
 
 # -- calling them ------------------------------------------------------------------------
@@ -396,7 +411,10 @@ def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
     from uwf.engine.pgviews import PgViewStore  # psycopg is there: the log is on a server
 
     views = store.journal.views
-    return (log, views.signatures()) if isinstance(views, PgViewStore) else None
+    if not isinstance(views, PgViewStore):
+        return None
+    signatures = views.signatures()
+    return (log, signatures) if {"queue", "sched"} <= signatures.keys() else None
 
 
 def _moved(store: Store) -> None:
@@ -409,8 +427,19 @@ def _moved(store: Store) -> None:
 
 def _head_args(log: PgLog, now: int, signatures: dict[str, str]) -> list[Any]:
     lock_ms = max(round(log.db.lock_timeout * 1000), 1)
-    return [log.durable, lock_ms, now, format_ts(now), list(signatures),
-            list(signatures.values())]
+    return [log.durable, lock_ms, now, format_ts(now), joined(signatures)]
+
+
+_OPEN, _CLOSE = b'{"seq":0', b'""}'
+
+
+def _middle(envelope: Envelope) -> bytes:
+    """The line msgspec writes for `envelope` (seq 0, prev empty) between its seq and
+    its prev's value: the server puts those in (`,"prev":` is the middle's end)."""
+    raw = encode_line(envelope)
+    assert raw.startswith(_OPEN), raw
+    assert raw.endswith(_CLOSE), raw
+    return raw[len(_OPEN):-len(_CLOSE)]
 
 
 def _ulids(now: int, count: int) -> list[str]:
@@ -422,7 +451,7 @@ def _ulids(now: int, count: int) -> list[str]:
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
     """`sched.lease` in one round trip; None: run it the ordinary way."""
     server = _server(store)
-    if server is None or limit is None or not 1 <= limit <= MOST:
+    if server is None or limit is None or not 1 <= limit <= MOST or session == "":
         return None
     log, signatures = server
     now = store.clock()
@@ -432,7 +461,8 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
     if got is None or got[0] != "ok":
         return None
     _moved(store)
-    _status, now, keys, expires, attempts = got
+    _status, moved_to, keys, expires, attempts = got
+    now = now if moved_to is None else moved_to  # the log's later instant, if so
     return Leased(now=format_ts(now), granted=len(keys), leases=[
         Granted(id=key, lease_id=lease_id, lease_expires_at=format_ts(expires),
                 attempt=attempt)
@@ -449,8 +479,13 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
         return None
     log, signatures = server
     now = store.clock()
+    ids = _ulids(now, 1)
+    middle = _middle(Envelope(
+        seq=0, id=ids[0], ts=format_ts(now), type=QueueCompleted.type,
+        subject=f"queue/{entry_id}", batch=(1, 1),
+        data=QueueCompleted(lease_id=lease_id, run=run), prev=""))
     got = log.call(complete_procedure(), [*_head_args(log, now, signatures), entry_id,
-                                          lease_id, run, _ulids(now, 1)])
+                                          lease_id, run, ids, middle])
     if got is None or got[0] != "ok":
         return None
     _moved(store)

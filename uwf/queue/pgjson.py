@@ -37,6 +37,19 @@ def json_text(kind: type[msgspec.Struct], values: dict[str, str]) -> str:
     return "(" + " || ".join(parts) + " || '}')"
 
 
+def renamed_first(made: str, wanted: str, name: str) -> str:
+    """SQL: `wanted` (a `json_text`) from the text `name` already holds, `made`'s, when
+    the two differ only in their first field's name (the lease in the entry is the
+    event's data, `leaseId` named `id`): its first name put before the rest of `name`,
+    so the same values are not written into JSON twice."""
+    first_made, first_wanted = made.split(":", 1)[0], wanted.split(":", 1)[0]
+    rest = made[len(first_made):]
+    if wanted != first_wanted + rest or not first_made.startswith("('{"):
+        return wanted
+    prefix = first_made[2:] + ":"  # the first name's bytes with its brace, as SQL text
+    return f"({first_wanted[1:]}:' || substr({name}, {len(prefix) + 1}))"
+
+
 def _scalar(kind: inspect.Type, expr: str) -> str:
     if isinstance(kind, inspect.UnionType):
         others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
