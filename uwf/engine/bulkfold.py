@@ -25,6 +25,7 @@ from typing import Any
 
 from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
 from uwf.engine.fold import STRETCH_LINES, Folded, Key, Projection, Seen
+from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.viewspec import Part, Row, Rows, ViewStore
 from uwf.errors import Corrupt
@@ -68,6 +69,9 @@ class BulkFold:
             for projection in routed:  # a base before the views folded over it
                 name = projection.name
                 base, over_fold = over.get(name, (None, None))
+                if over_fold is not None:
+                    plan_over = getattr(projection, "planned_over", None)
+                    over_fold = (plan_over and plan_over(event_type)) or over_fold
                 steps.append((self.states[name], name, projection.key,
                               planned(projection, event_type), over_fold, base,
                               name in bases))
@@ -82,14 +86,21 @@ class BulkFold:
         """Fold `lines` (the whole log, from its first line) and give the rows as parts:
         the oldest states whenever more than BOUND are held, the rest at the end; each
         with the stream entries folded since the part before (none when not `streams`).
-        `folded.head`: the last complete batch's checkpoint, as each part is given."""
+        `folded.head`: the last complete batch's checkpoint, as each part is given.
+        The cyclic collector is held off meanwhile (states and rows hold no cycles, and
+        its walks over every state held cost as much as making the rows)."""
+        with paused():
+            yield from self._parts(lines, folded, streams=streams)
+
+    def _parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool
+               ) -> Iterator[Part]:
         index: list[tuple[str, int]] = []
         add = index.append
         decode = self.catalog.decode
         plans = self.plans
-        seq = 0
-        prev = folded.head.digest
+        seq, prev = folded.head
         pending: list[Envelope] = []
+        done: tuple[int, str] = folded.head
         count = 0
         since_part = 0
         for line in lines:
@@ -137,7 +148,7 @@ class BulkFold:
                             bases[name] = (key, new)
                 if streams:
                     add((event.subject, event.seq))
-            folded.head = Checkpoint(seq, prev)
+            done = seq, prev  # the last complete batch's end
             count += len(batch)
             if count >= CHECK_EVERY:
                 since_part += count
@@ -145,10 +156,12 @@ class BulkFold:
                 if (sum(map(len, self.states.values())) > BOUND
                         or since_part >= STRETCH_LINES):
                     since_part = 0
+                    folded.head = Checkpoint(*done)
                     yield self._part(KEEP), index
                     index = []
                     add = index.append
-        if folded.head.seq or index:
+        if done[0]:
+            folded.head = Checkpoint(*done)
             yield self._part(0), index
 
     def _missing(self, name: str, key: str) -> Any:
@@ -174,7 +187,7 @@ class BulkFold:
             if not states:
                 changes[name] = Rows({}, {})
                 continue
-            out = len(states) if keep == 0 else len(states) - len(states) * keep // held
+            out = len(states) if keep == 0 else max(0, len(states) - len(states) * keep // held)
             row = self.projections[name].row
             stored = self.stored[name]
             rows: dict[str, Row | None] = {}

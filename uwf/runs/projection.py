@@ -10,6 +10,7 @@ kept).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import msgspec
@@ -19,7 +20,7 @@ from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
 from uwf.runs.rules import RunPhase, derive, derived_of, next_run
-from uwf.threads.events import THREAD_EVENTS, ThreadStepped, Usage
+from uwf.threads.events import THREAD_EVENTS, ThreadStarted, ThreadStepped, Usage
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
 TITLE_CHARS = 80
@@ -112,6 +113,9 @@ def title_of(prompt: str) -> str:
 
 _replace = msgspec.structs.replace
 _UNFOLDED = object()  # `apply_over`: no thread state given, fold it
+# The thread events that move a run's record but for its thread and running digest
+# (`RunsProjection.planned_over`): all but its start and a step's result.
+_MOVES = frozenset(t.type for t in THREAD_EVENTS) - {ThreadStarted.type, ThreadStepped.type}
 
 
 class RunsProjection(StructProjection):
@@ -165,6 +169,34 @@ class RunsProjection(StructProjection):
 
     def apply(self, state: RunState | None, event: Envelope) -> RunState | None:
         return self.apply_over(state, event, _UNFOLDED)
+
+    def planned_over(self, event_type: str) -> Callable[[RunState | None, Envelope, object],
+                                                      RunState | None] | None:
+        """`apply_over` for events of one type, spelled out for a full replay (None:
+        `apply_over` itself): a thread event that moves a run already recorded."""
+        if event_type == ThreadStepped.type:
+            return self._over_stepped
+        if event_type in _MOVES:
+            return self._over_moved
+        return None
+
+    def _over_moved(self, state: RunState | None, event: Envelope, thread_after: object
+                    ) -> RunState | None:
+        if state is None or thread_after is None:
+            return self.apply_over(state, event, thread_after)
+        return _replace(state, thread=thread_after,
+                        source_fingerprint=fingerprint(state.source_fingerprint, event))
+
+    def _over_stepped(self, state: RunState | None, event: Envelope, thread_after: object
+                      ) -> RunState | None:
+        if state is None or thread_after is None:
+            return self.apply_over(state, event, thread_after)
+        data: ThreadStepped = event.data
+        usage = data.usage
+        return _replace(state, thread=thread_after,
+                        reused_steps=state.reused_steps + (data.reused is not None),
+                        usage=state.usage if usage is None else add_usage(state.usage, usage),
+                        source_fingerprint=fingerprint(state.source_fingerprint, event))
 
     def apply_over(self, state: RunState | None, event: Envelope,
                    thread_after: object) -> RunState | None:
