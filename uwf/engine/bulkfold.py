@@ -30,8 +30,8 @@ from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.viewspec import Part, Row, Rows, ViewStore
 from uwf.errors import Corrupt
 
-BOUND = 60_000  # states held, all views together, before the oldest are written ...
-KEEP = 20_000  # ... down to this many
+BOUND = 30_000  # states held, all views together, before the oldest are written ...
+KEEP = 10_000  # ... down to this many
 CHECK_EVERY = 1_024  # events between two looks at how many states are held
 
 Apply = Callable[[Any, Envelope], Any]
