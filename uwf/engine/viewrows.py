@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
@@ -62,6 +63,11 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
     columns) leaves the other indexes alone, and a row whose text is unchanged
     keeps its search index row (a trigram index is costly to rewrite)."""
     if not rows:
+        return
+    known_rows: Mapping[str, Row | None] | None = getattr(rows, "before", None)
+    if fresh or (known_rows is not None and len(known_rows) == len(rows)
+                 and not any(known_rows.values())):
+        _insert_new(db, spec, rows, searched=searched)  # none of them stored
         return
     name = spec.name
     columns = spec.columns
@@ -140,6 +146,35 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
                        "value) DO UPDATE SET n = n + excluded.n", moved)
 
+
+def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None], *,
+                searched: bool) -> None:
+    """`write_rows` of rows none of which is stored (a new table's, a full replay's part,
+    entities a command makes): inserted, and counted, a column at a time."""
+    name = spec.name
+    lower = ASCII_LOWER
+    inserts = [(key, row.value, *row.columns, row.text.translate(lower))
+               for key, row in rows.items() if row is not None]
+    if not inserts:
+        return
+    names = "".join(f', "c_{column}"' for column in spec.columns)
+    marks = ", ".join("?" * (len(spec.columns) + 3))
+    db.executemany(f'INSERT INTO "v_{name}" (key, value{names}, text) VALUES ({marks})',
+                   inserts)
+    if spec.text and searched and fulltext.exists(db, name):
+        db.executemany(f'INSERT INTO "f_{name}" (rowid, text) SELECT rowid, text '
+                       f'FROM "v_{name}" WHERE key = ?', [(row[0],) for row in inserts])
+    moved: dict[tuple[str, str], int] = {}
+    for column in spec.counted:
+        # By value and type (1 and True are equal keys, not equal JSON), then by JSON.
+        at = 2 + spec.columns.index(column)
+        for (_, value), n in Counter([(type(row[at]), row[at]) for row in inserts]).items():
+            slot = (column, json.dumps(value))
+            moved[slot] = moved.get(slot, 0) + n
+    if moved:
+        db.executemany("INSERT INTO counts VALUES (?, ?, ?, ?) ON CONFLICT (view, col, "
+                       "value) DO UPDATE SET n = n + excluded.n",
+                       [(name, column, value, n) for (column, value), n in moved.items()])
 
 
 class _Spelled(dict[tuple[type, Any], str]):
