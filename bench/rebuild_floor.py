@@ -6,7 +6,9 @@ child process (`bench/rebuild_cpu.py --floor` runs it after its rounds; or alone
   seq and chain checked (SHA-256 of the line): the floor of any replay;
 - fold: the same, and every view's states folded (uwf/engine/bulkfold.py, parts let go
   unwritten: no rows made, none read back);
-- fold + rows: the same, each part's rows made (encoded states, columns, text);
+- fold + rows: the same, each part's rows made (encoded states, columns, text), not
+  written (a state wanted after its part is read back from the views file the
+  rebuild left, as a replay reads it back from the one it writes);
 - the rows' inserts alone: the rows of the views file the rebuild wrote, read first
   (not timed), then inserted into new tables of a new file as a rebuild makes them
   (no secondary index, WAL, `synchronous=OFF`, one transaction), `executemany` a view;
