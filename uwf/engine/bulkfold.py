@@ -19,12 +19,13 @@ been), and its row is then updated, not inserted.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import sha256
 from typing import Any
 
+from uwf.engine import fold
 from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
-from uwf.engine.fold import STRETCH_LINES, Folded, Key, Projection, Seen
+from uwf.engine.fold import Fold, Folded, Key, Projection, Seen
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.viewspec import Part, Row, Rows, ViewStore
@@ -50,6 +51,19 @@ def planned(projection: Projection, event_type: str) -> Apply:
     plan = getattr(projection, "planned", None)
     made: Apply | None = None if plan is None else plan(event_type)
     return projection.apply if made is None else made
+
+
+class PlannedFold(Fold):
+    """A store's `Fold` whose full replays (every view and the stream index made anew:
+    nothing present, nothing folded yet) take `BulkFold`; every other fold is `Fold`'s."""
+
+    def parts(self, lines: Iterator[LogLine], since: Mapping[str, int], present: set[str],
+              views: Iterable[str], folded: Folded) -> Iterator[Part]:
+        views = list(views)
+        if present or any(since.values()) or not set(self.projections) <= set(views):
+            return super().parts(lines, since, present, views, folded)
+        return BulkFold(self.views, self.projections, self.catalog, self.over,
+                        self.routes).parts(lines, folded)
 
 
 class BulkFold:
@@ -96,6 +110,7 @@ class BulkFold:
                ) -> Iterator[Part]:
         index: list[tuple[str, int]] = []
         add = index.append
+        stretch_lines = fold.STRETCH_LINES  # stream entries a part holds at most
         decode = self.catalog.decode
         plans = self.plans
         seq, prev = folded.head
@@ -154,7 +169,7 @@ class BulkFold:
                 since_part += count
                 count = 0
                 if (sum(map(len, self.states.values())) > BOUND
-                        or since_part >= STRETCH_LINES):
+                        or since_part >= stretch_lines):
                     since_part = 0
                     folded.head = Checkpoint(*done)
                     yield self._part(KEEP), index

@@ -196,13 +196,6 @@ class Fold:
         (their commit's transaction). `folded.head`: the head so far (the first stretch
         starts after it)."""
         views = list(views)
-        if not present and not any(since.values()) and set(self.projections) <= set(views):
-            # Every view (and the stream index) made anew: the full replay's own fold.
-            from uwf.engine.bulkfold import BulkFold  # it builds on this module
-
-            yield from BulkFold(self.views, self.projections, self.catalog, self.over,
-                                self.routes).parts(lines, folded)
-            return
         # Recent states, written already: most are wanted again soon (a run's events
         # are near each other). At most KNOWN of them, the oldest let go first.
         known: dict[Key, Any] = {}

@@ -28,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from uwf.engine.bulkfold import PlannedFold
 from uwf.engine.clock import Clock, format_ts
 from uwf.engine.events import (
     FORMAT_VERSION,
@@ -40,7 +41,7 @@ from uwf.engine.events import (
     digest,
     encode_line,
 )
-from uwf.engine.fold import NOTHING, Fold, Folded, Key, Progress, Projection
+from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
@@ -166,7 +167,7 @@ class Journal:
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
-        self.fold = Fold(views, self.projections, catalog)
+        self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
 
