@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from hashlib import sha256
 from typing import Any
 
 from uwf.engine import fold
@@ -111,6 +110,7 @@ class BulkFold:
         index: list[tuple[str, int]] = []
         add = index.append
         stretch_lines = fold.STRETCH_LINES  # stream entries a part holds at most
+        from hashlib import sha256  # OpenSSL's: loaded by a replay, not by every command
         decode = self.catalog.decode
         plans = self.plans
         seq, prev = folded.head
