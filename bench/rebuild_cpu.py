@@ -1,7 +1,8 @@
 """A full replay of all views, CPU per event: this checkout's code against a base commit's,
 alternating on the same store.
 
-    python bench/rebuild_cpu.py [--quick | --runs R] [--base REV] [--rounds N] [--dir DIR]
+    python bench/rebuild_cpu.py [--quick | --runs R] [--base REV] [--rounds N] [--floor]
+                                [--dir DIR]
 
 A store of the run mix `bench/runs.py` writes (170,000 runs, about 1,040,000 events;
 `--quick`: 17,000 runs, about 104,000). Each code (this checkout's `uwf/`, and `--base`'s,
@@ -10,7 +11,10 @@ code on `PYTHONPATH`: `Store.open(root)`, then `Journal.rebuild_views(snapshot=F
 (the whole log replayed into new views: every view and the stream index; no snapshot),
 timed by the child's `time.process_time()` around the replay alone, with its peak RSS.
 The two codes alternate, `--rounds` times, on the same store; the views file is
-deleted before each.
+deleted before each. `--floor`: then, in one more child of this checkout's code, each
+part of a replay measured alone on the same store (`bench/rebuild_floor.py`: reading,
+decoding and the chain; the fold; the rows; their inserts; the indexes; the stream
+index), beside the replay's median.
 
 Target (issue 30): >= 100,000 events per CPU-second for all views at 1,000,000 events,
 peak RSS <= 300 MiB.
@@ -90,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=170_000, help="runs (default 170,000)")
     parser.add_argument("--base", default="HEAD", help="the base commit (default HEAD)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--floor", action="store_true",
+                        help="then each part of a replay alone (bench/rebuild_floor.py)")
     add_common_args(parser)
     args = parser.parse_args(argv)
     runs = 17_000 if args.quick else args.runs
@@ -131,7 +137,36 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({events / mine:,.0f})")
     print(f"target peak RSS <= {RSS_TARGET_MIB} MiB: {verdict(peak <= RSS_TARGET_MIB)} "
           f"({peak:.0f} MiB)")
+    if args.floor:
+        show_floor(root, events, mine)
     return 0
+
+
+def show_floor(root: Path, events: int, replay: float) -> None:
+    """Each part of a replay alone (bench/rebuild_floor.py), this checkout's code, the
+    views the last round rebuilt read for the rows."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "rebuild_floor.py"),
+                             str(root.resolve())], cwd=REPO, capture_output=True, text=True,
+                            env=env_with(UWF_DURABILITY="none", PYTHONPATH=str(REPO)),
+                            check=False)
+    if result.returncode != 0:
+        sys.exit(f"bench: the floor failed: {result.stderr.strip()[-500:]}")
+    part = json.loads(result.stdout.strip().splitlines()[-1])
+    section(f"each part alone, this checkout ({part['rows']:,.0f} rows; end: {load()})")
+    fold, rows = part["fold"] - part["read"], part["fold + rows"] - part["fold"]
+    sql = part["inserts"] + part["indexes"] + part["streams"]
+    shown = [("read + decode + chain (the floor of any replay)", part["read"]),
+             ("the fold's own share (fold - read)", fold),
+             ("the rows' share (fold + rows - fold)", rows),
+             ("the rows' inserts alone (executemany)", part["inserts"]),
+             ("the indexes after, alone", part["indexes"]),
+             ("the stream index alone", part["streams"]),
+             ("the parts above together", part["read"] + fold + rows + sql),
+             ("the replay (median above)", replay)]
+    for label, seconds in shown:
+        print(f"  {label:50} {seconds:7.2f} CPU-s {seconds / events * 1e6:6.2f} µs/event")
+    print(f"  floor without the fold (read + rows + SQL): "
+          f"{events / (part['read'] + rows + sql):,.0f} events per CPU-second")
 
 
 if __name__ == "__main__":

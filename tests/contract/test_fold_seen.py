@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import Cli
 from tests.contract.test_fold_windows import busy_store, contents, rebuilt
-from uwf.engine import fold
+from uwf.engine import bulkfold, fold
 from uwf.store import Store
 
 
@@ -40,6 +40,11 @@ def test_a_fold_reads_back_only_what_it_wrote(cli: Cli, tmp_path: Path,
     # stretch needs is read back, or known to be absent.
     monkeypatch.setattr(fold, "WINDOW", window)
     monkeypatch.setattr(fold, "KNOWN", 0)
+    # The same for a full replay's own fold (uwf/engine/bulkfold.py): every state
+    # written, none kept, whenever more than `window` are held.
+    monkeypatch.setattr(bulkfold, "BOUND", window)
+    monkeypatch.setattr(bulkfold, "KEEP", 0)
+    monkeypatch.setattr(bulkfold, "CHECK_EVERY", 1)
     for first_read in (False, True):
         if first_read:
             shutil.rmtree(cli.home / "views")

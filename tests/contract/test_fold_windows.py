@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Cli, cli_on
 from tests.threadkit import make_kit
-from uwf.engine import fold
+from uwf.engine import bulkfold, fold
 from uwf.store import Store
 
 
@@ -73,6 +73,11 @@ def test_a_fold_in_stretches_leaves_the_views_a_whole_fold_does(
     whole = contents(rebuilt(Store.open(cli.home)))
     assert len(whole["queue"]) == 12
     monkeypatch.setattr(fold, "WINDOW", window)
+    # A full replay's own fold (uwf/engine/bulkfold.py) writes its oldest states past a
+    # bound, keeping some: here past `window` states, down to one.
+    monkeypatch.setattr(bulkfold, "BOUND", window)
+    monkeypatch.setattr(bulkfold, "KEEP", 1)
+    monkeypatch.setattr(bulkfold, "CHECK_EVERY", 1)
     assert contents(rebuilt(Store.open(cli.home))) == whole  # a rebuild
     shutil.rmtree(cli.home / "views")
     store = Store.open(cli.home)  # a first read of absent views
@@ -99,4 +104,6 @@ def test_a_fold_in_stretches_on_postgresql(cli: Cli, busy: Path, pg_url: str,
     server.close()
     whole = contents(store)
     monkeypatch.setattr(fold, "WINDOW", 3)
+    monkeypatch.setattr(bulkfold, "BOUND", 3)
+    monkeypatch.setattr(bulkfold, "CHECK_EVERY", 1)
     assert contents(rebuilt(Store.open(settings=settings))) == whole

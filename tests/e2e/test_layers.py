@@ -54,7 +54,7 @@ FEATURES = {
 }
 # A feature's pure model: these modules may import no service, no store, no config.
 MODEL = {"events", "projection", "steps", "rules", "decide", "routing", "terms", "results",
-         "order", "feature", "entry", "state"}
+         "order", "feature", "entry", "state", "planned"}
 # The commands, below the surfaces: their declarations' shape, their context, the one
 # invoker every surface calls (argument values in, a typed result or a refusal out).
 INVOKER = "invoker"

@@ -71,7 +71,20 @@ def test_a_rebuild_folds_each_thread_event_into_its_thread_once(
         calls.append(event.type)
         return original(self, state, event)
 
+    planned = ThreadsProjection.planned
+
+    def counted_plan(self: ThreadsProjection, event_type: str) -> Any:
+        made = planned(self, event_type)  # a full replay's fold of one type (planned.py)
+        if made is None:
+            return None
+
+        def fold(state: Any, event: Envelope) -> Any:
+            calls.append(event.type)
+            return made(state, event)
+        return fold
+
     monkeypatch.setattr(ThreadsProjection, "apply", counting)
+    monkeypatch.setattr(ThreadsProjection, "planned", counted_plan)
     store.journal.rebuild()
     thread_types = {t.type for t in THREAD_EVENTS}
     assert calls == [line for line in (store.journal.catalog.decode(raw.raw).type

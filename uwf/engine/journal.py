@@ -28,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from uwf.engine.bulkfold import PlannedFold
 from uwf.engine.clock import Clock, format_ts
 from uwf.engine.events import (
     FORMAT_VERSION,
@@ -40,7 +41,7 @@ from uwf.engine.events import (
     digest,
     encode_line,
 )
-from uwf.engine.fold import NOTHING, Fold, Folded, Key, Progress, Projection
+from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.rounds import Decide, Memory, write_round
@@ -170,7 +171,7 @@ class Journal:
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
-        self.fold = Fold(views, self.projections, catalog)
+        self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
 
@@ -488,8 +489,6 @@ class Journal:
         plain = msgspec.to_builtins(data)
         hidden = redact_value(plain, self.redact)
         return data if hidden == plain else msgspec.convert(hidden, type(data))
-
-    # -- folding ---------------------------------------------------------
 
     def _check_match(self, checkpoint: Checkpoint) -> None:
         if checkpoint.seq == 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -65,7 +65,12 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
     if not rows:
         return
     if isinstance(rows, NewRows) and not (spec.text and searched):
-        _insert_new(db, spec, rows)
+        _insert_tuples(db, spec, rows.inserts)  # spelled by the command, none stored
+        return
+    known_rows: Mapping[str, Row | None] | None = getattr(rows, "before", None)
+    if fresh or (known_rows is not None and len(known_rows) == len(rows)
+                 and not any(known_rows.values())):
+        _insert_new(db, spec, rows, searched=searched)  # none of them stored
         return
     name = spec.name
     columns = spec.columns
@@ -145,18 +150,33 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
                        "value) DO UPDATE SET n = n + excluded.n", moved)
 
 
+def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | None], *,
+                searched: bool) -> None:
+    """`write_rows` of rows none of which is stored (a new table's, a full replay's part,
+    entities a command makes): inserted, and counted, a column at a time."""
+    lower = ASCII_LOWER
+    inserts = [(key, row.value, *row.columns, row.text.translate(lower))
+               for key, row in rows.items() if row is not None]
+    if not inserts:
+        return
+    _insert_tuples(db, spec, inserts)
+    if spec.text and searched and fulltext.exists(db, spec.name):
+        db.executemany(f'INSERT INTO "f_{spec.name}" (rowid, text) SELECT rowid, text '
+                       f'FROM "v_{spec.name}" WHERE key = ?', [(row[0],) for row in inserts])
 
-def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: NewRows) -> None:
-    """`write_rows` of rows no view holds (`NewRows`): inserted as they come, and
-    counted; nothing read, updated or deleted."""
+
+def _insert_tuples(db: sqlite3.Connection, spec: ViewSpec,
+                   inserts: Sequence[tuple[Any, ...]]) -> None:
+    """Rows no view holds, as the tuples the table takes (key, value, columns, text):
+    inserted as they come, and counted; nothing read, updated or deleted."""
     names = "".join(f', "c_{column}"' for column in spec.columns)
     marks = ", ".join("?" * (len(spec.columns) + 3))
     db.executemany(f'INSERT INTO "v_{spec.name}" (key, value{names}, text) VALUES ({marks})',
-                   rows.inserts)
+                   inserts)
     spelled = _Spelled()
     moved: list[tuple[str, str, str, int]] = []
     for column in spec.counted:
-        values = list(map(itemgetter(2 + spec.columns.index(column)), rows.inserts))
+        values = list(map(itemgetter(2 + spec.columns.index(column)), inserts))
         # By type and value, as `_Spelled` (1 and True are one key, not one JSON).
         tally = Counter(zip(map(type, values), values, strict=True))
         moved.extend((spec.name, column, spelled(value), n) for (_, value), n in tally.items())

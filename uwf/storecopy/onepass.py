@@ -21,8 +21,9 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from uwf.audit.verify import Audit
+from uwf.engine.bulkfold import PlannedFold
 from uwf.engine.events import Envelope, EventCatalog
-from uwf.engine.fold import Fold, Folded, Key
+from uwf.engine.fold import Folded, Key
 from uwf.engine.log import GENESIS, Checkpoint, LogLine
 from uwf.engine.viewspec import STREAMS, Part, Row
 from uwf.errors import Corrupt
@@ -88,7 +89,7 @@ class OnePass:
         folded = Folded(GENESIS)
         # The rebuild's fold, given the envelope the audit decoded of each line.
         decoded = _Decoded(journal.catalog)
-        fold = Fold(self.dst.views, journal.projections, decoded)
+        fold = PlannedFold(self.dst.views, journal.projections, decoded)
         parts = self._kept(fold.parts(self._audited(lines, decoded), dict.fromkeys(names, 0),
                                       set(), names, folded))
         changes, streams = next(parts, ({}, []))

@@ -10,6 +10,7 @@ import msgspec
 from uwf.engine.events import Envelope
 from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
+from uwf.threads.planned import PLANNED, Evolve
 from uwf.threads.rules import THREAD_KINDS, evolve
 from uwf.threads.state import (
     FAILURE_MESSAGE_CHARS,
@@ -48,3 +49,8 @@ class ThreadsProjection(StructProjection):
 
     def apply(self, state: ThreadState | None, event: Envelope) -> ThreadState | None:
         return evolve(state, event)
+
+    def planned(self, event_type: str) -> Evolve | None:
+        """`apply` for events of one type, spelled out for a full replay (None: `apply`
+        itself): uwf/threads/planned.py."""
+        return PLANNED.get(event_type)

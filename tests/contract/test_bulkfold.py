@@ -1,0 +1,125 @@
+"""A full replay's own fold (uwf/engine/bulkfold.py: every view made anew, planned per
+event type, its states written in parts past a bound and read back when wanted again)
+leaves the views file a fold command by command leaves: every row with its columns,
+the kept counts and the stream index, on random logs that break the thread's table
+too (the planned folds leave those events to `evolve`)."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.contract.test_views import HASHES, T, U, event_data
+from uwf.engine import bulkfold
+from uwf.engine.events import EventData, NewEvent
+from uwf.engine.journal import Outcome
+from uwf.queue.events import SchedPolicySet
+from uwf.runs.events import RunArchived, RunRerunLinked, RunUnarchived
+from uwf.store import Store
+from uwf.threads.events import (
+    ThreadAnswered,
+    ThreadAsked,
+    ThreadBlocked,
+    ThreadEnded,
+    ThreadStarted,
+    ThreadStepFailed,
+    ThreadStepped,
+    ThreadStepStarted,
+    ThreadTimedOut,
+    Usage,
+)
+
+THREADS = st.sampled_from([T, U])
+STEPS = st.sampled_from(["s1", "s2"])
+# The events test_views draws, and those of questions, reruns, usage, archives, a policy.
+more_data: st.SearchStrategy[tuple[str, EventData]] = st.one_of(
+    event_data,
+    st.tuples(THREADS, st.builds(
+        lambda step, due: ThreadAsked(step, "planner", "why?", HASHES[0], due),
+        STEPS, st.one_of(st.none(), st.integers(0, 10)))),
+    st.tuples(THREADS, st.builds(lambda step: ThreadAnswered(step, HASHES[1], "me"), STEPS)),
+    st.tuples(THREADS, st.builds(lambda step: ThreadTimedOut(step, 5), STEPS)),
+    st.tuples(THREADS, st.builds(
+        lambda step, reused, tokens: ThreadStepped(
+            step, HASHES[2], "dev", "done", HASHES[0], reused,
+            None if tokens is None else Usage(tokens, 1, 0.5)),
+        STEPS, st.one_of(st.none(), st.just(HASHES[1])),
+        st.one_of(st.none(), st.integers(0, 9)))),
+    st.tuples(THREADS, st.builds(ThreadEnded, st.sampled_from(["end", "killed", "x"]))),
+    st.tuples(THREADS, st.builds(RunArchived, st.sampled_from(["", "old"]))),
+    st.tuples(THREADS, st.builds(RunUnarchived)),
+    st.tuples(THREADS, st.just(RunRerunLinked(T[7:], "/r", T[7:], 1))),
+    st.tuples(st.just("policy/sched"), st.builds(
+        lambda n: SchedPolicySet(n, 3, 1000, 10, 2.0, 100), st.integers(1, 4))),
+)
+
+
+def dumped(root: Path) -> dict[str, Any]:
+    """Every table of the views file but the checkpoints: its rows with every column
+    (in key order), the kept counts that are not 0, the stream index."""
+    db = sqlite3.connect(root / "views" / "views.sqlite3")
+    try:
+        found: dict[str, Any] = {}
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                   "AND (name LIKE 'v\\_%' ESCAPE '\\' OR name = 'streams')"):
+            found[table] = sorted(db.execute(f'SELECT * FROM "{table}"'), key=repr)
+        found["counts"] = sorted(db.execute("SELECT * FROM counts WHERE n <> 0"))
+        return found
+    finally:
+        db.close()
+
+
+START = (T, ThreadStarted(HASHES[0], "a", HASHES[1], "/r"))
+STEP_1 = (T, ThreadStepStarted("s1", "planner", "go", "mock", 5))
+# Logs the table refuses, which the planned folds leave to `evolve`: a result of a step
+# not in flight, a step's result while none runs, a block or a second start mid-step.
+REFUSED = [
+    [START, STEP_1, (T, ThreadStepFailed("s2", "planner", "exit", "boom"))],
+    [START, STEP_1, (T, ThreadStepped("s2", HASHES[2], "planner", "done", HASHES[0]))],
+    [START, (T, ThreadStepped("s1", HASHES[2], "planner", "done", HASHES[0]))],
+    [START, STEP_1, (T, ThreadBlocked("no-agent", "none", "dev")), STEP_1],
+    [START, (T, ThreadEnded("end")), STEP_1, (T, ThreadEnded("killed")), START],
+]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example([[event] for event in REFUSED[0]], 1, 0)
+@example([[event] for event in REFUSED[1]], 2, 1)
+@example([REFUSED[2]], 6, 0)
+@example([[event] for event in REFUSED[3]], 1, 1)
+@example([[event] for event in REFUSED[4]], 3, 0)
+@given(st.lists(st.lists(more_data, min_size=1, max_size=3), min_size=1, max_size=16),
+       st.integers(1, 6), st.integers(0, 3))
+def test_a_full_replay_leaves_the_rows_a_fold_command_by_command_leaves(
+        monkeypatch: pytest.MonkeyPatch, batches: list[list[tuple[str, EventData]]],
+        bound: int, keep: int) -> None:
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    with tempfile.TemporaryDirectory(prefix="uwf-bulkfold-") as scratch:
+        root = Path(scratch) / "s"
+        store = Store.open(root)
+        for batch in batches:
+            store.journal.write(lambda _views, b=batch: Outcome(  # type: ignore[misc]
+                [NewEvent(subject, data) for subject, data in b]))
+        store.close()
+        incremental = dumped(root)
+        # Parts past `bound` states (down to `keep`): states written, then read back.
+        with monkeypatch.context() as patched:
+            patched.setattr(bulkfold, "BOUND", bound)
+            patched.setattr(bulkfold, "KEEP", keep)
+            patched.setattr(bulkfold, "CHECK_EVERY", 1)
+            store = Store.open(root)
+            store.journal.rebuild_views(snapshot=False)
+            store.close()
+            assert dumped(root) == incremental
+        # And held whole (the bound never reached).
+        store = Store.open(root)
+        store.journal.rebuild_views(snapshot=False)
+        store.close()
+        assert dumped(root) == incremental

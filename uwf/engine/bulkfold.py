@@ -1,0 +1,221 @@
+"""A full replay's fold (a rebuild, a first read with no views): every view made anew,
+folded in memory as plain states, its rows written once, in parts only as memory needs.
+
+Where `Fold.apply` (uwf/engine/fold.py) serves every fold (a command's few events, a
+catch-up of some views, a view built alone) and asks per event and per view what to do,
+this fold knows: every view starts empty and takes every event. So it plans, once per
+event type, the views it goes to with each one's key and fold function (a projection
+may give one specialised for the type: `planned`; the `runs` view folds over the
+`threads` view's result: `extends`), and per event does only those calls, into one dict
+of states per view. No SQL runs per event: the states are written when the fold ends,
+as one part per view (its table made without secondary indexes, which the commit makes
+after the load: uwf/engine/viewrows.py). Memory stays flat in the log's length: when the
+states held pass BOUND, the oldest held (first folded) of each view are written, down
+to KEEP, as a part of their own; a state wanted again after it was written is read back
+from the views being written (a filter of fixed size, `Seen`, says which keys may have
+been), and its row is then updated, not inserted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from uwf.engine import fold
+from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
+from uwf.engine.fold import Fold, Folded, Key, Projection, Seen
+from uwf.engine.gcpause import paused
+from uwf.engine.log import Checkpoint, LogLine
+from uwf.engine.viewspec import Part, Row, Rows, ViewStore
+from uwf.errors import Corrupt
+
+BOUND = 30_000  # states held, all views together, before the oldest are written ...
+KEEP = 10_000  # ... down to this many
+CHECK_EVERY = 1_024  # events between two looks at how many states are held
+
+Apply = Callable[[Any, Envelope], Any]
+Over = Callable[[Any, Envelope, Any], Any]
+# What an event of one type does to one view: the view's states, its name, the key
+# function, its fold, its fold over a base's new state (and that base's name), and
+# whether it is itself a base.
+_Step = tuple[dict[str, Any], str, Callable[[Envelope], str], Apply, Over | None,
+              str | None, bool]
+_ABSENT: Any = object()
+
+
+def planned(projection: Projection, event_type: str) -> Apply:
+    """The projection's fold for events of `event_type`: its `planned` one when it gives
+    one (specialised for the type, the same states as `apply`), else `apply`."""
+    plan = getattr(projection, "planned", None)
+    made: Apply | None = None if plan is None else plan(event_type)
+    return projection.apply if made is None else made
+
+
+class PlannedFold(Fold):
+    """A store's `Fold` whose full replays (every view and the stream index made anew:
+    nothing present, nothing folded yet) take `BulkFold`; every other fold is `Fold`'s."""
+
+    def parts(self, lines: Iterator[LogLine], since: Mapping[str, int], present: set[str],
+              views: Iterable[str], folded: Folded) -> Iterator[Part]:
+        views = list(views)
+        if present or any(since.values()) or not set(self.projections) <= set(views):
+            return super().parts(lines, since, present, views, folded)
+        return BulkFold(self.views, self.projections, self.catalog, self.over,
+                        self.routes).parts(lines, folded)
+
+
+class BulkFold:
+    """One full replay of a store's projections (and the stream index) into new views."""
+
+    def __init__(self, views: ViewStore, projections: Mapping[str, Projection],
+                 catalog: EventCatalog, over: Mapping[str, tuple[str, Over]],
+                 routes: Mapping[str, list[Projection]]) -> None:
+        self.views = views
+        self.projections = projections
+        self.catalog = catalog
+        self.states: dict[str, dict[str, Any]] = {name: {} for name in projections}
+        bases = {base for base, _ in over.values()}
+        self.plans: dict[str, tuple[_Step, ...]] = {}
+        for event_type, routed in routes.items():
+            steps: list[_Step] = []
+            for projection in routed:  # a base before the views folded over it
+                name = projection.name
+                base, over_fold = over.get(name, (None, None))
+                if over_fold is not None:
+                    plan_over = getattr(projection, "planned_over", None)
+                    over_fold = (plan_over and plan_over(event_type)) or over_fold
+                steps.append((self.states[name], name, projection.key,
+                              planned(projection, event_type), over_fold, base,
+                              name in bases))
+            self.plans[event_type] = tuple(steps)
+        # Rows the views hold for states read back (a part updates them), by view.
+        self.stored: dict[str, dict[str, Row | None]] = {name: {} for name in projections}
+        self.seen = Seen(projections)
+        self.written = False  # whether a part was written (then a key may be read back)
+
+    def parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool = True
+              ) -> Iterator[Part]:
+        """Fold `lines` (the whole log, from its first line) and give the rows as parts:
+        the oldest states whenever more than BOUND are held, the rest at the end; each
+        with the stream entries folded since the part before (none when not `streams`).
+        `folded.head`: the last complete batch's checkpoint, as each part is given.
+        The cyclic collector is held off meanwhile (states and rows hold no cycles, and
+        its walks over every state held cost as much as making the rows)."""
+        with paused():
+            yield from self._parts(lines, folded, streams=streams)
+
+    def _parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool
+               ) -> Iterator[Part]:
+        index: list[tuple[str, int]] = []
+        add = index.append
+        stretch_lines = fold.STRETCH_LINES  # stream entries a part holds at most
+        from hashlib import sha256  # OpenSSL's: loaded by a replay, not by every command
+        decode = self.catalog.decode
+        plans = self.plans
+        seq, prev = folded.head
+        pending: list[Envelope] = []
+        done: tuple[int, str] = folded.head
+        count = 0
+        since_part = 0
+        for line in lines:
+            raw = line.raw
+            envelope = decode(raw)
+            if envelope.seq != seq + 1:
+                raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
+                              "run `uwf log verify`")
+            if envelope.prev != prev:
+                raise Corrupt(f"log chain broken at seq {envelope.seq} in {line.where}",
+                              "run `uwf log verify`")
+            if envelope.type == "store.created" and envelope.data.format > FORMAT_VERSION:
+                raise Corrupt(
+                    f"store format {envelope.data.format} is newer than this uwf supports "
+                    f"({FORMAT_VERSION})", "upgrade uwf")
+            prev = sha256(raw).hexdigest()[:32]
+            seq = envelope.seq
+            k, n = envelope.batch
+            batch: list[Envelope] | tuple[Envelope]
+            if k == n and not pending:
+                batch = (envelope,)
+            else:
+                pending.append(envelope)
+                if k != n:
+                    continue
+                batch, pending = pending, []
+            for event in batch:
+                plan = plans.get(event.type)
+                if plan is not None:
+                    bases: dict[str, tuple[str, Any]] | None = None
+                    for states, name, key_of, apply, over, base, is_base in plan:
+                        key = key_of(event)
+                        state = states.get(key, _ABSENT)
+                        if state is _ABSENT:
+                            state = self._missing(name, key)
+                        if over is not None and bases is not None:
+                            folded_base = bases.get(base)  # type: ignore[arg-type]
+                            if folded_base is not None and folded_base[0] == key:
+                                states[key] = over(state, event, folded_base[1])
+                                continue
+                        states[key] = new = apply(state, event)
+                        if is_base:
+                            if bases is None:
+                                bases = {}
+                            bases[name] = (key, new)
+                if streams:
+                    add((event.subject, event.seq))
+            done = seq, prev  # the last complete batch's end
+            count += len(batch)
+            if count >= CHECK_EVERY:
+                since_part += count
+                count = 0
+                if (sum(map(len, self.states.values())) > BOUND
+                        or since_part >= stretch_lines):
+                    since_part = 0
+                    folded.head = Checkpoint(*done)
+                    yield self._part(KEEP), index
+                    index = []
+                    add = index.append
+        if done[0]:
+            folded.head = Checkpoint(*done)
+            yield self._part(0), index
+
+    def _missing(self, name: str, key: str) -> Any:
+        """The state of a key not held: None, unless a part wrote it (read back)."""
+        if not self.written or not self.seen.may_hold((name, key)):
+            return None
+        raw = self.views.load(name, key)
+        if raw is None:
+            return None
+        projection = self.projections[name]
+        state = projection.decode(raw)
+        self.stored[name][key] = projection.row(state)
+        return state
+
+    def _part(self, keep: int) -> dict[str, Rows]:
+        """The rows of the oldest states held, all but about `keep` of them (each view
+        keeps its share), let go once given; a view's rows as `Rows` whose `before` says
+        what the views hold of each (nothing, but for states read back)."""
+        held = sum(map(len, self.states.values()))
+        changes: dict[str, Rows] = {}
+        written: list[Key] = []
+        for name, states in self.states.items():
+            if not states:
+                changes[name] = Rows({}, {})
+                continue
+            out = len(states) if keep == 0 else max(0, len(states) - len(states) * keep // held)
+            row = self.projections[name].row
+            stored = self.stored[name]
+            rows: dict[str, Row | None] = {}
+            before: dict[str, Row | None] = {}
+            for key in list(itertools.islice(states, out)):
+                state = states.pop(key)
+                was = stored.pop(key, None)
+                if state is None and was is None:
+                    continue  # never written, gone again
+                rows[key] = None if state is None else row(state)
+                before[key] = was
+                written.append((name, key))
+            changes[name] = Rows(rows, before)
+        self.seen.add(written)
+        self.written = True
+        return changes
