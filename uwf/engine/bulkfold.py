@@ -23,12 +23,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from uwf.engine import fold
-from uwf.engine.events import FORMAT_VERSION, Envelope, EventCatalog
-from uwf.engine.fold import Fold, Folded, Key, Projection, Seen
+from uwf.engine.events import Envelope, EventCatalog
+from uwf.engine.fold import CREATED, Fold, Folded, Key, Projection, Seen, refuse_next
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.viewspec import Part, Row, Rows, ViewStore
-from uwf.errors import Corrupt
 
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
@@ -121,16 +120,8 @@ class BulkFold:
         for line in lines:
             raw = line.raw
             envelope = decode(raw)
-            if envelope.seq != seq + 1:
-                raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.prev != prev:
-                raise Corrupt(f"log chain broken at seq {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.type == "store.created" and envelope.data.format > FORMAT_VERSION:
-                raise Corrupt(
-                    f"store format {envelope.data.format} is newer than this uwf supports "
-                    f"({FORMAT_VERSION})", "upgrade uwf")
+            if envelope.seq != seq + 1 or envelope.prev != prev or envelope.type == CREATED:
+                refuse_next(envelope, seq, prev, line.where)
             prev = sha256(raw).hexdigest()[:32]
             seq = envelope.seq
             k, n = envelope.batch

@@ -71,6 +71,24 @@ Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 10_000
 
 
+CREATED = "store.created"
+
+
+def refuse_next(envelope: Envelope, seq: int, prev: str, where: str) -> None:
+    """Refuse the line a replay reads after (`seq`, `prev`) when it does not follow them
+    in the chain, or is a store's creation in a format newer than this uwf's (a replay's
+    loop calls this only for a line its own inline test says may be refused)."""
+    if envelope.seq != seq + 1:
+        raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {where}",
+                      "run `uwf log verify`")
+    if envelope.prev != prev:
+        raise Corrupt(f"log chain broken at seq {envelope.seq} in {where}",
+                      "run `uwf log verify`")
+    if envelope.type == CREATED and envelope.data.format > FORMAT_VERSION:
+        raise Corrupt(f"store format {envelope.data.format} is newer than this uwf supports "
+                      f"({FORMAT_VERSION})", "upgrade uwf")
+
+
 class Projection(Protocol):
     """A pure fold of events into entity states (each feature's `projection.py`)."""
 
@@ -155,16 +173,8 @@ class Fold:
         from hashlib import sha256  # `digest`, inlined: this loop is the rebuild's hot path
         for line in lines:
             envelope = decode(line.raw)
-            if envelope.seq != seq + 1:
-                raise Corrupt(f"log seq jumps from {seq} to {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.prev != prev:
-                raise Corrupt(f"log chain broken at seq {envelope.seq} in {line.where}",
-                              "run `uwf log verify`")
-            if envelope.type == "store.created" and envelope.data.format > FORMAT_VERSION:
-                raise Corrupt(
-                    f"store format {envelope.data.format} is newer than this uwf supports "
-                    f"({FORMAT_VERSION})", "upgrade uwf")
+            if envelope.seq != seq + 1 or envelope.prev != prev or envelope.type == CREATED:
+                refuse_next(envelope, seq, prev, line.where)
             prev = sha256(line.raw).hexdigest()[:32]
             seq = envelope.seq
             k, n = envelope.batch
