@@ -20,15 +20,23 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
-from uwf.threads.rules import _last_failure, evolve
+from uwf.threads.rules import TRANSITIONS, _last_failure, evolve
 from uwf.threads.state import InFlight, ThreadState
 
 Evolve = Callable[[ThreadState | None, Envelope], ThreadState | None]
 _replace = msgspec.structs.replace
 
 
-# The states a step may start from (and a thread be blocked in: `_blocked`).
-_STARTS = frozenset({"idle", "blocked"})
+def _from(kind: str) -> frozenset[str | None]:
+    """The states the table lets `kind` follow."""
+    return frozenset(state for state, allowed in TRANSITIONS.items() if kind in allowed)
+
+
+# The states a step may start from, a thread be blocked in, end in, be killed in.
+_STARTS = _from("step_started")
+_BLOCKS = _from("blocked")
+_ENDS = _from("ended")
+_KILLS = _from("killed")
 
 
 def _step_started(state: ThreadState | None, event: Envelope) -> ThreadState | None:
@@ -67,11 +75,6 @@ def _step_failed(state: ThreadState | None, event: Envelope) -> ThreadState | No
                     last_failure=_last_failure(data, event.ts), failures=state.failures + 1)
 
 
-# `thread.ended` (reason `end`: ended; any other: killed): the states each may follow.
-_ENDS = frozenset({"idle", "blocked"})
-_KILLS = frozenset({"idle", "running", "waiting", "blocked"})
-
-
 def _ended(state: ThreadState | None, event: Envelope) -> ThreadState | None:
     data: ThreadEnded = event.data
     if state is None:
@@ -85,7 +88,7 @@ def _ended(state: ThreadState | None, event: Envelope) -> ThreadState | None:
 
 def _blocked(state: ThreadState | None, event: Envelope) -> ThreadState | None:
     if (state is None or state.in_flight is not None
-            or state.state not in _STARTS):
+            or state.state not in _BLOCKS):
         return evolve(state, event)
     data: ThreadBlocked = event.data
     return _replace(state, updated_at=event.ts, state="blocked", in_flight=None,
