@@ -44,7 +44,7 @@ from uwf.engine.events import (
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
-from uwf.engine.rounds import Decide, Memory, write_round
+from uwf.engine.rounds import Decide, Memory, enter, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
@@ -374,21 +374,7 @@ class Journal:
             if done is not None:
                 return done[0]  # type: ignore[no-any-return]
         with self.log.exclusive() as session:
-            checkpoints = self.views.checkpoints()
-            tail = session.tail()
-            current = tail is not None and len(checkpoints) == len(self._folded) and all(
-                checkpoint == tail for checkpoint in checkpoints.values())
-            if not current:
-                # Views fold only acknowledged lines; if the log lost one of them, the
-                # tail is evidence, not a torn write: refuse before recovery cuts it.
-                for checkpoint in set(checkpoints.values()):
-                    self._check_match(checkpoint)
-            head, repairs = session.recover()
-            if not current:
-                head = self.refresh()
-            for repair in repairs:  # each recorded once, alone in its batch
-                head, _ = self._append(session, head, [NewEvent("store", repair)],
-                                       self.clock())
+            head = enter(self, session, session.tail())
             if expected:  # nothing can move now: a version seen here is the log's
                 self._streams.check(self.views.checkpoints().get(STREAMS, GENESIS), expected)
             now = self.clock()

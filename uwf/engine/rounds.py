@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from uwf.engine.events import FORMAT_VERSION, NewEvent, StoreCreated, digest
+from uwf.engine.events import FORMAT_VERSION, LogRepaired, NewEvent, StoreCreated, digest
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
 from uwf.engine.viewspec import Row
@@ -209,19 +209,33 @@ def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoin
         # and the memory, not the views, is what the round decides on (their commit
         # is a compare-and-set: a reader that folded meanwhile is let be). A torn
         # line after it is still cut and recorded, as every writer does.
-        head, repairs = session.recover()
-    else:
-        checkpoints = journal.views.checkpoints()
-        current = tail is not None and len(checkpoints) == len(journal._folded) and all(
-            checkpoint == tail for checkpoint in checkpoints.values())
-        memory.unsaved = None  # the log moved under it: the views catch up from it
-        memory.settle()
-        if not current:
-            for checkpoint in set(checkpoints.values()):
-                journal._check_match(checkpoint)
-        head, repairs = session.recover()
-        if not current:
-            head = journal.refresh()
-    for repair in repairs:  # each recorded once, alone in its batch
+        return _recorded(journal, session, *session.recover())
+    memory.unsaved = None  # the log moved under it: the views catch up from it
+    memory.settle()
+    return enter(journal, session, tail)
+
+
+def enter(journal: Journal, session: LogSession, tail: Checkpoint | None) -> Checkpoint:
+    """The write protocol's entry, in the exclusive section (`Journal.write_at` and a
+    round): the log's head, the views caught up with it, a torn tail cut and recorded.
+    `tail` is the session's: when every view's checkpoint is it, nothing is read."""
+    checkpoints = journal.views.checkpoints()
+    current = tail is not None and len(checkpoints) == len(journal._folded) and all(
+        checkpoint == tail for checkpoint in checkpoints.values())
+    if not current:
+        # Views fold only acknowledged lines; if the log lost one of them, the tail is
+        # evidence, not a torn write: refuse before recovery cuts it.
+        for checkpoint in set(checkpoints.values()):
+            journal._check_match(checkpoint)
+    head, repairs = session.recover()
+    if not current:
+        head = journal.refresh()
+    return _recorded(journal, session, head, repairs)
+
+
+def _recorded(journal: Journal, session: LogSession, head: Checkpoint,
+              repairs: Sequence[LogRepaired]) -> Checkpoint:
+    """The head after each repair `recover` made is recorded, alone in its batch."""
+    for repair in repairs:
         head, _ = journal._append(session, head, [NewEvent("store", repair)], journal.clock())
     return head
