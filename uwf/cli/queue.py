@@ -46,7 +46,8 @@ def _subscribe(args: QueueSubscribe, ctx: Context) -> Iterator[str]:
     def notice(line: str) -> None:
         sys.stderr.write(one_line(f"uwf: {line}") + "\n")
 
-    for taken in messages.subscribe(ctx.store, args.id, follow=args.follow, wait=args.wait,
+    for taken in messages.subscribe(ctx.store, args.id, ctx.store.settings.environ,
+                                    follow=args.follow, wait=args.wait,
                                     timeout=args.timeout, notice=notice):
         if isinstance(taken, messages.Refused):
             sys.stderr.write(one_line(f"uwf: refused a message on {taken.topic}: "

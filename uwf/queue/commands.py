@@ -216,6 +216,16 @@ class SchedReclaim(Args, frozen=True, kw_only=True):
 
 # -- queue -------------------------------------------------------------------------------
 
+def repo_of(path: str | None, store: Store) -> str | None:
+    """A `--repo` filter's repo top level, resolved here, at the edge, with the
+    command's own settings (a relative path is the command's working folder's)."""
+    if path is None:
+        return None
+    from uwf.config.repo import find_repo
+
+    return find_repo(path, store.settings)
+
+
 def add(args: QueueAdd, store: Store) -> EntryAdded | BatchAdded | Plain:
     """Queue one entry (or every line of `--batch`); with `--quiet` only the ids."""
     from uwf.errors import UsageError
@@ -254,21 +264,22 @@ def publish(args: QueuePublish, store: Store) -> Published:
         if args.event is not None:
             raise UsageError("--resend sends what is recorded; it takes no --event",
                              "give either --event JSON or --resend")
-        return messages.resend(store, args.id, timeout=args.timeout)
+        return messages.resend(store, args.id, store.settings.environ, timeout=args.timeout)
     if args.event is None:
         raise UsageError("give the event to publish with --event JSON", "or give --resend")
     try:
         event = json.loads(args.event)
     except ValueError as exc:
         raise UsageError(f"--event is not JSON: {exc}", "give a JSON value") from None
-    return messages.publish(store, args.id, event, timeout=args.timeout)
+    return messages.publish(store, args.id, event, store.settings.environ,
+                            timeout=args.timeout)
 
 
 def list_entries(args: QueueList, store: Store) -> EntryPage:
     """Entries in queue order, filtered, a page of them."""
     from uwf.queue import service as queue
 
-    return queue.list_entries(store, args.status, args.repo, args.session,
+    return queue.list_entries(store, args.status, repo_of(args.repo, store), args.session,
                               limit=args.limit, offset=args.offset)
 
 
@@ -290,7 +301,7 @@ def drain(args: QueueDrain, store: Store) -> Drained:
     """Mark the next ready entries drained and return them."""
     from uwf.queue import service as queue
 
-    return queue.drain(store, args.limit, args.repo)
+    return queue.drain(store, args.limit, repo_of(args.repo, store))
 
 
 def pick(args: QueuePick, store: Store) -> str:

@@ -55,9 +55,10 @@ def message(entry: QueueEntry, seq: int, ts: str, event: Any) -> bytes:
                        "event": event}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def publish(store: Store, entry_id: str, event: Any, *,
+def publish(store: Store, entry_id: str, event: Any, environ: Mapping[str, str], *,
             timeout: float = CONNECT_TIMEOUT_S) -> Published:
-    """Record the job's next event, then send it (after any whose delivery failed)."""
+    """Record the job's next event, then send it (after any whose delivery failed;
+    the broker's password, if any, from `environ`: the command's)."""
     subject = f"queue/{entry_id}"
 
     def decide(views: Views, now: int) -> Outcome[tuple[QueueEntry, int, str]]:
@@ -70,7 +71,7 @@ def publish(store: Store, entry_id: str, event: Any, *,
     entry, seq, ts = store.journal.write_at(decide)
     pending = _undelivered(store, entry)
     try:
-        send(store.settings.environ, entry, [*pending, (seq, ts, event)], timeout)
+        send(environ, entry, [*pending, (seq, ts, event)], timeout)
     except BrokerUnavailable as exc:
         failed = QueueDeliveryFailed(seq=seq, error=exc.what)
         store.journal.write(lambda views: Outcome([NewEvent(subject, failed)]))
@@ -84,12 +85,13 @@ def publish(store: Store, entry_id: str, event: Any, *,
     return Published(id=entry_id, seq=seq, topic=entry.topic, resent=resent)
 
 
-def resend(store: Store, entry_id: str, *, timeout: float = CONNECT_TIMEOUT_S) -> Published:
+def resend(store: Store, entry_id: str, environ: Mapping[str, str], *,
+           timeout: float = CONNECT_TIMEOUT_S) -> Published:
     """Send the job's events whose delivery failed, oldest first."""
     entry = _job(store.read(), entry_id)
     pending = _undelivered(store, entry)
     if pending:
-        send(store.settings.environ, entry, pending, timeout)
+        send(environ, entry, pending, timeout)
         resent = [number for number, _, _ in pending]
         store.journal.write(lambda views: Outcome([NewEvent(f"queue/{entry_id}",
                                                             QueueDelivered(seqs=resent))]))
@@ -131,7 +133,8 @@ class Refused:
     why: str
 
 
-def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float = 2.0,
+def subscribe(store: Store, entry_id: str, environ: Mapping[str, str], *,
+              follow: bool = False, wait: float = 2.0,
               stopped: Callable[[], bool] = lambda: False,
               timeout: float = CONNECT_TIMEOUT_S,
               notice: Callable[[str], None] = lambda line: None,
@@ -145,7 +148,7 @@ def subscribe(store: Store, entry_id: str, *, follow: bool = False, wait: float 
     tried again until it answers, said once through `notice`."""
     entry = _job(store.read(), entry_id)
     assert entry.broker is not None
-    connection = _connected(store.settings.environ, entry, timeout, retry=follow,
+    connection = _connected(environ, entry, timeout, retry=follow,
                             stopped=stopped, notice=notice)
     if connection is None:
         return

@@ -24,7 +24,6 @@ from uwf.config.inputfile import (
     shown,
 )
 from uwf.config.repo import find_repo
-from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.gcpause import paused
@@ -360,13 +359,15 @@ def _live_with_key(views: Views, key: str) -> str | None:
 
 # -- reads -------------------------------------------------------------------------
 
-def where_terms(settings: Settings, status: str | None = None, repo: str | None = None,
+def where_terms(status: str | None = None, repo: str | None = None,
                 session: str | None = None) -> list[tuple[str, str, Any]]:
+    """The filters of a listing; `repo` is a repo's top level, resolved at the edge
+    (`commands.repo_of`)."""
     where: list[tuple[str, str, Any]] = []
     if status is not None:
         where.append(("status", "=", canonical_status(status)))
     if repo is not None:
-        where.append(("repo", "=", find_repo(repo, settings)))
+        where.append(("repo", "=", repo))
     if session is not None:
         where.append(("session", "=", session))
     return where
@@ -377,7 +378,7 @@ def list_entries(store: Store, status: str | None = None, repo: str | None = Non
                  ) -> EntryPage:
     """Entries in queue order, filtered; `total` is how many the filters select."""
     views = store.read()
-    query = Query("queue", tuple(where_terms(store.settings, status, repo, session)), None,
+    query = Query("queue", tuple(where_terms(status, repo, session)), None,
                   QUEUE_ORDER, limit, offset)
     entries = [record(entry) for entry in views.query(query)]
     return EntryPage(total=views.count(query), limit=limit, offset=offset, entries=entries)
@@ -392,7 +393,7 @@ def show(store: Store, entry_id: str) -> EntryRecord:
 def drain(store: Store, limit: int | None = None, repo: str | None = None) -> Drained:
     """Mark the next ready entries drained and return them: no policy (the host runs
     them); entries waiting out a backoff are ready too."""
-    where = tuple(where_terms(store.settings, "ready", repo))
+    where = tuple(where_terms("ready", repo))
 
     def decide(views: Views) -> Outcome[list[QueueEntry]]:
         chosen = decider.drain(views.query(Query("queue", where, None, QUEUE_ORDER, limit)))

@@ -13,8 +13,7 @@ class Anchors:
     events, named by their seq (`<seq, 20 digits>.json`). The key is read and the
     folder made at once, so a worker with a bad key leases nothing."""
 
-    def __init__(self, store: Store, folder: Path, every: int, key_path: Path | None
-                 ) -> None:
+    def __init__(self, store: Store, folder: Path, every: int, key_path: Path) -> None:
         from uwf.audit import anchor
 
         if every < 1:
@@ -22,8 +21,7 @@ class Anchors:
         self.store = store
         self.folder = folder
         self.every = every
-        self.key = anchor.load_private_key(
-            key_path or anchor.default_key_path(store.settings.environ))
+        self.key = anchor.load_private_key(key_path)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -62,10 +62,18 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
         raise UsageError("--anchor-every and --anchor-key go with --anchors DIR",
                          "add --anchors DIR")
     where = store.settings.path
+    key = None
+    if args.anchor_key is not None:
+        key = where(args.anchor_key)
+    elif args.anchors is not None:
+        from uwf.audit.anchor import default_key_path
+
+        key = default_key_path(store.settings.environ)
     options = WorkerOptions(args.session, args.concurrency, args.once, args.poll,
-                            archive=args.archive, anchors=args.anchors
-                            and str(where(args.anchors)),
+                            archive=args.archive and str(where(args.archive)),
+                            anchors=args.anchors and str(where(args.anchors)),
                             anchor_every=args.anchor_every or DEFAULT_ANCHOR_EVERY,
-                            anchor_key=where(args.anchor_key) if args.anchor_key else None,
+                            anchor_key=key,
                             allow_entry_commands=args.allow_entry_commands)
-    return Worker(store, load_config(store.settings.config_path), options)
+    return Worker(store, load_config(store.settings.config_path), options,
+                  store.settings.environ)

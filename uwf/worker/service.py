@@ -35,7 +35,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +75,7 @@ class WorkerOptions:
     archive: str | None = None  # an archive folder synced at start and after each entry
     anchors: str | None = None  # a folder of anchors (uwf log anchor), one per anchor_every
     anchor_every: int = DEFAULT_ANCHOR_EVERY  # events the log grows by between two anchors
-    anchor_key: Path | None = None  # the signing key (None: the default key path)
+    anchor_key: Path | None = None  # the signing key (given with `anchors`)
     # Run an entry's `agent` that is a command line rather than an alias of the config.
     allow_entry_commands: bool = False
 
@@ -168,13 +168,15 @@ class _Held:
 class Worker:
     """Leases entries and runs them; `results()` yields each one's outcome as it ends."""
 
-    def __init__(self, store: Store, config: Config, options: WorkerOptions, *,
+    def __init__(self, store: Store, config: Config, options: WorkerOptions,
+                 environ: Mapping[str, str], *,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
         self.config = config
         self.options = options
+        self.environ = environ  # the command's: a job's broker password is read from it
         self.monotonic = monotonic
         self._stop = threading.Event()
         self._done: queue.Queue[EntryResult] = queue.Queue()
@@ -183,9 +185,12 @@ class Worker:
         # the loop's own thread, so one sync runs at a time.
         self._archive = (Archive(store, options.archive) if options.archive is not None
                          else None)
+        if options.anchors is not None and options.anchor_key is None:
+            raise ValueError("anchors need anchor_key, the signing key's path")
         self._anchors = (Anchors(store, Path(options.anchors), options.anchor_every,
                                   options.anchor_key)
-                         if options.anchors is not None else None)
+                         if options.anchors is not None and options.anchor_key is not None
+                         else None)
 
     def stop(self) -> None:
         """Ask the loop to stop: safe from a signal handler (it only sets a flag)."""
@@ -362,7 +367,7 @@ class Worker:
             asked = get_thread(self.store.read(), entry.run).asked
             event["question"] = None if asked is None else asked.question
         try:
-            messages.publish(self.store, held.entry_id, event)
+            messages.publish(self.store, held.entry_id, event, self.environ)
         except UwfError as exc:
             held.publish_error = held.publish_error or exc.what
 
