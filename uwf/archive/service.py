@@ -64,6 +64,7 @@ from uwf.archive.lines import (
     summary,
 )
 from uwf.archive.results import Synced
+from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
 from uwf.engine.fold import PROGRESS_EVERY, Progress
 from uwf.engine.log import Checkpoint
@@ -118,9 +119,13 @@ class Archive:
     """One archive folder and the runs a sync has read (kept between the syncs of
     `follow`, re-read whenever a run's file is not the size it was)."""
 
-    def __init__(self, store: Store, directory: str | Path, *, create: bool = True) -> None:
+    def __init__(self, store: Store, directory: str | Path, *, create: bool = True,
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> None:
+        """`directory` as the command resolved it (`commands.folder`); `lock_timeout`
+        the command's wait for the archive's lock."""
         self.store = store
-        self.path = check_root(directory, create=create, where=store.settings.path)
+        self.path = check_root(directory, create=create, where=Path)
+        self.lock_timeout = lock_timeout
         self._runs: dict[str, _Run] = {}
         self._root: Folder | None = None
         # What the checkpoint recorded of the open runs' transitions.jsonl: its inode,
@@ -148,8 +153,7 @@ class Archive:
         if run is not None:
             check_run_id(run)
             get_thread(self.store.read(), run)  # a bad id or an unknown run: nothing written
-        timeout = self.store.settings.lock_timeout
-        with self.root.lock(LOCK, timeout):
+        with self.root.lock(LOCK, self.lock_timeout):
             runs = self.root.folder(RUNS, create=True)
             assert runs is not None
             try:
@@ -437,12 +441,13 @@ class Archive:
 
 
 def sync(store: Store, directory: str | Path, run: str | None = None,
-         progress: Progress | None = None) -> Synced:
+         progress: Progress | None = None, *,
+         lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Synced:
     """Bring the archive at `directory` up to date with the log (one run with `run`);
     `progress` is told the events read of those to read."""
     if run is not None:
         check_run_id(run)
-    archive = Archive(store, directory)
+    archive = Archive(store, directory, lock_timeout=lock_timeout)
     try:
         return archive.sync(run, progress)
     finally:
@@ -451,11 +456,12 @@ def sync(store: Store, directory: str | Path, run: str | None = None,
 
 def follow(store: Store, directory: str | Path, run: str | None,
            stopped: Callable[[], bool], poll: float = DEFAULT_POLL, *,
-           progress: Progress | None = None) -> Iterator[Synced]:
+           progress: Progress | None = None,
+           lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Iterator[Synced]:
     """Sync, then sync again every `poll` seconds until `stopped()`: the first result,
     then each one that appended something; `progress` is told the first sync's (the
     catch-up's) events read."""
-    archive = Archive(store, directory)
+    archive = Archive(store, directory, lock_timeout=lock_timeout)
     try:
         yield archive.sync(run, progress)
         while not stopped():

@@ -67,6 +67,7 @@ from uwf.archive.runfiles import (
     row_digest,
     short_digest,
 )
+from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S
 from uwf.engine.events import Envelope, digest
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
@@ -446,12 +447,14 @@ class _Verifier:
         return [canonical_digest(self._reread(self._rows[i][3], SUMMARY)) for i in order]
 
 
-def verify(store: Store, directory: str | Path) -> ArchiveVerified:
-    """Check the archive at `directory`, naming every problem."""
-    path = check_root(directory, create=False, where=store.settings.path)
+def verify(store: Store, directory: str | Path, *,
+           lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> ArchiveVerified:
+    """Check the archive at `directory` (as the command resolved it), naming every
+    problem; `lock_timeout` is the wait for the archive's lock."""
+    path = check_root(directory, create=False, where=Path)
     root = Folder.root(path, durable=False, create=False)
     try:
-        with root.lock(LOCK, store.settings.lock_timeout, shared=True):
+        with root.lock(LOCK, lock_timeout, shared=True):
             return _Verifier(store, path, root).run()
     finally:
         root.close()

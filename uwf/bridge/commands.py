@@ -37,4 +37,4 @@ def mqtt_once(args: BridgeMqtt, store: Store) -> Bridged:
 
     return service.once(store, service.target(args.broker, args.prefix, args.qos,
                                               args.broker_password_env),
-                        timeout=args.timeout)
+                        store.settings.environ, timeout=args.timeout)

@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Protocol
@@ -327,6 +327,7 @@ def _wait(seconds: float, stopped: Callable[[], bool]) -> bool:
 class _Bridge:
     store: Store
     to: Target
+    environ: Mapping[str, str]  # the command's: the broker's password, if any, is in it
     timeout: float
     place: Place
     seq: int
@@ -338,8 +339,7 @@ class _Bridge:
         be reached; with it, attempts again after a short wait, said once by `notice`,
         until it answers (None: stopped meanwhile)."""
         def make() -> Connection:
-            return Connection(self.to.broker, self.store.settings.environ,
-                              timeout=self.timeout)
+            return Connection(self.to.broker, self.environ, timeout=self.timeout)
 
         if not retry:
             try:
@@ -430,22 +430,23 @@ def _never() -> bool:
     return False
 
 
-def _bridge(store: Store, to: Target, timeout: float, notice: Callable[[str], None],
-            stopped: Callable[[], bool]) -> _Bridge:
+def _bridge(store: Store, to: Target, environ: Mapping[str, str], timeout: float, *,
+            notice: Callable[[str], None], stopped: Callable[[], bool]) -> _Bridge:
     place: Place
     if store.root is not None:
-        place = FilePlace(state_path(store.root, to), to, store.settings.durable)
+        place = FilePlace(state_path(store.root, to), to, store.log.durable)
     elif store.database is not None:
         place = DatabasePlace(store.database, to)
     else:
         raise UsageError("the bridge keeps its place in the store, and a store in memory "
                          "does not last", "bridge a store folder or database")
-    return _Bridge(store, to, timeout, place, 0, notice, stopped)
+    return _Bridge(store, to, environ, timeout, place, 0, notice, stopped)
 
 
-def once(store: Store, to: Target, *, timeout: float) -> Bridged:
+def once(store: Store, to: Target, environ: Mapping[str, str], *, timeout: float
+         ) -> Bridged:
     """Publish every event after the last acknowledged seq, then stop: one result."""
-    bridge = _bridge(store, to, timeout, lambda text: None, _never)
+    bridge = _bridge(store, to, environ, timeout, notice=lambda text: None, stopped=_never)
     with bridge.place.held():
         bridge.seq = first = bridge.place.load(store.log)
         published = 0
@@ -456,12 +457,13 @@ def once(store: Store, to: Target, *, timeout: float) -> Bridged:
                        published=published, state=bridge.place.shown)
 
 
-def follow(store: Store, to: Target, *, timeout: float, stopped: Callable[[], bool],
-           notice: Callable[[str], None], poll: float = POLL_S) -> Iterator[Bridged]:
+def follow(store: Store, to: Target, environ: Mapping[str, str], *, timeout: float,
+           stopped: Callable[[], bool], notice: Callable[[str], None], poll: float = POLL_S
+           ) -> Iterator[Bridged]:
     """Publish every event after the last acknowledged seq, then each one appended, until
     `stopped()`: a result per chunk. A broker that is down or goes away is tried again
     (said once by `notice`) and nothing it did not acknowledge is skipped."""
-    bridge = _bridge(store, to, timeout, notice, stopped)
+    bridge = _bridge(store, to, environ, timeout, notice=notice, stopped=stopped)
     with bridge.place.held():
         bridge.seq = bridge.place.load(store.log)
         yield from bridge.chunks(follow=True, poll=poll)

@@ -40,8 +40,9 @@ def _sync(args: ArchiveSync, ctx: Context) -> Iterator[str]:
     if args.run is not None:
         check_run_id(args.run)
     with until_signalled() as stop:
-        for result in service.follow(ctx.store, args.dir, args.run, stop.is_set,
-                                     progress=bar):
+        for result in service.follow(ctx.store, archive.folder(args.dir, ctx.store), args.run,
+                                     stop.is_set, progress=bar,
+                                     lock_timeout=ctx.store.settings.lock_timeout):
             yield shown(result)
 
 

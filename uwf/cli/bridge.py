@@ -40,7 +40,8 @@ def _mqtt(args: BridgeMqtt, ctx: Context) -> Iterator[str]:
 
     to = service.target(args.broker, args.prefix, args.qos, args.broker_password_env)
     with until_signalled() as stop:
-        for result in service.follow(ctx.store, to, timeout=args.timeout,
+        for result in service.follow(ctx.store, to, ctx.store.settings.environ,
+                                     timeout=args.timeout,
                                      stopped=stop.is_set, notice=notice):
             yield _line(result) if human else json.dumps(to_payload(result),
                                                          ensure_ascii=False)

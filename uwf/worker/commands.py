@@ -71,6 +71,7 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
         key = default_key_path(store.settings.environ)
     options = WorkerOptions(args.session, args.concurrency, args.once, args.poll,
                             archive=args.archive and str(where(args.archive)),
+                            lock_timeout=store.settings.lock_timeout,
                             anchors=args.anchors and str(where(args.anchors)),
                             anchor_every=args.anchor_every or DEFAULT_ANCHOR_EVERY,
                             anchor_key=key,

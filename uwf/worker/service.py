@@ -42,6 +42,7 @@ from pathlib import Path
 from uwf.archive.service import Archive
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_MAX_STEPS
+from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S
 from uwf.errors import NotFound, NothingToDo, Rejected, StoreBusy, StoreUnavailable, UwfError
 from uwf.payload import UNSET
 from uwf.queue import sched, waiting
@@ -73,6 +74,7 @@ class WorkerOptions:
     poll_seconds: float = DEFAULT_POLL  # wait between lease attempts that found nothing
     max_steps: int = DEFAULT_MAX_STEPS  # steps per entry, as `thread run` (a loop ends)
     archive: str | None = None  # an archive folder synced at start and after each entry
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S  # the wait for the archive's lock
     anchors: str | None = None  # a folder of anchors (uwf log anchor), one per anchor_every
     anchor_every: int = DEFAULT_ANCHOR_EVERY  # events the log grows by between two anchors
     anchor_key: Path | None = None  # the signing key (given with `anchors`)
@@ -174,23 +176,22 @@ class Worker:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
-        self.config = config
-        self.options = options
-        self.environ = environ  # the command's: a job's broker password is read from it
+        self.config, self.options = config, options
+        self.environ = environ  # the command's: a job's broker password is in it
         self.monotonic = monotonic
         self._stop = threading.Event()
         self._done: queue.Queue[EntryResult] = queue.Queue()
         self._running: dict[str, tuple[_Held, threading.Thread]] = {}
         # Checked now (a bad folder is refused before anything is leased), synced by
         # the loop's own thread, so one sync runs at a time.
-        self._archive = (Archive(store, options.archive) if options.archive is not None
-                         else None)
-        if options.anchors is not None and options.anchor_key is None:
-            raise ValueError("anchors need anchor_key, the signing key's path")
-        self._anchors = (Anchors(store, Path(options.anchors), options.anchor_every,
-                                  options.anchor_key)
-                         if options.anchors is not None and options.anchor_key is not None
-                         else None)
+        self._archive = (Archive(store, options.archive, lock_timeout=options.lock_timeout)
+                         if options.archive is not None else None)
+        self._anchors = None
+        if options.anchors is not None:
+            if options.anchor_key is None:
+                raise ValueError("anchors need anchor_key, the signing key's path")
+            self._anchors = Anchors(store, Path(options.anchors), options.anchor_every,
+                                    options.anchor_key)
 
     def stop(self) -> None:
         """Ask the loop to stop: safe from a signal handler (it only sets a flag)."""
