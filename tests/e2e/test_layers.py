@@ -371,6 +371,40 @@ def test_the_rule_catches_user_paths_and_the_clock_below_the_edge() -> None:
         "8: path.expanduser", "8: time.time_ns", "10: expanduser"]
 
 
+# A service reads no `store.settings`: the command (the edge) resolves what the user gave
+# with its own settings and passes the values down (issue 33, item 4). These modules
+# still read it, as many times as named; the count may only go down.
+SETTINGS_READERS = {"uwf.threads.stepping": 10, "uwf.threads.service": 2,
+                    "uwf.threads.agent": 1, "uwf.queue.service": 2,
+                    "uwf.workflows.discovery": 1}
+
+
+def settings_reads(source: str) -> int:
+    """How many times `source` reads `store.settings` (or `self.store.settings`)."""
+    return sum(1 for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Attribute) and node.attr == "settings"
+               and ((isinstance(node.value, ast.Name) and node.value.id == "store")
+                    or (isinstance(node.value, ast.Attribute) and node.value.attr == "store")))
+
+
+def test_services_read_no_store_settings_beyond_the_few_named() -> None:
+    """Outside the edge (a feature's `commands`, the surfaces, the store's opening)
+    `store.settings` is read only where SETTINGS_READERS says, no more often."""
+    edge = ("cli", "invoker", "dashboard", "mcp", "store", "config")
+    found = {module: n for module, path in modules()
+             if module.split(".")[1:2] not in [[name] for name in edge]
+             and not module.endswith(".commands")
+             and (n := settings_reads(path.read_text("utf-8")))}
+    assert {module: n for module, n in found.items()
+            if n > SETTINGS_READERS.get(module, 0)} == {}
+
+
+def test_the_settings_count_can_fail() -> None:
+    source = ("def f(store, self):\n    return store.settings.path, self.store.settings,"
+              " settings.path, store.log\n")
+    assert settings_reads(source) == 2
+
+
 def test_a_features_commands_and_results_are_cheap_to_import() -> None:
     """A surface (the CLI, an MCP server) loads every feature's argument declarations and
     result types up front: they must not load the store, the engine or SQLite."""
