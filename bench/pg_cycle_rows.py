@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch.write_text("".join(json.dumps({"workflow": "solve-issue", "repo": str(work),
                                              "prompt": f"p{n}"}) + "\n"
                                  for n in range(args.entries)))
-        add_batch(store, str(batch))
+        add_batch(store, str(batch), store.settings)
         sched.set_policy(store, {"maxConcurrent": 64})
         for _ in range(5):  # the procedures made
             granted = sched.lease(store, 1).leases[0]

@@ -59,7 +59,7 @@ def add(store: Store, tmp_path: Path, entries: list[dict[str, Any]]) -> list[str
     path = tmp_path / "batch.jsonl"
     path.write_text("".join(json.dumps({"workflow": "solve-issue", "repo": str(tmp_path),
                                         **entry}) + "\n" for entry in entries))
-    return add_batch(store, str(path)).ids
+    return add_batch(store, str(path), store.settings).ids
 
 
 def counted(store: Store) -> list[str]:

@@ -100,7 +100,7 @@ def store(pg_url: str, tmp_path: Path) -> Iterator[Store]:
     path = tmp_path / "batch.jsonl"
     path.write_text("".join(json.dumps({"workflow": "solve-issue", "repo": str(tmp_path),
                                         "prompt": f"p{n}"}) + "\n" for n in range(4)))
-    add_batch(opened, str(path))
+    add_batch(opened, str(path), opened.settings)
     yield opened
     opened.close()
 

@@ -362,7 +362,8 @@ def test_the_real_projections_fold_into_postgres_as_they_replay(
     sched.set_policy(store, {"leaseTtlMs": 10_000})
     added = [queue.add(store, queue.EntrySpec(workflow="solve-issue", prompt=f"job {n}",
                                               repo=str(tmp_path), priority=n % 3,
-                                              session="s" if n % 2 else None)).entry.id
+                                              session="s" if n % 2 else None),
+                       store.settings).entry.id
              for n in range(6)]
     (lease,) = sched.lease(store, 1).leases
     sched.complete(store, lease.id, lease.lease_id)

@@ -77,7 +77,7 @@ def test_batches_and_counts_as_the_ordinary_path(store: Store, tmp_path: Path) -
         path.write_text("".join(json.dumps({"workflow": "solve-issue", "repo": str(tmp_path),
                                             "prompt": f"p{round_}-{n}"}) + "\n"
                                 for n in range(4)))
-        add_batch(store, str(path))
+        add_batch(store, str(path), store.settings)
         sched.set_policy(store, {"maxConcurrent": 10 + round_})
     assert told.count("one call") >= 4
     leased = sched.lease(store, 2).leases

@@ -373,10 +373,9 @@ def test_the_rule_catches_user_paths_and_the_clock_below_the_edge() -> None:
 
 # A service reads no `store.settings`: the command (the edge) resolves what the user gave
 # with its own settings and passes the values down (issue 33, item 4). These modules
-# still read it, as many times as named; the count may only go down.
+# still read it, as many times as named (14 reads); the count may only go down.
 SETTINGS_READERS = {"uwf.threads.stepping": 10, "uwf.threads.service": 2,
-                    "uwf.threads.agent": 1, "uwf.queue.service": 2,
-                    "uwf.workflows.discovery": 1}
+                    "uwf.threads.agent": 1, "uwf.workflows.discovery": 1}
 
 
 def settings_reads(source: str) -> int:

@@ -85,7 +85,7 @@ def stall_at_the_lock(store: Store, clock: SteppedClock, meanwhile: Callable[[],
 
 def add(store: Store, prompt: str) -> str:
     spec = queue.EntrySpec(workflow="solve-issue", prompt=prompt, repo=str(store.root))
-    result = queue.add(store, spec)
+    result = queue.add(store, spec, store.settings)
     return result.entry.id
 
 

@@ -203,7 +203,8 @@ def test_an_entry_with_a_nul_is_refused_on_every_surface(q: Queue, cli: Cli) -> 
     store = Store.open(cli.home)
     before = len(q.events())
     with pytest.raises(UsageError, match="note holds a NUL"):
-        add(store, entry_spec({"workflow": "solve-issue", "prompt": "p", "note": "\x00"}))
+        add(store, entry_spec({"workflow": "solve-issue", "prompt": "p", "note": "\x00"}),
+            store.settings)
     assert len(q.events()) == before
 
 

@@ -73,7 +73,7 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, spell: b
         spelled.clear()
         store = Store.open(home, now=NOW)
         try:
-            added = service.add_batch(store, path)
+            added = service.add_batch(store, path, store.settings)
         finally:
             store.close()
         assert added.count == count

@@ -77,7 +77,7 @@ def test_a_batch_reads_none_of_its_new_entries_and_collects_no_garbage(
     db.set_trace_callback(statements.append)
     from uwf.queue import service
 
-    assert service.add_batch(store, batch).added == 1200
+    assert service.add_batch(store, batch, store.settings).added == 1200
     db.set_trace_callback(None)
     assert collecting == [False]
     assert gc.isenabled()

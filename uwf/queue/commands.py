@@ -240,7 +240,7 @@ def add(args: QueueAdd, store: Store) -> EntryAdded | BatchAdded | Plain:
                              f"--{given[0].replace('_', '-')}",
                              "put the values in each line of the file")
         added = queue.add_batch(store, args.batch if args.batch == "-"
-                                else store.settings.path(args.batch))
+                                else store.settings.path(args.batch), store.settings)
         return Plain("\n".join(added.ids)) if args.quiet else added
     spec = queue.entry_spec({
         "workflow": args.workflow, "prompt": args.prompt, "run": args.run, "repo": args.repo,
@@ -248,7 +248,7 @@ def add(args: QueueAdd, store: Store) -> EntryAdded | BatchAdded | Plain:
         "agent": args.agent, "timeoutSec": args.timeout, "idleTimeoutSec": args.idle_timeout,
         "expectedArtifacts": args.artifact or [], "key": args.key, "broker": args.broker,
         "brokerPasswordEnv": args.broker_password_env, "topicPrefix": args.topic_prefix})
-    result = queue.add(store, spec)
+    result = queue.add(store, spec, store.settings)
     return Plain(result.entry.id) if args.quiet else result
 
 

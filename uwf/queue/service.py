@@ -24,6 +24,7 @@ from uwf.config.inputfile import (
     shown,
 )
 from uwf.config.repo import find_repo
+from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.gcpause import paused
@@ -161,10 +162,12 @@ def new_ids(ms: int, count: int) -> list[str]:
 # -- add ---------------------------------------------------------------------------
 
 class _Resolver:
-    """Turns specs into `queue.added` data, resolving each workflow once."""
+    """Turns specs into `queue.added` data, resolving each workflow once; a repo path
+    with `settings` (the command's: its working folder and HOME)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
+        self.settings = settings
         self.views = store.read()
         self.workflows: dict[str, tuple[str, str]] = {}
         self.repos: dict[str | None, str] = {}
@@ -208,7 +211,7 @@ class _Resolver:
         found = self.repos.get(path)
         if found is None and path:
             try:
-                exists = self.store.settings.path(path).is_dir()
+                exists = self.settings.path(path).is_dir()
             except (OSError, ValueError):
                 exists = True  # find_repo names what is wrong with such a path
             if not exists:
@@ -216,7 +219,7 @@ class _Resolver:
                 raise UsageError(f"repo folder {shown!r} does not exist",
                                  "give the folder of an existing repo with --repo")
         if found is None:
-            found = self.repos[path] = find_repo(path, self.store.settings)
+            found = self.repos[path] = find_repo(path, self.settings)
         return found
 
     def _workflow(self, ref: str) -> tuple[str, str]:
@@ -261,27 +264,29 @@ def _job_fields(spec: EntrySpec) -> dict[str, Any]:
     return found
 
 
-def add(store: Store, spec: EntrySpec) -> EntryAdded:
-    """Queue one entry; with a `key` matching a live entry, that entry instead."""
-    data = _Resolver(store).added(spec)
+def add(store: Store, spec: EntrySpec, settings: Settings) -> EntryAdded:
+    """Queue one entry; with a `key` matching a live entry, that entry instead. Its repo
+    path is resolved with `settings` (the command's)."""
+    data = _Resolver(store, settings).added(spec)
     ids, added = _write_added(store, [data])
     entry = get_entry(store.read(), ids[0])
     return EntryAdded(added=bool(added), entry=record(entry))
 
 
-def add_batch(store: Store, path: str | Path) -> BatchAdded:
+def add_batch(store: Store, path: str | Path, settings: Settings) -> BatchAdded:
     """Queue every line of a JSON-lines file (resolved at the edge, or `-`: stdin) in
     one write (one lock, one fsync): all or nothing, and a bad line rejects the batch,
     naming its number. The file is read whole, its lines each at most
     MAX_BATCH_LINE_BYTES, the whole at most MAX_BATCH_BYTES and MAX_BATCH_ENTRIES
     entries (docs/queue.md); it may start with a byte-order mark. Its lines and rows are
-    spelled in one pass (uwf/queue/batch.py)."""
+    spelled in one pass (uwf/queue/batch.py). Its lines' repo paths are resolved with
+    `settings` (the command's)."""
     with paused():  # a batch's many objects hold no cycles
-        return _add_batch(store, path)
+        return _add_batch(store, path, settings)
 
 
-def _add_batch(store: Store, path: str | Path) -> BatchAdded:
-    resolver = _Resolver(store)
+def _add_batch(store: Store, path: str | Path, settings: Settings) -> BatchAdded:
+    resolver = _Resolver(store, settings)
     specs: list[QueueAdded] = []
     decode = msgspec.json.Decoder(EntrySpec).decode
     name = shown(str(path))
