@@ -254,7 +254,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
                         store=store, config=config, planned=planned, state=state),
-                expected={subject: version}, sync=False)
+                expected={subject: version}, sync=False, hold=True)
         except Conflict:
             continue  # the thread moved since it was read: decide again
         if isinstance(result, UwfError):
@@ -450,7 +450,7 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
             return Outcome(events, then=lambda views: (error, get_thread(views, plan.thread)))
 
         try:
-            return store.journal.write(record, nodes=records)
+            return store.journal.write(record, nodes=records, carry=True)
         except Rejected:
             # A write the store lost contact with may have been committed all the same
             # (the connection dropped after its COMMIT): retried, its step is no longer
