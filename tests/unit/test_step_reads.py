@@ -1,6 +1,7 @@
 """What an in-process step reads (issue 30): the thread once before its start, one views
-commit a step (the start's fold held for the result's), no steps query while the thread has no failure to name, and
-no node it gathered hashed again by its checks; the views it leaves are a replay's."""
+commit a step (the start's fold held for the result's), no steps query while the thread
+has no failure to name, and no node it gathered hashed again by its checks; the views it
+leaves are a replay's."""
 
 from __future__ import annotations
 

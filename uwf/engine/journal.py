@@ -381,7 +381,8 @@ class Journal:
         with self.log.exclusive() as session:
             head, held = entered(self, session, carry=carry and not expected)
             if expected:  # nothing can move now: a version seen here is the log's
-                self._streams.check(self.views.checkpoints().get(STREAMS, GENESIS), expected)
+                indexed = self.views.checkpoints().get(STREAMS, GENESIS)
+                self._streams.check(indexed, expected, head)
             now = self.clock()
             self._local.deciding = True
             # The states decide read, as of `head` (a held fold's, new since the views').
@@ -427,8 +428,7 @@ class Journal:
                 hold: bool = False) -> tuple[Checkpoint, dict[Key, Any] | None]:
         """Append the events durably, stamped `ms`; the new head, and the states the
         views now hold of what was read (`read`: states as of `head`) and folded, or None
-        when the views did not follow. `held`: a held fold the commit takes along;
-        `hold`: the fold is held, not committed (uwf/engine/held.py)."""
+        when the views did not follow. `held`, `hold`: uwf/engine/held.py."""
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         envelopes, raws = self.envelopes(head, events, ms)
