@@ -49,6 +49,11 @@ class Held:
         self.before = before
         self.streams = streams
 
+    def unheld(self, states: Mapping[Key, Any]) -> dict[Key, Any]:
+        """The states of entities the held fold did not change."""
+        before = self.before
+        return {key: state for key, state in states.items() if key not in before}
+
     def current(self, tail: Checkpoint | None, checkpoints: Mapping[str, Checkpoint],
                 folded: int) -> bool:
         """Still usable: the log ends with the held write's line, and each of the

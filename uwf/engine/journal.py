@@ -439,8 +439,8 @@ class Journal:
         try:
             states = self.fold.prefetch(envelopes, read)
             # What the views hold of each entity the events change, before the fold
-            # makes new states of them: the commit then reads none of them back.
-            before = self.fold.stored(states)
+            # makes new states of them (a held fold knows its own): none read back.
+            before = self.fold.stored(states if held is None else held.unheld(states))
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
                 self.fold.apply(states, envelope, since, set(self.projections), read)
