@@ -36,7 +36,7 @@ def agent(ctx: StepContext) -> tuple[Any, str]:
     return {"status": "rejected", "comments": f"round {visit}: add a test"}, "reviewed"
 
 
-def test_a_step_reads_its_thread_twice_and_no_attempts(
+def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "s")
