@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,5 +123,36 @@ def test_this_process_writes_between_the_start_and_the_result(
         assert get_thread(store.read(), thread).in_flight is not None
 
     store, thread = step_with(tmp_path, env_cli, meanwhile)
+    assert get_thread(store.journal.reader(), made[0]).state == "idle"
+    assert_whole(env_cli, store, thread)
+
+
+# Another process that appends and leaves the views as they were (as a resident writer
+# with its rows deferred does): its views' commits write nothing.
+APPEND_ONLY = """
+import sys
+from uwf.store import Store
+from uwf.threads.service import start_thread
+store = Store.open(sys.argv[1])
+store.journal.views.commit = lambda *args, **kwargs: True
+print(start_thread(store, "solve-issue", "Another bug").thread)
+store.close()
+"""
+
+
+def test_another_process_appends_leaving_the_views_behind(
+        tmp_path: Path, env_cli: Cli) -> None:
+    made: list[str] = []
+
+    def meanwhile(store: Store, thread: str) -> None:
+        done = subprocess.run([sys.executable, "-c", APPEND_ONLY, str(env_cli.home)],
+                              env=env_cli.env, capture_output=True, text=True, check=False,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        made.append(done.stdout.strip())
+
+    store, thread = step_with(tmp_path, env_cli, meanwhile)
+    # The views were still where the held fold began, but the log had moved: the held
+    # fold was let go and the views caught up from the log, the other thread with them.
     assert get_thread(store.journal.reader(), made[0]).state == "idle"
     assert_whole(env_cli, store, thread)
