@@ -1,6 +1,7 @@
-"""What an in-process step reads (issue 30): the thread once before its start and once
-inside its result's section, no steps query while the thread has no failure to name, and
-no node it gathered hashed again by its checks; the views it leaves are a replay's."""
+"""What an in-process step reads (issue 30): the thread once before its start, one views
+commit a step (the start's fold held for the result's), no steps query while the thread
+has no failure to name, and no node it gathered hashed again by its checks; the views it
+leaves are a replay's."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def agent(ctx: StepContext) -> tuple[Any, str]:
     return {"status": "rejected", "comments": f"round {visit}: add a test"}, "reviewed"
 
 
-def test_a_step_reads_its_thread_twice_and_no_attempts(
+def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "s")
@@ -57,11 +58,14 @@ def test_a_step_reads_its_thread_twice_and_no_attempts(
     db.set_trace_callback(None)
     assert ran.steps == STEPS
     thread_reads = [s for s in statements if re.match(r'SELECT value FROM "v_threads"', s)]
-    # Before the start (the gathered thread) and inside the result's section (is the
-    # step still the one in flight): the start decides on the gathered thread, the
-    # agent's context and the loop take the states the writes folded. Two more a run:
-    # where it begins, and the status it ends with.
-    assert len(thread_reads) == 2 * STEPS + 2, thread_reads
+    # Before the start (the gathered thread) only: the start decides on the gathered
+    # thread, the result's section (is the step still the one in flight) on the state
+    # the start's held fold made (uwf/engine/held.py), the agent's context and the loop
+    # on the states the writes folded. Two more a run: where it begins, and the status
+    # it ends with.
+    assert len(thread_reads) == STEPS + 2, thread_reads
+    # One views commit a step: the start's fold rides with the result's.
+    assert statements.count("COMMIT") == STEPS, statements.count("COMMIT")
     # No failure since the last step: no page of the thread's steps is read.
     assert not [s for s in statements if 'FROM "v_steps" WHERE "c_thread"' in s]
     # The step's new nodes (output, detail, StepNode) are read back from what it

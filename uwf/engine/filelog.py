@@ -105,17 +105,29 @@ class FileLog:
         # still the last line (lines are only ever appended, and a cut removes only
         # bytes after complete batches), so a writer skips the scan.
         self._tail_hint: Span | None = None
+        self._tail_file: tuple[int, int] | None = None  # its segment's (device, inode)
+        self._known: tuple[Span, Checkpoint] | None = None  # a span's checkpoint, once
+
+    def _checkpoint(self, span: Span) -> Checkpoint:
+        """The checkpoint of the line `span` holds (its seq and digest), computed once for
+        the span last asked about (the tail: `head`, `tail`, `recover`, `append`)."""
+        known = self._known
+        if known is not None and known[0] is span:
+            return known[1]
+        checkpoint = Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
+        self._known = span, checkpoint
+        return checkpoint
 
     # -- reading ---------------------------------------------------------
 
     def head(self) -> Checkpoint:
         span = self._still_last()
         if span is not None:
-            return Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
+            return self._checkpoint(span)
         span = self._last_span()
         if span is None:
             return GENESIS
-        return Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
+        return self._checkpoint(span)
 
     def read(self, after: int = 0) -> Iterator[LogLine]:
         names = self.segments.names()
@@ -222,9 +234,14 @@ class FileLog:
         """The tail hint (the last line this process wrote or scanned, closing its batch
         at its segment's end) while it is still the log's last line: its segment kept its
         size and no next segment exists (lines are only appended; a cut removes only bytes
-        after whole batches). Two stats, no scan; None when that cannot be told so."""
+        after whole batches), and is still the file it was (device, inode). Two stats, no
+        scan; None when that cannot be told so."""
         hint = self._tail_hint
-        if hint is None or self.segments.size(hint.segment) != hint.end:
+        if hint is None:
+            return None
+        found = self.segments.stat(hint.segment)
+        if found is None or found.st_size != hint.end or \
+                (found.st_dev, found.st_ino) != self._tail_file:
             return None
         seq = seq_of(hint.raw)
         if seq is None or self.segments.exists(segment_name(seq + 1)):
@@ -267,6 +284,9 @@ class _FileSession:
         self._scan: tuple[str, int, int, tuple[str, ...], Span | None] | None = None
         self._head_span: Span | None = None
         self._head: Checkpoint | None = None
+        # The head span's segment's (device, inode), when this section found it ending
+        # at the span's end: an append writes at that end through the kept descriptor.
+        self._file: tuple[int, int] | None = None
         self._unrecorded = 0
         self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
         self._deferred = False  # `defer_sync`: nothing waits for this section's appends
@@ -296,8 +316,9 @@ class _FileSession:
         hint = self.log._still_last()
         if hint is not None:
             self._scan = (hint.segment, hint.end, hint.end, (), hint)
+            self._file = self.log._tail_file
             return self._scan
-        self.log._tail_hint = None
+        self.log._tail_hint = self._file = None
         names = self.segments.names()
         # An empty last segment (a writer killed between creating it and writing) holds
         # no tail: the one to check is the last segment with bytes in it.
@@ -326,8 +347,10 @@ class _FileSession:
         if cut == 0 and len(names) > 1:
             self._check_whole(names[-2], name)
         self._scan = (name, size, cut, reasons, kept)
-        if kept is not None and cut == size:
+        found = self.segments.stat(name)
+        if kept is not None and cut == size and found is not None and found.st_size == size:
             self.log._tail_hint = kept
+            self._file = self.log._tail_file = (found.st_dev, found.st_ino)
         return self._scan
 
     def _check_whole(self, previous: str, name: str) -> None:
@@ -347,7 +370,7 @@ class _FileSession:
             return GENESIS
         if kept is None:
             return None
-        return Checkpoint(_tail_info(kept.raw, name).seq, digest(kept.raw))
+        return self.log._checkpoint(kept)
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         name, size, cut, reasons, kept = self._scan_tail()
@@ -365,15 +388,16 @@ class _FileSession:
             unrecorded = [r for r in unrecorded
                           if (r.segment, r.offset, r.dropped_bytes, r.digest) != same]
             unrecorded.append(self._cut(name, size, cut, reasons, unrecorded))
-            kept = None
+            kept = self._file = None
         elif noted and not unrecorded:
             self.segments.set_pending(None)
         self._unrecorded = len(unrecorded)
         self._scan = None
         span = kept if kept is not None else self.log._last_span()
+        if kept is None:
+            self._file = None
         self._head_span = span
-        self._head = GENESIS if span is None else Checkpoint(
-            _tail_info(span.raw, span.segment).seq, digest(span.raw))
+        self._head = GENESIS if span is None else self.log._checkpoint(span)
         return self._head, unrecorded
 
     def _noted(self) -> list[LogRepaired]:
@@ -437,10 +461,13 @@ class _FileSession:
             raise ValueError("a log line may not contain a newline")
         span = self._head_span
         name = span.segment if span is not None else ""
-        position = self.segments.size(name) if name else 0
+        file = self._file  # the segment ends at the span's end: no stat
+        position = (span.end if file is not None and span is not None
+                    else self.segments.size(name) if name else 0)
         if not name or position >= self.log.segment_bytes:
             name = segment_name(self._head.seq + 1)
             position = self.segments.size(name)
+            file = None
         durable = self.log.durable
         if durable and span is not None and name != span.segment:
             # A new segment starts only after the one before it is durable: a crash
@@ -449,7 +476,8 @@ class _FileSession:
         data = b"\n".join([*lines, b""])  # each line ended, the bytes copied once
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
-        unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded)
+        unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,
+                                        file=file)
         if unsynced is not None:
             if self._unsynced is not None:  # the same segment: one fsync covers both
                 os.close(self._unsynced)
@@ -462,5 +490,7 @@ class _FileSession:
         end = position + len(data)
         self._head_span = Span(name, end - len(last) - 1, end, last)
         self.log._hint = self.log._tail_hint = self._head_span
+        self._file = self.log._tail_file = self.segments.identity(name)
         self._head = Checkpoint(self._head.seq + len(lines), digest(last))
+        self.log._known = self._head_span, self._head
         return self._head

@@ -43,8 +43,9 @@ from uwf.engine.events import (
 )
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
+from uwf.engine.held import Held, entered
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
-from uwf.engine.rounds import Decide, Memory, enter, write_round
+from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
@@ -61,6 +62,8 @@ from uwf.redact import Redact, redact_value
 
 T = TypeVar("T")
 REOPENS = 10  # tries of a catch-up whose views cannot be opened or written (`refresh`)
+
+
 class Rebuild(msgspec.Struct, frozen=True):
     """What a rebuild did: the views' new head; the checkpoint of the snapshot it
     restored (then only the log after it was folded), or why it refused the one kept."""
@@ -174,6 +177,7 @@ class Journal:
         self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
+        self._held: Held | None = None  # a write's fold the next may commit with its own
 
     @property
     def catalog(self) -> EventCatalog:
@@ -341,7 +345,8 @@ class Journal:
 
     def write(self, decide: Callable[[Views], Outcome[T]], *,
               expected: Mapping[str, int] | None = None,
-              nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True) -> T:
+              nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True,
+              carry: bool = False) -> T:
         """Run one command under the write protocol; its result once its events are durable.
 
         `decide` gets read-only views at the log's head; raising rejects the command
@@ -351,22 +356,22 @@ class Journal:
         name that the store lacks, as (hash, compact JSON) (`uwf.cas.records.
         PendingBlobs`), gathered before the section: appended as `cas.node` records
         ahead of the events, in the same write, when the command writes any event.
-        `sync=False`: this write is not waited for (no fsync of its own): the next
-        durable write of the log covers it. Only for what acknowledges nothing (a
-        step's start, which its result's fsync covers).
+        `sync=False`: not waited for (no fsync of its own): the next durable write
+        covers it; only for what acknowledges nothing (a step's start). `carry`: held.py.
         """
         return self.write_at(lambda views, _now: decide(views), expected=expected,
-                             nodes=nodes, sync=sync)
+                             nodes=nodes, sync=sync, carry=carry)
 
     def write_at(self, decide: Callable[[Views, int], Outcome[T]], *,
                  expected: Mapping[str, int] | None = None,
-                 nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True) -> T:
+                 nodes: Sequence[tuple[str, bytes]] = (), sync: bool = True,
+                 hold: bool = False, carry: bool = False) -> T:
         """`write`, with `decide` also given the instant (epoch ms) the command happens
         at: the clock read inside the exclusive section, after every earlier write, and
         the `ts` of the events it appends. A command that judges time (a lease's expiry)
         must judge it by this instant: one read before the section may be long past
         when the section is entered (a stalled process), and another writer may have
-        acted on the later time in between.
+        acted on the later time in between. `hold`, `carry`: uwf/engine/held.py.
         """
         self._not_deciding("write")
         if self.first is not None:
@@ -374,12 +379,14 @@ class Journal:
             if done is not None:
                 return done[0]  # type: ignore[no-any-return]
         with self.log.exclusive() as session:
-            head = enter(self, session, session.tail())
+            head, held = entered(self, session, carry=carry and not expected)
             if expected:  # nothing can move now: a version seen here is the log's
-                self._streams.check(self.views.checkpoints().get(STREAMS, GENESIS), expected)
+                indexed = self.views.checkpoints().get(STREAMS, GENESIS)
+                self._streams.check(indexed, expected, head)
             now = self.clock()
             self._local.deciding = True
-            read: dict[Key, Any] = {}  # the states decide read, as of `head`
+            # The states decide read, as of `head` (a held fold's, new since the views').
+            read: dict[Key, Any] = {} if held is None else dict(held.states)
             try:
                 outcome = decide(Views(self.views, self.projections, head, read), now)
             finally:
@@ -391,8 +398,9 @@ class Journal:
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events]
                 spelled = outcome.spell(head, now) if outcome.spell and head.seq else None
-                if spelled is None or nodes:
-                    head, folded = self._append(session, head, events, now, read)
+                if spelled is None or nodes or held is not None:
+                    head, folded = self._append(session, head, events, now, read, held=held,
+                                                hold=hold)
                 else:  # as `_append` would: no states at hand after it
                     head = spelled.append(session, self.views,
                                           dict.fromkeys(self._folded, head), self.refresh)
@@ -416,11 +424,11 @@ class Journal:
             raise RuntimeError(f"a command's decide may not {what}: it is read-only")
 
     def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent],
-                ms: int, read: Mapping[Key, Any] = NOTHING
-                ) -> tuple[Checkpoint, dict[Key, Any] | None]:
+                ms: int, read: Mapping[Key, Any] = NOTHING, *, held: Held | None = None,
+                hold: bool = False) -> tuple[Checkpoint, dict[Key, Any] | None]:
         """Append the events durably, stamped `ms`; the new head, and the states the
         views now hold of what was read (`read`: states as of `head`) and folded, or None
-        when the views did not follow."""
+        when the views did not follow. `held`, `hold`: uwf/engine/held.py."""
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         envelopes, raws = self.envelopes(head, events, ms)
@@ -431,13 +439,20 @@ class Journal:
         try:
             states = self.fold.prefetch(envelopes, read)
             # What the views hold of each entity the events change, before the fold
-            # makes new states of them: the commit then reads none of them back.
-            before = self.fold.stored(states)
+            # makes new states of them (a held fold knows its own): none read back.
+            before = self.fold.stored(states if held is None else held.unheld(states))
             since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
                 self.fold.apply(states, envelope, since, set(self.projections), read)
-            expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, head)
             streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
+            start = head
+            if held is not None:  # the views are at its start: its rows go with these
+                states, start = {**held.states, **states}, held.start
+                before, streams = {**before, **held.before}, [*held.streams, *streams]
+            if hold:
+                self._held = Held(start, new_head, states, before, streams)
+                return new_head, {**read, **states}
+            expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, start)
             if not self.views.commit(self.fold.rows(states, expected, before), expected,
                                      new_head, streams=streams):
                 self.refresh()

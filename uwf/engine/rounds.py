@@ -215,13 +215,16 @@ def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoin
     return enter(journal, session, tail)
 
 
-def enter(journal: Journal, session: LogSession, tail: Checkpoint | None) -> Checkpoint:
+def enter(journal: Journal, session: LogSession, tail: Checkpoint | None,
+          behind: Checkpoint | None = None) -> Checkpoint:
     """The write protocol's entry, in the exclusive section (`Journal.write_at` and a
     round): the log's head, the views caught up with it, a torn tail cut and recorded.
-    `tail` is the session's: when every view's checkpoint is it, nothing is read."""
+    `tail` is the session's: when every view's checkpoint is it (or `behind`, where the
+    caller holds the fold from there to `tail`: uwf/engine/held.py), nothing is read."""
     checkpoints = journal.views.checkpoints()
-    current = tail is not None and len(checkpoints) == len(journal._folded) and all(
-        checkpoint == tail for checkpoint in checkpoints.values())
+    current = tail is not None and len(checkpoints) == len(journal._folded) and (
+        all(checkpoint == tail for checkpoint in checkpoints.values())
+        or (behind is not None and all(cp == behind for cp in checkpoints.values())))
     if not current:
         # Views fold only acknowledged lines; if the log lost one of them, the tail is
         # evidence, not a torn write: refuse before recovery cuts it.

@@ -43,7 +43,10 @@ class FileSegments:
         self.events_dir = events_dir
         self.lock_path = lock_path
         self._dir = str(events_dir)
-        self._fds: dict[str, int] = {}
+        # Append descriptors, kept across sections with the file (device, inode) each
+        # was opened on: a writer that found the segment still that file (`stat`, under
+        # the lock) writes through the one it has, else opens it again.
+        self._fds: dict[str, tuple[int, tuple[int, int]]] = {}
         # Descriptors kept for reading, each with the file (device, inode) it was opened
         # on: a read checks the name still names that file (a segment cut away whole and
         # made again, or renamed, is opened anew), then preads.
@@ -98,6 +101,17 @@ class FileSegments:
         except FileNotFoundError:
             return 0
 
+    def stat(self, name: str) -> os.stat_result | None:
+        try:
+            return os.stat(self._path(name))
+        except FileNotFoundError:
+            return None
+
+    def identity(self, name: str) -> tuple[int, int] | None:
+        """The (device, inode) of the file the kept append descriptor of `name` writes."""
+        kept = self._fds.get(name)
+        return None if kept is None else kept[1]
+
     def exists(self, name: str) -> bool:
         return os.path.exists(self._path(name))
 
@@ -133,15 +147,19 @@ class FileSegments:
             size -= len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def append(self, name: str, data: bytes, durable: bool, *, defer: bool = False
-               ) -> int | None:
+    def append(self, name: str, data: bytes, durable: bool, *, defer: bool = False,
+               file: tuple[int, int] | None = None) -> int | None:
         """Write `data` at the end of segment `name` with one write(2); with `durable`,
         fsync it, or with `defer` too, leave the fsync to the caller: the file's
         descriptor is returned (the caller's to fsync and close), so the lock can be
-        let go first (`FileLog.exclusive`)."""
-        fd = self._fds.get(name)
-        if fd is None:
-            fd = self._open(name, durable)
+        let go first (`FileLog.exclusive`). `file`: the (device, inode) the caller found
+        `name` to be in this section: a kept descriptor of that file is written through;
+        without it, the segment is opened again."""
+        kept = self._fds.get(name)
+        if kept is not None and (file is None or kept[1] != file):
+            self._close(name)
+            kept = None
+        fd = self._open(name, durable) if kept is None else kept[0]
         view = memoryview(data)
         while view:  # one write(2) in practice; the loop only guards a short write
             written = os.write(fd, view)
@@ -156,6 +174,8 @@ class FileSegments:
     def _open(self, name: str, durable: bool) -> int:
         """Segment `name`'s descriptor for appending, kept open; with `durable`, a new
         segment's name is made durable (its folder fsynced) before anything is in it."""
+        for other in list(self._fds):  # only the last segment is appended to
+            self._close(other)
         path = self._path(name)
         try:  # the segment is there, but for a command's first line in a new one
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -164,7 +184,8 @@ class FileSegments:
             make_folders(self._dir, durable)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             created = True
-        self._fds[name] = fd
+        found = os.fstat(fd)
+        self._fds[name] = fd, (found.st_dev, found.st_ino)
         if created and durable:
             fsync_folder(self._dir)
         return fd
@@ -213,10 +234,8 @@ class FileSegments:
         try:
             yield
         finally:
-            # Appends reopen their segment next time: between two commands another
-            # writer may have rotated, truncated or removed it.
-            for name in list(self._fds):
-                self._close(name)
+            # Append descriptors stay open: the next section writes through one only
+            # when its segment is still the file it was opened on (`append`'s `file`).
             self._held = False
             if waited is None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -301,7 +320,7 @@ class FileSegments:
             self._lock_fd = None
 
     def _close(self, name: str) -> None:
-        fd = self._fds.pop(name, None)
-        if fd is not None:
-            os.close(fd)
+        kept = self._fds.pop(name, None)
+        if kept is not None:
+            os.close(kept[0])
 

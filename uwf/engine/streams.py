@@ -58,10 +58,13 @@ class Streams:
         recent = self._recent(subject, indexed.seq)
         return max(recent[-1].seq if recent else 0, self.views.version(subject))
 
-    def check(self, indexed: Checkpoint, expected: Mapping[str, int]) -> None:
-        """Refuse (Conflict) when a subject's version is not the one a write expects."""
+    def check(self, indexed: Checkpoint, expected: Mapping[str, int],
+              head: Checkpoint | None = None) -> None:
+        """Refuse (Conflict) when a subject's version is not the one a write expects;
+        `head`, the log's: an index at it has every event (no log read after it)."""
         for subject, want in expected.items():
-            have = self.version(indexed, subject)
+            have = (self.views.version(subject) if indexed == head
+                    else self.version(indexed, subject))
             if have != want:
                 raise Conflict(f"{subject} has moved since the command read it (it "
                                f"expected version {want}; the log is at {have}): nothing "

@@ -28,8 +28,10 @@ def run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
     why it failed (`exit`: the agent's output refused, say)."""
     role = plan.decision.role
     try:
-        # The views are at least at the step's start (its write caught them up), so
-        # they are read as they are, with the thread as that write left it.
+        # The views are read as they are, with the thread as the start's write left it:
+        # they are caught up to just before the start (its fold is held for the result's
+        # commit: uwf/engine/held.py) or after it; what is read from them, the thread's
+        # earlier failed attempts (its steps rows), is the same either way.
         given = None if plan.state is None else (store.journal.reader(), plan.state)
         context = agent_context(store, plan.thread, role, history_limit=0, given=given)
         # What `submit_step` would read again is in the context and the plan: the step

@@ -208,8 +208,9 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
     """Record `thread.step_started` (or the thread's end, or why it is blocked). The
     moderator and the agent are chosen before the writers' section, from the thread as
     the views show it; the write states that version (`expected`), so a thread moved
-    meanwhile is read and decided again. The start is not fsynced on its own: it
-    acknowledges nothing, and the step's result's fsync covers it.
+    meanwhile is read and decided again. The start is not fsynced on its own (it
+    acknowledges nothing: the result's fsync covers it), its fold held for the
+    result's views commit (`hold`: uwf/engine/held.py).
 
     A start the store lost contact with may have been committed all the same (a server
     restarting ends the connection after its COMMIT): it is tried again while the store
@@ -254,7 +255,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
                         store=store, config=config, planned=planned, state=state),
-                expected={subject: version}, sync=False)
+                expected={subject: version}, sync=False, hold=True)
         except Conflict:
             continue  # the thread moved since it was read: decide again
         if isinstance(result, UwfError):
@@ -450,7 +451,7 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
             return Outcome(events, then=lambda views: (error, get_thread(views, plan.thread)))
 
         try:
-            return store.journal.write(record, nodes=records)
+            return store.journal.write(record, nodes=records, carry=True)
         except Rejected:
             # A write the store lost contact with may have been committed all the same
             # (the connection dropped after its COMMIT): retried, its step is no longer
