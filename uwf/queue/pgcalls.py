@@ -47,6 +47,9 @@ import msgspec
 from uwf.engine.clock import format_ts
 from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
+from uwf.engine.pgcounts import TABLE as COUNTS
+from uwf.engine.pgcounts import key as count_key
+from uwf.engine.pgcounts import merged
 from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
@@ -184,34 +187,69 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
 
 
 # The kept counts' moves (by status, by ready pool) of the entries written, with the
-# views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
-# `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
-# several are summed by count first (an upsert touches each row once).
-_COUNT_ONE = f"""
-    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
-    SELECT 'queue', m.col, m.value, m.n FROM (VALUES
-        ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
-        ('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
-        ('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1)) AS m(col, value, n)
-     WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
-           ELSE old_pool IS DISTINCT FROM new_pool END
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};"""
-_COUNTS = f"""
-  IF n = 1 THEN{_COUNT_ONE}
+# views' checkpoints, in one statement: the queue's one row of counts (uwf/engine/
+# pgcounts.py) updated, never an upsert (a write that made an entry ready made it first;
+# `INTO STRICT` fails the call if it is not there). A count at 0 leaves the object.
+def _counts_one(moves: list[tuple[str, int]]) -> str:
+    """The counts' update for one entry: `moves`, each count's key (SQL) and by how much;
+    the keys distinct (the generator checks the transition table says so)."""
+    pairs = ", ".join(f"{key}, nullif(coalesce((counts ->> ({key}))::bigint, 0) + ({by}), 0)"
+                      for key, by in moves)
+    return f"""
+    WITH moved AS ({CHECKPOINTS})
+    UPDATE {COUNTS} SET counts = jsonb_strip_nulls(counts || jsonb_build_object({pairs}))
+     WHERE view = 'queue' RETURNING '' INTO STRICT done;"""
+
+
+def _status_key(statuses: list[str], variable: str) -> str:
+    """SQL: the status count's key of `variable`, one of `statuses` (a constant when
+    there is only one)."""
+    if len(statuses) == 1:
+        return _quote(count_key("status", json.dumps(statuses[0])))
+    return f"'status ' || to_json({variable})::text"
+
+
+def _lease_counts() -> str:
+    """A lease's counts: one entry (its status from ready to leased, its pool's ready
+    count to none), or several summed by count (each to the same status and pool)."""
+    old = _from("leased")
+    leased = _to("ready", "leased")
+    assert old == ["ready"], old  # a ready entry has a pool, its count moves to none
+    assert leased not in old, old
+    one = _counts_one([
+        (_status_key(old, "old_status"), -1),
+        (_quote(count_key("status", json.dumps(leased))), 1),
+        ("'ready_pool ' || to_json(old_pool)::text", -1),
+        (_quote(count_key("ready_pool", "null")), 1)])
+    several = merged("counts", """(SELECT jsonb_object_agg(m.k, m.n) FROM (
+        SELECT m.k, sum(m.n) AS n FROM (
+          SELECT 'status ' || to_json(x)::text, -1 FROM unnest(old_statuses) AS x
+          UNION ALL SELECT 'status ' || to_json(new_status)::text, n
+          UNION ALL SELECT 'ready_pool ' || coalesce(to_json(x)::text, 'null'), -1
+            FROM unnest(old_pools) AS x
+          UNION ALL SELECT 'ready_pool ' || coalesce(to_json(new_pool)::text, 'null'), n
+        ) AS m(k, n) GROUP BY m.k) m)""")
+    return f"""
+  IF n = 1 THEN{one}
   ELSE  -- a lease of several: each to the same status and pool
-    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
-    SELECT 'queue', m.col, m.value, sum(m.n) FROM (
-        SELECT 'status', to_json(x)::text, -1 FROM unnest(old_statuses) AS x
-        UNION ALL SELECT 'status', to_json(new_status)::text, n
-        UNION ALL SELECT 'ready_pool', coalesce(to_json(x)::text, 'null'), -1
-          FROM unnest(old_pools) AS x
-        UNION ALL SELECT 'ready_pool', coalesce(to_json(new_pool)::text, 'null'), n
-      ) AS m(col, value, n)
-     GROUP BY m.col, m.value HAVING sum(m.n) <> 0
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};
+    WITH moved AS ({CHECKPOINTS})
+    UPDATE {COUNTS} SET counts = {several}
+     WHERE view = 'queue' RETURNING '' INTO STRICT done;
   END IF;"""
+
+
+def _complete_counts() -> str:
+    """A complete's counts: its status from leased to completed; no pool (a leased
+    entry is not ready, nor a completed one)."""
+    old = _from("completed")
+    drained = _to("leased", "completed")
+    assert "ready" not in old, old
+    assert drained != "ready", drained
+    assert drained not in old, old
+    return _counts_one([(_status_key(old, "old_status"), -1),
+                        (_quote(count_key("status", json.dumps(drained))), 1)])
+
+
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_ts text; flush boolean; done text; s bigint;
@@ -228,6 +266,7 @@ def lease_procedure() -> Procedure:
     policy = _names(Policy)
     defaults = Policy()
     leased_status = _to("ready", "leased")
+    pool_key = count_key("ready_pool", '"')  # a pool's count's key up to its label
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
     lease_json = renamed_first(data, json_text(Lease, {
@@ -267,9 +306,10 @@ BEGIN
            -- A pool's label as stored (json.dumps): one with an escape (a quote, a
            -- backslash, anything past ASCII) keeps its backslash here and is refused
            -- below, so no JSON is parsed.
-           ARRAY(SELECT x.label FROM (SELECT substr(c.value, 2, length(c.value) - 2)
-               AS label FROM uwf_view_counts c WHERE c.view = 'queue'
-                 AND c.col = 'ready_pool' AND c.n > 0 AND c.value LIKE '"%') x
+           ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
+                 length(c.key) - {len(pool_key) + 1}) AS label
+               FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
+                 AND starts_with(c.key, {_quote(pool_key)}) AND c.value::bigint > 0) x
              ORDER BY x.label <> '', x.label COLLATE "C") END
     INTO pol, pools;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
@@ -335,7 +375,7 @@ BEGIN
         "events": f"({edit.read('events')}::bigint + 1)::text"})};
 {_write("o_expires", several=True)}
   END LOOP;
-{_COUNTS}
+{_lease_counts()}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
@@ -391,7 +431,7 @@ BEGIN
       "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
       "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
 {_write("NULL", " RETURNING value INTO o_value", several=False)}
-{_COUNT_ONE}
+{_complete_counts()}
 {FINISH.format(channel=_quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
