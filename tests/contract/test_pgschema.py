@@ -143,6 +143,61 @@ def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
         store.close()
 
 
+def at_schema_4_counts(url: str) -> None:
+    """The kept counts as schema 4 held them: a row of `uwf_view_counts` a (view, column,
+    value), a count at 0 kept (as that uwf's commit left it)."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE uwf_view_counts (view text NOT NULL, col text NOT NULL, value text "
+            "NOT NULL, n bigint NOT NULL, PRIMARY KEY (view, col, value))")
+        connection.execute(
+            "INSERT INTO uwf_view_counts SELECT t.view, split_part(c.key, ' ', 1), "
+            "substr(c.key, strpos(c.key, ' ') + 1), c.value::bigint FROM uwf_counts t, "
+            "jsonb_each_text(t.counts) c")
+        connection.execute("INSERT INTO uwf_view_counts VALUES ('queue', 'status', "
+                           "'\"failed\"', 0)")
+        connection.execute("DROP TABLE uwf_counts")
+        connection.execute("DELETE FROM uwf_migrations WHERE version = 5")
+        connection.execute("UPDATE uwf_schema SET version = 4")
+
+
+def test_schema_4_counts_are_folded_into_a_row_a_view(pg_url: str, tmp_path: Path) -> None:
+    """Schema 5: the counts' rows of a populated schema-4 database become one object a
+    view, the same counts (a 0 left out); the server's commands move them after."""
+    populated(pg_url, tmp_path)
+    store = Store.open(pg_url)
+    try:
+        before = {column: store.journal.views.counts("queue", column)
+                  for column in ("status", "ready_pool")}
+    finally:
+        store.close()
+    assert before["status"] == {"ready": 2, "leased": 1}
+    at_schema_4_counts(pg_url)
+    assert versions(pg_url) == (4, ALL[:-1])
+    store = Store.open(pg_url)
+    try:
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            assert connection.execute("SELECT to_regclass('uwf_view_counts')").fetchone() == (
+                None,)
+            rows = connection.execute("SELECT view, counts FROM uwf_counts").fetchall()
+        assert rows == [("queue", {'status "ready"': 2, 'status "leased"': 1,
+                                   'ready_pool ""': 2, "ready_pool null": 1})]
+        assert {column: store.journal.views.counts("queue", column)
+                for column in ("status", "ready_pool")} == before
+        assert verify_views(store).ok
+        leased = pgcalls.lease(store, 1, None)  # the server's commands, on the new row
+        assert leased is not None
+        assert pgcalls.complete(store, leased.leases[0].id, leased.leases[0].lease_id,
+                                None) is not None
+        assert store.journal.views.counts("queue", "status") == {
+            "ready": 1, "leased": 1, "drained": 1}
+        assert verify_log(store).ok
+        assert verify_views(store).ok
+    finally:
+        store.close()
+
+
 def test_a_failed_migration_leaves_the_database_as_it_was(pg_url: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
