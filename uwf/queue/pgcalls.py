@@ -193,7 +193,11 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
 def _counts_one(moves: list[tuple[str, int]]) -> str:
     """The counts' update for one entry: `moves`, each count's key (SQL) and by how much;
     the keys distinct (the generator checks the transition table says so)."""
-    pairs = ", ".join(f"{key}, nullif(coalesce((counts ->> ({key}))::bigint, 0) + ({by}), 0)"
+    assert all(by in (-1, 1) for _, by in moves), moves
+    # A count moved down is there (an entry held its value) and may reach 0; one moved
+    # up may not be there yet, and does not reach 0.
+    pairs = ", ".join(f"{key}, nullif((counts ->> ({key}))::bigint - 1, 0)" if by == -1 else
+                      f"{key}, coalesce((counts ->> ({key}))::bigint, 0) + 1"
                       for key, by in moves)
     return f"""
     WITH moved AS ({CHECKPOINTS})
