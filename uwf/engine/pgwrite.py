@@ -64,13 +64,13 @@ Key = tuple[str, str]
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
 # executor sets up, runs and ends on every call.
 CHECKPOINTS = MOVE
+# (Not flushing, the second COMMIT ends an empty transaction: no WAL, no wait; one
+# expression fewer than an IF around it, set up again in the transaction it begins.)
 FINISH = """
   o_status := 'ok' || pg_notify({channel}, s::text)::text;  -- '' (void): one expression
   COMMIT;
-  IF flush THEN
-    done := pg_logical_emit_message(true, 'uwf', '')::text;
-    COMMIT;
-  END IF;
+  done := CASE WHEN flush THEN pg_logical_emit_message(true, 'uwf', '')::text END;
+  COMMIT;
 """
 LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
 # What every server-side command does first: `flush` (a durable call flushes after its
