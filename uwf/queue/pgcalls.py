@@ -48,11 +48,10 @@ from uwf.engine.clock import format_ts
 from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgcounts import TABLE as COUNTS
-from uwf.engine.pgcounts import key as count_key
-from uwf.engine.pgcounts import merged
-from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
+from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
+from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -66,10 +65,6 @@ MOST = 64
 
 
 # -- names and statuses ---------------------------------------------------------------
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
 
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
@@ -91,7 +86,7 @@ def _from(kind: str) -> list[str]:
 
 
 def _sql_list(values: list[str]) -> str:
-    return "ARRAY[" + ", ".join(_quote(value) for value in values) + "]::text[]"
+    return "ARRAY[" + ", ".join(quote(value) for value in values) + "]::text[]"
 
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
@@ -175,7 +170,7 @@ def _write(key: str, status: str, lease_expires: str, returning: str = "", *,
     return f"""
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
       indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES ({_subject(key)}, s))
-    UPDATE uwf_v_queue SET value = new_value, c_status = {_quote(status)},
+    UPDATE uwf_v_queue SET value = new_value, c_status = {quote(status)},
       c_live_key = {"c_live_key" if status in live_statuses else "NULL"},
       c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
      WHERE key = {key}{returning};
@@ -194,74 +189,6 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
     assert moved != "ready"
     assert all(status not in TERMINAL for status in _from(kind)), kind
     return Splice(QueueEntry, "raw", "at", changed=changed, read=read)
-
-
-# The kept counts' moves (by status, by ready pool) of the entries written, with the
-# views' checkpoints, in one statement: the queue's one row of counts (uwf/engine/
-# pgcounts.py) updated, never an upsert (a write that made an entry ready made it first;
-# `INTO STRICT` fails the call if it is not there). A count at 0 leaves the object.
-def _counts_one(moves: list[tuple[str, int]]) -> str:
-    """The counts' update for one entry: `moves`, each count's key (SQL) and by how much;
-    the keys distinct (the generator checks the transition table says so)."""
-    assert all(by in (-1, 1) for _, by in moves), moves
-    # A count moved down is there (an entry held its value) and may reach 0; one moved
-    # up may not be there yet, and does not reach 0.
-    pairs = ", ".join(f"{key}, nullif((counts ->> ({key}))::bigint - 1, 0)" if by == -1 else
-                      f"{key}, coalesce((counts ->> ({key}))::bigint, 0) + 1"
-                      for key, by in moves)
-    return f"""
-    WITH moved AS ({CHECKPOINTS})
-    UPDATE {COUNTS} SET counts = jsonb_strip_nulls(counts || jsonb_build_object({pairs}))
-     WHERE view = 'queue' RETURNING '' INTO STRICT done;"""
-
-
-def _status_key(statuses: list[str], variable: str) -> str:
-    """SQL: the status count's key of `variable`, one of `statuses` (a constant when
-    there is only one)."""
-    if len(statuses) == 1:
-        return _quote(count_key("status", json.dumps(statuses[0])))
-    return f"'status ' || to_json({variable})::text"
-
-
-def _lease_counts() -> str:
-    """A lease's counts: one entry (its status from ready to leased, its pool's ready
-    count to none), or several summed by count (each to the same status and pool)."""
-    old = _from("leased")
-    leased = _to("ready", "leased")
-    assert old == ["ready"], old  # a ready entry has a pool, its count moves to none
-    assert leased not in old, old
-    one = _counts_one([
-        (_status_key(old, "old_status"), -1),
-        (_quote(count_key("status", json.dumps(leased))), 1),
-        ("'ready_pool ' || to_json(old_pool)::text", -1),
-        (_quote(count_key("ready_pool", "null")), 1)])
-    several = merged("counts", f"""(SELECT jsonb_object_agg(m.k, m.n) FROM (
-        SELECT m.k, sum(m.n) AS n FROM (
-          SELECT 'status ' || to_json(x)::text, -1 FROM unnest(old_statuses) AS x
-          UNION ALL SELECT {_quote(count_key("status", json.dumps(leased)))}, n
-          UNION ALL SELECT 'ready_pool ' || coalesce(to_json(x)::text, 'null'), -1
-            FROM unnest(old_pools) AS x
-          UNION ALL SELECT {_quote(count_key("ready_pool", "null"))}, n
-        ) AS m(k, n) GROUP BY m.k) m)""")
-    return f"""
-  IF n = 1 THEN{one}
-  ELSE  -- a lease of several: each to the same status and pool
-    WITH moved AS ({CHECKPOINTS})
-    UPDATE {COUNTS} SET counts = {several}
-     WHERE view = 'queue' RETURNING '' INTO STRICT done;
-  END IF;"""
-
-
-def _complete_counts() -> str:
-    """A complete's counts: its status from leased to completed; no pool (a leased
-    entry is not ready, nor a completed one)."""
-    old = _from("completed")
-    drained = _to("leased", "completed")
-    assert "ready" not in old, old
-    assert drained != "ready", drained
-    assert drained not in old, old
-    return _counts_one([(_status_key(old, "old_status"), -1),
-                        (_quote(count_key("status", json.dumps(drained))), 1)])
 
 
 # The variables every command's procedure declares.
@@ -323,7 +250,7 @@ BEGIN
            ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
                  length(c.key) - {len(pool_key) + 1}) AS label
                FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
-                 AND starts_with(c.key, {_quote(pool_key)}) AND c.value::bigint > 0) x
+                 AND starts_with(c.key, {quote(pool_key)}) AND c.value::bigint > 0) x
              ORDER BY x.label <> '', x.label COLLATE "C") END
     INTO pol, pools;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
@@ -382,13 +309,13 @@ BEGIN
     s := s + 1;
 {_line(QueueLeased.type, "entry_key")}
     new_value := {edit.value({
-        "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(leased_status)),
+        "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(leased_status)),
         "lease": lease_json, "next_eligible_at_ms": "NULL",
         "events": f"({edit.read('events')}::bigint + 1)::text"})};
 {_write("entry_key", leased_status, "o_expires", several=True)}
   END LOOP;
-{_lease_counts()}
-{FINISH.format(channel=_quote(CHANNEL))}
+{lease_counts(_from("leased"), _to("ready", "leased"))}
+{FINISH.format(channel=quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
@@ -434,12 +361,12 @@ BEGIN
     ends := h.ends + octet_length(line) + 1;
   END IF;
   new_value := {edit.value({
-      "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
+      "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(drained)),
       "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
       "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
 {_write("p_key", drained, "NULL", " RETURNING value INTO o_value", several=False)}
-{_complete_counts()}
-{FINISH.format(channel=_quote(CHANNEL))}
+{complete_counts(_from("completed"), _to("leased", "completed"))}
+{FINISH.format(channel=quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
                                        "bytea"), create)
