@@ -24,7 +24,7 @@ sys.path.append(str(REPO))  # after PYTHONPATH: a snapshot there is what runs
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server
 
 PORT = 5497
-TABLES = ("uwf_events", "uwf_streams", "uwf_v_queue", "uwf_view_counts", "uwf_views")
+TABLES = ("uwf_events", "uwf_streams", "uwf_v_queue", "uwf_counts", "uwf_views")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

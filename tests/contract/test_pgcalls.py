@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import EXAMPLE
 from uwf.audit.verify import verify as verify_log
 from uwf.engine.clock import parse_instant
-from uwf.errors import NothingToDo, Rejected
+from uwf.errors import NothingToDo, Rejected, UwfError
 from uwf.queue import pgjson, sched
 from uwf.queue.events import BrokerRef, QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry
@@ -208,13 +208,15 @@ def test_refusals_are_worded_by_the_ordinary_path(store: Store, clock: Clock,
         sched.lease(store, 1)
     with pytest.raises(Rejected, match="is not queue entry"):
         sched.complete(store, entry, "01J00000000000000000000000")
+    with pytest.raises(UwfError, match="no-such-entry"):  # no row: refused in the server
+        sched.complete(store, "no-such-entry", lease.lease_id)
     clock.now += 1000
     with pytest.raises(Rejected, match="expired"):
         sched.complete(store, entry, lease.lease_id)
     clock.now += 1
     with pytest.raises(NothingToDo, match="no queue entry is eligible"):
         sched.lease(store, 1, "nobody")
-    assert told == ["ok", "none", "refused", "refused", "none"]
+    assert told == ["ok", "none", "refused", "refused", "refused", "none"]
     check_verified(store)
 
 

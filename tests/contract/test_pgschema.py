@@ -143,6 +143,85 @@ def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
         store.close()
 
 
+def at_schema_4(url: str) -> None:
+    """The database as schema 4 held it: the kept counts a row of `uwf_view_counts` a
+    (view, column, value), a count at 0 kept (as that uwf's commit left it); the log's
+    checks the table's, its columns plain `bigint` and `bytea`."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "ALTER TABLE uwf_events ALTER COLUMN seq TYPE bigint, ALTER COLUMN line TYPE "
+            "bytea, ADD CHECK (seq > 0), ADD CHECK (position('\\x0a'::bytea IN line) = 0)")
+        connection.execute("DROP DOMAIN uwf_seq, uwf_line")
+        connection.execute(
+            "CREATE TABLE uwf_view_counts (view text NOT NULL, col text NOT NULL, value text "
+            "NOT NULL, n bigint NOT NULL, PRIMARY KEY (view, col, value))")
+        connection.execute(
+            "INSERT INTO uwf_view_counts SELECT t.view, split_part(c.key, ' ', 1), "
+            "substr(c.key, strpos(c.key, ' ') + 1), c.value::bigint FROM uwf_counts t, "
+            "jsonb_each_text(t.counts) c")
+        connection.execute("INSERT INTO uwf_view_counts VALUES ('queue', 'status', "
+                           "'\"failed\"', 0)")
+        connection.execute("DROP TABLE uwf_counts")
+        connection.execute("DELETE FROM uwf_migrations WHERE version = 5")
+        connection.execute("UPDATE uwf_schema SET version = 4")
+
+
+def log_checks(url: str) -> tuple[list[str], list[str]]:
+    """The names of the log table's checks and of its columns' types' checks."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        table = connection.execute("SELECT conname FROM pg_constraint WHERE conrelid = "
+                                   "'uwf_events'::regclass AND contype = 'c' ORDER BY 1")
+        table_checks = [name for name, in table]
+        types = connection.execute(
+            "SELECT c.conname FROM pg_constraint c JOIN pg_attribute a ON a.atttypid = "
+            "c.contypid WHERE a.attrelid = 'uwf_events'::regclass ORDER BY 1")
+        return table_checks, [name for name, in types]
+
+
+def test_a_populated_schema_4_database_is_migrated_to_5(pg_url: str, tmp_path: Path) -> None:
+    """Schema 5: the counts' rows of a populated schema-4 database become one object a
+    view, the same counts (a 0 left out), that the server's commands move after; the
+    log's checks become its columns' types', refusing as before."""
+    populated(pg_url, tmp_path)
+    store = Store.open(pg_url)
+    try:
+        before = {column: store.journal.views.counts("queue", column)
+                  for column in ("status", "ready_pool")}
+    finally:
+        store.close()
+    assert before["status"] == {"ready": 2, "leased": 1}
+    at_schema_4(pg_url)
+    assert versions(pg_url) == (4, ALL[:-1])
+    assert log_checks(pg_url) == (["uwf_events_line_check", "uwf_events_seq_check"], [])
+    store = Store.open(pg_url)
+    try:
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            assert connection.execute("SELECT to_regclass('uwf_view_counts')").fetchone() == (
+                None,)
+            rows = connection.execute("SELECT view, counts FROM uwf_counts").fetchall()
+        assert rows == [("queue", {'status "ready"': 2, 'status "leased"': 1,
+                                   'ready_pool ""': 2, "ready_pool null": 1})]
+        assert {column: store.journal.views.counts("queue", column)
+                for column in ("status", "ready_pool")} == before
+        assert verify_views(store).ok
+        leased = pgcalls.lease(store, 1, None)  # the server's commands, on the new row
+        assert leased is not None
+        assert pgcalls.complete(store, leased.leases[0].id, leased.leases[0].lease_id,
+                                None) is not None
+        assert store.journal.views.counts("queue", "status") == {
+            "ready": 1, "leased": 1, "drained": 1}
+        assert verify_log(store).ok
+        assert verify_views(store).ok
+        assert log_checks(pg_url) == ([], ["uwf_line_one_line", "uwf_seq_positive"])
+        with psycopg.connect(pg_url, autocommit=True) as editor:
+            for seq, line in ((0, b"{}"), (store.log.head().seq + 1, b"{\n}")):
+                with pytest.raises(psycopg.errors.CheckViolation):
+                    editor.execute("INSERT INTO uwf_events VALUES (%s, %s, 0)", (seq, line))
+    finally:
+        store.close()
+
+
 def test_a_failed_migration_leaves_the_database_as_it_was(pg_url: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:

@@ -280,7 +280,7 @@ def test_drop_forgets_every_view_even_those_no_longer_declared(db: PgDatabase,
     PgViewStore(db, [SPECS[1]]).drop()
     tables = db.reader.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE "
                                "'uwf%' ORDER BY tablename").fetchall()
-    assert tables == [("uwf_migrations",), ("uwf_schema",), ("uwf_streams",), ("uwf_view_counts",),
+    assert tables == [("uwf_counts",), ("uwf_migrations",), ("uwf_schema",), ("uwf_streams",),
                       ("uwf_views",)]
     assert views.checkpoints() == {}
     assert views.load("w", "a") is None  # the table it had seen is gone: absent, no error

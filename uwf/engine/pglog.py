@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uwf.engine import pglogrow
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import GENESIS, Checkpoint, LogLine, LogProblem, LogSession, digest
 from uwf.engine.pgdb import PgDatabase
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 # The channel a writer NOTIFYs as its section commits (the new head's seq); followers LISTEN.
 CHANNEL = "uwf_events"
-TABLE = "uwf_events"
+TABLE = pglogrow.TABLE  # its row and the checks on it: uwf/engine/pglogrow.py
 # The writers' advisory lock: a fixed 64-bit key ("uwf_log"), held until the section's
 # transaction ends.
 LOG_LOCK = int.from_bytes(b"uwf_log")
@@ -48,12 +49,6 @@ LAST_CHUNK = 4096  # ... doubling up to this, so a full read is few round trips
 BEYOND = 2**63 - 1  # past every seq: where a newest-first read starts
 MANY_LINES = 100  # more lines than this in one append go by COPY
 
-_CREATE = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} ("
-    " seq bigint PRIMARY KEY CHECK (seq > 0),"
-    " line bytea NOT NULL CHECK (position('\\x0a'::bytea IN line) = 0),"
-    " ends bigint NOT NULL)"
-)
 
 
 @dataclass(frozen=True)
@@ -98,7 +93,7 @@ class PgLog:
         self._thread_lock = threading.Lock()  # the writer connection serves one section
         self._listener: psycopg.Connection[Any] | None = None  # `wait`'s, made on first use
         with db.reached():
-            db.create(TABLE, _CREATE)
+            db.create(TABLE, *pglogrow.CREATE)
 
     def _connection(self) -> psycopg.Connection[Any]:
         return self.db.connection()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uwf import __version__
+from uwf.engine import pgcounts, pglogrow
 
 if TYPE_CHECKING:
     import psycopg
@@ -57,6 +58,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "AND c.relname LIKE 'uwf\\_r\\_%' LOOP "
         "EXECUTE format('DROP TYPE IF EXISTS %I CASCADE', t); END LOOP; END $drop$",
     )),
+    Migration(5, "what a command writes, cheaper (issue 31): the views' kept counts one row a "
+                 "view (`uwf_counts`, a jsonb object: uwf/engine/pgcounts.py), folded from "
+                 "`uwf_view_counts`' row a value; the log's checks (a positive seq, a line "
+                 "without a newline) those of its columns' types, the domains `uwf_seq` and "
+                 "`uwf_line` (uwf/engine/pglogrow.py), not the table's",
+              (*pgcounts.MIGRATE, *pglogrow.MIGRATE)),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
 

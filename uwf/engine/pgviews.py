@@ -5,7 +5,8 @@ Each view is a table `uwf_v_<view>`: its key, its state (`bytea`), its declared 
 typed as the view declares them (`ViewSpec.types`: bigint or text in byte order), its
 search text (a pg_trgm GIN index where SQLite has FTS5); `uwf_views` holds every
 checkpoint (one row shared by the views that move together: uwf/engine/pgckpt.py),
-`uwf_view_counts` the kept counts, `uwf_streams` the stream index. The SQL
+`uwf_counts` the kept counts (a row a view: uwf/engine/pgcounts.py), `uwf_streams` the
+stream index. The SQL
 of a query is in `uwf.engine.pgquery`.
 
 A commit is one transaction of the database's writer (`PgDatabase.transaction()`):
@@ -30,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
-from uwf.engine import ckptrows, pgckpt
+from uwf.engine import ckptrows, pgckpt, pgcounts
 from uwf.engine.dburl import where
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
@@ -65,8 +66,7 @@ Connection = psycopg.Connection[Any]
 Rows = list[tuple[Any, ...]]
 _META = (
     pgckpt.CREATE,
-    "CREATE TABLE IF NOT EXISTS uwf_view_counts (view text NOT NULL, col text NOT NULL, "
-    "value text NOT NULL, n bigint NOT NULL, PRIMARY KEY (view, col, value))",
+    pgcounts.CREATE,
     'CREATE TABLE IF NOT EXISTS uwf_streams (subject text COLLATE "C" NOT NULL, '
     "seq bigint NOT NULL, PRIMARY KEY (subject, seq))",
 )
@@ -101,7 +101,7 @@ class PgViewStore:
         beside one that exists takes no lock); whether pg_trgm indexes the search text."""
         with self._guard():
             found = self.db.connection().execute(
-                "SELECT to_regclass('uwf_views') IS NOT NULL AND to_regclass('uwf_view_counts') "
+                "SELECT to_regclass('uwf_views') IS NOT NULL AND to_regclass('uwf_counts') "
                 "IS NOT NULL AND to_regclass('uwf_streams') IS NOT NULL, EXISTS (SELECT FROM "
                 "pg_extension WHERE extname = 'pg_trgm')").fetchone()
         if found is not None and found[0]:
@@ -262,19 +262,16 @@ class PgViewStore:
         spec = self.specs[query.view]
         where_clause, params = where_sql(spec, query)
         if not where_clause and spec.counted:  # every row: the kept counts add up to it
-            rows = self._fetch(spec.name, "SELECT coalesce(sum(n), 0) FROM uwf_view_counts "
-                                          "WHERE view = %s AND col = %s",
-                               (spec.name, spec.counted[0]))
-        else:
-            rows = self._fetch(spec.name, f"SELECT count(*) FROM {table(spec.name)}"
-                                          f"{where_clause}", params)
+            return sum(self.counts(spec.name, spec.counted[0]).values())
+        rows = self._fetch(spec.name, f"SELECT count(*) FROM {table(spec.name)}"
+                                      f"{where_clause}", params)
         return int(rows[0][0]) if rows else 0
 
     def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
         spec = self.specs[view]
         if column in spec.counted:  # kept up to date by commit: O(distinct values)
-            rows = self._fetch(view, "SELECT value, n FROM uwf_view_counts WHERE view = %s "
-                                     "AND col = %s", (view, column))
+            prefix = pgcounts.key(column, "")
+            rows = self._fetch(view, pgcounts.SELECT, (prefix, view, prefix))
             return self._counted(view, rows or [])
         name = column_sql(spec, column)
         rows = self._fetch(view, f"SELECT {name}, count(*) FROM {table(view)} GROUP BY {name}")
@@ -285,8 +282,9 @@ class PgViewStore:
         found: dict[ColumnValue, int] = {}
         for value, n in rows:
             decoded = count_value(value)
-            if decoded is ...:
-                raise self._corrupt(ValueError(f"a kept count of view {view} is {value!r}"))
+            if decoded is ... or type(n) is not int:
+                raise self._corrupt(ValueError(f"a kept count of view {view} is {value!r}: "
+                                               f"{n!r}"))
             if n:
                 found[decoded] = n
         return found
@@ -373,7 +371,7 @@ class PgViewStore:
         that shape already (readers see the old rows until the commit), else made anew;
         the statements that index a new table once it is filled."""
         name = spec.name
-        connection.execute("DELETE FROM uwf_view_counts WHERE view = %s", (name,))
+        connection.execute("DELETE FROM uwf_counts WHERE view = %s", (name,))
         found = connection.execute("SELECT to_regclass(%s)", (f"uwf_v_{name}",)).fetchone()
         if stored == self._signatures[name] and found is not None and found[0] is not None:
             connection.execute(f"DELETE FROM {table(name)}")
@@ -423,15 +421,9 @@ class PgViewStore:
             for column, index in counted:
                 slot = (column, json.dumps(row.columns[index]))
                 delta[slot] = delta.get(slot, 0) + 1
-        # A count that falls to 0 keeps its row (readers skip it): one statement, not two.
-        moved = [(column, value, n) for (column, value), n in delta.items() if n]
+        moved = {pgcounts.key(column, value): n for (column, value), n in delta.items() if n}
         if moved:
-            connection.execute(
-                "INSERT INTO uwf_view_counts SELECT %s, * FROM unnest(%b::text[], "
-                "%b::text[], %b::bigint[]) ON CONFLICT (view, col, value) DO UPDATE SET "
-                "n = uwf_view_counts.n + excluded.n",
-                (name, [c for c, _, _ in moved], [v for _, v, _ in moved],
-                 [n for _, _, n in moved]))
+            connection.execute(pgcounts.UPSERT, (name, json.dumps(moved)))
 
     def drop(self) -> None:
         """Forget everything: every view's table, the checkpoints, the counts and the
@@ -444,7 +436,7 @@ class PgViewStore:
             for name, in found:
                 quoted = name.replace('"', '""')
                 connection.execute(f'DROP TABLE "{quoted}"')
-            connection.execute("DROP TABLE IF EXISTS uwf_views, uwf_view_counts, uwf_streams")
+            connection.execute("DROP TABLE IF EXISTS uwf_views, uwf_counts, uwf_streams")
             self._setup(connection)
         with self._tables_lock:
             self._tables.clear()

@@ -8,7 +8,8 @@ writing again finds them here instead of asking the server. The events' lines ar
 in Python, chained from that head, folded in Python into the views' rows and the kept
 counts' moves, and sent in one `CALL` of a procedure generated from the views' specs:
 under the log's advisory lock it checks that the chain's head is still that one and
-every view is folded to it, appends the lines, writes the rows, the counts, the stream
+every view is folded to it, appends the lines, writes the rows, the counts (a row a
+view: uwf/engine/pgcounts.py), the stream
 index and the checkpoints, NOTIFYs, commits with `synchronous_commit` off (the lock goes
 at that commit), then commits a small synchronous transaction, so the call returns once
 a WAL flush covers the first and the flushes of concurrent callers group.
@@ -39,6 +40,9 @@ from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgckpt import AT_SHARED, MOVE, joined
+from uwf.engine.pgcounts import TABLE as COUNTS
+from uwf.engine.pgcounts import key as count_key
+from uwf.engine.pgcounts import merged
 from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
 from uwf.errors import UwfError
 
@@ -60,13 +64,13 @@ Key = tuple[str, str]
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
 # executor sets up, runs and ends on every call.
 CHECKPOINTS = MOVE
+# (Not flushing, the second COMMIT ends an empty transaction: no WAL, no wait; one
+# expression fewer than an IF around it, set up again in the transaction it begins.)
 FINISH = """
   o_status := 'ok' || pg_notify({channel}, s::text)::text;  -- '' (void): one expression
   COMMIT;
-  IF flush THEN
-    done := pg_logical_emit_message(true, 'uwf', '')::text;
-    COMMIT;
-  END IF;
+  done := CASE WHEN flush THEN pg_logical_emit_message(true, 'uwf', '')::text END;
+  COMMIT;
 """
 LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
 # What every server-side command does first: `flush` (a durable call flushes after its
@@ -329,8 +333,9 @@ class OneCall:
             [None if row is None else json.dumps(_typed(self.views.specs[view], row.columns))
              for view, _, row in flat],
             [None if row is None else searchable(row.text) for _, _, row in flat],
-            [view for view, _, _, _ in moves], [column for _, column, _, _ in moves],
-            [value for _, _, value, _ in moves], [n for _, _, _, n in moves]]
+            [view for view, _, _, _ in moves],
+            [count_key(column, value) for _, column, value, _ in moves],
+            [n for _, _, _, n in moves]]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
@@ -371,7 +376,7 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text[],
   p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
   p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
-  p_count_views text[], p_count_columns text[], p_count_values text[], p_counts bigint[],
+  p_count_views text[], p_count_keys text[], p_counts bigint[],
   INOUT o_status text DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE
@@ -398,15 +403,16 @@ BEGIN
     END CASE;
   END LOOP;
   IF cardinality(p_counts) > 0 THEN
-    INSERT INTO uwf_view_counts (view, col, value, n)
-    SELECT * FROM unnest(p_count_views, p_count_columns, p_count_values, p_counts)
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n;
+    INSERT INTO {COUNTS} (view, counts)
+    SELECT u.v, jsonb_object_agg(u.k, u.n) FROM unnest(p_count_views, p_count_keys, p_counts)
+      AS u(v, k, n) GROUP BY u.v
+    ON CONFLICT (view) DO UPDATE SET counts = {merged(COUNTS + ".counts", "excluded.counts")};
   END IF;
   s := p_seq + cardinality(p_lines); prev := p_last;
 {LEAVE.format(channel="'" + CHANNEL + "'")}
 END $proc$"""
     params = ("boolean", "int", "bigint", "text", "text[]", "bytea[]", "bigint[]",
               "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
-              "text[]", "text[]", "bigint[]")
+              "text[]", "bigint[]")
     return Procedure("uwf_write", params, create)
 

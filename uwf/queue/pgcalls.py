@@ -47,9 +47,11 @@ import msgspec
 from uwf.engine.clock import format_ts
 from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
-from uwf.engine.pgwrite import CAN_FLUSH, CHECKPOINTS, FINISH, LOCK, OneCall
+from uwf.engine.pgcounts import TABLE as COUNTS
+from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
+from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
@@ -63,10 +65,6 @@ MOST = 64
 
 
 # -- names and statuses ---------------------------------------------------------------
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
 
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
@@ -88,7 +86,7 @@ def _from(kind: str) -> list[str]:
 
 
 def _sql_list(values: list[str]) -> str:
-    return "ARRAY[" + ", ".join(_quote(value) for value in values) + "]::text[]"
+    return "ARRAY[" + ", ".join(quote(value) for value in values) + "]::text[]"
 
 
 _PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
@@ -137,35 +135,45 @@ def enter(log_lock: int, moved: str = "") -> str:
                          at_shared=AT_SHARED, moved=moved)
 
 
-def _line(kind: str, k: str = "k", n: str = "n") -> str:
-    """SQL building an event line (`s`, `ids[k]`, `p_ts`, `subject`, the `k`-th of `n`,
-    `data_json`, `prev`) in the envelope's field order, and the offset past it (`ends`)."""
+def _line(kind: str, key: str, k: str = "k", n: str = "n", *, prev: str = "prev",
+          ends: str = "ends") -> str:
+    """SQL building an event line (`s`, `ids[k]`, `p_ts`, the subject of the entry
+    `key`, the `k`-th of `n`, `data_json`, the digest `prev`) in the envelope's field
+    order, and the offset past it (`ends`, from the offset `ends` before it). Each
+    value used where it is, not kept in a variable first: every plpgsql assignment is
+    an expression set up again on every call."""
     return f"""
     line := convert_to('{{"seq":' || s || ',"id":' || to_json(p_ids[{k}])::text || ',"ts":'
-      || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json(subject)::text
-      || ',"batch":[' || {k} || ',' || {n} || '],"data":' || data_json || ',"prev":"' || prev
+      || to_json(p_ts)::text || ',"type":"{kind}","subject":' || to_json({_subject(key)})::text
+      || ',"batch":[' || {k} || ',' || {n} || '],"data":' || data_json || ',"prev":"' || {prev}
       || '"}}', 'UTF8');
-    ends := ends + octet_length(line) + 1;"""
+    ends := {ends} + octet_length(line) + 1;"""
 
 
-def _write(lease_expires: str, returning: str = "", *, several: bool) -> str:
-    """SQL appending the line (`line`, `s`, `ends`, `subject`) with its stream entry, and
-    writing the entry's new state to its row: the value `new_value` (msgspec's bytes,
+def _subject(key: str) -> str:
+    """SQL: the subject of the queue entry `key` (SQL)."""
+    return f"'queue/' || {key}"
+
+
+def _write(key: str, status: str, lease_expires: str, returning: str = "", *,
+           several: bool) -> str:
+    """SQL appending the line (`line`, `s`, `ends`) with its stream entry, and writing
+    the entry `key`'s (SQL) new state to its row: the value `new_value` (msgspec's bytes,
     `_splice`), the declared columns as `QueueProjection.column_values` does for the
-    status `new_status` (a live entry's key stays its live key; never ready: no pool;
+    status `status` (a live entry's key stays its live key; never ready: no pool;
     no backoff; the lease's expiry `lease_expires`); one statement. Then `prev` moves
     past the line, and with `several` (a command writing more than one entry) the old
     status and pool are kept for the counts' moves. `new_pool` stays NULL, as declared:
     no command here makes an entry ready."""
-    live = _sql_list([status for status in TRANSITIONS if status is not None
-                      and status not in TERMINAL])
+    live_statuses = [status for status in TRANSITIONS if status is not None
+                     and status not in TERMINAL]
     return f"""
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
-      indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES (subject, s))
-    UPDATE uwf_v_queue SET value = new_value, c_status = new_status,
-      c_live_key = CASE WHEN new_status = ANY({live}) THEN c_live_key END,
+      indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES ({_subject(key)}, s))
+    UPDATE uwf_v_queue SET value = new_value, c_status = {quote(status)},
+      c_live_key = {"c_live_key" if status in live_statuses else "NULL"},
       c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
-     WHERE key = entry_key{returning};
+     WHERE key = {key}{returning};
     prev := left(encode(sha256(line), 'hex'), 32);""" + ("""
     IF n > 1 THEN
       old_statuses := old_statuses || old_status; old_pools := old_pools || old_pool;
@@ -183,41 +191,12 @@ def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splic
     return Splice(QueueEntry, "raw", "at", changed=changed, read=read)
 
 
-# The kept counts' moves (by status, by ready pool) of the entries written, with the
-# views' checkpoints, in one statement: one entry (`old_status`, `old_pool` to
-# `new_status`, `new_pool`) moves four distinct counts, or none where its value stays;
-# several are summed by count first (an upsert touches each row once).
-_COUNT_ONE = f"""
-    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
-    SELECT 'queue', m.col, m.value, m.n FROM (VALUES
-        ('status', to_json(old_status)::text, -1), ('status', to_json(new_status)::text, 1),
-        ('ready_pool', coalesce(to_json(old_pool)::text, 'null'), -1),
-        ('ready_pool', coalesce(to_json(new_pool)::text, 'null'), 1)) AS m(col, value, n)
-     WHERE CASE m.col WHEN 'status' THEN old_status IS DISTINCT FROM new_status
-           ELSE old_pool IS DISTINCT FROM new_pool END
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};"""
-_COUNTS = f"""
-  IF n = 1 THEN{_COUNT_ONE}
-  ELSE  -- a lease of several: each to the same status and pool
-    WITH counted AS (INSERT INTO uwf_view_counts (view, col, value, n)
-    SELECT 'queue', m.col, m.value, sum(m.n) FROM (
-        SELECT 'status', to_json(x)::text, -1 FROM unnest(old_statuses) AS x
-        UNION ALL SELECT 'status', to_json(new_status)::text, n
-        UNION ALL SELECT 'ready_pool', coalesce(to_json(x)::text, 'null'), -1
-          FROM unnest(old_pools) AS x
-        UNION ALL SELECT 'ready_pool', coalesce(to_json(new_pool)::text, 'null'), n
-      ) AS m(col, value, n)
-     GROUP BY m.col, m.value HAVING sum(m.n) <> 0
-    ON CONFLICT (view, col, value) DO UPDATE SET n = uwf_view_counts.n + excluded.n)
-    {CHECKPOINTS};
-  END IF;"""
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
-  entry_key text; old_status text; old_pool text; new_status text;
-  new_pool text; new_value bytea; at int[]; old_statuses text[]; old_pools text[];"""
+  entry_key text; old_status text; old_pool text; new_value bytea; at int[];
+  old_statuses text[]; old_pools text[];"""
 
 
 @functools.cache
@@ -228,6 +207,7 @@ def lease_procedure() -> Procedure:
     policy = _names(Policy)
     defaults = Policy()
     leased_status = _to("ready", "leased")
+    pool_key = count_key("ready_pool", '"')  # a pool's count's key up to its label
     data = json_text(QueueLeased, {"lease_id": "p_lease_ids[k]", "expires_at_ms": "o_expires",
                                    "attempt": "o_attempts[k]", "session": "p_session"})
     lease_json = renamed_first(data, json_text(Lease, {
@@ -267,9 +247,10 @@ BEGIN
            -- A pool's label as stored (json.dumps): one with an escape (a quote, a
            -- backslash, anything past ASCII) keeps its backslash here and is refused
            -- below, so no JSON is parsed.
-           ARRAY(SELECT x.label FROM (SELECT substr(c.value, 2, length(c.value) - 2)
-               AS label FROM uwf_view_counts c WHERE c.view = 'queue'
-                 AND c.col = 'ready_pool' AND c.n > 0 AND c.value LIKE '"%') x
+           ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
+                 length(c.key) - {len(pool_key) + 1}) AS label
+               FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
+                 AND starts_with(c.key, {quote(pool_key)}) AND c.value::bigint > 0) x
              ORDER BY x.label <> '', x.label COLLATE "C") END
     INTO pol, pools;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
@@ -325,18 +306,16 @@ BEGIN
     END IF;
     o_attempts := o_attempts || ({edit.read("attempts")}::int + 1);
     data_json := {data};
-    subject := 'queue/' || entry_key;
     s := s + 1;
-{_line(QueueLeased.type)}
-    new_status := {_quote(leased_status)};
+{_line(QueueLeased.type, "entry_key")}
     new_value := {edit.value({
-        "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(leased_status)),
+        "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(leased_status)),
         "lease": lease_json, "next_eligible_at_ms": "NULL",
         "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("o_expires", several=True)}
+{_write("entry_key", leased_status, "o_expires", several=True)}
   END LOOP;
-{_COUNTS}
-{FINISH.format(channel=_quote(CHANNEL))}
+{lease_counts(_from("leased"), _to("ready", "leased"))}
+{FINISH.format(channel=quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_lease", (*_PARAMS_HEAD, "text", "int", "text[]", "text[]"), create)
 
@@ -363,36 +342,31 @@ DECLARE{_DECLARE}
   expires bigint;
 BEGIN
 {enter(LOG_LOCK, " p_middle := NULL;")}
-  entry_key := p_key;
   SELECT q.value, q.c_status, q.c_ready_pool, q.c_lease_expires
     INTO raw, old_status, old_pool, expires FROM uwf_v_queue q WHERE q.key = p_key;
-  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) THEN
+  at := {edit.positions()};  -- NULLs when there is no row: refused below all the same
+  -- The entry leased; the lease's id as msgspec wrote it (an id it escapes otherwise is
+  -- refused here, and the ordinary way judges it); its expiry is the row's column.
+  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) OR 0 = ANY(at)
+     OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
     o_status := 'refused'; RETURN;
   END IF;
-  at := {edit.positions()};
-  -- The lease's id as msgspec wrote it (an id it escapes otherwise is refused here,
-  -- and the ordinary way judges it); its expiry is the row's column.
-  IF 0 = ANY(at) OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
-    o_status := 'refused'; RETURN;
-  END IF;
-  subject := 'queue/' || p_key;
-  s := h.seq + 1; ends := h.ends; prev := h.digest;
+  s := h.seq + 1;
   IF p_middle IS NULL THEN  -- at the log's later instant: the line built here
     data_json := {data};
-{_line(QueueCompleted.type, "1", "1")}
+{_line(QueueCompleted.type, "p_key", "1", "1", prev="h.digest", ends="h.ends")}
   ELSE  -- the line as the caller built it (`_middle`), its seq and prev put in
     line := convert_to('{{"seq":' || s, 'UTF8') || p_middle
-      || convert_to('"' || prev || '"}}', 'UTF8');
-    ends := ends + octet_length(line) + 1;
+      || convert_to('"' || h.digest || '"}}', 'UTF8');
+    ends := h.ends + octet_length(line) + 1;
   END IF;
-  new_status := {_quote(drained)};
   new_value := {edit.value({
-      "updated_at": "to_json(p_ts)::text", "status": _quote(json.dumps(drained)),
+      "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(drained)),
       "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
       "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("NULL", " RETURNING value INTO o_value", several=False)}
-{_COUNT_ONE}
-{FINISH.format(channel=_quote(CHANNEL))}
+{_write("p_key", drained, "NULL", " RETURNING value INTO o_value", several=False)}
+{complete_counts(_from("completed"), _to("leased", "completed"))}
+{FINISH.format(channel=quote(CHANNEL))}
 END $proc$"""
     return Procedure("uwf_complete", (*_PARAMS_HEAD, "text", "text", "text", "text[]",
                                        "bytea"), create)
