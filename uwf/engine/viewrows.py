@@ -4,6 +4,7 @@ changed; the kept counts; the stream index."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections import Counter
@@ -28,6 +29,32 @@ def add_streams(db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
         entries = sorted(entries, key=itemgetter(0))  # (subject, seq): seqs come in order
     if entries:
         db.executemany("INSERT INTO streams VALUES (?, ?)", entries)
+
+
+def unjournalled(db: sqlite3.Connection) -> bool:
+    """Turn the views file's journal off for a full replay into views that hold nothing,
+    when no other connection has it open (SQLite leaves WAL mode only then): its pages are
+    written once, into the file, not into the WAL and again at the checkpoint (about a
+    quarter of the replay's SQL CPU, docs/benchmarks.md). No checkpoint is written until
+    the replay's last statement, so a replay cut short leaves views that hold none (a
+    damaged file is Corrupt, and replaced): never a part taken for the whole. Whether it
+    did (else the replay goes through the WAL, as every commit)."""
+    busy = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        mode = db.execute("PRAGMA journal_mode=OFF").fetchone()[0]
+    except sqlite3.OperationalError:  # another connection is open: it must stay valid
+        mode = "wal"
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(busy)}")
+    return str(mode).lower() == "off"
+
+
+def journalled(db: sqlite3.Connection) -> None:
+    """The views file back in WAL mode after `unjournalled` (best effort: a file dropped
+    meanwhile has nothing to turn back; the next connection turns it to WAL anyway)."""
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("PRAGMA journal_mode=WAL")
 
 
 def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
