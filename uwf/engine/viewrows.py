@@ -53,8 +53,9 @@ def unjournalled(db: sqlite3.Connection) -> bool:
 def journalled(db: sqlite3.Connection) -> None:
     """The views file back in WAL mode after `unjournalled` (best effort: a file dropped
     meanwhile has nothing to turn back; the next connection turns it to WAL anyway)."""
-    with contextlib.suppress(sqlite3.Error):
-        db.execute("PRAGMA journal_mode=WAL")
+    with contextlib.suppress(sqlite3.Error):  # (closed by a drop: an Error too)
+        if not db.in_transaction:
+            db.execute("PRAGMA journal_mode=WAL")
 
 
 def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:

@@ -454,7 +454,7 @@ class SqliteViewStore:
                     self.drop()
                 raise
             finally:
-                if bare and not db.in_transaction:
+                if bare:
                     journalled(db)
             return True
 
