@@ -27,7 +27,8 @@ from uwf.engine.events import Envelope, EventCatalog
 from uwf.engine.fold import CREATED, Fold, Folded, Key, Projection, Seen, refuse_next
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
-from uwf.engine.viewspec import Part, Row, Rows, ViewStore
+from uwf.engine.projection import StructProjection
+from uwf.engine.viewspec import ASCII_LOWER, NewRows, Part, Row, Rows, ViewStore
 
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
@@ -49,6 +50,27 @@ def planned(projection: Projection, event_type: str) -> Apply:
     plan = getattr(projection, "planned", None)
     made: Apply | None = None if plan is None else plan(event_type)
     return projection.apply if made is None else made
+
+
+def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
+    """A state's row as the table takes it, (key, value, *columns, text as stored: ASCII
+    lowercased): `projection.row`'s parts, spelled into one tuple (not a `Row`, then a
+    tuple of it)."""
+    lower = ASCII_LOWER
+    if not isinstance(projection, StructProjection) or type(projection).row is not \
+            StructProjection.row:
+        row = projection.row
+
+        def spelled(key: str, state: Any) -> tuple[Any, ...]:
+            made = row(state)
+            return (key, made.value, *made.columns, made.text.translate(lower))
+        return spelled
+
+    encode, values, text = projection.encode, projection.column_values, projection.search_text
+
+    def fast(key: str, state: Any) -> tuple[Any, ...]:
+        return (key, encode(state), *values(state), text(state).translate(lower))
+    return fast
 
 
 class PlannedFold(Fold):
@@ -182,23 +204,34 @@ class BulkFold:
         self.stored[name][key] = projection.row(state)
         return state
 
-    def _part(self, keep: int) -> dict[str, Rows]:
+    def _part(self, keep: int) -> dict[str, Rows | NewRows]:
         """The rows of the oldest states held, all but about `keep` of them (each view
         keeps its share), let go once given; a view's rows as `Rows` whose `before` says
         what the views hold of each (nothing, but for states read back)."""
         held = sum(map(len, self.states.values()))
-        changes: dict[str, Rows] = {}
+        changes: dict[str, Rows | NewRows] = {}
         written: list[Key] = []
         for name, states in self.states.items():
             if not states:
                 changes[name] = Rows({}, {})
                 continue
             out = len(states) if keep == 0 else max(0, len(states) - len(states) * keep // held)
-            row = self.projections[name].row
+            projection = self.projections[name]
             stored = self.stored[name]
+            keys = list(itertools.islice(states, out))
+            if not stored or stored.keys().isdisjoint(keys):
+                # None of them stored: the tuples the table takes, made once a row.
+                made = inserted(projection)
+                pop = states.pop
+                new = NewRows([made(key, state) for key in keys
+                               if (state := pop(key)) is not None])
+                written.extend((name, row[0]) for row in new.inserts)
+                changes[name] = new
+                continue
+            row = projection.row
             rows: dict[str, Row | None] = {}
             before: dict[str, Row | None] = {}
-            for key in list(itertools.islice(states, out)):
+            for key in keys:
                 state = states.pop(key)
                 was = stored.pop(key, None)
                 if state is None and was is None:
