@@ -62,14 +62,14 @@ def floor(root: Path) -> dict[str, float]:
         bulk = bf.BulkFold(journal.views, journal.projections, journal.catalog,
                            journal.fold.over, journal.fold.routes)
         if not rows:  # the states let go as a part would take them, no rows made
-            def dropped(keep: int) -> dict[str, Any]:
+            def dropped(keep: int) -> tuple[dict[str, Any], dict[str, Any]]:
                 held = sum(map(len, bulk.states.values()))
                 for states in bulk.states.values():
                     out = len(states) if keep == 0 else max(
                         0, len(states) - len(states) * keep // held)
                     for key in list(states)[:out]:
                         del states[key]
-                return {}
+                return {}, {}
             bulk._part = dropped  # type: ignore[method-assign]
         for _part in bulk.parts(journal.log.read(), Folded(GENESIS)):
             pass

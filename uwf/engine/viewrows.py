@@ -14,7 +14,7 @@ from typing import Any
 
 from uwf.engine import fulltext
 from uwf.engine.sqlquery import chunks, column_sql, partial_sql
-from uwf.engine.viewspec import ASCII_LOWER, NewRows, Row, StreamEntries, ViewSpec
+from uwf.engine.viewspec import NewRows, Row, StreamEntries, ViewSpec, ascii_lower
 
 
 def add_streams(db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
@@ -113,7 +113,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         known: Mapping[str, Row | None] = getattr(rows, "before", {})
         for key, was in known.items():
             if was is not None:
-                old[key] = (was.text.translate(ASCII_LOWER), *was.columns)
+                old[key] = (ascii_lower(was.text), *was.columns)
         selected = "".join(f', "c_{column}"' for column in columns)
         unknown = [key for key in rows if key not in known] if known else list(rows)
         for chunk in chunks(unknown):
@@ -136,7 +136,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
             if stored is not None:
                 deletes.append((key,))
             continue
-        text = row.text.translate(ASCII_LOWER)
+        text = ascii_lower(row.text)
         values = row.columns
         for column, position in counted:
             slot = (column, spelled(values[position]))
@@ -182,8 +182,8 @@ def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row |
                 searched: bool) -> None:
     """`write_rows` of rows none of which is stored (a new table's, a full replay's part,
     entities a command makes): inserted, and counted, a column at a time."""
-    lower = ASCII_LOWER
-    inserts = [(key, row.value, *row.columns, row.text.translate(lower))
+    lower = ascii_lower
+    inserts = [(key, row.value, *row.columns, lower(row.text))
                for key, row in rows.items() if row is not None]
     if not inserts:
         return
