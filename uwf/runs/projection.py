@@ -20,10 +20,11 @@ from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
 from uwf.runs.rules import derive, derived_of, evolve
-from uwf.runs.state import RunState
-from uwf.threads.events import THREAD_EVENTS, ThreadStarted
+from uwf.runs.state import RunState, add_usage
+from uwf.threads.events import THREAD_EVENTS, ThreadStarted, ThreadStepped
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
+_replace = msgspec.structs.replace
 # The `deadline` column of a run with no step in flight: after any clock reading, so
 # `running` is `deadline >= now` and `stalled` is `deadline < now`, one index range.
 NO_DEADLINE = 2**62
@@ -129,9 +130,22 @@ class RunsProjection(StructProjection):
                   ) -> RunState | None:
             if state is None or not isinstance(thread_after, ThreadState):
                 return apply_over(state, event, thread_after)
-            return evolve(state, event, thread_after, source(state.source_fingerprint, event))
+            # `evolve` of a thread event (no run event) over a run recorded, spelled out.
+            return _replace(state, thread=thread_after,
+                            source_fingerprint=source(state.source_fingerprint, event))
 
-        return moved
+        def stepped(state: RunState | None, event: Envelope, thread_after: object
+                    ) -> RunState | None:
+            if state is None or not isinstance(thread_after, ThreadState):
+                return apply_over(state, event, thread_after)
+            data: ThreadStepped = event.data
+            usage = state.usage if data.usage is None else add_usage(state.usage, data.usage)
+            return _replace(state, thread=thread_after,
+                            reused_steps=state.reused_steps + int(data.reused is not None),
+                            usage=usage, source_fingerprint=source(state.source_fingerprint,
+                                                                   event))
+
+        return stepped if event_type == ThreadStepped.type else moved
 
     def apply_over(self, state: RunState | None, event: Envelope,
                    thread_after: object) -> RunState | None:
