@@ -53,7 +53,8 @@ def fingerprint(previous: str, event: Envelope) -> str:
 _UNFOLDED = object()  # `apply_over`: no thread state given, fold it
 # The thread events that move a run already recorded (`RunsProjection.planned_over`):
 # all but its start.
-_MOVES = frozenset(t.type for t in THREAD_EVENTS) - {ThreadStarted.type}
+_THREAD_TYPES = frozenset(t.type for t in THREAD_EVENTS)
+_MOVES = _THREAD_TYPES - {ThreadStarted.type}
 
 
 class RunsProjection(StructProjection):
@@ -111,11 +112,11 @@ class RunsProjection(StructProjection):
     def planned_over(self, event_type: str) -> Callable[[RunState | None, Envelope, object],
                                                       RunState | None] | None:
         """`apply_over` for events of one type, for a full replay (None: `apply_over`
-        itself): a thread event that moves a run already recorded, the run's `evolve`
-        with its running digest by hashlib's SHA-256 (OpenSSL's: about 4 times faster
-        over a line than CPython's own, which `digest` uses so that a command need not
-        load OpenSSL)."""
-        if event_type not in _MOVES:
+        itself): a thread event, the run's `evolve` (spelled out for one that moves a
+        run already recorded) with its running digest by hashlib's SHA-256 (OpenSSL's:
+        about 4 times faster over a line than CPython's own, which `digest` uses so
+        that a command need not load OpenSSL)."""
+        if event_type not in _THREAD_TYPES:
             return None
         from hashlib import sha256
 
@@ -125,6 +126,15 @@ class RunsProjection(StructProjection):
             line = encode_line(Envelope(event.seq, event.id, event.ts, event.type,
                                         event.subject, event.batch, event.data, event.prev))
             return sha256(previous.encode() + b"\n" + line).hexdigest()[:32]
+
+        if event_type not in _MOVES:  # a start: the record made (or a thread started again)
+            def begun(state: RunState | None, event: Envelope, thread_after: object
+                      ) -> RunState | None:
+                if not isinstance(thread_after, ThreadState):
+                    return None
+                return evolve(state, event, thread_after, source(
+                    GENESIS_PREV if state is None else state.source_fingerprint, event))
+            return begun
 
         def moved(state: RunState | None, event: Envelope, thread_after: object
                   ) -> RunState | None:
