@@ -412,10 +412,10 @@ class SqliteViewStore:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
-            # Every view and the stream index made anew in views that hold none (a first
-            # read, a copy's new store): no journal, when no other connection is open.
-            bare = not any(expected.values()) and expected.keys() >= self._signatures.keys() \
-                and unjournalled(db)
+            # A full replay into views that hold nothing (a first read, a copy's new
+            # store) loads with no journal when no other connection has the file open.
+            bare = reset and STREAMS in expected and not any(expected.values()) and \
+                unjournalled(db)
             db.execute("BEGIN IMMEDIATE")
             try:
                 rows = self._rows(db)
