@@ -153,7 +153,7 @@ def logged(root: Path, runs: int) -> dict[str, Any]:
 
 def test_a_replay_into_no_views_writes_its_pages_once_not_through_the_wal(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A full replay that finds no views (a first read) loads them with the journal off
+    """A rebuild's replay that finds no views (a copy's new store) loads them with the journal off
     (its pages written into the file, none into a WAL), and leaves the file in WAL mode
     with the rows a fold command by command leaves; with another connection open on the
     file, the replay goes through the WAL, as every commit does, to the same rows."""

@@ -412,8 +412,8 @@ class SqliteViewStore:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
-            # A full replay into views that hold nothing (a first read, a copy's new
-            # store) loads with no journal when no other connection has the file open.
+            # A rebuild's replay into views that hold nothing (after `rm -r views/`, a
+            # copy's new store) loads with no journal when no other connection is open.
             bare = reset and STREAMS in expected and not any(expected.values()) and \
                 unjournalled(db)
             db.execute("BEGIN IMMEDIATE")
