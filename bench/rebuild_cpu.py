@@ -2,7 +2,7 @@
 alternating on the same store.
 
     python bench/rebuild_cpu.py [--quick | --runs R] [--base REV] [--rounds N] [--floor]
-                                [--dir DIR]
+                                [--over] [--dir DIR]
 
 A store of the run mix `bench/runs.py` writes (170,000 runs, about 1,040,000 events;
 `--quick`: 17,000 runs, about 104,000). Each code (this checkout's `uwf/`, and `--base`'s,
@@ -11,10 +11,12 @@ code on `PYTHONPATH`: `Store.open(root)`, then `Journal.rebuild_views(snapshot=F
 (the whole log replayed into new views: every view and the stream index; no snapshot),
 timed by the child's `time.process_time()` around the replay alone, with its peak RSS.
 The two codes alternate, `--rounds` times, on the same store; the views file is
-deleted before each. `--floor`: then, in one more child of this checkout's code, each
-part of a replay measured alone on the same store (`bench/rebuild_floor.py`: reading,
-decoding and the chain; the fold; the rows; their inserts; the indexes; the stream
-index), beside the replay's median.
+deleted before each (a replay into no views: a first read, a copy's new store), or,
+with `--over`, kept (a replay over the views the round before left: `uwf registry
+rebuild` over views, whose replay goes through the WAL). `--floor`: then, in one more
+child of this checkout's code, each part of a replay measured alone on the same store
+(`bench/rebuild_floor.py`: reading, decoding and the chain; the fold; the rows; their
+inserts; the indexes; the stream index), beside the replay's median.
 
 Target (issue 30): >= 100,000 events per CPU-second for all views at 1,000,000 events,
 peak RSS <= 300 MiB.
@@ -55,7 +57,7 @@ assert uwf.__file__.startswith(sys.argv[2]), (uwf.__file__, sys.argv[2])
 from pathlib import Path
 from uwf.store import Store
 root = Path(sys.argv[1])
-for suffix in ("", "-wal", "-shm"):
+for suffix in ("", "-wal", "-shm") if sys.argv[3] == "fresh" else ():
     Path(f"{root}/views/views.sqlite3{suffix}").unlink(missing_ok=True)
 store = Store.open(root)
 cpu, wall = time.process_time(), time.perf_counter()
@@ -76,9 +78,10 @@ def code_of(rev: str, into: Path) -> Path:
     return into
 
 
-def replay(code: Path, root: Path) -> dict[str, float]:
+def replay(code: Path, root: Path, *, over: bool = False) -> dict[str, float]:
     # Run in the code's folder: `-c` puts the working folder first on sys.path.
-    result = subprocess.run([sys.executable, "-c", CHILD, str(root.resolve()), str(code)], cwd=code,
+    result = subprocess.run([sys.executable, "-c", CHILD, str(root.resolve()), str(code),
+                             "over" if over else "fresh"], cwd=code,
                             capture_output=True, text=True,
                             env=env_with(UWF_DURABILITY="none", PYTHONPATH=str(code)),
                             check=False)
@@ -96,12 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--floor", action="store_true",
                         help="then each part of a replay alone (bench/rebuild_floor.py)")
+    parser.add_argument("--over", action="store_true",
+                        help="replay over the views the round before left (`registry "
+                             "rebuild` over views: through the WAL), not into none")
     add_common_args(parser)
     args = parser.parse_args(argv)
     runs = 17_000 if args.quick else args.runs
     where = data_dir(args.dir) / "rebuild-snapshot"  # the store rebuild_snapshot.py uses
     where.mkdir(parents=True, exist_ok=True)
-    print_header("a full replay of all views: CPU per event, this code vs a base", where)
+    print_header("a full replay of all views: CPU per event, this code vs a base"
+                 + (" (over the views a replay left)" if args.over else ""), where)
     root = where / f"runs-{runs}"
     made = generate_runs(root, runs, "timeout")
     events = events_in(root)
@@ -113,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         begin(args.wait_quiet)
         for round_ in range(args.rounds):
             for name, code in codes.items():
-                figures = replay(code, root)
+                figures = replay(code, root, over=args.over)
                 if figures["events"] != events:
                     sys.exit(f"bench: {name} replayed {figures['events']}, not {events}")
                 results[name].append(figures)

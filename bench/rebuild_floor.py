@@ -11,7 +11,9 @@ child process (`bench/rebuild_cpu.py --floor` runs it after its rounds; or alone
   rebuild left, as a replay reads it back from the one it writes);
 - the rows' inserts alone: the rows of the views file the rebuild wrote, read first
   (not timed), then inserted into new tables of a new file as a rebuild makes them
-  (no secondary index, WAL, `synchronous=OFF`, one transaction), `executemany` a view;
+  (no secondary index, the journal off, as a replay into no views loads them:
+  uwf/engine/viewrows.py `unjournalled`; `synchronous=OFF`, one transaction),
+  `executemany` a view;
 - the indexes after, alone; the stream index alone (its entries, sorted, inserted).
 """
 
@@ -60,14 +62,14 @@ def floor(root: Path) -> dict[str, float]:
         bulk = bf.BulkFold(journal.views, journal.projections, journal.catalog,
                            journal.fold.over, journal.fold.routes)
         if not rows:  # the states let go as a part would take them, no rows made
-            def dropped(keep: int) -> dict[str, Any]:
+            def dropped(keep: int) -> tuple[dict[str, Any], dict[str, Any]]:
                 held = sum(map(len, bulk.states.values()))
                 for states in bulk.states.values():
                     out = len(states) if keep == 0 else max(
                         0, len(states) - len(states) * keep // held)
                     for key in list(states)[:out]:
                         del states[key]
-                return {}
+                return {}, {}
             bulk._part = dropped  # type: ignore[method-assign]
         for _part in bulk.parts(journal.log.read(), Folded(GENESIS)):
             pass
@@ -86,7 +88,7 @@ def floor(root: Path) -> dict[str, float]:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{target}{suffix}").unlink(missing_ok=True)
     db = sqlite3.connect(target, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
     db.executescript(ckptrows.LAYOUT)
     specs = {name: projection.spec() for name, projection in journal.projections.items()}

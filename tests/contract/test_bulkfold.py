@@ -123,3 +123,98 @@ def test_a_full_replay_leaves_the_rows_a_fold_command_by_command_leaves(
         store.journal.rebuild_views(snapshot=False)
         store.close()
         assert dumped(root) == incremental
+        # And into no views file at all (loaded with the journal off).
+        views_file(root).unlink()
+        store = Store.open(root)
+        store.journal.rebuild_views(snapshot=False)
+        store.close()
+        assert dumped(root) == incremental
+
+
+def views_file(root: Path) -> Path:
+    return root / "views" / "views.sqlite3"
+
+
+def wal_bytes(root: Path) -> int:
+    wal = Path(f"{views_file(root)}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def logged(root: Path, runs: int) -> dict[str, Any]:
+    """A store of `runs` threads, each started and stepped, its views as folded."""
+    store = Store.open(root)
+    for number in range(runs):
+        thread = f"thread/01J00000000000000000{number:06d}"
+        store.journal.write(lambda _views, t=thread: Outcome([  # type: ignore[misc]
+            NewEvent(t, START[1]), NewEvent(t, STEP_1[1])]))
+    store.close()
+    return dumped(root)
+
+
+def test_a_replay_into_no_views_writes_its_pages_once_not_through_the_wal(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A rebuild's replay that finds no views (a copy's new store) loads them with the journal off
+    (its pages written into the file, none into a WAL), and leaves the file in WAL mode
+    with the rows a fold command by command leaves; with another connection open on the
+    file, the replay goes through the WAL, as every commit does, to the same rows."""
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    root = tmp_path / "s"
+    incremental = logged(root, 300)
+    views_file(root).unlink()
+    Path(f"{views_file(root)}-wal").unlink(missing_ok=True)
+    store = Store.open(root)
+    store.journal.rebuild_views(snapshot=False)
+    assert wal_bytes(root) == 0
+    store.close()
+    assert dumped(root) == incremental
+    db = sqlite3.connect(views_file(root))
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+    # Another connection open: the WAL path.
+    views_file(root).unlink()
+    Path(f"{views_file(root)}-wal").unlink(missing_ok=True)
+    other = sqlite3.connect(views_file(root))
+    other.execute("PRAGMA journal_mode=WAL")
+    other.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    try:
+        store = Store.open(root)
+        store.journal.rebuild_views(snapshot=False)
+        assert wal_bytes(root) > 0
+        store.close()
+    finally:
+        other.close()
+    assert dumped(root) == incremental
+
+
+def test_a_replay_cut_short_with_the_journal_off_leaves_no_views(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A replay with the journal off that fails past its first part (pages of it may be
+    in the file) leaves no views, never a part taken for the whole: the next read folds
+    the log again, to the rows a fold command by command leaves."""
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    root = tmp_path / "s"
+    incremental = logged(root, 300)
+    views_file(root).unlink()
+    made = bulkfold.BulkFold._part
+    calls: list[int] = []
+
+    def cut(self: bulkfold.BulkFold, keep: int) -> Any:
+        calls.append(keep)
+        if len(calls) == 3:
+            raise RuntimeError("cut short")
+        return made(self, keep)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(bulkfold, "BOUND", 20)
+        patched.setattr(bulkfold, "KEEP", 5)
+        patched.setattr(bulkfold, "CHECK_EVERY", 1)
+        patched.setattr(bulkfold.BulkFold, "_part", cut)
+        store = Store.open(root)
+        with pytest.raises(RuntimeError, match="cut short"):
+            store.journal.rebuild_views(snapshot=False)
+        assert store.journal.views.checkpoints() == {}
+        store.close()
+    store = Store.open(root)
+    store.journal.rebuild_views(snapshot=False)
+    store.close()
+    assert dumped(root) == incremental

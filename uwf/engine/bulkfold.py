@@ -27,7 +27,8 @@ from uwf.engine.events import Envelope, EventCatalog
 from uwf.engine.fold import CREATED, Fold, Folded, Key, Projection, Seen, refuse_next
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
-from uwf.engine.viewspec import Part, Row, Rows, ViewStore
+from uwf.engine.projection import StructProjection
+from uwf.engine.viewspec import NewRows, Part, Row, Rows, ViewStore, ascii_lower
 
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
@@ -49,6 +50,27 @@ def planned(projection: Projection, event_type: str) -> Apply:
     plan = getattr(projection, "planned", None)
     made: Apply | None = None if plan is None else plan(event_type)
     return projection.apply if made is None else made
+
+
+def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
+    """A state's row as the table takes it, (key, value, *columns, text as stored: ASCII
+    lowercased): `projection.row`'s parts, spelled into one tuple (not a `Row`, then a
+    tuple of it)."""
+    if not isinstance(projection, StructProjection) or type(projection).row is not \
+            StructProjection.row:
+        row = projection.row
+
+        def spelled(key: str, state: Any) -> tuple[Any, ...]:
+            made = row(state)
+            return (key, made.value, *made.columns, ascii_lower(made.text))
+        return spelled
+
+    encode, values, text = projection.encode, projection.column_values, projection.search_text
+    lower = ascii_lower
+
+    def fast(key: str, state: Any) -> tuple[Any, ...]:
+        return (key, encode(state), *values(state), lower(text(state)))
+    return fast
 
 
 class PlannedFold(Fold):
@@ -163,12 +185,20 @@ class BulkFold:
                         or since_part >= stretch_lines):
                     since_part = 0
                     folded.head = Checkpoint(*done)
-                    yield self._part(KEEP), index
+                    yield from self._given(KEEP, index)
                     index = []
                     add = index.append
         if done[0]:
             folded.head = Checkpoint(*done)
-            yield self._part(0), index
+            yield from self._given(0, index)
+
+    def _given(self, keep: int, index: list[tuple[str, int]]) -> Iterator[Part]:
+        """`_part`'s rows as parts: the new rows with the stream entries, then the rows
+        of states read back (keys apart from the first's), when there are any."""
+        changes, again = self._part(keep)
+        yield changes, index
+        if any(again.values()):
+            yield again, []
 
     def _missing(self, name: str, key: str) -> Any:
         """The state of a key not held: None, unless a part wrote it (read back)."""
@@ -182,31 +212,40 @@ class BulkFold:
         self.stored[name][key] = projection.row(state)
         return state
 
-    def _part(self, keep: int) -> dict[str, Rows]:
+    def _part(self, keep: int) -> tuple[dict[str, Rows | NewRows], dict[str, Rows]]:
         """The rows of the oldest states held, all but about `keep` of them (each view
-        keeps its share), let go once given; a view's rows as `Rows` whose `before` says
-        what the views hold of each (nothing, but for states read back)."""
+        keeps its share), let go once given: those no part wrote as the tuples the table
+        takes (`NewRows`, made once a row), and, apart, those of states read back as
+        `Rows` whose `before` is the row the views hold (updated, not inserted)."""
         held = sum(map(len, self.states.values()))
-        changes: dict[str, Rows] = {}
+        changes: dict[str, Rows | NewRows] = {}
+        again: dict[str, Rows] = {}
         written: list[Key] = []
         for name, states in self.states.items():
             if not states:
                 changes[name] = Rows({}, {})
                 continue
             out = len(states) if keep == 0 else max(0, len(states) - len(states) * keep // held)
-            row = self.projections[name].row
+            projection = self.projections[name]
             stored = self.stored[name]
-            rows: dict[str, Row | None] = {}
-            before: dict[str, Row | None] = {}
-            for key in list(itertools.islice(states, out)):
-                state = states.pop(key)
-                was = stored.pop(key, None)
-                if state is None and was is None:
-                    continue  # never written, gone again
-                rows[key] = None if state is None else row(state)
-                before[key] = was
-                written.append((name, key))
-            changes[name] = Rows(rows, before)
+            keys = list(itertools.islice(states, out))
+            made = inserted(projection)
+            pop = states.pop
+            if stored and not stored.keys().isdisjoint(keys):
+                row = projection.row
+                rows: dict[str, Row | None] = {}
+                before: dict[str, Row | None] = {}
+                for key in [key for key in keys if key in stored]:
+                    state = pop(key)
+                    rows[key] = None if state is None else row(state)
+                    before[key] = stored.pop(key)
+                    written.append((name, key))
+                again[name] = Rows(rows, before)
+                keys = [key for key in keys if key in states]
+            new = NewRows([made(key, state) for key in keys
+                           if (state := pop(key)) is not None])  # None: never written
+            written.extend((name, row[0]) for row in new.inserts)
+            changes[name] = new
         self.seen.add(written)
         self.written = True
-        return changes
+        return changes, again

@@ -4,6 +4,7 @@ changed; the kept counts; the stream index."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections import Counter
@@ -13,7 +14,7 @@ from typing import Any
 
 from uwf.engine import fulltext
 from uwf.engine.sqlquery import chunks, column_sql, partial_sql
-from uwf.engine.viewspec import ASCII_LOWER, NewRows, Row, StreamEntries, ViewSpec
+from uwf.engine.viewspec import NewRows, Row, StreamEntries, ViewSpec, ascii_lower
 
 
 def add_streams(db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
@@ -28,6 +29,33 @@ def add_streams(db: sqlite3.Connection, entries: StreamEntries, *, fresh: bool,
         entries = sorted(entries, key=itemgetter(0))  # (subject, seq): seqs come in order
     if entries:
         db.executemany("INSERT INTO streams VALUES (?, ?)", entries)
+
+
+def unjournalled(db: sqlite3.Connection) -> bool:
+    """Turn the views file's journal off for a full replay into views that hold nothing,
+    when no other connection has it open (SQLite leaves WAL mode only then): its pages are
+    written once, into the file, not into the WAL and again at the checkpoint (about a
+    quarter of the replay's SQL CPU, docs/benchmarks.md). No checkpoint is written until
+    the replay's last statement, so a replay cut short leaves views that hold none (a
+    damaged file is Corrupt, and replaced): never a part taken for the whole. Whether it
+    did (else the replay goes through the WAL, as every commit)."""
+    busy = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        mode = db.execute("PRAGMA journal_mode=OFF").fetchone()[0]
+    except sqlite3.OperationalError:  # another connection is open: it must stay valid
+        mode = "wal"
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(busy)}")
+    return str(mode).lower() == "off"
+
+
+def journalled(db: sqlite3.Connection) -> None:
+    """The views file back in WAL mode after `unjournalled` (best effort: a file dropped
+    meanwhile has nothing to turn back; the next connection turns it to WAL anyway)."""
+    with contextlib.suppress(sqlite3.Error):  # (closed by a drop: an Error too)
+        if not db.in_transaction:
+            db.execute("PRAGMA journal_mode=WAL")
 
 
 def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
@@ -85,7 +113,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
         known: Mapping[str, Row | None] = getattr(rows, "before", {})
         for key, was in known.items():
             if was is not None:
-                old[key] = (was.text.translate(ASCII_LOWER), *was.columns)
+                old[key] = (ascii_lower(was.text), *was.columns)
         selected = "".join(f', "c_{column}"' for column in columns)
         unknown = [key for key in rows if key not in known] if known else list(rows)
         for chunk in chunks(unknown):
@@ -108,7 +136,7 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
             if stored is not None:
                 deletes.append((key,))
             continue
-        text = row.text.translate(ASCII_LOWER)
+        text = ascii_lower(row.text)
         values = row.columns
         for column, position in counted:
             slot = (column, spelled(values[position]))
@@ -154,8 +182,8 @@ def _insert_new(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row |
                 searched: bool) -> None:
     """`write_rows` of rows none of which is stored (a new table's, a full replay's part,
     entities a command makes): inserted, and counted, a column at a time."""
-    lower = ASCII_LOWER
-    inserts = [(key, row.value, *row.columns, row.text.translate(lower))
+    lower = ascii_lower
+    inserts = [(key, row.value, *row.columns, lower(row.text))
                for key, row in rows.items() if row is not None]
     if not inserts:
         return

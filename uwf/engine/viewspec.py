@@ -48,6 +48,13 @@ ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstu
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
+def ascii_lower(text: str) -> str:
+    """`text` with A-Z lowercased and nothing else (`ASCII_LOWER`): `str.lower` where
+    the text is all ASCII (the same characters, without a table lookup a character:
+    a run's search text in 0.1 µs, not 2)."""
+    return text.lower() if text.isascii() else text.translate(ASCII_LOWER)
+
+
 class ViewSpec(msgspec.Struct, frozen=True, dict=True):
     """What a projection declares about its view's storage. (A frozen Struct: a
     dataclass compiles its methods at every start-up; `dict` holds the cached

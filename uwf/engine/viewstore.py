@@ -36,7 +36,14 @@ from uwf.engine.sqlquery import (
     order_sql,
     where_sql,
 )
-from uwf.engine.viewrows import add_streams, create_table, index_table, write_rows
+from uwf.engine.viewrows import (
+    add_streams,
+    create_table,
+    index_table,
+    journalled,
+    unjournalled,
+    write_rows,
+)
 from uwf.engine.viewspec import (
     STREAMS,
     STREAMS_SIGNATURE,
@@ -405,6 +412,10 @@ class SqliteViewStore:
         with self._guard():
             db = self._connect(create=True)
             assert db is not None
+            # A rebuild's replay into views that hold nothing (after `rm -r views/`, a
+            # copy's new store) loads with no journal when no other connection is open.
+            bare = reset and STREAMS in expected and not any(expected.values()) and \
+                unjournalled(db)
             db.execute("BEGIN IMMEDIATE")
             try:
                 rows = self._rows(db)
@@ -439,7 +450,12 @@ class SqliteViewStore:
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+                if bare:  # pages may be on disk, a half file: none, never taken for whole
+                    self.drop()
                 raise
+            finally:
+                if bare:
+                    journalled(db)
             return True
 
     def drop(self) -> None:

@@ -20,10 +20,11 @@ from uwf.engine.projection import StructProjection
 from uwf.engine.viewspec import ColumnValue
 from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchived
 from uwf.runs.rules import derive, derived_of, evolve
-from uwf.runs.state import RunState
-from uwf.threads.events import THREAD_EVENTS, ThreadStarted
+from uwf.runs.state import RunState, add_usage
+from uwf.threads.events import THREAD_EVENTS, ThreadStarted, ThreadStepped
 from uwf.threads.projection import ThreadsProjection, ThreadState
 
+_replace = msgspec.structs.replace
 # The `deadline` column of a run with no step in flight: after any clock reading, so
 # `running` is `deadline >= now` and `stalled` is `deadline < now`, one index range.
 NO_DEADLINE = 2**62
@@ -52,7 +53,8 @@ def fingerprint(previous: str, event: Envelope) -> str:
 _UNFOLDED = object()  # `apply_over`: no thread state given, fold it
 # The thread events that move a run already recorded (`RunsProjection.planned_over`):
 # all but its start.
-_MOVES = frozenset(t.type for t in THREAD_EVENTS) - {ThreadStarted.type}
+_THREAD_TYPES = frozenset(t.type for t in THREAD_EVENTS)
+_MOVES = _THREAD_TYPES - {ThreadStarted.type}
 
 
 class RunsProjection(StructProjection):
@@ -110,11 +112,11 @@ class RunsProjection(StructProjection):
     def planned_over(self, event_type: str) -> Callable[[RunState | None, Envelope, object],
                                                       RunState | None] | None:
         """`apply_over` for events of one type, for a full replay (None: `apply_over`
-        itself): a thread event that moves a run already recorded, the run's `evolve`
-        with its running digest by hashlib's SHA-256 (OpenSSL's: about 4 times faster
-        over a line than CPython's own, which `digest` uses so that a command need not
-        load OpenSSL)."""
-        if event_type not in _MOVES:
+        itself): a thread event, the run's `evolve` (spelled out for one that moves a
+        run already recorded) with its running digest by hashlib's SHA-256 (OpenSSL's:
+        about 4 times faster over a line than CPython's own, which `digest` uses so
+        that a command need not load OpenSSL)."""
+        if event_type not in _THREAD_TYPES:
             return None
         from hashlib import sha256
 
@@ -125,13 +127,35 @@ class RunsProjection(StructProjection):
                                         event.subject, event.batch, event.data, event.prev))
             return sha256(previous.encode() + b"\n" + line).hexdigest()[:32]
 
+        if event_type not in _MOVES:  # a start: the record made (or a thread started again)
+            def begun(state: RunState | None, event: Envelope, thread_after: object
+                      ) -> RunState | None:
+                if not isinstance(thread_after, ThreadState):
+                    return None
+                return evolve(state, event, thread_after, source(
+                    GENESIS_PREV if state is None else state.source_fingerprint, event))
+            return begun
+
         def moved(state: RunState | None, event: Envelope, thread_after: object
                   ) -> RunState | None:
             if state is None or not isinstance(thread_after, ThreadState):
                 return apply_over(state, event, thread_after)
-            return evolve(state, event, thread_after, source(state.source_fingerprint, event))
+            # `evolve` of a thread event (no run event) over a run recorded, spelled out.
+            return _replace(state, thread=thread_after,
+                            source_fingerprint=source(state.source_fingerprint, event))
 
-        return moved
+        def stepped(state: RunState | None, event: Envelope, thread_after: object
+                    ) -> RunState | None:
+            if state is None or not isinstance(thread_after, ThreadState):
+                return apply_over(state, event, thread_after)
+            data: ThreadStepped = event.data
+            usage = state.usage if data.usage is None else add_usage(state.usage, data.usage)
+            return _replace(state, thread=thread_after,
+                            reused_steps=state.reused_steps + int(data.reused is not None),
+                            usage=usage, source_fingerprint=source(state.source_fingerprint,
+                                                                   event))
+
+        return stepped if event_type == ThreadStepped.type else moved
 
     def apply_over(self, state: RunState | None, event: Envelope,
                    thread_after: object) -> RunState | None:
