@@ -186,6 +186,39 @@ def test_a_replay_into_no_views_writes_its_pages_once_not_through_the_wal(
     assert dumped(root) == incremental
 
 
+def test_a_replay_without_a_journal_commits_its_rows_before_its_checkpoints(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With no journal a commit writes its pages in the file's order, the checkpoints'
+    before the last rows': so the rows are committed first and the checkpoints in a
+    transaction of their own (a kill between leaves views that claim none), under the
+    exclusive lock, which is let go after (another connection writes)."""
+    from uwf.engine import viewstore
+
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    root = tmp_path / "s"
+    incremental = logged(root, 300)
+    views_file(root).unlink()
+    statements: list[str] = []
+    real = viewstore.unjournalled  # type: ignore[attr-defined]
+
+    def traced(db: sqlite3.Connection) -> bool:
+        db.set_trace_callback(statements.append)
+        return real(db)
+
+    monkeypatch.setattr(viewstore, "unjournalled", traced)
+    store = Store.open(root)
+    store.journal.rebuild_views(snapshot=False)
+    other = sqlite3.connect(views_file(root), timeout=0)
+    other.execute("CREATE TABLE lock_probe (x)")  # the exclusive lock was let go
+    other.execute("DROP TABLE lock_probe")
+    other.close()
+    store.close()
+    first = next(n for n, sql in enumerate(statements)
+                 if sql.startswith(("UPDATE checkpoints", "INSERT OR REPLACE INTO checkpoints")))
+    assert "COMMIT" in statements[:first]
+    assert dumped(root) == incremental
+
+
 def test_a_replay_cut_short_with_the_journal_off_leaves_no_views(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A replay with the journal off that fails past its first part (pages of it may be

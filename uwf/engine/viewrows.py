@@ -47,14 +47,33 @@ def unjournalled(db: sqlite3.Connection) -> bool:
         mode = "wal"
     finally:
         db.execute(f"PRAGMA busy_timeout = {int(busy)}")
-    return str(mode).lower() == "off"
+    if str(mode).lower() != "off":
+        return False
+    # Held from the first write to `journalled`: no connection comes between the rows'
+    # commit and the checkpoints' (`settled`).
+    db.execute("PRAGMA locking_mode=EXCLUSIVE")
+    return True
+
+
+def settled(db: sqlite3.Connection) -> None:
+    """Commit the rows of a replay without a journal before its checkpoints are written,
+    in a transaction of their own: with no journal, a commit writes its dirty pages in
+    the file's order, the checkpoints' (near its start) before the last rows'; a kill
+    in that write could leave checkpoints that claim rows not yet on disk. Committed
+    first, every row's page is written (kill -9 cannot take back a finished write) before
+    the checkpoints' page is touched; a kill between the two leaves views that claim
+    none. The exclusive lock (`unjournalled`) keeps every other connection out meanwhile."""
+    db.execute("COMMIT")
+    db.execute("BEGIN IMMEDIATE")
 
 
 def journalled(db: sqlite3.Connection) -> None:
-    """The views file back in WAL mode after `unjournalled` (best effort: a file dropped
-    meanwhile has nothing to turn back; the next connection turns it to WAL anyway)."""
+    """The views file back in WAL mode, and its lock shared again, after `unjournalled`
+    (best effort: a file dropped meanwhile has nothing to turn back; the next connection
+    turns it to WAL anyway)."""
     with contextlib.suppress(sqlite3.Error):  # (closed by a drop: an Error too)
         if not db.in_transaction:
+            db.execute("PRAGMA locking_mode=NORMAL")
             db.execute("PRAGMA journal_mode=WAL")
 
 

@@ -41,6 +41,7 @@ from uwf.engine.viewrows import (
     create_table,
     index_table,
     journalled,
+    settled,
     unjournalled,
     write_rows,
 )
@@ -442,6 +443,8 @@ class SqliteViewStore:
                                    searched=name not in made)
                 for name in made - {STREAMS}:  # a new table's indexes, made once, loaded
                     index_table(db, self.specs[name])
+                if bare:  # every row's page written before the checkpoints' (viewrows)
+                    settled(db)
                 after = ckptrows.write(db, rows, expected, {
                     name: self._signatures[name] for name in made}, resolved(new))
                 db.execute("COMMIT")
