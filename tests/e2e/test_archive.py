@@ -370,7 +370,7 @@ def test_sync_of_one_run_then_of_all_appends_each_line_once(fleet: Fleet,
 
 # -- follow ------------------------------------------------------------------------------
 
-@pytest.mark.cli_processes  # --follow and SIGTERM
+# `--follow` and its SIGTERM: a process (popen_uwf); the commands beside it in-process.
 def test_follow_keeps_syncing_until_sigterm_and_exits_0(fleet: Fleet, tmp_path: Path) -> None:
     cli, folder = fleet.cli, tmp_path / "archive"
     run = fleet.start()

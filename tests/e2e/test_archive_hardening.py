@@ -202,7 +202,7 @@ def handles_sigterm(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.002, 0.01, 0.03, 0.08])
-@pytest.mark.cli_processes  # --follow and SIGTERM
+# `--follow` and its SIGTERM: a process (popen_uwf); the commands beside it in-process.
 def test_sigterm_while_follow_starts_exits_0(fleet: Fleet, tmp_path: Path, delay: float
                                              ) -> None:
     cli, folder = fleet.cli, tmp_path / "archive"
@@ -242,7 +242,6 @@ sys.modules["argparse"] = importlib.import_module("argparse")
 
 
 @pytest.mark.parametrize(("args", "code"), [(("--follow",), 0), ((), 143)])
-@pytest.mark.cli_processes  # --follow and SIGTERM
 def test_sigterm_while_the_modules_load_waits_for_the_command(
         fleet: Fleet, tmp_path: Path, args: tuple[str, ...], code: int) -> None:
     """A SIGTERM that comes while the console script imports its modules is handled as

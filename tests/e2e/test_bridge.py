@@ -179,8 +179,8 @@ def test_once_again_publishes_nothing_and_the_state_holds_the_last_seq(
 
 
 def test_a_bridge_killed_mid_stream_resumes_after_the_acknowledged_seq(
-        proc_cli: Cli, broker: Broker, tmp_path: Path) -> None:
-    cli = quiet(proc_cli)
+        cli: Cli, broker: Broker, tmp_path: Path) -> None:
+    cli = quiet(cli)
     queued(cli, tmp_path, 10_000)
     lines = log_lines(cli)
     head = len(lines)
@@ -190,7 +190,8 @@ def test_a_bridge_killed_mid_stream_resumes_after_the_acknowledged_seq(
         running.communicate()
         killed_at = state_seq(cli, lambda seq: True)
         assert 0 < killed_at < head  # mid-stream
-        again = cli.run("bridge", "mqtt", "--broker", broker.url, "--once", "--json")
+        again = cli.processes().run("bridge", "mqtt", "--broker", broker.url, "--once",
+                                    "--json")
         assert again.code == 0, again.err
         result = json.loads(again.out)
         assert (result["from"], result["to"]) == (killed_at + 1, head)
@@ -201,8 +202,8 @@ def test_a_bridge_killed_mid_stream_resumes_after_the_acknowledged_seq(
 
 
 def test_a_broker_restarted_mid_stream_loses_nothing_while_the_bridge_follows(
-        proc_cli: Cli, tmp_path: Path) -> None:
-    cli = quiet(proc_cli)
+        cli: Cli, tmp_path: Path) -> None:
+    cli = quiet(cli)
     folder = tmp_path / "broker"
     folder.mkdir()
     running = Broker(folder, persistent=True)  # the subscriber's session outlives a restart
@@ -233,8 +234,8 @@ def test_a_broker_restarted_mid_stream_loses_nothing_while_the_bridge_follows(
 
 
 def test_a_following_bridge_waits_for_a_broker_that_is_down_and_says_so_once(
-        proc_cli: Cli, tmp_path: Path) -> None:
-    cli = quiet(proc_cli)
+        cli: Cli, tmp_path: Path) -> None:
+    cli = quiet(cli)
     folder = tmp_path / "broker"
     folder.mkdir()
     running = Broker(folder, persistent=True)
@@ -262,11 +263,12 @@ def test_a_following_bridge_waits_for_a_broker_that_is_down_and_says_so_once(
     assert "answers again; publishing from seq 1" in said[1]
 
 
-def test_an_unreachable_broker_is_one_line_and_exit_1(proc_cli: Cli, tmp_path: Path) -> None:
-    cli = quiet(proc_cli)
+def test_an_unreachable_broker_is_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
+    cli = quiet(cli)
     queued(cli, tmp_path, 2)
     port = free_port()  # nothing listens there
-    done = cli.run("bridge", "mqtt", "--broker", f"mqtt://127.0.0.1:{port}", "--once")
+    done = cli.processes().run("bridge", "mqtt", "--broker", f"mqtt://127.0.0.1:{port}",
+                               "--once")
     assert done.code == 1
     assert done.out == ""
     assert len(done.err.splitlines()) == 1

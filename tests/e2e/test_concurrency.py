@@ -20,12 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import BIN, EXAMPLE, Cli
 
-# Concurrency across processes: every uwf call here is a real process too.
-pytestmark = pytest.mark.cli_processes
+# Concurrency across processes: the racers (drivers, readers, the deleter, the `uwf`
+# processes of the absent-views race) are real processes; the commands that check the
+# store after a race (or set it up before) run in this process, the same code.
 
 EXAMPLE_TEXT = EXAMPLE.read_text("utf-8")
 PYTHON = sys.executable

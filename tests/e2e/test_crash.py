@@ -78,13 +78,16 @@ if mode == "once" and len(args) > 1:
                 and code.co_filename.endswith(die_file)):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    sys.setprofile(_hook)
-
 from uwf.store import Store
 from uwf.workflows.service import put_workflow
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
 from uwf.workflows.events import WorkflowRegistered
+
+if mode == "once" and len(args) > 1:
+    # After the imports (no uwf function runs while they load): a profile hook makes
+    # every call that follows cost several times its own.
+    sys.setprofile(_hook)
 
 text = example.read_text("utf-8")
 store = Store.open()
@@ -606,7 +609,7 @@ def test_kill_at_a_precise_point(
     and the store reads, verifies and takes the next write."""
     die_file, die_func, die_when, durable, rotate = point
     if rotate:  # every segment is full: each write starts a new one
-        cli = Cli(cli.home, dict(cli.env, UWF_SEGMENT_BYTES="1"), process=True)
+        cli = Cli(cli.home, dict(cli.env, UWF_SEGMENT_BYTES="1"))
     write_script(tmp_path)
     put(cli, tmp_path, "solve-issue")
     before = listed(cli).out
@@ -656,7 +659,7 @@ def test_kill_during_repair_records_it_exactly_once(
     """
     die_func, die_when, new_segment = point
     env = dict(cli.env, UWF_SEGMENT_BYTES="1") if new_segment else cli.env
-    cli = Cli(cli.home, env, process=True)
+    cli = Cli(cli.home, env)
     write_script(tmp_path)
     base = put(cli, tmp_path, "solve-issue")["workflow"]
     put(cli, tmp_path, "wf-1")
@@ -705,8 +708,7 @@ def test_lock_is_released_when_its_holder_is_killed(cli: Cli, tmp_path: Path) ->
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     # With UWF_LOCK_TIMEOUT=2, a lock still held would make this put fail as busy.
-    result = Cli(cli.home, env, process=True).run("workflow", "put",
-                                                  str(workflow_file(tmp_path, "next")))
+    result = Cli(cli.home, env).run("workflow", "put", str(workflow_file(tmp_path, "next")))
     assert result.code == 0, result.err
     assert os.path.exists(cli.home / "lock")
     assert_verify_ok(cli)

@@ -13,7 +13,9 @@ runs nothing. docs/fuzzing.md lists the budgets and what they found.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import io
 import json
 import re
@@ -159,14 +161,21 @@ def runnable(argv: Sequence[str]) -> list[str]:
     return words
 
 
-def command_of(group: Group, argv: Sequence[str]) -> tuple[str, ...] | None:
-    """The command `argv` names, as the real parser reads it (None if it does not parse)."""
+@functools.cache
+def _parser(group: Group) -> argparse.ArgumentParser:
+    """The real parser of `group`'s whole tree, built once: it costs more to build than a
+    command costs to run in-process, and parsing leaves it as it was."""
     from uwf.cli.parsing import build_parser
 
+    return build_parser(group)
+
+
+def command_of(group: Group, argv: Sequence[str]) -> tuple[str, ...] | None:
+    """The command `argv` names, as the real parser reads it (None if it does not parse)."""
     try:  # argparse prints a usage error (or --help) and exits: keep it quiet
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(
                 io.StringIO()):
-            namespace, _ = build_parser(group).parse_known_args(list(argv))
+            namespace, _ = _parser(group).parse_known_args(list(argv))
     except SystemExit:
         return None
     declared = getattr(namespace, "_declared", None)

@@ -173,6 +173,8 @@ def test_a_stalled_renew_never_makes_two_active_leases(
 
 
 # -- across real processes ---------------------------------------------------------------
+# The renewer is a process of its own; the commands beside it run in this one (another
+# process than the renewer's, as the race needs).
 
 # Renews a lease, stopping at the writers' lock until told to go: prints "at-lock",
 # waits for a line on stdin, then goes in; prints the result or the refusal.
@@ -201,7 +203,6 @@ RENEWER = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.cli_processes  # across processes
 def test_a_renew_stalled_at_the_lock_across_processes(cli: Cli, tmp_path: Path) -> None:
     def ok(*args: str) -> Any:
         result = cli.run(*args, "--json")

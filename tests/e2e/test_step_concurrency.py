@@ -8,13 +8,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Cli
 from tests.threadkit import kill_quietly, make_kit, one_line_error, popen_uwf, wait_for
 
-# Steps of one thread from several processes: every uwf call here is a real process.
-pytestmark = pytest.mark.cli_processes
+# Steps of one thread from several processes: the steps that race or are killed are
+# real processes (popen_uwf); the commands around them run in this process.
 
 
 def test_two_concurrent_steps_one_advances(cli: Cli, tmp_path: Path) -> None:

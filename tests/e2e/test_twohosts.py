@@ -35,7 +35,7 @@ def host(name: str, url: str, tmp_path: Path) -> Cli:
            if not key.startswith(("UWF_", "XDG_", "PG"))}
     env.update(HOME=str(root / "home"), TMPDIR=str(root / "tmp"), UWF_HOME=url,
                UWF_DURABILITY="none", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    return Cli(root / "unused", env).processes()
+    return Cli(root / "unused", env)  # its commands in-process; its worker a process
 
 
 def test_two_hosts_share_one_store(pg_url: str, tmp_path: Path) -> None:

@@ -183,8 +183,9 @@ def test_the_idle_timeout_kills_the_agent_and_fails_the_attempt(cli: Cli, tmp_pa
 
 
 # -- signals and crashes -------------------------------------------------------------------
+# The worker signalled or killed, and a fleet's workers, are processes (popen_uwf); the
+# commands around them run in this process.
 
-@pytest.mark.cli_processes  # a signal
 def test_sigterm_mid_run_releases_the_lease(cli: Cli, tmp_path: Path) -> None:
     kit, q = setup(cli, tmp_path)
     folder = tmp_path / "wait"
@@ -224,7 +225,6 @@ def test_sigterm_mid_run_releases_the_lease(cli: Cli, tmp_path: Path) -> None:
     verified(q)
 
 
-@pytest.mark.cli_processes  # a SIGKILLed worker
 def test_a_killed_workers_lease_is_reclaimed_and_another_worker_finishes(
         cli: Cli, tmp_path: Path) -> None:
     from uwf.engine.clock import format_ts, parse_instant
@@ -270,7 +270,6 @@ def test_a_killed_workers_lease_is_reclaimed_and_another_worker_finishes(
 
 # -- a fleet ---------------------------------------------------------------------------------
 
-@pytest.mark.cli_processes  # workers in several processes
 def test_a_fleet_drains_the_queue_with_no_double_run(cli: Cli, tmp_path: Path) -> None:
     _, q = setup(cli, tmp_path, ONE_STEP_SCRIPT)
     q.policy("--max-concurrent", "2")
