@@ -15,7 +15,6 @@ reported as `hung`.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import resource
@@ -30,7 +29,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 from unittest import mock
 
 import pytest
@@ -58,12 +56,9 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal
 
 
 def _main(prog: str) -> Callable[[Sequence[str]], int]:
-    from uwf.agents.mock import main as uwf_mock
     from uwf.cli.jsoncas import main as json_cas
     from uwf.cli.main import main as uwf
 
-    if prog == "uwf-mock":  # an agent a step starts (_agents_in_this_process)
-        return lambda argv: uwf_mock(list(argv))
     return uwf if prog == "uwf" else json_cas
 
 
@@ -265,7 +260,6 @@ def _in_this_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
               _stdin(stdin, errors) as given,
               _stdio(given, out, err),
               _interruptible(what, watchdog),
-              _agents_in_this_process(prog),
               watchdog):
             code, raised = _exit_code(main, argv)
             environ_changed = sorted(set(os.environ.items()) ^ set(env.items()))
@@ -277,110 +271,6 @@ def _in_this_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
     out.flush()
     err.flush()
     return Called(code, _bytes(out), _bytes(err), watchdog.fired, raised)
-
-
-# -- agents: uwf-mock in this process while `uwf` runs here ------------------------------
-
-AGENTS_IN_PROCESS = ("uwf-mock",)  # the agents a `uwf` run here runs here too
-
-
-@contextmanager
-def _agents_in_this_process(prog: str) -> Iterator[None]:
-    """While `uwf` runs in this process, an agent its step starts that is this
-    environment's `uwf-mock` runs here too (its `main(argv)`, with the step's
-    environment, folder and an empty stdin, as `call` runs `uwf`), and the step reads
-    it through a stand-in for its process (`_Ran`): the same code as the agent's
-    process runs, without a process's start-up and imports, most of an agent's cost. Any
-    other agent (a script, uwf-exec, uwf-subflow), and any agent started off the main
-    thread (a worker's), is a real process, as it is whenever `uwf` is one
-    (`process=True`, `pytest --cli-processes`)."""
-    if prog != "uwf":
-        yield
-        return
-    from uwf.threads import agentproc
-
-    with mock.patch.object(agentproc, "subprocess", _Spawner()):
-        yield
-
-
-class _Spawner:
-    """`subprocess` as uwf/threads/agentproc.py sees it: its Popen runs an agent of
-    AGENTS_IN_PROCESS in this process, and any other command as a process."""
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(subprocess, name)
-
-    def Popen(self, argv: Sequence[str], **options: object) -> object:  # subprocess's name
-        env = options.get("env")
-        cwd = options.get("cwd")
-        here = _agent_here(argv[0], env) if isinstance(env, dict) else None
-        if (here is None or threading.current_thread() is not threading.main_thread()
-                or options.get("stdin") != subprocess.DEVNULL
-                or not (cwd is None or isinstance(cwd, str | Path))):
-            return subprocess.Popen(argv, **options)  # type: ignore[call-overload]
-        assert isinstance(env, dict)
-        called = _in_this_process(here, argv[1:], env, stdin=b"", limit=AGENT_LIMIT,
-                                  cwd=None if cwd is None else Path(cwd))
-        if called.hung:
-            pytest.fail(f"the agent {' '.join(argv)} still ran after {AGENT_LIMIT:g}s in "
-                        "this process")
-        return _Ran(list(argv), called)
-
-
-AGENT_LIMIT = 120.0  # seconds an in-process agent may take before the test fails
-
-
-def _agent_here(command: str, env: Mapping[str, str]) -> str | None:
-    """The agent of AGENTS_IN_PROCESS that `command` starts with `env`'s PATH (this
-    environment's console script, not another program of that name), if any."""
-    name = os.path.basename(command)
-    if name not in AGENTS_IN_PROCESS:
-        return None
-    found = shutil.which(command, path=env.get("PATH", os.defpath))
-    if found is None or not os.path.samefile(found, BIN / name):
-        return None
-    return name
-
-
-class _Ran:
-    """What agentproc's `spawn` reads of an agent's process (its output pipes, its exit
-    status), for an agent that already ran in this process. It has no process to
-    signal: `pid` fails the test (spawn only kills an agent that outlives its time)."""
-
-    def __init__(self, args: list[str], called: Called) -> None:
-        self.args = args
-        self.returncode = called.code
-        self.stdout = _pipe(called.out)
-        self.stderr = _pipe(called.err)
-
-    @property
-    def pid(self) -> int:
-        pytest.fail(f"the agent {' '.join(self.args)} ran in this process: it has no "
-                    "process to signal")
-
-    def poll(self) -> int:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.returncode
-
-
-def _pipe(data: bytes) -> IO[bytes]:
-    """A pipe holding `data` and then end-of-file, its reading end (what spawn selects
-    on and reads, as it does an agent's stdout)."""
-    read, write = os.pipe()
-    try:
-        if len(data) > 65536:  # a pipe holds 64 KiB unless told otherwise
-            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, len(data))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view):]
-    except BaseException:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    return os.fdopen(read, "rb")
 
 
 def _in_a_process(prog: str, argv: Sequence[str], env: Mapping[str, str], *,
