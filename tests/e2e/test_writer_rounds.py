@@ -146,6 +146,43 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
     whole_and_replayable(cli)
 
 
+def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: Path
+                                                          ) -> None:
+    """The deferred rows are committed when the loop is idle: no call has come and no
+    round is on its way to the disk. While one is (the syncer's thread has a round it
+    has not answered), the loop waiting for no call is waiting for its own disk, and
+    commits nothing; once the round is answered, the next idle turn commits."""
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=2, ceiling=2)
+    writer = Writer(Store.open(cli.home))
+    writer.start()
+    try:
+        script = tmp_path / "sender.py"
+        script.write_text(SENDER, "utf-8")
+        sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
+                                   json.dumps({"limit": 1, "session": None})],
+                                  env=cli.env, stdout=subprocess.PIPE, text=True)
+        assert sender.stdout is not None
+        assert sender.stdout.readline() == "sent\n"
+        while writer.served.calls == 0:
+            writer._once(1.0)
+        assert "done" in json.loads(sender.stdout.readline())  # the syncer answered
+        assert sender.wait(timeout=60) == 0
+        assert writer.memory.unsaved is not None  # deferred
+        syncer = writer._syncer
+        syncer._handed += 1  # as if a round were on its way to the disk
+        writer._once(0)
+        assert writer.memory.unsaved is not None  # not idle: nothing committed
+        syncer._answered += 1  # that round answered
+        writer._once(0)
+        assert writer.memory.unsaved is None  # idle: committed
+    finally:
+        writer.close()
+    whole_and_replayable(cli)
+
+
 def _writer_parts(cli: Cli) -> tuple[Any, Any, Any]:
     from uwf.store import Store
     from uwf.writer.memqueue import QueueMemory

@@ -57,7 +57,9 @@ from uwf.writer.ops import OPS
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
-# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds,
+# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds
+# and no round waits for its fsync (a loop waiting for its own disk is not idle: a
+# commit then, on a slow disk, would come every few rounds instead of every 64th),
 # after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
 FLUSH_IDLE = 0.005
 FLUSH_ROUNDS = 64
@@ -303,7 +305,7 @@ class Writer:
                 calls.extend(self._read(key.data))
         if calls:
             self._round(calls)
-        elif self.memory.unsaved is not None:
+        elif self.memory.unsaved is not None and not self._syncer.busy:
             self.flush()
 
     def flush(self) -> None:

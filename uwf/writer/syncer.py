@@ -50,6 +50,11 @@ class Syncer:
         self.inline = 0  # rounds made durable in the loop's thread (a test looks)
         self.failed: str | None = None  # why the log could not be made durable
 
+    @property
+    def busy(self) -> bool:
+        """Whether a round handed to the thread still waits for its fsync or replies."""
+        return self._handed != self._answered
+
     def start(self) -> None:
         self._thread.start()
 
@@ -57,7 +62,7 @@ class Syncer:
         """Answer a round once an fsync covers it: `fd` is the segment it appended to
         (the caller's no more: closed here), `appended` whether it appended at all."""
         # A lone round, nothing else on its way to the disk: nothing to overlap.
-        if self._inline and len(replies) <= 1 and self._handed == self._answered:
+        if self._inline and len(replies) <= 1 and not self.busy:
             self.inline += 1
             self._durable([(replies, fd, appended)])
             return
