@@ -119,9 +119,15 @@ class DeferredLog:
             self._round = counted = _Counted(session)
             try:
                 yield counted
+            except BaseException:  # no call of the round is answered as done
+                fd = unsynced(session)
+                if fd is not None:
+                    os.close(fd)
+                raise
+            else:
+                counted.fd = unsynced(session)
             finally:
                 self._round = None
-                counted.fd = unsynced(session)
 
     def head(self) -> Checkpoint:
         return self.inner.head()
