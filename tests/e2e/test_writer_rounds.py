@@ -50,6 +50,9 @@ else:
 """
 
 WRITE = re.compile(r"\b(write|pwrite64|writev)\((\d+)<([^>]*)>")
+# SYNC, also when strace cuts the call short (`<unfinished ...>`: another thread's call
+# came in between; the syncer's fdatasync runs beside the loop).
+SYNCED = re.compile(SYNC.pattern.removesuffix(r"\)"))
 
 
 def test_a_round_from_several_processes_is_one_write_and_one_fdatasync(
@@ -101,11 +104,82 @@ def test_a_round_from_several_processes_is_one_write_and_one_fdatasync(
     segment = next((cli.home / "events").iterdir())
     text = trace.read_text("utf-8")
     writes = [m.group(3) for m in WRITE.finditer(text) if m.group(3) == str(segment)]
-    synced = [m.group(3) for m in SYNC.finditer(text)]
+    synced = [m.group(3) for m in SYNCED.finditer(text)]
     assert writes == [str(segment)]
     assert synced == [str(segment)]
+    # By the descriptor the round wrote with: an fdatasync, no folder listed, no open.
+    assert [m.group(1) for m in SYNCED.finditer(text)] == ["fdatasync"]
     leased = {event["subject"].removeprefix("queue/") for event in events(cli, "queue.leased")}
     assert {first["id"], second["id"]} <= leased
+    whole_and_replayable(cli)
+
+
+def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path) -> None:
+    """A writer with `inline`: a round of one call while nothing else is on its way to
+    the disk is fdatasynced and answered by the loop itself, not handed to the syncer's
+    thread; the reply comes only after it, and the lease is in the log."""
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=2, ceiling=2)
+    writer = Writer(Store.open(cli.home), inline=True)
+    writer.start()
+    try:
+        script = tmp_path / "sender.py"
+        script.write_text(SENDER, "utf-8")
+        sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
+                                   json.dumps({"limit": 1, "session": None})],
+                                  env=cli.env, stdout=subprocess.PIPE, text=True)
+        assert sender.stdout is not None
+        assert sender.stdout.readline() == "sent\n"
+        while writer.served.calls == 0:
+            writer._once(1.0)
+        reply = json.loads(sender.stdout.readline())
+        assert sender.wait(timeout=60) == 0
+        syncer = writer._syncer
+        assert (syncer.inline, syncer.fsyncs) == (1, 1)
+    finally:
+        writer.close()
+    leased = reply["done"]["leases"][0]["id"]
+    assert leased in {event["subject"].removeprefix("queue/")
+                      for event in events(cli, "queue.leased")}
+    whole_and_replayable(cli)
+
+
+def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: Path
+                                                          ) -> None:
+    """The deferred rows are committed when the loop is idle: no call has come and no
+    round is on its way to the disk. While one is (the syncer's thread has a round it
+    has not answered), the loop waiting for no call is waiting for its own disk, and
+    commits nothing; once the round is answered, the next idle turn commits."""
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=2, ceiling=2)
+    writer = Writer(Store.open(cli.home))
+    writer.start()
+    try:
+        script = tmp_path / "sender.py"
+        script.write_text(SENDER, "utf-8")
+        sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
+                                   json.dumps({"limit": 1, "session": None})],
+                                  env=cli.env, stdout=subprocess.PIPE, text=True)
+        assert sender.stdout is not None
+        assert sender.stdout.readline() == "sent\n"
+        while writer.served.calls == 0:
+            writer._once(1.0)
+        assert "done" in json.loads(sender.stdout.readline())  # the syncer answered
+        assert sender.wait(timeout=60) == 0
+        assert writer.memory.unsaved is not None  # deferred
+        syncer = writer._syncer
+        syncer._handed += 1  # as if a round were on its way to the disk
+        writer._once(0)
+        assert writer.memory.unsaved is not None  # not idle: nothing committed
+        syncer._answered += 1  # that round answered
+        writer._once(0)
+        assert writer.memory.unsaved is None  # idle: committed
+    finally:
+        writer.close()
     whole_and_replayable(cli)
 
 

@@ -307,6 +307,13 @@ class _FileSession:
             finally:
                 os.close(fd)
 
+    def take_unsynced(self) -> int | None:
+        """The descriptor of the segment this section appended to and has not fsynced,
+        handed to the caller to fdatasync and close (a resident writer's round:
+        uwf/writer/syncer.py), so the section's end neither fsyncs nor closes it."""
+        fd, self._unsynced = self._unsynced, None
+        return fd
+
     def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], Span | None]:
         """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
         were never acknowledged; the kept line is None when it lies before the cut's

@@ -57,7 +57,9 @@ from uwf.writer.ops import OPS
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
-# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds,
+# The views' commit of deferred rounds: when no call has come for FLUSH_IDLE seconds
+# and no round waits for its fsync (a loop waiting for its own disk is not idle: a
+# commit then, on a slow disk, would come every few rounds instead of every 64th),
 # after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
 FLUSH_IDLE = 0.005
 FLUSH_ROUNDS = 64
@@ -65,7 +67,7 @@ FLUSH_ROWS = 4096
 _encoder = msgspec.msgpack.Encoder()
 
 
-class Served(msgspec.Struct, frozen=True, kw_only=True):
+class Served(msgspec.Struct, kw_only=True):
     """What a writer did until it stopped."""
 
     socket: str
@@ -80,6 +82,7 @@ class _Counted:
     def __init__(self, session: LogSession) -> None:
         self.session = session
         self.appended = False
+        self.fd: int | None = None  # the segment appended to, not yet fsynced (`unsynced`)
 
     def tail(self) -> Checkpoint | None:
         return self.session.tail()
@@ -113,9 +116,16 @@ class DeferredLog:
         fsync left to the caller (`sync`), as every section's here."""
         with self.inner.exclusive() as session:
             session.defer_sync()
-            self._round = _Counted(session)
+            self._round = counted = _Counted(session)
             try:
-                yield self._round
+                yield counted
+            except BaseException:  # no call of the round is answered as done
+                fd = unsynced(session)
+                if fd is not None:
+                    os.close(fd)
+                raise
+            else:
+                counted.fd = unsynced(session)
             finally:
                 self._round = None
 
@@ -156,6 +166,13 @@ class DeferredLog:
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()
+
+
+def unsynced(session: LogSession) -> int | None:
+    """The descriptor of the segment `session` appended to and did not fsync, now the
+    caller's to fdatasync and close (None: none, or a log that does not say)."""
+    take = getattr(session, "take_unsynced", None)
+    return None if take is None else take()
 
 
 class _Peer:
@@ -210,12 +227,15 @@ def _unavailable(why: str) -> Refused:
 class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
-    def __init__(self, store: Store, *, batch: bool = True, defer: bool = True) -> None:
+    def __init__(self, store: Store, *, batch: bool = True, defer: bool = True,
+                 inline: bool = False) -> None:
         self.root = check_servable(store)
         # A round decided in memory as one unit (else each call through its in-process
         # function, one section a round), its views' commit deferred to the next idle
         # moment or the FLUSH_ROUNDS-th round (else one a round): measured in
-        # docs/benchmarks.md.
+        # docs/benchmarks.md. `inline`: a round of one call, nothing else on its way to
+        # the disk, made durable in the loop's thread rather than the syncer's (measured
+        # slower on a loaded disk, so not the default: docs/benchmarks.md).
         self.batch = batch
         self.defer = batch and defer
         self.store = store
@@ -224,7 +244,7 @@ class Writer:
         store.journal.log = self.log
         self.memory = QueueMemory(store.journal)
         self.served = Served(socket=str(self.root / SOCKET_NAME))
-        self._syncer = Syncer(self.log.sync, _answer, _unavailable)
+        self._syncer = Syncer(self.log.sync, _answer, _unavailable, inline=inline)
         self._lock_fd: int | None = None
         self._listener: socket.socket | None = None
         self._selector = selectors.DefaultSelector()
@@ -271,7 +291,7 @@ class Writer:
         self._once(0)  # the calls already sent are served, not cut off by the stop
         self.flush()
         self._syncer.stop()
-        self.served = msgspec.structs.replace(self.served, fsyncs=self._syncer.fsyncs)
+        self.served.fsyncs = self._syncer.fsyncs
         return self.served
 
     def _once(self, timeout: float) -> None:
@@ -291,7 +311,7 @@ class Writer:
                 calls.extend(self._read(key.data))
         if calls:
             self._round(calls)
-        elif self.memory.unsaved is not None:
+        elif self.memory.unsaved is not None and not self._syncer.busy:
             self.flush()
 
     def flush(self) -> None:
@@ -345,21 +365,24 @@ class Writer:
     def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
         """Run every call, then hand the replies to the syncer, which sends them once an
         fsync covers the round's lines (`Syncer`)."""
+        fd: int | None = None
         try:
-            replies, appended = self._decided(calls)
+            replies, section = self._decided(calls)
+            appended, fd = section.appended, section.fd
         except UwfError as exc:  # the lock not had in time (StoreBusy): nothing ran
             replies, appended = [(peer, refusal(exc)) for peer, _ in calls], False
         except Exception as exc:  # a bug, or the disk: no call of the round is answered
             traceback.print_exc(file=sys.stderr)  # as done (the memory is read again)
             failed = UwfError(f"the writer failed a round: {exc!r}", "see the writer's stderr")
             replies, appended = [(peer, refusal(failed)) for peer, _ in calls], False
-        self.served = msgspec.structs.replace(
-            self.served, calls=self.served.calls + len(calls), rounds=self.served.rounds + 1)
-        self._syncer.submit(replies, appended and self.log.durable)
+        self.served.calls += len(calls)
+        self.served.rounds += 1
+        self._syncer.submit(replies, fd, appended and self.log.durable)
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
-                 ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
-        """Every call's reply, and whether the round appended anything (not yet durable).
+                 ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
+        """Every call's reply, and the round's section (whether it appended anything, the
+        segment it appended to: not yet durable).
 
         Batched (the default): every call that names a served operation is decided in
         one round of the write protocol (`Journal.write_round`: one tail check, each
@@ -384,7 +407,7 @@ class Writer:
                 reply = refusal(result) if isinstance(result, UwfError) else \
                     Done(msgspec.Raw(_encoder.encode(result)))
             answered.append((peer, reply))
-        return answered, section.appended
+        return answered, section
 
     def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
         """A call's decision, or the refusal it gets before any is made."""
@@ -403,13 +426,13 @@ class Writer:
         return _guarded(call.op, op.decision(args)), None
 
     def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
-                    ) -> tuple[list[tuple[_Peer, Done | Refused]], bool]:
+                    ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
         """Each call through its in-process function, one section for the round (the
         writer before its batch mode, kept to measure against)."""
         with self.log.round() as section:
             replies = [(peer, self._run(call)) for peer, call in calls]
         self.memory.forget()
-        return replies, section.appended
+        return replies, section
 
     def _run(self, call: Call | None) -> Done | Refused:
         _decide, refused = self._decision(call)

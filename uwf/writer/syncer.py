@@ -1,8 +1,15 @@
-"""The resident writer's fsyncs, behind its loop: a group commit of whole rounds.
+"""The resident writer's fsyncs: inline for a lone round, else a group commit of whole
+rounds behind its loop.
 
-The loop (uwf/writer/server.py) runs a round of calls, hands its replies here, and
-goes on to the next round at once; this thread takes every round handed to it so far
-(each one's lines already written), fsyncs the log once for all of them, and only then
+The loop (uwf/writer/server.py) runs a round of calls and hands its replies here with
+the descriptor of the segment it appended to (None: nothing appended, or a log that
+is not durable). A round of one call while nothing else is on its way to the disk is
+made durable at once, in the loop's own thread (`fdatasync` of that descriptor, then
+the reply): a lone client waits for nothing else, and a thread's wake-up costs more
+than the work it would overlap. Any other round goes to this module's thread, and the
+loop goes on to the next round at once; the thread takes every round handed to it so
+far (each one's lines already written), fdatasyncs the last segment written once for
+all of them (a segment before it was fsynced when the next one started), and only then
 sends their replies, in the order the rounds ran. While it waits for the disk, the loop
 decides the next round, so the disk and the CPU work at the same time, as they do for
 processes that each fsync after letting the writers' lock go. A round's lines are
@@ -13,9 +20,10 @@ that appended nothing waits for the rounds before it, whose lines it may have re
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Replies = list[tuple[Any, Any]]  # (peer, reply) of one round
@@ -25,21 +33,41 @@ class Syncer:
     """`submit` a round's replies; they are sent once an fsync covers the round."""
 
     def __init__(self, sync: Callable[[], None], send: Callable[[Any, Any], None],
-                 failure: Callable[[str], Any]) -> None:
-        self._sync = sync
+                 failure: Callable[[str], Any], *, inline: bool = False) -> None:
+        self._sync = sync  # the log's own fsync: for a round whose descriptor is unknown
         self._send = send
         self._failure = failure  # the reply every call gets once an fsync failed
-        self._queue: queue.SimpleQueue[tuple[Replies, bool] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Replies, int | None, bool] | None] = \
+            queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="uwf-writer-fsync",
                                         daemon=True)
+        # Rounds handed to the thread, and answered by it: each counted by one thread
+        # only, so their difference (rounds on their way) needs no lock.
+        self._inline = inline  # a lone round made durable in the loop's thread
+        self._handed = 0
+        self._answered = 0
         self.fsyncs = 0
+        self.inline = 0  # rounds made durable in the loop's thread (a test looks)
         self.failed: str | None = None  # why the log could not be made durable
+
+    @property
+    def busy(self) -> bool:
+        """Whether a round handed to the thread still waits for its fsync or replies."""
+        return self._handed != self._answered
 
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, replies: Replies, appended: bool) -> None:
-        self._queue.put((replies, appended))
+    def submit(self, replies: Replies, fd: int | None, appended: bool) -> None:
+        """Answer a round once an fsync covers it: `fd` is the segment it appended to
+        (the caller's no more: closed here), `appended` whether it appended at all."""
+        # A lone round, nothing else on its way to the disk: nothing to overlap.
+        if self._inline and len(replies) <= 1 and not self.busy:
+            self.inline += 1
+            self._durable([(replies, fd, appended)])
+            return
+        self._handed += 1
+        self._queue.put((replies, fd, appended))
 
     def stop(self) -> None:
         """Answer every round handed here, then end the thread."""
@@ -54,15 +82,30 @@ class Syncer:
                 while True:  # every round handed here meanwhile shares this fsync
                     batch.append(self._queue.get_nowait())
             rounds = [item for item in batch if item is not None]
-            if self.failed is None and any(appended for _, appended in rounds):
+            self._durable(rounds)
+            self._answered += len(rounds)
+            if len(rounds) < len(batch):
+                return
+
+    def _durable(self, rounds: Sequence[tuple[Replies, int | None, bool]]) -> None:
+        """One fsync for `rounds` (the last descriptor's: the segments before it were
+        fsynced when the next one started), then their replies in order."""
+        fds = [fd for _, fd, _ in rounds if fd is not None]
+        try:
+            if self.failed is None and any(appended for _, _, appended in rounds):
                 try:
-                    self._sync()
+                    if fds:
+                        os.fdatasync(fds[-1])
+                    else:
+                        self._sync()
                     self.fsyncs += 1
                 except OSError as exc:
                     self.failed = str(exc)
-            for replies, _ in rounds:
-                for peer, reply in replies:
-                    self._send(peer, reply if self.failed is None
-                               else self._failure(self.failed))
-            if len(rounds) < len(batch):
-                return
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        for replies, _, _ in rounds:
+            for peer, reply in replies:
+                self._send(peer, reply if self.failed is None
+                           else self._failure(self.failed))
