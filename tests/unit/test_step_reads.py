@@ -1,8 +1,8 @@
 """What an in-process step reads (issue 30): the thread once before a run's first start
 (a later step's start begins from the thread its predecessor's result left), one views
 commit a step (the start's fold held for the result's), no steps query while the thread
-has no failure to name, and no node it gathered hashed again by its checks; the views it
-leaves are a replay's."""
+has no failure to name, no node it gathered hashed again by its checks, and the agent's
+output validated against its role's schema once; the views it leaves are a replay's."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
         return real(node)
 
     monkeypatch.setattr(cas_store, "content_hash", counted)
+    validated: list[str] = []
+    problems = cas_store.Cas.problems
+
+    def validating(cas: cas_store.Cas, type_hash: str, payload: Any) -> list[str]:
+        validated.append(type_hash)
+        return problems(cas, type_hash, payload)
+
+    monkeypatch.setattr(cas_store.Cas, "problems", validating)
     ran = run_thread(store, thread, in_process=agent, max_steps=STEPS, config=CONFIG)
     db.set_trace_callback(None)
     assert ran.steps == STEPS
@@ -75,6 +83,9 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
     # gathered, never hashed again: only nodes already in the store are, once each (the
     # details the agent repeats, "coded" and "reviewed", put by the steps before).
     assert len(hashed) == len(set(hashed)) <= 2, hashed
+    # The output against its role's schema once a step (before it is put: its put and
+    # the step's checks know it valid), the detail and StepNode against theirs once each.
+    assert len(validated) == 3 * STEPS, validated
     store.close()
     path = tmp_path / "s" / "views" / "views.sqlite3"
     written = rows_of(path)

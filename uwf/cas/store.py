@@ -81,6 +81,7 @@ class Cas:
         # A gathering Cas (`pending`): the store's checked nodes, shared with it (a node
         # it gathers itself is kept apart: in the store only once its command is written).
         self._stored: dict[str, Node] | None = None
+        self._valid: set[str] = set()  # nodes it gathered: each validated on its way in
         self._builtins_stored = False
         self._rule: str | None = None  # the store's hash rule, once read
         self._rule_settled = False  # recorded (or found to be legacy) before a write
@@ -141,14 +142,18 @@ class Cas:
                 self.put(meta, builtin_schema(name))
         self._builtins_stored = True
 
-    def put(self, type_hash: str, payload: Any, *, redact: bool = True) -> str:
+    def put(self, type_hash: str, payload: Any, *, redact: bool = True,
+            checked: bool = False) -> str:
         """Validate `payload` against its type's schema and store it; return its hash.
 
         `redact=False` stores the payload as given: `json-cas put` does, so a hash never
         depends on the environment. uwf's own nodes (agents' outputs, prompts) are masked.
+        `checked`: the caller has just found `payload` valid for `type_hash` (`problems`),
+        so it is not validated again (unless redaction made another payload of it).
         """
         check_hash(type_hash)
         check_payload(payload)  # first: redaction, hashing and validation recurse
+        given = payload
         if self.redact is not None and redact:
             payload = redact_value(payload, self.redact)
         check_size(payload)
@@ -156,7 +161,7 @@ class Cas:
             self.ensure_meta()
         elif type_hash in _builtin_hashes():
             self.ensure_builtins()
-        problems = self.problems(type_hash, payload)
+        problems = [] if checked and payload is given else self.problems(type_hash, payload)
         if problems:
             raise Rejected(
                 f"payload does not match type {type_hash}: {'; '.join(problems)}",
@@ -175,8 +180,16 @@ class Cas:
                 kept = self._nodes
                 if len(kept) >= CHECKED_KEPT:
                     kept.clear()
+                    self._valid.clear()
                 kept[hash_] = gathered(hash_, data)
+                self._valid.add(hash_)
         return hash_
+
+    def conforms(self, hash_: str, type_hash: str) -> bool:
+        """Whether `hash_` is a node of `type_hash` this gathering Cas (`pending`) put
+        itself, and so validated against that schema on its way in: a check of its
+        payload against the same schema would find what that one found (nothing)."""
+        return hash_ in self._valid and self.get(hash_).type == type_hash
 
     def put_schema(self, schema: Any) -> str:
         return self.put(meta_hash(), schema)
