@@ -1,7 +1,9 @@
 """A node's stored bytes (`uwf.cas.store.encode_node`) and its record's
 (`uwf.cas.records.compact`) are made with msgspec's formatter over the text Python's
 json writes: byte for byte what Python's json alone writes, indented and compact, for
-any JSON value (json-cas reads and hashes these files)."""
+any JSON value (json-cas reads and hashes these files). A node a step gathers is read
+back from its record's bytes by msgspec (`uwf.cas.nodes.gathered`): the very values
+Python's json reads from them."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from uwf.cas.limits import first_problem
+from uwf.cas.nodes import compact_node, gathered, parsed
 from uwf.cas.records import compact
 from uwf.cas.store import encode_node
 
@@ -44,3 +48,20 @@ def test_empty_containers_and_escapes() -> None:
         assert stored == python_json(payload, 7)
         assert json.loads(compact(stored)) == json.loads(stored)
         assert b"\n" not in compact(stored)
+
+
+@given(JSON, st.integers(min_value=0, max_value=2**53))
+def test_a_gathered_node_reads_back_as_pythons_json_reads_it(payload: Any,
+                                                             timestamp: int) -> None:
+    if first_problem(payload) is not None:
+        return  # `Cas.put` refuses it before it is encoded
+    data = compact_node("0123456789ABC", payload, timestamp)
+    # repr: the same types too (1 and 1.0, 0.0 and -0.0, key order).
+    assert repr(gathered("ABCDEFGHJKMNP", data)) == repr(parsed("ABCDEFGHJKMNP", data))
+
+
+def test_a_gathered_node_holds_what_msgspec_would_not_read_as_json_does() -> None:
+    for payload in ([-0.0, 1e-320, 2.5e-308, 1.7976931348623157e308, 10**300, -(10**300)],
+                    {"é": "\u2028\x00\"\\", "": [[[{}]]]}, 9007199254740993):
+        data = compact_node("0123456789ABC", payload, 7)
+        assert repr(gathered("ABCDEFGHJKMNP", data)) == repr(parsed("ABCDEFGHJKMNP", data))

@@ -1,7 +1,8 @@
-"""What an in-process step reads (issue 30): the thread once before its start, one views
+"""What an in-process step reads (issue 30): the thread once before a run's first start
+(a later step's start begins from the thread its predecessor's result left), one views
 commit a step (the start's fold held for the result's), no steps query while the thread
-has no failure to name, and no node it gathered hashed again by its checks; the views it
-leaves are a replay's."""
+has no failure to name, no node it gathered hashed again by its checks, and the agent's
+output validated against its role's schema once; the views it leaves are a replay's."""
 
 from __future__ import annotations
 
@@ -54,16 +55,26 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
         return real(node)
 
     monkeypatch.setattr(cas_store, "content_hash", counted)
+    validated: list[str] = []
+    problems = cas_store.Cas.problems
+
+    def validating(cas: cas_store.Cas, type_hash: str, payload: Any) -> list[str]:
+        validated.append(type_hash)
+        return problems(cas, type_hash, payload)
+
+    monkeypatch.setattr(cas_store.Cas, "problems", validating)
     ran = run_thread(store, thread, in_process=agent, max_steps=STEPS, config=CONFIG)
     db.set_trace_callback(None)
     assert ran.steps == STEPS
     thread_reads = [s for s in statements if re.match(r'SELECT value FROM "v_threads"', s)]
-    # Before the start (the gathered thread) only: the start decides on the gathered
-    # thread, the result's section (is the step still the one in flight) on the state
-    # the start's held fold made (uwf/engine/held.py), the agent's context and the loop
-    # on the states the writes folded. Two more a run: where it begins, and the status
-    # it ends with.
-    assert len(thread_reads) == STEPS + 2, thread_reads
+    # Before the run's first start (the gathered thread) only: a later step begins from
+    # the thread as the step before it left it (its result's write knows its state and
+    # version: uwf/threads/following.py), the start decides on the gathered thread, the
+    # result's section (is the step still the one in flight) on the state the start's
+    # held fold made (uwf/engine/held.py), the agent's context and the loop on the
+    # states the writes folded. Two more a run: where it begins, and the status it ends
+    # with.
+    assert len(thread_reads) == 1 + 2, thread_reads
     # One views commit a step: the start's fold rides with the result's.
     assert statements.count("COMMIT") == STEPS, statements.count("COMMIT")
     # No failure since the last step: no page of the thread's steps is read.
@@ -72,6 +83,9 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
     # gathered, never hashed again: only nodes already in the store are, once each (the
     # details the agent repeats, "coded" and "reviewed", put by the steps before).
     assert len(hashed) == len(set(hashed)) <= 2, hashed
+    # The output against its role's schema once a step (before it is put: its put and
+    # the step's checks know it valid), the detail and StepNode against theirs once each.
+    assert len(validated) == 3 * STEPS, validated
     store.close()
     path = tmp_path / "s" / "views" / "views.sqlite3"
     written = rows_of(path)

@@ -13,7 +13,6 @@ under either rule; new nodes are always named by json-cas's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ from uwf.cas.builtins import BUILTIN_NAMES, _builtin_hashes, builtin_hash, built
 from uwf.cas.hashing import HASH_RULE, is_hash, node_hash, self_hash
 from uwf.cas.legacy import LEGACY_RULE, legacy_node_hash, legacy_self_hash
 from uwf.cas.limits import check_payload, check_size
-from uwf.cas.nodes import Node, content_hash
+from uwf.cas.nodes import Node, compact_node, content_hash, gathered, parsed
 from uwf.cas.records import LoggedBlobs, PendingBlobs
 from uwf.cas.refs import js_view, schema_refs
 from uwf.cas.subset import (
@@ -56,13 +55,6 @@ def encode_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
     return msgspec.json.format(compact_node(type_hash, payload, timestamp), indent=2) + b"\n"
 
 
-def compact_node(type_hash: str, payload: Any, timestamp: int) -> bytes:
-    """The same node on one line: what a node record holds (`records.compact` of
-    `encode_node`'s bytes, made without indenting them first)."""
-    node = {"type": type_hash, "payload": payload, "timestamp": timestamp}
-    return json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
 def _first_line(exc: Exception) -> str:
     """jsonschema-rs's message without the schema and instance it appends."""
     lines = str(exc).strip().splitlines()
@@ -72,21 +64,6 @@ def _first_line(exc: Exception) -> str:
 def _path(parts: Iterable[object]) -> str:
     text = ".".join(str(part) for part in parts)
     return text or "(root)"
-
-
-def _parsed(hash_: str, raw: bytes) -> Node:
-    """The node a file (or record) holds, unchecked against its name."""
-    try:
-        node = json.loads(raw)
-        loaded = Node(hash_, node["type"], node["payload"], int(node["timestamp"]))
-    except (ValueError, KeyError, TypeError, RecursionError,
-            OverflowError):  # int() of a timestamp of 1e400 (inf)
-        raise Corrupt(
-            f"node {hash_} is not a valid node file", "run `json-cas verify`"
-        ) from None
-    if not is_hash(loaded.type):
-        raise Corrupt(f"node {hash_} is not a valid node file", "run `json-cas verify`")
-    return loaded
 
 
 class Cas:
@@ -104,6 +81,7 @@ class Cas:
         # A gathering Cas (`pending`): the store's checked nodes, shared with it (a node
         # it gathers itself is kept apart: in the store only once its command is written).
         self._stored: dict[str, Node] | None = None
+        self._valid: set[str] = set()  # nodes it gathered: each validated on its way in
         self._builtins_stored = False
         self._rule: str | None = None  # the store's hash rule, once read
         self._rule_settled = False  # recorded (or found to be legacy) before a write
@@ -164,14 +142,18 @@ class Cas:
                 self.put(meta, builtin_schema(name))
         self._builtins_stored = True
 
-    def put(self, type_hash: str, payload: Any, *, redact: bool = True) -> str:
+    def put(self, type_hash: str, payload: Any, *, redact: bool = True,
+            checked: bool = False) -> str:
         """Validate `payload` against its type's schema and store it; return its hash.
 
         `redact=False` stores the payload as given: `json-cas put` does, so a hash never
         depends on the environment. uwf's own nodes (agents' outputs, prompts) are masked.
+        `checked`: the caller has just found `payload` valid for `type_hash` (`problems`),
+        so it is not validated again (unless redaction made another payload of it).
         """
         check_hash(type_hash)
         check_payload(payload)  # first: redaction, hashing and validation recurse
+        given = payload
         if self.redact is not None and redact:
             payload = redact_value(payload, self.redact)
         check_size(payload)
@@ -179,7 +161,7 @@ class Cas:
             self.ensure_meta()
         elif type_hash in _builtin_hashes():
             self.ensure_builtins()
-        problems = self.problems(type_hash, payload)
+        problems = [] if checked and payload is given else self.problems(type_hash, payload)
         if problems:
             raise Rejected(
                 f"payload does not match type {type_hash}: {'; '.join(problems)}",
@@ -198,8 +180,16 @@ class Cas:
                 kept = self._nodes
                 if len(kept) >= CHECKED_KEPT:
                     kept.clear()
-                kept[hash_] = _parsed(hash_, data)
+                    self._valid.clear()
+                kept[hash_] = gathered(hash_, data)
+                self._valid.add(hash_)
         return hash_
+
+    def conforms(self, hash_: str, type_hash: str) -> bool:
+        """Whether `hash_` is a node of `type_hash` this gathering Cas (`pending`) put
+        itself, and so validated against that schema on its way in: a check of its
+        payload against the same schema would find what that one found (nothing)."""
+        return hash_ in self._valid and self.get(hash_).type == type_hash
 
     def put_schema(self, schema: Any) -> str:
         return self.put(meta_hash(), schema)
@@ -301,7 +291,7 @@ class Cas:
         raw = self.blobs.read(check_hash(hash_))
         if raw is None:
             raise NotFound(f"node {hash_} not found", "check the hash, or `json-cas has` it")
-        return _parsed(hash_, raw)
+        return parsed(hash_, raw)
 
     def forget_checked(self) -> None:
         """Drop the nodes kept as checked, so each is read again: a long-lived reader (the

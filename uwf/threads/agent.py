@@ -230,7 +230,7 @@ def write_step(
         raise Rejected(f"output does not match {what}: "
                        f"{'; '.join(problems)}", "fix the output and submit again")
     cas.ensure_builtins()
-    output_hash = cas.put(schema, output)
+    output_hash = cas.put(schema, output, checked=True)  # validated just above
     if detail_ref is not None:
         if not is_hash(detail_ref) or not (refs_checked_later or cas.has(detail_ref)):
             raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")

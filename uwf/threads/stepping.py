@@ -28,7 +28,7 @@ from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agen
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import secret_values
-from uwf.engine.events import EventData, NewEvent
+from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.retry import while_unavailable
 from uwf.engine.ulids import new_ulid
@@ -42,12 +42,10 @@ from uwf.errors import (
     UsageError,
     UwfError,
 )
-from uwf.language.asking import is_ask
-from uwf.language.moderator import END, Decision, NoTransition, status_of
+from uwf.language.moderator import Decision, NoTransition, status_of
 from uwf.store import Store
 from uwf.threads import decide
 from uwf.threads.agentproc import agent_environment, masked, spawn
-from uwf.threads.asked import asked
 from uwf.threads.checks import Failure, check_step, refused_node
 from uwf.threads.decide import DEADLINE_GRACE_MS, deadline, finish, take_over
 from uwf.threads.events import (
@@ -57,10 +55,11 @@ from uwf.threads.events import (
     ThreadStepped,
     ThreadStepStarted,
 )
+from uwf.threads.following import Following, after
 from uwf.threads.projection import ThreadState
 from uwf.threads.questions import time_out_thread
 from uwf.threads.results import ThreadRan, ThreadSummary
-from uwf.threads.routing import last_step, next_decision, route_from
+from uwf.threads.routing import last_step, next_decision
 from uwf.threads.rules import AFTER_END, refusal
 from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
@@ -109,14 +108,15 @@ def step_thread(
     *,
     in_process: InProcessAgent | None = None,
     on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
-    left: list[ThreadState] | None = None,
+    left: list[Following] | None = None, known: Following | None = None,
 ) -> ThreadSummary:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}.
 
     `on_agent` is given the agent's process as soon as it runs, so a host running
     steps in threads (`uwf worker`) can kill its process group from another thread.
-    `left`, when given, gets the thread's state as the step left it (read in the step's
-    last write, so a caller need not read the views again)."""
+    `left`, when given, gets the thread as the step left it (read in the step's last
+    write, so a caller need not read the views again); `known`, what an earlier step's
+    `left` got: the thread this step begins from, unless it moved since."""
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
@@ -124,9 +124,10 @@ def step_thread(
     # The `.env` is read again to run the agent and to mask its output: one that cannot
     # be read is refused here, before a step is recorded that nothing would finish.
     with_dotenv({}, config.env_file)
-    plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None)
+    plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None,
+                  known=known)
     if plan is None:  # the moderator said $END: nothing to run
-        return _left(get_thread(store.read(), thread), left)
+        return _left(Following(get_thread(store.read(), thread)), left)
     # The step's new nodes are gathered here, then written with its result (one write,
     # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
     cas: Cas = store.cas
@@ -155,10 +156,10 @@ def step_thread(
     return _left(done, left)
 
 
-def _left(state: ThreadState, left: list[ThreadState] | None) -> ThreadSummary:
+def _left(done: Following, left: list[Following] | None) -> ThreadSummary:
     if left is not None:
-        left.append(state)
-    return summary(state)
+        left.append(done)
+    return summary(done.state)
 
 
 def run_thread(
@@ -176,14 +177,16 @@ def run_thread(
     config = config or load_config(store.settings.config_path)
     result = summary(get_thread(store.read(), thread))
     taken = 0
+    known: Following | None = None
     while not result.done and (max_steps is None or taken < max_steps):
-        left: list[ThreadState] = []
+        left: list[Following] = []
         result = step_thread(store, thread, agent, timeout, config, in_process=in_process,
-                             left=left)
+                             left=left, known=known)
         taken += 1
         if store.steps is not None:
             store.steps(taken, max_steps or 0)
-        if left[-1].state == "waiting":
+        known = left[-1]
+        if known.state.state == "waiting":
             break  # a question: nothing runs until it is answered (or its deadline)
     return ThreadRan(**msgspec.structs.asdict(with_status(store, result)), steps=taken)
 
@@ -203,8 +206,8 @@ class _Next:
     agent: AgentChoice | None
 
 
-def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
-           config: Config, *, in_process: bool = False) -> Plan | None:
+def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float, config: Config,
+           *, in_process: bool = False, known: Following | None = None) -> Plan | None:
     """Record `thread.step_started` (or the thread's end, or why it is blocked). The
     moderator and the agent are chosen before the writers' section, from the thread as
     the views show it; the write states that version (`expected`), so a thread moved
@@ -219,7 +222,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
     deadline."""
     planned: list[Plan] = []  # the last start decided: it may be in the log
     begin = partial(_begin_once, store, thread, agent_flag, timeout, config,
-                    in_process=in_process, planned=planned)
+                    in_process=in_process, planned=planned, known=known)
     try:
         return begin()
     except StoreUnavailable:
@@ -229,16 +232,23 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float,
 
 
 def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: float,
-                config: Config, *, in_process: bool, planned: list[Plan]) -> Plan | None:
+                config: Config, *, in_process: bool, planned: list[Plan],
+                known: Following | None) -> Plan | None:
     subject = f"thread/{thread}"
+    given = None if planned else known  # a retry reads the thread again
     for _attempt in range(20):
         # The version first: the state read after it is at least as new, so a write that
         # states it is refused if the decision was made on anything later. Both from the
         # views just caught up with the log (the stream index commits with them); a
-        # version behind the log's (a write not yet folded) is refused in the write.
-        views = store.read()
-        version = store.journal.views.version(subject)
-        state = get_thread(views, thread)
+        # version behind the log's (a write not yet folded) is refused in the write. Or
+        # both as the previous step's last write left them (`known`), tried once.
+        if given is not None and given.version is not None:
+            state, version = given.state, given.version
+        else:
+            views = store.read()
+            version = store.journal.views.version(subject)
+            state = get_thread(views, thread)
+        given = None
         flight = state.in_flight
         mine = [plan for plan in planned if flight is not None and plan.step_id == flight.step_id]
         if mine:
@@ -250,7 +260,8 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
                 raise decide.waiting(state)
             time_out_thread(store, thread)  # its deadline passed: on by its $TIMEOUT edge
             continue
-        gathered = _next(store, state, agent_flag, config, in_process=in_process)
+        gathered = _next(store, state, agent_flag, config, in_process=in_process,
+                         decided=None if known is None else known.decision_for(state))
         try:
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
@@ -306,9 +317,11 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
 
 
 def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
-          in_process: bool) -> _Next:
+          in_process: bool, decided: Decision | None = None) -> _Next:
+    """`decided`: the moderator's decision from the head, when taken already (following.py)."""
     try:
-        workflow, decision = next_decision(store.cas, state)
+        workflow, decision = ((store.cas.get(state.workflow).payload, decided)
+                              if decided is not None else next_decision(store.cas, state))
     except NoTransition as exc:  # no edge for the status, or no condition holds or one failed
         last_role, _ = last_step(store.cas, state)
         return _Next({}, None, ThreadBlocked("no-transition", exc.what, last_role, exc.status),
@@ -379,27 +392,28 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
 
 # -- phase 3 ---------------------------------------------------------------------
 
-# A step's result as recorded: the error to raise (a failed step), and the thread's
-# state as it left it.
-_Finished = tuple[StepFailed | None, ThreadState]
+# A step's result as recorded: the error to raise (a failed step), the thread as it left it.
+_Finished = tuple[StepFailed | None, Following]
+_Judged = tuple[list[NewEvent], StepFailed | None, Decision | None]
 
 
 def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
-            secrets: Callable[[], list[str]]) -> tuple[list[NewEvent], StepFailed | None]:
-    """The events that record the step's result, and the error it raises (a failed
-    step): decided before the writers' section, from the step's plan and its nodes (a
-    step in flight holds its thread: its head, StartNode and workflow cannot move)."""
+            secrets: Callable[[], list[str]]) -> _Judged:
+    """The events that record the step's result, the error it raises (a failed step)
+    and the moderator's decision from its new head (uwf/threads/following.py): decided
+    before the writers' section, from the step's plan and its nodes (a step in flight
+    holds its thread: its head, StartNode and workflow cannot move)."""
     subject = f"thread/{plan.thread}"
     at = plan.head or plan.start
 
-    def failed(failure: Failure) -> tuple[list[NewEvent], StepFailed]:
+    def failed(failure: Failure) -> _Judged:
         message = masked(failure.message, secrets())  # read only for a failure
         node = None if isinstance(result, Failure) else refused_node(cas, plan, result)
         return ([NewEvent(subject, ThreadStepFailed(
                     plan.step_id, plan.decision.role, failure.reason, message,
                     failure.exit_status, failure.stderr, node))],
                 StepFailed(f"step failed ({failure.reason}): {message}",
-                           f"the head stays at {at}"))
+                           f"the head stays at {at}"), None)
 
     failure = result if isinstance(result, Failure) else check_step(cas, plan, result)
     if failure is not None:
@@ -415,27 +429,27 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
     status = status_of(plan.decision.role, output)
     events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
         plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
-    events += _after(cas, plan, output, result, store.clock())
-    return events, None
+    following, decision = after(cas, plan, output, result, store.clock())
+    return events + following, None, decision
 
 
 def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: Config, *,
             nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple,
-            retry_for: float = RECORD_RETRY_S) -> ThreadState:
+            retry_for: float = RECORD_RETRY_S) -> Following:
     """Record the step's result: inside the writers' section only the check that the
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
     secrets = partial(secret_values, store.settings.environ, config)
-    judged: list[tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]] = []
+    judged: list[tuple[_Judged, Sequence[tuple[str, bytes]]]] = []
 
-    def judge() -> tuple[list[NewEvent], StepFailed | None, Sequence[tuple[str, bytes]]]:
+    def judge() -> tuple[_Judged, Sequence[tuple[str, bytes]]]:
         # Once, inside the retries: checking the StepNode reads the CAS, which a server
         # restarting may not answer yet (the step would stay in flight, unrecorded).
         if not judged:
-            events, error = _result(store, cas, plan, result, secrets)
+            events, error, decision = _result(store, cas, plan, result, secrets)
             # A refused StepNode the failure names is kept: written with it.
             kept = error is None or getattr(events[0].data, "node", None) is not None
-            judged.append((events, error, nodes() if kept else ()))
+            judged.append(((events, error, decision), nodes() if kept else ()))
         return judged[0]
 
     tries = 0
@@ -443,12 +457,15 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
     def write() -> _Finished:
         nonlocal tries
         tries += 1
-        events, error, records = judge()
+        (events, error, decision), records = judge()
+        head = result if isinstance(result, str) and error is None else None
 
         def record(views: Views) -> Outcome[_Finished]:
             finish(get_thread(views, plan.thread), plan.step_id)  # refused once taken over
-            # The state is read inside the writers' section, from the views just folded.
-            return Outcome(events, then=lambda views: (error, get_thread(views, plan.thread)))
+            # The state is read inside the writers' section, from the views just folded;
+            # the thread's version is the seq of the write's last line, one of its events.
+            return Outcome(events, then=lambda views: (error, Following(
+                get_thread(views, plan.thread), views.head.seq, decision, head)))
 
         try:
             return store.journal.write(record, nodes=records, carry=True)
@@ -474,26 +491,10 @@ def _recorded_result(store: Store, plan: Plan) -> _Finished | None:
         data = envelope.data
         if isinstance(data, ThreadStepped | ThreadStepFailed) and data.step_id == plan.step_id:
             state = get_thread(store.read(), plan.thread)
-            if isinstance(data, ThreadStepped):
-                return None, state
-            return StepFailed(f"step failed ({data.reason}): {data.message}",
-                              f"the head stays at {state.head or state.start}"), state
+            return None if isinstance(data, ThreadStepped) else StepFailed(
+                f"step failed ({data.reason}): {data.message}",
+                f"the head stays at {state.head or state.start}"), Following(state)
         if isinstance(data, ThreadStepStarted) and data.step_id == plan.step_id:
             return None  # back to where the step began: nothing recorded for it
     return None
 
-
-def _after(cas: Cas, plan: Plan, output: Any, head: str, now: int) -> list[NewEvent]:
-    """Step 8: ask the moderator again (from the new StepNode `head`); `$END` ends
-    the thread in the same batch. A question ($ASK) is recorded instead: the thread
-    waits for its answer (its schema a node, before the event that names it)."""
-    if is_ask(output):
-        return [NewEvent(f"thread/{plan.thread}",
-                         asked(cas, plan.step_id, plan.decision.role, output, now))]
-    try:
-        _, decision = route_from(cas, plan.workflow, plan.start, role=plan.decision.role,
-                                 output=output, head=head)
-    except NoTransition:
-        return []  # the next step finds no transition and blocks the thread
-    data: list[EventData] = [ThreadEnded("end")] if decision.role == END else []
-    return [NewEvent(f"thread/{plan.thread}", item) for item in data]
