@@ -237,10 +237,8 @@ class FileLog:
         after whole batches), and is still the file it was (device, inode). Two stats, no
         scan; None when that cannot be told so."""
         hint = self._tail_hint
-        if hint is None:
-            return None
-        found = self.segments.stat(hint.segment)
-        if found is None or found.st_size != hint.end or \
+        found = None if hint is None else self.segments.stat(hint.segment)
+        if hint is None or found is None or found.st_size != hint.end or \
                 (found.st_dev, found.st_ino) != self._tail_file:
             return None
         seq = seq_of(hint.raw)
@@ -308,9 +306,8 @@ class _FileSession:
                 os.close(fd)
 
     def take_unsynced(self) -> int | None:
-        """The descriptor of the segment this section appended to and has not fsynced,
-        handed to the caller to fdatasync and close (a resident writer's round:
-        uwf/writer/syncer.py), so the section's end neither fsyncs nor closes it."""
+        """The segment's descriptor this section appended to, not fsynced, for the
+        caller (uwf/writer/syncer.py) to fdatasync and close instead of the section."""
         fd, self._unsynced = self._unsynced, None
         return fd
 
