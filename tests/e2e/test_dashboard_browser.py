@@ -242,15 +242,19 @@ def test_an_action_in_the_browser_does_what_the_cli_does(phone: Any, with_token:
                                                          fleet: Fleet) -> None:
     """Cancel a ready entry from the queue page: the browser's own form (its Origin, the
     session's CSRF token) is taken; the entry is cancelled with the reason given."""
-    entry = fleet.cli.run("queue", "add", "--workflow", "solve-issue", "-p", "cancel me",
-                          "--session", "s9", "--json")
+    # The phone's page is open: the server (a thread of this process) may open the views
+    # or a thread while a command runs, which an in-process call would take for its own
+    # leak. Commands run as processes while a page is open, as in the tests above.
+    cli = fleet.cli.processes()
+    entry = cli.run("queue", "add", "--workflow", "solve-issue", "-p", "cancel me",
+                    "--session", "s9", "--json")
     assert entry.code == 0, entry
     entry_id = json.loads(entry.out)["entry"]["id"]
     phone.goto(f"{with_token}/queue?session=s9")
     form = phone.locator(f'form.action[action="/queue/{entry_id}/cancel"]')
     form.locator("button").click()
     phone.wait_for_url(f"{with_token}/queue")
-    shown = json.loads(fleet.cli.run("queue", "show", entry_id, "--json").out)
+    shown = json.loads(cli.run("queue", "show", entry_id, "--json").out)
     assert shown["status"] == "cancelled"
 
 
@@ -260,11 +264,12 @@ def test_a_question_is_answered_from_its_form(browser: Any, phone: Any, with_tok
     answers it, a wrong answer refused against the question's schema, a right one taken
     (the run goes on)."""
     mock = f"uwf-mock {ROOT / 'examples' / 'mock-approve-deploy.yaml'}"
-    assert fleet.cli.run("workflow", "put", str(ROOT / "examples" / "approve-deploy.yaml"),
-                         "--json").code == 0
-    started = fleet.cli.run("thread", "start", "approve-deploy", "-p", "ship", "--json")
+    cli = fleet.cli.processes()  # the phone's page is open (see the test above)
+    assert cli.run("workflow", "put", str(ROOT / "examples" / "approve-deploy.yaml"),
+                   "--json").code == 0
+    started = cli.run("thread", "start", "approve-deploy", "-p", "ship", "--json")
     thread = json.loads(started.out)["thread"]
-    assert fleet.cli.run("thread", "run", thread, "--agent", mock, "--json").code == 0
+    assert cli.run("thread", "run", thread, "--agent", mock, "--json").code == 0
     phone.goto(f"{with_token}/runs")
     waiting = phone.locator("section.waiting")
     assert "Deploy version 2.1.0 to production?" in waiting.inner_text()
@@ -290,5 +295,5 @@ def test_a_question_is_answered_from_its_form(browser: Any, phone: Any, with_tok
     form.locator("button").click()
     phone.wait_for_url(f"{with_token}/runs/{thread}")
     assert phone.locator("#question").count() == 0
-    shown = json.loads(fleet.cli.run("thread", "show", thread, "--json").out)
+    shown = json.loads(cli.run("thread", "show", thread, "--json").out)
     assert (shown["status"], shown["question"]["answer"]) == ("idle", {"approved": True})
