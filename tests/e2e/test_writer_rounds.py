@@ -114,6 +114,18 @@ def test_a_round_from_several_processes_is_one_write_and_one_fdatasync(
     whole_and_replayable(cli)
 
 
+def lease_sent(cli: Cli, tmp_path: Path) -> subprocess.Popen[str]:
+    """A process that has sent the writer one lease (SENDER) and waits for its reply."""
+    script = tmp_path / "sender.py"
+    script.write_text(SENDER, "utf-8")
+    sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
+                               json.dumps({"limit": 1, "session": None})],
+                              env=cli.env, stdout=subprocess.PIPE, text=True)
+    assert sender.stdout is not None
+    assert sender.stdout.readline() == "sent\n"
+    return sender
+
+
 def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path) -> None:
     """A writer with `inline`: a round of one call while nothing else is on its way to
     the disk is fdatasynced and answered by the loop itself, not handed to the syncer's
@@ -125,13 +137,8 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
     writer = Writer(Store.open(cli.home), inline=True)
     writer.start()
     try:
-        script = tmp_path / "sender.py"
-        script.write_text(SENDER, "utf-8")
-        sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
-                                   json.dumps({"limit": 1, "session": None})],
-                                  env=cli.env, stdout=subprocess.PIPE, text=True)
+        sender = lease_sent(cli, tmp_path)
         assert sender.stdout is not None
-        assert sender.stdout.readline() == "sent\n"
         while writer.served.calls == 0:
             writer._once(1.0)
         reply = json.loads(sender.stdout.readline())
@@ -159,13 +166,8 @@ def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: P
     writer = Writer(Store.open(cli.home))
     writer.start()
     try:
-        script = tmp_path / "sender.py"
-        script.write_text(SENDER, "utf-8")
-        sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
-                                   json.dumps({"limit": 1, "session": None})],
-                                  env=cli.env, stdout=subprocess.PIPE, text=True)
+        sender = lease_sent(cli, tmp_path)
         assert sender.stdout is not None
-        assert sender.stdout.readline() == "sent\n"
         while writer.served.calls == 0:
             writer._once(1.0)
         assert "done" in json.loads(sender.stdout.readline())  # the syncer answered
