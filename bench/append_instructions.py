@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO
+from common import REPO, code_of
 
 CHILD = """
 import shutil, sys
@@ -73,12 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True)
     sides: dict[str, Path | None] = {"work tree": None}
     if args.base is not None:
-        base = work / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.base, "uwf"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        sides = {args.base: base, **sides}
+        sides = {args.base: code_of(args.base, work / "base"), **sides}
     figures = {name: (instructions(args.writes, path, work) - instructions(0, path, work))
                / args.writes for name, path in sides.items()}
     print(f"instructions a write (callgrind, {args.writes} writes after 50, durability none)")

@@ -146,6 +146,20 @@ def code_version() -> str:
         " + uncommitted changes in uwf/" if dirty else "")
 
 
+def code_of(rev: str, into: Path) -> Path:
+    """`rev`'s `uwf/` package, extracted into `into` (made if missing) and compiled: a
+    folder to put first on a child's PYTHONPATH, to measure that commit's code beside
+    the work tree's (compiled here, so no measured run pays for compiling it, whether or
+    not the runs may write bytecode)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "uwf"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(into / "uwf")], check=True,
+                   stdout=subprocess.DEVNULL)
+    return into
+
+
 def _cpu_times() -> tuple[int, int]:
     """(busy, total) jiffies over all CPUs, from /proc/stat."""
     with open("/proc/stat", encoding="utf-8") as handle:

@@ -36,6 +36,7 @@ from common import (
     REPO,
     add_common_args,
     begin,
+    code_of,
     data_dir,
     env_with,
     load,
@@ -67,15 +68,6 @@ store.close()
 print(json.dumps({"cpu": cpu, "wall": wall, "events": head.seq,
                   "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
-
-
-def code_of(rev: str, into: Path) -> Path:
-    """`rev`'s `uwf/` package, in a folder of its own (to put on PYTHONPATH)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "uwf"], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def replay(code: Path, root: Path, *, over: bool = False) -> dict[str, float]:

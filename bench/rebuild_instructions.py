@@ -22,8 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, add_common_args, data_dir, env_with, print_header, section
-from rebuild_cpu import code_of
+from common import REPO, add_common_args, code_of, data_dir, env_with, print_header, section
 from rebuild_snapshot import events_in
 from runs import generate_runs
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO
+from common import REPO, code_of
 
 CHILD = """
 import os, shutil, sys
@@ -93,12 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True)
     sides: dict[str, Path | None] = {"work tree": None}
     if args.base is not None:
-        base = work / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.base, "uwf"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        sides = {args.base: base, **sides}
+        sides = {args.base: code_of(args.base, work / "base"), **sides}
     figures = {name: per_step(args.steps, path, work) for name, path in sides.items()}
     print(f"instructions a step (callgrind, {args.steps} steps after 10, durability none)")
     for name, value in figures.items():

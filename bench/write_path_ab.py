@@ -44,7 +44,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import EXAMPLE, REPO, bytecode_env, median
+from common import EXAMPLE, REPO, bytecode_env, code_of, median
 
 CYCLE = """
 import os, sys, time
@@ -167,15 +167,6 @@ def collected(args: list[str], env: dict[str, str]) -> int:
     return int(found.group(1))
 
 
-def extract(commit: str, folder: Path) -> Path:
-    """`commit`'s `uwf/` in `folder` (made), to put first on a child's PYTHONPATH."""
-    folder.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "uwf"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("base")
@@ -195,12 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.dir
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    base = extract(args.base, work / "base")
+    base = code_of(args.base, work / "base")
     env = bytecode_env({k: v for k, v in os.environ.items() if not k.startswith("UWF_")},
                        work / "pycache")
     env.pop("PYTHONPATH", None)
     sides: dict[str, Path | None] = {
-        "A": base, "B": None if args.b is None else extract(args.b, work / "other")}
+        "A": base, "B": None if args.b is None else code_of(args.b, work / "other")}
     for path in sides.values():  # each side's bytecode, before any child is timed
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(path or REPO / "uwf")],
                        env=env, check=True, stdout=subprocess.DEVNULL)
