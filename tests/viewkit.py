@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from uwf.store import Store
+
 
 def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
     db = sqlite3.connect(path)
@@ -18,3 +20,14 @@ def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
             key=repr) for table in tables}
     finally:
         db.close()
+
+
+def replays_alike(root: Path) -> None:
+    """The views the store at `root` (closed) holds are the rows a full replay of its log
+    writes: its views file read, rebuilt from the log, read again."""
+    path = root / "views" / "views.sqlite3"
+    written = rows_of(path)
+    again = Store.open(root)
+    again.journal.rebuild_views(snapshot=False)
+    again.close()
+    assert rows_of(path) == written

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BIN, EXAMPLE, Cli
-from tests.viewkit import rows_of
+from tests.viewkit import replays_alike
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.store import Store
 from uwf.threads.results import StepContext
@@ -68,12 +68,7 @@ def assert_whole(cli: Cli, store: Store, thread: str) -> None:
     assert state.in_flight is None
     assert state.steps == 2
     store.close()
-    path = cli.home / "views" / "views.sqlite3"
-    written = rows_of(path)
-    again = Store.open(cli.home)
-    again.journal.rebuild_views(snapshot=False)
-    again.close()
-    assert rows_of(path) == written
+    replays_alike(cli.home)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +27,9 @@ from tests.e2e.test_writer import (
     stop_writer,
     whole_and_replayable,
 )
+
+if TYPE_CHECKING:
+    from uwf.writer.server import Writer
 
 pytestmark = pytest.mark.cli_processes
 
@@ -114,8 +117,10 @@ def test_a_round_from_several_processes_is_one_write_and_one_fdatasync(
     whole_and_replayable(cli)
 
 
-def lease_sent(cli: Cli, tmp_path: Path) -> subprocess.Popen[str]:
-    """A process that has sent the writer one lease (SENDER) and waits for its reply."""
+def lease_served(writer: Writer, cli: Cli, tmp_path: Path) -> tuple[subprocess.Popen[str],
+                                                                    IO[str]]:
+    """A process that has sent `writer` one lease (SENDER), the writer's loop turned
+    until it served it; the process and its output, where the reply comes."""
     script = tmp_path / "sender.py"
     script.write_text(SENDER, "utf-8")
     sender = subprocess.Popen([sys.executable, str(script), str(cli.home), "queue.lease",
@@ -123,7 +128,9 @@ def lease_sent(cli: Cli, tmp_path: Path) -> subprocess.Popen[str]:
                               env=cli.env, stdout=subprocess.PIPE, text=True)
     assert sender.stdout is not None
     assert sender.stdout.readline() == "sent\n"
-    return sender
+    while writer.served.calls == 0:
+        writer._once(1.0)
+    return sender, sender.stdout
 
 
 def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path) -> None:
@@ -137,11 +144,8 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
     writer = Writer(Store.open(cli.home), inline=True)
     writer.start()
     try:
-        sender = lease_sent(cli, tmp_path)
-        assert sender.stdout is not None
-        while writer.served.calls == 0:
-            writer._once(1.0)
-        reply = json.loads(sender.stdout.readline())
+        sender, output = lease_served(writer, cli, tmp_path)
+        reply = json.loads(output.readline())
         assert sender.wait(timeout=60) == 0
         syncer = writer._syncer
         assert (syncer.inline, syncer.fsyncs) == (1, 1)
@@ -166,11 +170,8 @@ def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: P
     writer = Writer(Store.open(cli.home))
     writer.start()
     try:
-        sender = lease_sent(cli, tmp_path)
-        assert sender.stdout is not None
-        while writer.served.calls == 0:
-            writer._once(1.0)
-        assert "done" in json.loads(sender.stdout.readline())  # the syncer answered
+        sender, output = lease_served(writer, cli, tmp_path)
+        assert "done" in json.loads(output.readline())  # the syncer answered
         assert sender.wait(timeout=60) == 0
         assert writer.memory.unsaved is not None  # deferred
         syncer = writer._syncer

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE
-from tests.viewkit import rows_of
+from tests.viewkit import replays_alike
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
 from uwf.engine.ulids import new_ulid
@@ -37,12 +37,7 @@ def test_a_lease_and_a_complete_read_no_row_back(
     assert read_back == []
     assert [s for s in statements if s.startswith('UPDATE "v_queue"')]  # written all the same
     store.close()
-    path = tmp_path / "s" / "views" / "views.sqlite3"
-    written = rows_of(path)
-    again = Store.open(tmp_path / "s")
-    again.journal.rebuild_views(snapshot=False)
-    again.close()
-    assert rows_of(path) == written
+    replays_alike(tmp_path / "s")
 
 
 def test_a_batch_reads_none_of_its_new_entries_and_collects_no_garbage(
@@ -83,9 +78,4 @@ def test_a_batch_reads_none_of_its_new_entries_and_collects_no_garbage(
     assert gc.isenabled()
     assert [s for s in statements if 'FROM "v_queue"' in s] == []
     store.close()
-    path = home / "views" / "views.sqlite3"
-    written = rows_of(path)
-    again = Store.open(home)
-    again.journal.rebuild_views(snapshot=False)
-    again.close()
-    assert rows_of(path) == written
+    replays_alike(home)
