@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, code_of
+from common import REPO, callgrind_sides
 
 CHILD = """
 import shutil, sys
@@ -66,14 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--writes", type=int, default=500, help="writes measured (default 500)")
     parser.add_argument("--dir", type=Path, default=REPO / "bench" / "out" / "append-instr")
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        sys.exit("bench: valgrind is not installed (apt-get install valgrind)")
     work = args.dir
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    sides: dict[str, Path | None] = {"work tree": None}
-    if args.base is not None:
-        sides = {args.base: code_of(args.base, work / "base"), **sides}
+    sides = callgrind_sides(args.base, work)
     figures = {name: (instructions(args.writes, path, work) - instructions(0, path, work))
                / args.writes for name, path in sides.items()}
     print(f"instructions a write (callgrind, {args.writes} writes after 50, durability none)")

@@ -160,6 +160,18 @@ def code_of(rev: str, into: Path) -> Path:
     return into
 
 
+def callgrind_sides(base: str | None, work: Path) -> dict[str, Path | None]:
+    """For an instruction count A/B: valgrind there (else exit), `work` made empty, and
+    the code of each side by name: `base`'s `uwf/` (`code_of`) when given, then the work
+    tree's (None: as installed)."""
+    if shutil.which("valgrind") is None:
+        sys.exit("bench: valgrind is not installed (apt-get install valgrind)")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    sides: dict[str, Path | None] = {"work tree": None}
+    return sides if base is None else {base: code_of(base, work / "base"), **sides}
+
+
 def _cpu_times() -> tuple[int, int]:
     """(busy, total) jiffies over all CPUs, from /proc/stat."""
     with open("/proc/stat", encoding="utf-8") as handle:

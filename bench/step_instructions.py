@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, code_of
+from common import REPO, callgrind_sides
 
 CHILD = """
 import os, shutil, sys
@@ -86,14 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50, help="steps measured (default 50)")
     parser.add_argument("--dir", type=Path, default=REPO / "bench" / "out" / "step-instr")
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        sys.exit("bench: valgrind is not installed (apt-get install valgrind)")
     work = args.dir
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    sides: dict[str, Path | None] = {"work tree": None}
-    if args.base is not None:
-        sides = {args.base: code_of(args.base, work / "base"), **sides}
+    sides = callgrind_sides(args.base, work)
     figures = {name: per_step(args.steps, path, work) for name, path in sides.items()}
     print(f"instructions a step (callgrind, {args.steps} steps after 10, durability none)")
     for name, value in figures.items():
