@@ -1,12 +1,12 @@
-"""The resident writer's fsyncs: inline for a lone round, else a group commit of whole
-rounds behind its loop.
+"""The resident writer's fsyncs: a group commit of whole rounds behind its loop (or,
+with `inline`, a lone round's in the loop itself).
 
 The loop (uwf/writer/server.py) runs a round of calls and hands its replies here with
 the descriptor of the segment it appended to (None: nothing appended, or a log that
-is not durable). A round of one call while nothing else is on its way to the disk is
-made durable at once, in the loop's own thread (`fdatasync` of that descriptor, then
-the reply): a lone client waits for nothing else, and a thread's wake-up costs more
-than the work it would overlap. Any other round goes to this module's thread, and the
+is not durable). With `inline` (off by default: slower on a loaded disk, as measured
+in docs/benchmarks.md), a round of one call while nothing else is on its way to the
+disk is made durable at once, in the loop's own thread (`fdatasync` of that
+descriptor, then the reply). Every other round goes to this module's thread, and the
 loop goes on to the next round at once; the thread takes every round handed to it so
 far (each one's lines already written), fdatasyncs the last segment written once for
 all of them (a segment before it was fsynced when the next one started), and only then
