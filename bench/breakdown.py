@@ -238,7 +238,7 @@ def steps(work: Path, count: int) -> dict[str, float]:
     put_workflow(store, EXAMPLE)
     reviews = max(count // 2, 1)
     thread = start_thread(store, "solve-issue", "Fix the login bug in #42",
-                          repo=str(root)).thread
+                          repo=str(root), settings=store.settings).thread
     timers = Timers()
 
     @timers.wrapped("the agent")
@@ -256,7 +256,8 @@ def steps(work: Path, count: int) -> dict[str, float]:
         start = time.perf_counter()
         ran = stepping.run_thread(store, thread, in_process=the_agent,
                                   max_steps=2 + 2 * reviews,
-                                  config=Config(WorkflowConfig(), None, None))
+                                  config=Config(WorkflowConfig(), None, None),
+                                  settings=store.settings)
         wall = time.perf_counter() - start
     finally:
         timers.undo()

@@ -172,6 +172,15 @@ def callgrind_sides(base: str | None, work: Path) -> dict[str, Path | None]:
     return sides if base is None else {base: code_of(base, work / "base"), **sides}
 
 
+def settings_of(step: Callable[..., Any], store: Any) -> dict[str, Any]:
+    """`settings=` for uwf's `run_thread` or `step_thread` when it takes them: an A/B
+    bench also runs an older commit's code, from before it did."""
+    import inspect
+
+    return ({"settings": store.settings}
+            if "settings" in inspect.signature(step).parameters else {})
+
+
 def _cpu_times() -> tuple[int, int]:
     """(busy, total) jiffies over all CPUs, from /proc/stat."""
     with open("/proc/stat", encoding="utf-8") as handle:

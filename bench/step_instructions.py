@@ -31,7 +31,7 @@ import os, shutil, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from thread_run import PROMPT, agent_output
-from common import EXAMPLE
+from common import EXAMPLE, settings_of
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.store import Store
 from uwf.threads import stepping
@@ -41,14 +41,17 @@ steps, root = int(sys.argv[1]), Path(sys.argv[2])
 shutil.rmtree(root, ignore_errors=True)
 store = Store.open(root)
 put_workflow(store, EXAMPLE)
-thread = start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
+thread = start_thread(store, "solve-issue", PROMPT, repo=str(root),
+                      **settings_of(start_thread, store)).thread
 def agent(ctx):
     role = ctx.role["name"]
     return agent_output(role, ctx.visits.get(role, 0), 100_000)
 config = Config(WorkflowConfig(), None, None)
-stepping.run_thread(store, thread, in_process=agent, max_steps=10, config=config)
+given = settings_of(stepping.run_thread, store)
+stepping.run_thread(store, thread, in_process=agent, max_steps=10, config=config, **given)
 if steps:
-    ran = stepping.run_thread(store, thread, in_process=agent, max_steps=steps, config=config)
+    ran = stepping.run_thread(store, thread, in_process=agent, max_steps=steps, config=config,
+                              **given)
     assert ran.steps == steps, ran
 store.close()
 """

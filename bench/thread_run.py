@@ -74,6 +74,7 @@ from common import (
     print_header,
     profile,
     section,
+    settings_of,
     spread,
     usage,
     verdict,
@@ -148,7 +149,8 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
     if store.durability != durability:
         sys.exit(f"bench: store opened with durability {store.durability}, wanted {durability}")
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
+    thread = start_thread(store, "solve-issue", PROMPT, repo=str(root),
+                          **settings_of(start_thread, store)).thread
     store.close()
     folders = ("events", "cas", "views")
     before = {name: usage(root / name) for name in folders}
@@ -174,7 +176,8 @@ def uwf_run(root: Path, reviews: int, durability: str, label: str, *,
     def execute() -> None:
         results.append(stepping.run_thread(store, thread, in_process=agent,
                                            max_steps=2 + 2 * reviews,
-                                           config=Config(WorkflowConfig(), None, None)))
+                                           config=Config(WorkflowConfig(), None, None),
+                                           **settings_of(original, store)))
 
     stepping.step_thread = timed
     try:
@@ -223,12 +226,13 @@ def uwf_growth(work: Path, reviews: int, block: int = 10) -> tuple[list[float], 
         shutil.rmtree(root, ignore_errors=True)
         store = Store.open(root)
         put_workflow(store, EXAMPLE)
-        return store, start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
+        return store, start_thread(store, "solve-issue", PROMPT, repo=str(root),
+                                   settings=store.settings).thread
 
     def steps(store: Any, thread: str, count: int, costs: list[float]) -> None:
         for _ in range(count):
             start = time.perf_counter()
-            step_thread(store, thread, config=config, in_process=agent)
+            step_thread(store, thread, config=config, in_process=agent, settings=store.settings)
             costs.append(time.perf_counter() - start)
 
     total = 1 + 2 * reviews

@@ -154,7 +154,8 @@ def uwf_store(root: Path, threads: int) -> tuple[Any, list[str]]:
     if store.durability != "fsync":
         sys.exit(f"bench: store opened with durability {store.durability}, wanted fsync")
     put_workflow(store, EXAMPLE)
-    ids = [start_thread(store, "solve-issue", PROMPT, repo=str(root)).thread
+    ids = [start_thread(store, "solve-issue", PROMPT, repo=str(root),
+                        settings=store.settings).thread
            for _ in range(threads)]
     return store, ids
 
@@ -176,7 +177,8 @@ def uwf_run(root: Path, threads: int, reviews: int, at_once: bool) -> Run:
 
     def step(index: int) -> None:
         results[index] = run_thread(store, ids[index], in_process=agent,
-                                    max_steps=2 + 2 * reviews, config=config)
+                                    max_steps=2 + 2 * reviews, config=config,
+                                    settings=store.settings)
 
     if at_once:
         starts, ends, errors = in_threads(threads, step, "uwf run_thread")

@@ -117,13 +117,14 @@ def test_a_steps_result_and_its_nodes_are_one_call(store: Store) -> None:
     from uwf.threads.service import start_thread
     from uwf.threads.stepping import step_thread
 
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     told = answers(store)
 
     def agent(ctx: StepContext) -> tuple[Any, str]:
         return {"status": "ready", "plan": "check the password"}, "planned"
 
-    step_thread(store, thread, in_process=agent, config=Config(WorkflowConfig(), None, None))
+    step_thread(store, thread, in_process=agent, config=Config(WorkflowConfig(), None, None),
+                settings=store.settings)
     assert told == ["one call", "one call"]  # the step's start, then its result
     last = list(store.journal.log.read(store.journal.log.head().seq - 1))[-1]
     types = [envelope.type for envelope in store.journal.read_subject(f"thread/{thread}")]

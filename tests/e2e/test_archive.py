@@ -540,7 +540,8 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
         return {"status": "ok"}, ""
 
     step_by_step, at_once = tmp_path / "step-by-step", tmp_path / "at-once"
-    runs = [start_thread(store, "relay", f"run {n}", str(tmp_path)).thread for n in range(2)]
+    runs = [start_thread(store, "relay", f"run {n}", str(tmp_path),
+                         settings=store.settings).thread for n in range(2)]
     archive.sync(store, step_by_step)
     for run in runs:
         done = False
@@ -548,7 +549,7 @@ def test_syncing_after_every_step_equals_syncing_once(store: Store, tmp_path: Pa
             # The flaky attempt raises (recorded as thread.step_failed).
             with contextlib.suppress(Rejected):
                 done = run_thread(store, run, max_steps=1, config=NO_CONFIG,
-                                  in_process=agent).done
+                                  in_process=agent, settings=store.settings).done
             archive.sync(store, step_by_step)
     archive.sync(store, at_once)
     assert files(step_by_step) == files(at_once)

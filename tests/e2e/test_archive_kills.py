@@ -107,7 +107,8 @@ def grow(store: Store, repo: Path, rng: random.Random, opened: list[str]) -> Non
         kill_thread(store, thread, "done with it")
         opened.remove(thread)
     for number in range(3):
-        opened.append(start_thread(store, "solve-issue", f"work {number}", str(repo)).thread)
+        opened.append(start_thread(store, "solve-issue", f"work {number}", str(repo),
+                                   settings=store.settings).thread)
 
 
 def test_a_sync_stopped_at_each_write_leaves_only_open_runs_after_a_clean_one(
@@ -123,7 +124,8 @@ def test_a_sync_stopped_at_each_write_leaves_only_open_runs_after_a_clean_one(
         try:
             put_workflow(store, EXAMPLE)
             rng = random.Random(32)
-            opened = [start_thread(store, "solve-issue", f"run {n}", str(tmp_path)).thread
+            opened = [start_thread(store, "solve-issue", f"run {n}", str(tmp_path),
+                                   settings=store.settings).thread
                       for n in range(6)]
             folder = where / "archive"
             archive.sync(store, folder)
@@ -233,7 +235,8 @@ def test_syncs_killed_at_random_while_runs_end(cli: Cli, tmp_path: Path) -> None
     folder = tmp_path / "archive"
     store = Store.open(cli.home)
     try:
-        opened = [start_thread(store, "solve-issue", f"run {n}", str(tmp_path)).thread
+        opened = [start_thread(store, "solve-issue", f"run {n}", str(tmp_path),
+                               settings=store.settings).thread
                   for n in range(20)]
         ended = []
         for _ in range(16):

@@ -22,6 +22,7 @@ from tests.e2e.test_agents import FakeLLM, Reply, completion
 from tests.threadkit import Kit, as_before_but_failed, make_kit, mock_config, one_line_error
 from uwf.config.configfile import Config, WorkflowConfig
 from uwf.config.limits import DEFAULT_HISTORY, DEFAULT_MAX_STEPS
+from uwf.config.settings import Settings
 from uwf.errors import NotFound, Rejected, UsageError
 from uwf.payload import to_payload
 from uwf.store import Store
@@ -82,8 +83,10 @@ def write_yaml(path: Path, document: Any) -> Path:
 def loop_thread(store: Store, tmp_path: Path, steps: int) -> str:
     """A thread of `loop` with `steps` steps taken (in-process)."""
     put_workflow(store, write_yaml(tmp_path / "loop.yaml", LOOP))
-    thread = start_thread(store, "loop", "Count the rounds", str(tmp_path)).thread
-    result = run_thread(store, thread, max_steps=steps, config=NO_CONFIG, in_process=worker)
+    thread = start_thread(store, "loop", "Count the rounds", str(tmp_path),
+                          settings=store.settings).thread
+    result = run_thread(store, thread, max_steps=steps, config=NO_CONFIG, in_process=worker,
+                        settings=store.settings)
     assert (result.steps, result.done) == (steps, False)
     return thread
 
@@ -99,7 +102,7 @@ def rounds(ctx: StepContext | dict[str, Any]) -> list[int]:
 def test_default_context_of_100_steps_holds_the_last_20(store: Store, tmp_path: Path) -> None:
     thread = loop_thread(store, tmp_path, 100)
     head = get_thread(store.read(), thread).head
-    ctx = agent_context(store, thread, "worker")
+    ctx = agent_context(store, thread, "worker", settings=store.settings)
     assert DEFAULT_HISTORY == 20
     assert len(ctx.history) == 20
     assert rounds(ctx) == list(range(81, 101))  # the last 20, oldest first
@@ -108,13 +111,15 @@ def test_default_context_of_100_steps_holds_the_last_20(store: Store, tmp_path: 
     assert ctx.visits == {"worker": 100}
     assert ctx.edge_prompt == "Round 100 done; go on"
 
-    everything = agent_context(store, thread, "worker", "all")
+    everything = agent_context(store, thread, "worker", "all", settings=store.settings)
     assert rounds(everything) == list(range(1, 101))
     assert everything.history_truncated is False
-    assert rounds(agent_context(store, thread, "worker", 5)) == [96, 97, 98, 99, 100]
-    none = agent_context(store, thread, "worker", 0)
+    assert rounds(agent_context(store, thread, "worker", 5,
+                                settings=store.settings)) == [96, 97, 98, 99, 100]
+    none = agent_context(store, thread, "worker", 0, settings=store.settings)
     assert (none.history, none.steps, none.history_truncated) == ([], 100, True)
-    assert agent_context(store, thread, "worker", 500).history_truncated is False
+    assert agent_context(store, thread, "worker", 500,
+                         settings=store.settings).history_truncated is False
 
 
 def test_default_context_reads_only_the_last_20_step_nodes(
@@ -133,53 +138,60 @@ def test_default_context_reads_only_the_last_20_step_nodes(
         return original(hash_, fresh_read)
 
     monkeypatch.setattr(fresh.cas, "get", counting)
-    agent_context(fresh, thread, "worker")
+    agent_context(fresh, thread, "worker", settings=fresh.settings)
     assert set(read) & set(steps) == set(steps[-20:])
     assert len(read) < 2 * 20 + 10  # 20 StepNodes, their outputs, and a few more
     fresh.close()
 
     # So an old step's node can go (a pruned CAS, say) without breaking the default.
     store.cas.remove(steps[0])
-    assert rounds(agent_context(store, thread, "worker")) == list(range(81, 101))
+    assert rounds(agent_context(store, thread, "worker",
+                                settings=store.settings)) == list(range(81, 101))
     with pytest.raises(NotFound, match=steps[0]):
-        agent_context(store, thread, "worker", "all")
+        agent_context(store, thread, "worker", "all", settings=store.settings)
 
 
 def test_history_default_from_env_and_config(store: Store, tmp_path: Path) -> None:
     thread = loop_thread(store, tmp_path, 30)
     seven = Config(WorkflowConfig(history_limit=7), None, None)
-    assert len(agent_context(store, thread, "worker", config=seven).history) == 7
-    assert len(agent_context(store, thread, "worker", 2, config=seven).history) == 2
+    assert len(agent_context(store, thread, "worker", config=seven,
+                             settings=store.settings).history) == 7
+    assert len(agent_context(store, thread, "worker", 2, config=seven,
+                             settings=store.settings).history) == 2
     every = Config(WorkflowConfig(history_limit="all"), None, None)
-    assert len(agent_context(store, thread, "worker", config=every).history) == 30
+    assert len(agent_context(store, thread, "worker", config=every,
+                             settings=store.settings).history) == 30
 
     # The config file, read when no config is given.
     config_file = tmp_path / "config" / "uwf" / "config.yaml"
     config_file.parent.mkdir(parents=True)
     config_file.write_text("historyLimit: 4\n")
-    assert rounds(agent_context(store, thread, "worker")) == [27, 28, 29, 30]
+    assert rounds(agent_context(store, thread, "worker",
+                                settings=store.settings)) == [27, 28, 29, 30]
 
     # UWF_HISTORY wins over the config; the caller wins over both. It comes from the
-    # environment the entry point resolved (the store's settings), not this process's.
-    def history(value: str) -> Store:
-        return msgspec.structs.replace(
-            store, settings=store.settings.with_environ(UWF_HISTORY=value))
+    # environment of the settings given (the entry point's), not this process's.
+    def history(value: str) -> Settings:
+        return store.settings.with_environ(UWF_HISTORY=value)
 
-    assert len(agent_context(history("3"), thread, "worker").history) == 3
-    assert len(agent_context(history("3"), thread, "worker", config=seven).history) == 3
-    assert len(agent_context(history("3"), thread, "worker", 1).history) == 1
-    assert len(agent_context(history("all"), thread, "worker").history) == 30
-    assert agent_context(history("0"), thread, "worker").history == []
+    def context(value: str, *args: Any, **kwargs: Any) -> StepContext:
+        return agent_context(store, thread, "worker", *args, settings=history(value), **kwargs)
+
+    assert len(context("3").history) == 3
+    assert len(context("3", config=seven).history) == 3
+    assert len(context("3", 1).history) == 1
+    assert len(context("all").history) == 30
+    assert context("0").history == []
 
     for bad in ("many", "-1", "2.5"):
         with pytest.raises(UsageError, match="UWF_HISTORY"):
-            agent_context(history(bad), thread, "worker")
+            context(bad)
     for wrong in (-1, "some"):
         with pytest.raises(UsageError, match="history limit"):
-            agent_context(store, thread, "worker", wrong)  # type: ignore[arg-type]
+            agent_context(store, thread, "worker", wrong, settings=store.settings)  # type: ignore[arg-type]
     config_file.write_text("historyLimit: -1\n")
     with pytest.raises(Rejected, match="historyLimit: must be a number of steps"):
-        agent_context(store, thread, "worker")
+        agent_context(store, thread, "worker", settings=store.settings)
 
 
 # -- the CLI --------------------------------------------------------------------------
@@ -295,7 +307,8 @@ def test_subflow_default_limit_is_thread_runs_default(
 
     put_workflow(store, write_yaml(tmp_path / "loop.yaml", LOOP))
     put_workflow(store, write_yaml(tmp_path / "parent.yaml", PARENT))
-    parent = start_thread(store, "delegate-loop", "Count forever", str(tmp_path)).thread
+    parent = start_thread(store, "delegate-loop", "Count forever", str(tmp_path),
+                          settings=store.settings).thread
     limits: list[int | None] = []
     original = stepping.run_thread
 
@@ -303,7 +316,7 @@ def test_subflow_default_limit_is_thread_runs_default(
                    **_: Any) -> ThreadRan:
         limits.append(max_steps)
         return original(store, thread, max_steps=max_steps, config=NO_CONFIG,
-                        in_process=worker)
+                        in_process=worker, settings=store.settings)
 
     monkeypatch.setattr(stepping, "run_thread", in_process)
     assert subflow.main(["loop", parent, "delegate"]) == 1

@@ -36,7 +36,7 @@ def step_with(tmp_path: Path, cli: Cli, meanwhile: Meanwhile) -> tuple[Store, st
     step's agent (its start written, its result not)."""
     store = Store.open(cli.home)
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     calls: list[int] = []
 
     def agent(ctx: StepContext) -> tuple[Any, str]:
@@ -47,7 +47,8 @@ def step_with(tmp_path: Path, cli: Cli, meanwhile: Meanwhile) -> tuple[Store, st
             return {"status": "ready", "plan": "check the password"}, "planned"
         return {"status": "done", "files": ["login.py"], "summary": "done"}, "coded"
 
-    ran = run_thread(store, thread, in_process=agent, max_steps=2, config=CONFIG)
+    ran = run_thread(store, thread, in_process=agent, max_steps=2, config=CONFIG,
+                     settings=store.settings)
     assert ran.steps == 2
     return store, thread
 
@@ -114,7 +115,8 @@ def test_this_process_writes_between_the_start_and_the_result(
     def meanwhile(store: Store, thread: str) -> None:
         # A write that may query the views commits the held fold first: it sees the
         # step in flight.
-        made.append(start_thread(store, "solve-issue", "Another bug").thread)
+        made.append(start_thread(store, "solve-issue", "Another bug",
+                                 settings=store.settings).thread)
         assert get_thread(store.read(), thread).in_flight is not None
 
     store, thread = step_with(tmp_path, env_cli, meanwhile)
@@ -130,7 +132,7 @@ from uwf.store import Store
 from uwf.threads.service import start_thread
 store = Store.open(sys.argv[1])
 store.journal.views.commit = lambda *args, **kwargs: True
-print(start_thread(store, "solve-issue", "Another bug").thread)
+print(start_thread(store, "solve-issue", "Another bug", settings=store.settings).thread)
 store.close()
 """
 

@@ -367,5 +367,6 @@ def test_step_thread_refuses_a_timeout_out_of_range_from_python(timeout: float) 
     from uwf.store import Store
     from uwf.threads.stepping import step_thread
 
+    store = Store.memory()
     with pytest.raises(UsageError, match="timeout must be more than 0 and at most 31,536,000"):
-        step_thread(Store.memory(), "01J7K9M2XNPQR5VWBCDF8G3H4V", timeout=timeout)
+        step_thread(store, "01J7K9M2XNPQR5VWBCDF8G3H4V", timeout=timeout, settings=store.settings)

@@ -43,10 +43,10 @@ def log_lines(home: Path) -> list[dict[str, object]]:
 def test_another_process_appends_between_two_writes(env_cli: Cli) -> None:
     store = Store.open(env_cli.home)
     put_workflow(store, EXAMPLE)
-    start_thread(store, "solve-issue", "one")
+    start_thread(store, "solve-issue", "one", settings=store.settings)
     other = json.loads(uwf(env_cli, "thread", "start", "solve-issue", "-p", "two",
                            "--json"))["thread"]
-    mine = start_thread(store, "solve-issue", "three").thread
+    mine = start_thread(store, "solve-issue", "three", settings=store.settings).thread
     store.close()
     uwf(env_cli, "log", "verify")
     lines = log_lines(env_cli.home)
@@ -62,14 +62,14 @@ def test_another_process_appends_between_two_writes(env_cli: Cli) -> None:
 def test_a_segment_replaced_by_a_copy_is_written_as_the_new_file(env_cli: Cli) -> None:
     store = Store.open(env_cli.home)
     put_workflow(store, EXAMPLE)
-    start_thread(store, "solve-issue", "one")
+    start_thread(store, "solve-issue", "one", settings=store.settings)
     (segment,) = (env_cli.home / "events").glob("*.jsonl")
     # Another hand puts the same bytes back as a new file (a restore, a copy): same
     # size, another inode. The kept descriptor writes to the old file, now unlinked.
     copy = segment.with_suffix(".copy")
     shutil.copyfile(segment, copy)
     os.replace(copy, segment)
-    mine = start_thread(store, "solve-issue", "two").thread
+    mine = start_thread(store, "solve-issue", "two", settings=store.settings).thread
     store.close()
     uwf(env_cli, "log", "verify")
     assert f"thread/{mine}" in [line["subject"] for line in log_lines(env_cli.home)]

@@ -651,7 +651,8 @@ def test_every_acknowledged_start_survives_fast_restarts(own_server: Server) -> 
         def starting(n: int) -> None:
             while not stop.is_set():
                 with contextlib.suppress(UwfError):  # the server restarting
-                    acknowledged.append(start_thread(store, "solve-issue", f"t{n}").thread)
+                    acknowledged.append(start_thread(store, "solve-issue", f"t{n}",
+                                                     settings=store.settings).thread)
 
         def setting() -> None:
             k = 0

@@ -29,7 +29,7 @@ def staged_thread(cli: Cli, tmp_path: Path, steps: int = 3
         kit.ok("thread", "step", thread)
     store = Store.open(cli.home)
     role = kit.show(thread)["currentRole"]
-    context = agent_context(store, thread, role, "all")
+    context = agent_context(store, thread, role, "all", settings=store.settings)
     made = staging.stage(context, store.cas, store.clock, {"TMPDIR": str(tmp_path)})
     # In this user's folder of the command's TMPDIR, from its settings.
     assert made.folder.parent == tmp_path / f"uwf-steps-{os.getuid()}"
@@ -72,7 +72,7 @@ def test_a_submitted_step_is_brought_into_the_store(cli: Cli, tmp_path: Path) ->
     node = store.cas.get(step).payload
     assert store.cas.get(node["output"]).payload == {"status": "done", "files": ["a.py"]}
     assert store.cas.get(node["detail"]).payload == "notes"
-    assert node["prev"] == agent_context(store, thread, "developer").head
+    assert node["prev"] == agent_context(store, thread, "developer", settings=store.settings).head
     staging.remove(made)
     assert not folder.exists()
 
@@ -118,7 +118,8 @@ def test_a_tmpdir_that_is_no_folder_stages_in_the_systems_temp(cli: Cli,
     kit.put_workflow()
     thread = kit.start()
     store = Store.open(cli.home)
-    context = agent_context(store, thread, kit.show(thread)["currentRole"], "all")
+    context = agent_context(store, thread, kit.show(thread)["currentRole"], "all",
+                            settings=store.settings)
     made = staging.stage(context, store.cas, store.clock,
                          {"TMPDIR": str(tmp_path / "absent")})
     try:
@@ -135,8 +136,8 @@ from uwf.threads import staging
 from uwf.threads.agent import agent_context
 home, thread, role, tmp = sys.argv[1:]
 store = Store.open(home)
-made = staging.stage(agent_context(store, thread, role, "all"), store.cas, store.clock,
-                     {"TMPDIR": tmp})
+context = agent_context(store, thread, role, "all", settings=store.settings)
+made = staging.stage(context, store.cas, store.clock, {"TMPDIR": tmp})
 print(made.folder, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -167,7 +168,7 @@ def test_a_killed_steps_folder_goes_when_the_next_step_is_staged(cli: Cli,
     day = staging.UNOWNED_GRACE_MS
     old = time.time() - day / 1000 - 60
     os.utime(forgotten, (old, old))
-    context = agent_context(store, thread, role, "all")
+    context = agent_context(store, thread, role, "all", settings=store.settings)
     # A store's clock may be fixed anywhere (--now): a folder's age is the wall's.
     made = staging.stage(context, store.cas, fixed_clock(store.clock() + 10 * day),
                          {"TMPDIR": str(tmp_path)})
@@ -195,7 +196,8 @@ def test_a_folder_of_folders_not_this_users_own_is_not_used(cli: Cli,
     try:
         thread = json.loads(cli.run("thread", "list", "--json").out)[0]["thread"]
         role = json.loads(cli.run("thread", "show", thread).out)["currentRole"]
-        made = staging.stage(agent_context(store, thread, role, "all"), store.cas,
+        made = staging.stage(agent_context(store, thread, role, "all",
+                                           settings=store.settings), store.cas,
                              store.clock, {"TMPDIR": str(tmp_path)})
         try:
             assert made.folder.parent == tmp_path

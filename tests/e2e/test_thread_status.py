@@ -233,7 +233,8 @@ def test_list_reads_nodes_for_the_page_only(tmp_path: Path,
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "store")
     put_workflow(store, EXAMPLE)
-    threads = sorted(start_thread(store, "solve-issue", f"task {n}", str(tmp_path)).thread
+    threads = sorted(start_thread(store, "solve-issue", f"task {n}", str(tmp_path),
+                                  settings=store.settings).thread
                      for n in range(6))  # listed in id order
     calls: list[str] = []
     real = next_decision

@@ -347,7 +347,7 @@ def test_services_return_the_typed_results_the_cli_prints(cli: Cli, tmp_path: Pa
     store = Store.open(cli.home)
     try:
         shown = show_thread(store, thread)
-        context = agent_context(store, thread, "developer")
+        context = agent_context(store, thread, "developer", settings=store.settings)
     finally:
         store.close()
     assert isinstance(shown, ThreadShown)

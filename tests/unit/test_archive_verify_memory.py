@@ -38,7 +38,7 @@ def long_runs(store: Store, tmp_path: Path, steps: int) -> None:
     workflow = tmp_path / "loop.yaml"
     workflow.write_text(yaml.safe_dump(LOOP), "utf-8")
     put_workflow(store, workflow)
-    runs = [start_thread(store, "loop", f"run {n}", str(tmp_path)).thread
+    runs = [start_thread(store, "loop", f"run {n}", str(tmp_path), settings=store.settings).thread
             for n in range(RUNS)]
     start = store.read().get("threads", runs[0]).start
     for first in range(0, steps, CHUNK):

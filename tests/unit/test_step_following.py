@@ -31,14 +31,15 @@ def agent(ctx: StepContext) -> tuple[Any, str]:
 
 def step(store: Store, thread: str, known: Following | None = None) -> Following:
     left: list[Following] = []
-    step_thread(store, thread, config=CONFIG, in_process=agent, left=left, known=known)
+    step_thread(store, thread, config=CONFIG, in_process=agent, left=left, known=known,
+                settings=store.settings)
     return left[-1]
 
 
 def test_a_step_begun_from_what_its_predecessor_left_takes_its_decision(
         store: Store) -> None:
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     planned = step(store, thread)
     assert planned.version == store.journal.version(f"thread/{thread}")
     assert planned.decision is not None
@@ -54,7 +55,7 @@ def test_a_step_begun_from_what_its_predecessor_left_takes_its_decision(
 
 def test_a_step_begun_from_a_stale_predecessor_decides_again(store: Store) -> None:
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     planned = step(store, thread)
     coded = step(store, thread)  # the thread moves on without `planned`'s caller
     # `planned` says the head is the planner's step and the developer is next: both

@@ -42,8 +42,9 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
     monkeypatch.setenv("UWF_DURABILITY", "none")
     store = Store.open(tmp_path / "s")
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
-    run_thread(store, thread, in_process=agent, max_steps=1, config=CONFIG)  # warm
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
+    run_thread(store, thread, in_process=agent, max_steps=1, config=CONFIG,
+               settings=store.settings)  # warm
     statements: list[str] = []
     db = store.views._connect(create=False)  # type: ignore[attr-defined]
     db.set_trace_callback(statements.append)
@@ -63,7 +64,8 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
         return problems(cas, type_hash, payload)
 
     monkeypatch.setattr(cas_store.Cas, "problems", validating)
-    ran = run_thread(store, thread, in_process=agent, max_steps=STEPS, config=CONFIG)
+    ran = run_thread(store, thread, in_process=agent, max_steps=STEPS, config=CONFIG,
+                     settings=store.settings)
     db.set_trace_callback(None)
     assert ran.steps == STEPS
     thread_reads = [s for s in statements if re.match(r'SELECT value FROM "v_threads"', s)]

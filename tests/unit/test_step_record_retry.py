@@ -52,13 +52,13 @@ def recorded(store: Store, thread: str) -> list[str]:
 def test_a_step_whose_answer_was_lost_is_not_refused(store: Store,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     calls = lose_the_answer_once(store, monkeypatch)
 
     def agent(ctx: StepContext) -> tuple[Any, str]:
         return {"status": "ready", "plan": "check the password"}, "planned"
 
-    done = step_thread(store, thread, in_process=agent, config=CONFIG)
+    done = step_thread(store, thread, in_process=agent, config=CONFIG, settings=store.settings)
     assert len(calls) == 2  # the lost answer, and the retry that found it
     assert recorded(store, thread) == ["thread.started", "thread.step_started",
                                        "thread.stepped"]
@@ -71,14 +71,14 @@ def test_a_failed_step_whose_answer_was_lost_fails_once(store: Store,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     lose_the_answer_once(store, monkeypatch)
 
     def agent(ctx: StepContext) -> tuple[Any, str]:
         return {"status": "maybe"}, "not a status the schema allows"
 
     with pytest.raises(StepFailed, match=r"step failed \(exit\): output does not match"):
-        step_thread(store, thread, in_process=agent, config=CONFIG)
+        step_thread(store, thread, in_process=agent, config=CONFIG, settings=store.settings)
     assert recorded(store, thread) == ["thread.started", "thread.step_started",
                                        "thread.step_failed"]
 
@@ -88,7 +88,7 @@ def test_a_step_taken_over_is_still_refused(store: Store,
     """The retry answers only with its own step's result: a step another process took
     over in between (its result is not this step's) is still refused."""
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     real = store.journal.write
     calls: list[int] = []
 
@@ -107,7 +107,7 @@ def test_a_step_taken_over_is_still_refused(store: Store,
         return {"status": "ready", "plan": "check the password"}, "planned"
 
     with pytest.raises(Rejected, match="was taken over"):
-        step_thread(store, thread, in_process=agent, config=CONFIG)
+        step_thread(store, thread, in_process=agent, config=CONFIG, settings=store.settings)
     assert "thread.stepped" not in recorded(store, thread)
 
 
@@ -143,7 +143,7 @@ def test_a_step_whose_start_lost_its_answer_runs_once(store: Store,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       committed: bool) -> None:
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     lose_the_start(store, monkeypatch, committed=committed)
     ran: list[str] = []
 
@@ -151,7 +151,7 @@ def test_a_step_whose_start_lost_its_answer_runs_once(store: Store,
         ran.append(ctx.role["name"])
         return {"status": "ready", "plan": "check the password"}, "planned"
 
-    done = step_thread(store, thread, in_process=agent, config=CONFIG)
+    done = step_thread(store, thread, in_process=agent, config=CONFIG, settings=store.settings)
     assert ran == ["planner"]
     assert recorded(store, thread) == ["thread.started", "thread.step_started",
                                        "thread.stepped"]
@@ -167,7 +167,7 @@ def test_a_step_checked_while_the_store_does_not_answer_is_recorded(
     from uwf.threads.checks import check_step as real
 
     put_workflow(store, EXAMPLE)
-    thread = start_thread(store, "solve-issue", "Fix the login bug").thread
+    thread = start_thread(store, "solve-issue", "Fix the login bug", settings=store.settings).thread
     calls: list[int] = []
 
     def check_step(*args: Any) -> Any:
@@ -182,7 +182,7 @@ def test_a_step_checked_while_the_store_does_not_answer_is_recorded(
     def agent(ctx: StepContext) -> tuple[Any, str]:
         return {"status": "ready", "plan": "check the password"}, "planned"
 
-    done = step_thread(store, thread, in_process=agent, config=CONFIG)
+    done = step_thread(store, thread, in_process=agent, config=CONFIG, settings=store.settings)
     assert len(calls) == 2
     assert recorded(store, thread) == ["thread.started", "thread.step_started",
                                        "thread.stepped"]

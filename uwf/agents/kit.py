@@ -99,8 +99,9 @@ def context(thread: str, role: str,
         from uwf.threads.staging import staged_context
 
         return staged_context(staged, thread, role, history_limit)
-    context: dict[str, Any] = to_payload(agent_context(_store(env), thread, role,
-                                                       history_limit, env=env))
+    store = _store(env)
+    context: dict[str, Any] = to_payload(agent_context(store, thread, role, history_limit,
+                                                       settings=store.settings, env=env))
     return context
 
 

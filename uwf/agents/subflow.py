@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                            redact=load_redactor(os.environ, settings.config_path))
         parent = get_thread(store.read(), thread)
         child = start_thread(store, workflow, ctx["edgePrompt"] or ctx["prompt"],
-                             parent.repo or find_repo(None, settings))
+                             parent.repo or find_repo(None, settings), settings=settings)
         child_id = child.thread
-        result = run_thread(store, child_id, max_steps=max_steps)
+        result = run_thread(store, child_id, max_steps=max_steps, settings=settings)
         final = get_thread(store.read(), child_id)
         if not result.done and result.steps >= max_steps:
             raise Rejected(

@@ -75,11 +75,13 @@ class Demo:
             put = put_workflow(store, files / "solve-issue.yaml")
             yield self.step("register", True, f"registered workflow {put.name}",
                       workflow=put.workflow)
-            thread = start_thread(store, put.name, PROMPT, repo=str(self.root)).thread
+            thread = start_thread(store, put.name, PROMPT, repo=str(self.root),
+                                  settings=store.settings).thread
             yield self.step("start", True, f"started thread {thread}: {PROMPT!r}", thread=thread)
             agent = " ".join(shlex.quote(part) for part in (
                 sys.executable, "-m", "uwf.agents.mock", str(files / "mock-solve-issue.yaml")))
-            done = run_thread(store, thread, agent=agent, config=_no_config(), timeout=60)
+            done = run_thread(store, thread, agent=agent, config=_no_config(), timeout=60,
+                              settings=store.settings)
             roles = [item.role for item in _history(store, thread)]
             yield self.step("run", done.done,
                       f"ran it to $END with uwf-mock in {done.steps} steps: "

@@ -171,7 +171,7 @@ def resume(args: RunResume, store: Store) -> Resumed | Driven:
     if args.once and args.drive:
         raise UsageError("--once and --drive exclude each other", "give one of them")
     if args.once or args.drive:
-        return drive(store, args.run, once=args.once, config_path=store.settings.config_path,
+        return drive(store, args.run, once=args.once, settings=store.settings,
                      agent=args.agent, timeout=args.timeout)
     return resume_run(store, args.run, args.limit, store.settings.config_path)
 
@@ -205,7 +205,7 @@ def rerun(args: RunRerun, store: Store) -> Rerun:
                        workflow_path=None if args.workflow is None
                        else store.settings.path(args.workflow))
     if args.drive and result.run.lifecycle != "completed":
-        result.run = drive(store, result.run_id, once=False, config_path=config_path).run
+        result.run = drive(store, result.run_id, once=False, settings=store.settings).run
     return result
 
 

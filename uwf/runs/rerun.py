@@ -20,6 +20,7 @@ import msgspec
 
 from uwf.cas.builtins import builtin_hash
 from uwf.config.configfile import Config, load_config, resolve_agent
+from uwf.config.settings import Settings
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.ulids import new_ulid
@@ -98,20 +99,21 @@ def resume(store: Store, run_id: str, recent: int, config_path: Path) -> Resumed
     return result
 
 
-def drive(store: Store, run_id: str, *, once: bool, config_path: Path,
+def drive(store: Store, run_id: str, *, once: bool, settings: Settings,
           agent: str | None = None, timeout: float = 3600.0) -> Driven:
     """Advance the run through the thread engine: one step, or to the end, with the
-    agents of the configuration at `config_path`."""
+    agents of the configuration file `settings` name (the command's)."""
     from uwf.threads.stepping import run_thread, step_thread
 
     run = get_run(store.read(), run_id)
     if run.thread.done:
         raise Rejected(f"run {run_id} has ended", f"rerun it with `uwf run rerun {run_id}`")
-    config = load_config(config_path)
+    config = load_config(settings.config_path)
     if once:
-        step_thread(store, run_id, agent, timeout, config)
+        step_thread(store, run_id, agent, timeout, config, settings=settings)
     else:
-        run_thread(store, run_id, agent=agent, timeout=timeout, config=config)
+        run_thread(store, run_id, agent=agent, timeout=timeout, config=config,
+                   settings=settings)
     return Driven(run=record(get_run(store.read(), run_id), store.clock(),
                              source=state_path(store)),
                   drive=DriveMode(mode="once" if once else "drive"))

@@ -83,15 +83,16 @@ def _history_limit(settings: Settings, requested: HistoryLimit = None,
 
 def agent_context(
     store: Store, thread: str, role: str, history_limit: HistoryLimit = None, *,
-    config: Config | None = None, env: Mapping[str, str] | None = None,
+    settings: Settings, config: Config | None = None, env: Mapping[str, str] | None = None,
     given: tuple[Views, ThreadState] | None = None,
 ) -> StepContext:
     """Everything an agent needs for one step of `thread` as `role`.
 
     `history` lists the last steps, oldest first: `history_limit` of them (0: none;
     "all": every one), by default `UWF_HISTORY` (from `env`, else the environment of
-    `store.settings` over the config's `.env`, as an agent sees it), else the config's
-    `historyLimit` (from `config`, or the config file), else DEFAULT_HISTORY (20).
+    `settings`, the command's, over the config's `.env`, as an agent sees it), else
+    the config's `historyLimit` (from `config`, or the file `settings` name), else
+    DEFAULT_HISTORY (20).
     Only those StepNodes are read, so the cost of a context does not grow with the
     thread. `steps` counts every step; `historyTruncated` says that `history` has
     fewer. Each step gives its `detail` as a hash, never the node: a detail is a
@@ -99,7 +100,7 @@ def agent_context(
     thread's state in them (a step's, as its start's write left them), instead of the
     store's views caught up with the log.
     """
-    limit = _history_limit(store.settings, history_limit, config, env)
+    limit = _history_limit(settings, history_limit, config, env)
     if given is None:
         views = store.read()
         state = get_thread(views, thread)

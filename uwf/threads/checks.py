@@ -11,7 +11,7 @@ from uwf.cas.store import Cas
 from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
 
 if TYPE_CHECKING:
-    from uwf.threads.stepping import Plan
+    from uwf.threads.plan import Plan
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def start(args: ThreadStart, store: Store) -> Started:
     """Create a thread of a workflow; a workflow file is registered first."""
     from uwf.threads.service import start_thread
 
-    return start_thread(store, args.workflow, args.prompt, args.repo)
+    return start_thread(store, args.workflow, args.prompt, args.repo, settings=store.settings)
 
 
 def step(args: ThreadStep, store: Store) -> ThreadShown:
@@ -133,7 +133,8 @@ def step(args: ThreadStep, store: Store) -> ThreadShown:
     from uwf.threads.service import with_status
     from uwf.threads.stepping import step_thread
 
-    return with_status(store, step_thread(store, args.thread, args.agent, args.timeout))
+    return with_status(store, step_thread(store, args.thread, args.agent, args.timeout,
+                                           settings=store.settings))
 
 
 def run(args: ThreadRun, store: Store) -> ThreadRan:
@@ -141,7 +142,7 @@ def run(args: ThreadRun, store: Store) -> ThreadRan:
     from uwf.threads.stepping import run_thread
 
     return run_thread(store, args.thread, agent=args.agent, timeout=args.timeout,
-                      max_steps=args.max_steps)
+                      max_steps=args.max_steps, settings=store.settings)
 
 
 def show(args: ThreadRef, store: Store) -> ThreadShown:
@@ -192,4 +193,5 @@ def context(args: AgentContext, store: Store) -> StepContext:
     """What an agent needs for a step of the thread as the role."""
     from uwf.threads.agent import agent_context
 
-    return agent_context(store, args.thread, args.role, history_limit(args))
+    return agent_context(store, args.thread, args.role, history_limit(args),
+                         settings=store.settings)

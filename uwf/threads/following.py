@@ -19,7 +19,7 @@ from uwf.threads.projection import ThreadState
 from uwf.threads.routing import route_from
 
 if TYPE_CHECKING:
-    from uwf.threads.stepping import Plan
+    from uwf.threads.plan import Plan
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uwf.cas.store import Cas
+from uwf.config.settings import Settings
 from uwf.errors import UwfError
 from uwf.payload import UNSET
 from uwf.store import Store
@@ -16,14 +17,14 @@ from uwf.threads.checks import Failure
 from uwf.threads.results import StepContext
 
 if TYPE_CHECKING:
-    from uwf.threads.stepping import Plan
+    from uwf.threads.plan import Plan
 
 # An agent run in this process: (output, detail) from the step's context.
 InProcessAgent = Callable[[StepContext], tuple[Any, str]]
 
 
-def run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
-                   ) -> str | Failure:
+def run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent, *,
+                   settings: Settings) -> str | Failure:
     """The StepNode `agent` gives for the step `plan` began, its nodes put in `cas`; or
     why it failed (`exit`: the agent's output refused, say)."""
     role = plan.decision.role
@@ -33,7 +34,8 @@ def run_in_process(store: Store, cas: Cas, plan: Plan, agent: InProcessAgent
         # commit: uwf/engine/held.py) or after it; what is read from them, the thread's
         # earlier failed attempts (its steps rows), is the same either way.
         given = None if plan.state is None else (store.journal.reader(), plan.state)
-        context = agent_context(store, plan.thread, role, history_limit=0, given=given)
+        context = agent_context(store, plan.thread, role, history_limit=0, given=given,
+                                settings=settings)
         # What `submit_step` would read again is in the context and the plan: the step
         # in flight holds its thread (start, head, workflow), read once here.
         attempts = context.previous_attempts

@@ -14,6 +14,7 @@ from uwf.cas.hashing import is_hash
 from uwf.cas.nodes import Node
 from uwf.cas.store import Cas
 from uwf.config.repo import find_repo, search_folders
+from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome, Views
@@ -146,7 +147,7 @@ def with_status(store: Store, result: ThreadSummary) -> ThreadShown:
 
 
 def start_thread(
-    store: Store, workflow: str, prompt: str, repo: str | None = None
+    store: Store, workflow: str, prompt: str, repo: str | None = None, *, settings: Settings
 ) -> Started:
     """Create a thread (a StartNode and `thread.started`); no step runs.
 
@@ -154,13 +155,15 @@ def start_thread(
     registered first (as `uwf workflow put` does): one command from YAML to a thread.
     A name is also looked for in `.workflows/` and `.workflow/` folders, from the working
     folder (or `repo`) up to the repo's top (uwf.workflows.discovery): `source` then
-    names the file used.
+    names the file used. `settings`: the command's, which `repo`, a workflow's path
+    and the working folder are resolved with.
     """
     if not prompt.strip():
         raise UsageError("the prompt is empty", "give the task with -p")
     # A path it cannot use is refused before any node is put.
-    repo_path = find_repo(repo, store.settings)
-    chosen = use_workflow(store, workflow, search_folders(repo, store.settings))
+    repo_path = find_repo(repo, settings)
+    chosen = use_workflow(store, workflow, search_folders(repo, settings),
+                          path=settings.path(workflow))
     workflow_hash, payload = chosen.hash, chosen.payload
     store.cas.ensure_builtins()
     start = store.cas.put(builtin_hash("StartNode"), {"workflow": workflow_hash, "prompt": prompt})

@@ -16,9 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -28,6 +29,7 @@ from uwf.config.configfile import AgentChoice, Config, load_config, resolve_agen
 from uwf.config.env import with_dotenv
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.config.secrets import secret_values
+from uwf.config.settings import Settings
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.retry import while_unavailable
@@ -56,6 +58,7 @@ from uwf.threads.events import (
     ThreadStepStarted,
 )
 from uwf.threads.following import Following, after
+from uwf.threads.plan import Plan
 from uwf.threads.projection import ThreadState
 from uwf.threads.questions import time_out_thread
 from uwf.threads.results import ThreadRan, ThreadSummary
@@ -76,24 +79,6 @@ RECORD_RETRY_S = DEADLINE_GRACE_MS / 3000
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What phase 1 decided for a step."""
-
-    thread: str
-    step_id: str
-    head: str | None
-    decision: Decision
-    agent: AgentChoice
-    started_ms: int
-    repo: str
-    start: str  # the thread's StartNode and Workflow: a step in flight never moves them
-    workflow: str
-    # The thread as the start's write left it (from its fold): what an in-process
-    # agent's context is read from, with no catch-up of its own.
-    state: ThreadState | None = None
-
-
 class StepFailed(Rejected):
     """The step ran but its result was refused; recorded as `thread.step_failed`."""
 
@@ -109,6 +94,7 @@ def step_thread(
     in_process: InProcessAgent | None = None,
     on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None,
     left: list[Following] | None = None, known: Following | None = None,
+    settings: Settings,
 ) -> ThreadSummary:
     """Run one step of `thread`; the seed's {workflow, thread, head, done}.
 
@@ -116,41 +102,44 @@ def step_thread(
     steps in threads (`uwf worker`) can kill its process group from another thread.
     `left`, when given, gets the thread as the step left it (read in the step's last
     write, so a caller need not read the views again); `known`, what an earlier step's
-    `left` got: the thread this step begins from, unless it moved since."""
+    `left` got: the thread this step begins from, unless it moved since. `settings`: the
+    command's outside world (its environment, config file, where nodes go)."""
     if not 0 < timeout <= MAX_TIMEOUT_S:  # also refuses nan
         raise UsageError(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:,} s, "
                          f"not {timeout}", "give a shorter timeout")
-    config = config or load_config(store.settings.config_path)
+    config = config or load_config(settings.config_path)
     # The `.env` is read again to run the agent and to mask its output: one that cannot
     # be read is refused here, before a step is recorded that nothing would finish.
     with_dotenv({}, config.env_file)
     plan = _begin(store, thread, agent, timeout, config, in_process=in_process is not None,
-                  known=known)
+                  known=known, where=config.path or settings.config_path)
     if plan is None:  # the moderator said $END: nothing to run
         return _left(Following(get_thread(store.read(), thread)), left)
     # The step's new nodes are gathered here, then written with its result (one write,
     # one fsync: uwf.cas.records), unless loose files are asked for (UWF_NODES=loose).
     cas: Cas = store.cas
     nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple
-    if store.settings.node_records:
+    if settings.node_records:
         cas, pending = store.cas.pending()
         nodes = pending.records
     try:
         if in_process is not None:
             from uwf.threads.inprocess import run_in_process
 
-            hash_or_failure = run_in_process(store, cas, plan, in_process)
+            hash_or_failure = run_in_process(store, cas, plan, in_process, settings=settings)
         else:
             hash_or_failure = _run_agent(store, cas, plan, timeout=timeout, config=config,
-                                         on_agent=on_agent)
+                                         settings=settings, on_agent=on_agent)
     except (KeyboardInterrupt, SystemExit):
         # Interrupted (Ctrl-C, SIGTERM): the agent is gone; say so now rather than
         # leave the step in flight until its deadline.
         with contextlib.suppress(Exception):
             _finish(store, cas, plan, Failure("interrupted", "the step was interrupted; its "
-                                              "agent was killed"), config, retry_for=0)
+                                              "agent was killed"), config,
+                    environ=settings.environ, retry_for=0)
         raise
-    done = _finish(store, cas, plan, hash_or_failure, config, nodes=nodes)
+    done = _finish(store, cas, plan, hash_or_failure, config, environ=settings.environ,
+                   nodes=nodes)
     if cas is not store.cas:  # its nodes are in the log now
         store.cas.adopt(cas)
     return _left(done, left)
@@ -171,17 +160,18 @@ def run_thread(
     max_steps: int | None = None,
     config: Config | None = None,
     in_process: InProcessAgent | None = None,
+    settings: Settings,
 ) -> ThreadRan:
     """Step until the thread is done, waits for an answer, or `max_steps` steps were
     taken: where it stopped, with its status, and the steps taken."""
-    config = config or load_config(store.settings.config_path)
+    config = config or load_config(settings.config_path)
     result = summary(get_thread(store.read(), thread))
     taken = 0
     known: Following | None = None
     while not result.done and (max_steps is None or taken < max_steps):
         left: list[Following] = []
         result = step_thread(store, thread, agent, timeout, config, in_process=in_process,
-                             left=left, known=known)
+                             left=left, known=known, settings=settings)
         taken += 1
         if store.steps is not None:
             store.steps(taken, max_steps or 0)
@@ -207,7 +197,8 @@ class _Next:
 
 
 def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float, config: Config,
-           *, in_process: bool = False, known: Following | None = None) -> Plan | None:
+           *, in_process: bool = False, known: Following | None = None, where: Path
+           ) -> Plan | None:
     """Record `thread.step_started` (or the thread's end, or why it is blocked). The
     moderator and the agent are chosen before the writers' section, from the thread as
     the views show it; the write states that version (`expected`), so a thread moved
@@ -219,10 +210,10 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float, co
     restarting ends the connection after its COMMIT): it is tried again while the store
     is unavailable, and a try that finds the earlier one's step in flight takes it as
     its own, rather than leave a step nothing would finish holding the thread until its
-    deadline."""
+    deadline. `where`: the config file a thread with no agent is told to set one in."""
     planned: list[Plan] = []  # the last start decided: it may be in the log
     begin = partial(_begin_once, store, thread, agent_flag, timeout, config,
-                    in_process=in_process, planned=planned, known=known)
+                    in_process=in_process, planned=planned, known=known, where=where)
     try:
         return begin()
     except StoreUnavailable:
@@ -233,7 +224,7 @@ def _begin(store: Store, thread: str, agent_flag: str | None, timeout: float, co
 
 def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: float,
                 config: Config, *, in_process: bool, planned: list[Plan],
-                known: Following | None) -> Plan | None:
+                known: Following | None, where: Path) -> Plan | None:
     subject = f"thread/{thread}"
     given = None if planned else known  # a retry reads the thread again
     for _attempt in range(20):
@@ -265,7 +256,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
         try:
             result = store.journal.write_at(
                 partial(_decide_begin, thread=thread, gathered=gathered, timeout=timeout,
-                        store=store, config=config, planned=planned, state=state),
+                        where=where, planned=planned, state=state),
                 expected={subject: version}, sync=False, hold=True)
         except Conflict:
             continue  # the thread moved since it was read: decide again
@@ -277,7 +268,7 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
 
 
 def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeout: float,
-                  store: Store, config: Config, planned: list[Plan], state: ThreadState
+                  where: Path, planned: list[Plan], state: ThreadState
                   ) -> Outcome[Plan | UwfError | None]:
     """Inside the writers' section, at the version the step was gathered at (`state`,
     not read again: the write states its version): take over a stranded step, then
@@ -299,7 +290,6 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
         return Outcome(events, None)
     choice = gathered.agent
     if choice is None:
-        where = config.path or store.settings.config_path
         message = (f'no agent configured for workflow "{gathered.workflow["name"]}" '
                    f'role "{decision.role}"')
         events.append(NewEvent(subject, ThreadBlocked("no-agent", message, decision.role)))
@@ -339,12 +329,12 @@ def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Conf
 # -- phase 2 ---------------------------------------------------------------------
 
 def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Config,
-               on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
+               settings: Settings, on_agent: Callable[[subprocess.Popen[bytes]], None] | None = None
                ) -> str | Failure:
     from uwf.threads import staging
     from uwf.threads.agent import agent_context
 
-    env = agent_environment(store.settings, store.root, config)
+    env = agent_environment(settings, store.root, config)
     env.update({
         "UWF_THREAD": plan.thread,
         "UWF_ROLE": plan.decision.role,
@@ -358,9 +348,9 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
     # its own (uwf/threads/staging.py), never the store; the history is what its
     # settings (UWF_HISTORY, the config's historyLimit) ask for.
     try:
-        context = agent_context(store, plan.thread, plan.decision.role, config=config,
-                                env=env)
-        staged = staging.stage(context, store.cas, store.clock, store.settings.environ)
+        context = agent_context(store, plan.thread, plan.decision.role, settings=settings,
+                                config=config, env=env)
+        staged = staging.stage(context, store.cas, store.clock, settings.environ)
     except UwfError as exc:
         return Failure("spawn", f"the step's context cannot be staged: {exc.what}")
     folder = staged.folder
@@ -371,15 +361,15 @@ def _run_agent(store: Store, cas: Cas, plan: Plan, *, timeout: float, config: Co
         # parent's timeout reaches the whole tree.
         result = spawn([*plan.agent.argv, plan.thread, plan.decision.role], env=env,
                        cwd=plan.repo if os.path.isdir(plan.repo) else None, timeout=timeout,
-                       nested="UWF_STEP_ID" in store.settings.environ,
-                       secrets=secret_values(store.settings.environ, config),
+                       nested="UWF_STEP_ID" in settings.environ,
+                       secrets=secret_values(settings.environ, config),
                        on_agent=on_agent)
         if isinstance(result, str):
             try:
                 while_unavailable(lambda: staging.bring_in(folder, cas, result),
                                    RECORD_RETRY_S)
             except (Corrupt, Rejected) as exc:
-                hidden = secret_values(store.settings.environ, config)
+                hidden = secret_values(settings.environ, config)
                 return Failure("invalid", masked(f"its nodes cannot be taken in: "
                                                   f"{exc.what}", hidden))
             except StoreUnavailable as exc:  # recorded when the store answers again
@@ -434,12 +424,13 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
 
 
 def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: Config, *,
+            environ: Mapping[str, str],
             nodes: Callable[[], Sequence[tuple[str, bytes]]] = tuple,
             retry_for: float = RECORD_RETRY_S) -> Following:
     """Record the step's result: inside the writers' section only the check that the
     step is still the one in flight, the append (with the step's new nodes, when it is
     accepted) and the fold."""
-    secrets = partial(secret_values, store.settings.environ, config)
+    secrets = partial(secret_values, environ, config)
     judged: list[tuple[_Judged, Sequence[tuple[str, bytes]]]] = []
 
     def judge() -> tuple[_Judged, Sequence[tuple[str, bytes]]]:

@@ -77,4 +77,4 @@ def worker(args: WorkerArgs, store: Store) -> Worker:
                             anchor_key=key,
                             allow_entry_commands=args.allow_entry_commands)
     return Worker(store, load_config(store.settings.config_path), options,
-                  store.settings.environ)
+                  store.settings)

@@ -35,14 +35,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from uwf.archive.service import Archive
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_MAX_STEPS
-from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S
+from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S, Settings
 from uwf.errors import NotFound, NothingToDo, Rejected, StoreBusy, StoreUnavailable, UwfError
 from uwf.payload import UNSET
 from uwf.queue import sched, waiting
@@ -171,13 +171,13 @@ class Worker:
     """Leases entries and runs them; `results()` yields each one's outcome as it ends."""
 
     def __init__(self, store: Store, config: Config, options: WorkerOptions,
-                 environ: Mapping[str, str], *,
+                 settings: Settings, *,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
         self.config, self.options = config, options
-        self.environ = environ  # the command's: a job's broker password is in it
+        self.settings = settings  # the command's: a job's broker password is in its environ
         self.monotonic = monotonic
         self._stop = threading.Event()
         self._done: queue.Queue[EntryResult] = queue.Queue()
@@ -368,7 +368,7 @@ class Worker:
             asked = get_thread(self.store.read(), entry.run).asked
             event["question"] = None if asked is None else asked.question
         try:
-            messages.publish(self.store, held.entry_id, event, self.environ)
+            messages.publish(self.store, held.entry_id, event, self.settings.environ)
         except UwfError as exc:
             held.publish_error = held.publish_error or exc.what
 
@@ -399,7 +399,7 @@ class Worker:
             if entry.workflow_hash is None or entry.prompt is None:
                 return "the entry names neither a run nor a workflow and prompt"
             held.run = start_thread(self.store, entry.workflow_hash, entry.prompt,
-                                    entry.repo).thread
+                                    entry.repo, settings=self.settings).thread
         return self._step_to_end(held, entry, held.run, started)
 
     def agent_refusal(self, agent: str | None) -> str | None:
@@ -442,7 +442,7 @@ class Worker:
             step_timeout = min(float(entry.idle_timeout_sec), left)
             try:
                 step_thread(self.store, run, entry.agent, step_timeout, self.config,
-                            on_agent=held.attach)
+                            on_agent=held.attach, settings=self.settings)
             except UwfError as exc:
                 if held.stopping.is_set():
                     return STOPPED_REASON

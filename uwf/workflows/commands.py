@@ -38,7 +38,8 @@ def show(args: WorkflowShow, store: Store) -> WorkflowShown:
     from uwf.config.repo import search_folders
     from uwf.workflows.discovery import show_workflow
 
-    return show_workflow(store, args.ref, search_folders(None, store.settings))
+    return show_workflow(store, args.ref, search_folders(None, store.settings),
+                         path=store.settings.path(args.ref))
 
 
 def list_all(args: NoArgs, store: Store) -> list[WorkflowListed]:

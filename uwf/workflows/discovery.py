@@ -88,11 +88,13 @@ def repo_workflow_file(folders: Path | Iterable[Path], name: str) -> Path | None
     return None
 
 
-def use_workflow(store: Store, ref: str, folders: Sequence[Path] | Path | None) -> Chosen:
+def use_workflow(store: Store, ref: str, folders: Sequence[Path] | Path | None, *,
+                 path: Path) -> Chosen:
     """The workflow `ref` means, registering a file it names (and only then appending
     `workflow.registered`). `folders`: where to look for a repo file holding the name
-    `ref`, nearest first (None or empty: nowhere)."""
-    if is_workflow_file(ref, path := store.settings.path(ref)):
+    `ref`, nearest first (None or empty: nowhere); `path`: `ref` read as a file's path,
+    resolved by the command (its working folder, its home)."""
+    if is_workflow_file(ref, path):
         registered = put_workflow(store, path)
         return Chosen(*resolve_workflow(store, store.read(), registered.workflow))
     if folders is not None and (found := repo_workflow_file(folders, ref)) is not None:
@@ -143,14 +145,15 @@ class _Taken(UwfError):
 
 
 def show_workflow(store: Store, ref: str,
-                  folders: Sequence[str | Path] | str | Path | None = None) -> WorkflowShown:
+                  folders: Sequence[str | Path] | str | Path | None = None, *,
+                  path: Path) -> WorkflowShown:
     """A workflow by name (the repo's file holding it, when `folders` has one, else the
     registered version), by hash, or from a file (a path); a file is registered on
     first use. `source` says which repo file was used, `storeVersion` the registered
-    version it was preferred over."""
+    version it was preferred over. `path`: `ref` read as a file's path."""
     where = ([Path(folders)] if isinstance(folders, str | Path)
              else None if folders is None else [Path(folder) for folder in folders])
-    chosen = use_workflow(store, ref, where)
+    chosen = use_workflow(store, ref, where, path=path)
     return WorkflowShown(workflow=chosen.hash, name=chosen.payload["name"],
                          definition=chosen.payload,
                          source=UNSET if chosen.file is None else chosen.file,
