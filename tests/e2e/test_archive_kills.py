@@ -104,7 +104,7 @@ def stopping_at(monkeypatch: pytest.MonkeyPatch, at: int | None, *,
 def grow(store: Store, repo: Path, rng: random.Random, opened: list[str]) -> None:
     """Runs end and start: a few of the open runs killed, a few new ones started."""
     for thread in rng.sample(opened, k=min(3, len(opened))):
-        kill_thread(store, thread, "done with it")
+        kill_thread(store.journal, thread, "done with it")
         opened.remove(thread)
     for number in range(3):
         opened.append(start_thread(store, "solve-issue", f"work {number}", str(repo),

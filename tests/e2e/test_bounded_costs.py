@@ -127,7 +127,7 @@ def test_default_context_reads_only_the_last_20_step_nodes(
     # The older layout (UWF_NODES=loose): each step's nodes are files, so one can go.
     store.settings = msgspec.structs.replace(store.settings, node_records=False)
     thread = loop_thread(store, tmp_path, 100)
-    steps = [node.hash for node in chain(store, get_thread(store.read(), thread).head)]
+    steps = [node.hash for node in chain(store.cas, get_thread(store.read(), thread).head)]
     assert len(steps) == 100
     fresh = Store.open(tmp_path / "store")  # an empty node cache: every read is counted
     read: list[str] = []

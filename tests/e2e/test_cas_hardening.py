@@ -443,9 +443,9 @@ def test_hostile_values_are_refused_by_every_entry_point(value: Any) -> None:
             partial(store.cas.put, ANY, value),
             partial(store.cas.put_node, {"type": ANY, "payload": value}),
             partial(store.cas.put_node, {"type": meta_hash(), "payload": value}),
-            partial(jsoncas.put, store, value, "Any"),
-            partial(jsoncas.put, store, {"type": ANY, "payload": value}),
-            partial(jsoncas.hash_typed, store, "Any", value),
+            partial(jsoncas.put, store.cas, value, "Any"),
+            partial(jsoncas.put, store.cas, {"type": ANY, "payload": value}),
+            partial(jsoncas.hash_typed, store.cas, "Any", value),
             partial(jsoncas.hash_self, value),
         ]
         for attempt in attempts:

@@ -294,8 +294,8 @@ def test_the_service_returns_typed_results_printed_as_the_command_prints_them(cl
 
     stored = cli.cas("put", "--type", "Text", stdin='"hello"').out.strip()
     with closing(Store.open(settings=Settings.from_env(cli.env, None))) as store:
-        node = service.get(store, stored)
-        walked = service.walk(store, stored)
+        node = service.get(store.cas, stored)
+        walked = service.walk(store.cas, stored)
     assert isinstance(node, NodeShown)
     assert [type(entry) for entry in walked] == [Walked]
     assert to_payload(node) == json.loads(cli.cas("get", stored, "--json").out)

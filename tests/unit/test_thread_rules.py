@@ -265,7 +265,7 @@ def test_thread_kill_refuses_an_ended_thread_through_the_service() -> None:
     store = forged(*REACH["ended"])
     try:
         with pytest.raises(Rejected, match="has already ended"):
-            kill_thread(store, THREAD)
+            kill_thread(store.journal, THREAD)
     finally:
         store.close()
 

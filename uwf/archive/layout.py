@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 
 from uwf.archive.lines import Line, RunFold, RunStart, decode, fold
+from uwf.cas.store import Cas
 from uwf.errors import Corrupt, NotFound
-from uwf.store import Store
 
 FORMAT = 1
 CHECKPOINT = ".uwf-archive.json"
@@ -96,10 +96,10 @@ def fold_lines(lines: list[Line], run_id: str, where: str) -> RunFold | None:
     return state
 
 
-def graph_document(store: Store, start: RunStart) -> dict[str, Any]:
+def graph_document(cas: Cas, start: RunStart) -> dict[str, Any]:
     """graph.json: the Workflow node the run started on, as `workflow show` prints it."""
     try:
-        payload = store.cas.get(start.workflow).payload
+        payload = cas.get(start.workflow).payload
     except NotFound:
         raise Corrupt(f"run {start.run_id}'s workflow node {start.workflow} is missing "
                       "from the CAS", "run `uwf log verify`") from None

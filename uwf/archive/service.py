@@ -67,6 +67,7 @@ from uwf.archive.results import Synced
 from uwf.config.settings import DEFAULT_LOCK_TIMEOUT_S
 from uwf.engine.events import GENESIS_PREV, Envelope, digest
 from uwf.engine.fold import PROGRESS_EVERY, Progress
+from uwf.engine.journal import Journal
 from uwf.engine.log import Checkpoint
 from uwf.errors import Corrupt, NotFound
 from uwf.store import Store
@@ -78,10 +79,10 @@ FLUSH_LINES = 10_000
 DEFAULT_POLL = 0.2  # seconds between syncs of --follow, as `log tail --follow`
 
 
-def start_of_run(store: Store, run_id: str) -> int:
+def start_of_run(journal: Journal, run_id: str) -> int:
     """The seq of the run's `thread.started`: its stream read newest first through the
     stream index (so it costs the run's events, not the log since it started)."""
-    for envelope in store.journal.read_subject(f"thread/{run_id}", reverse=True):
+    for envelope in journal.read_subject(f"thread/{run_id}", reverse=True):
         if envelope.type == "thread.started":
             return envelope.seq
     raise NotFound(f"no run {run_id} in the log", "list runs with `uwf run list`")
@@ -172,7 +173,7 @@ class Archive:
         else:
             known = self._run(runs, only)
             if known.state is None:
-                start = self._at(start_of_run(self.store, only) - 1)
+                start = self._at(start_of_run(self.store.journal, only) - 1)
             else:
                 start = self._at(known.state.last_seq)
                 event = self.store.journal.catalog.decode(self.store.log.line(start.seq)
@@ -257,7 +258,7 @@ class Archive:
                 start = next((line for line in record.pending if isinstance(line, RunStart)),
                              None)
                 if start is not None and not record.graph:
-                    folder.write_once(GRAPH, document(graph_document(self.store, start)))
+                    folder.write_once(GRAPH, document(graph_document(self.store.cas, start)))
                     record.graph = True
                     tally.graphs += 1
                 if record.pending:

@@ -377,7 +377,7 @@ class _Verifier:
         wanted = self._wanted_graphs.get(key)
         if wanted is None:
             try:
-                document = graph_document(self.store, start)
+                document = graph_document(self.store.cas, start)
                 wanted = (short_digest(archive_document(document)), document)
             except Corrupt as exc:
                 wanted = exc.what

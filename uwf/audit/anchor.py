@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
 
     from uwf.config.settings import Settings
+    from uwf.engine.log import EventLog
 
 ANCHOR_FORMAT = 1
 _HEX32 = r"^[0-9a-f]{32}$"
@@ -162,7 +163,7 @@ def make(store: Store, key_path: Path) -> Anchor:
 
 def sign(store: Store, key: Ed25519PrivateKey) -> Anchor:
     """An anchor of the log's head now, signed with `key`: its last complete batch."""
-    seq, raw = _last_complete(store)
+    seq, raw = _last_complete(store.log)
     first = store.log.line(1)
     if first is None:
         raise Rejected("the log has no first line", "run `uwf log verify`")
@@ -181,7 +182,7 @@ class _BatchOf(msgspec.Struct):
 _batch_decoder = msgspec.json.Decoder(_BatchOf)
 
 
-def _last_complete(store: Store) -> tuple[int, bytes]:
+def _last_complete(log: EventLog) -> tuple[int, bytes]:
     """The seq and bytes of the last line of the log's last complete batch.
 
     A reader may find the log's last batch torn (a writer killed part way: fewer than
@@ -189,7 +190,7 @@ def _last_complete(store: Store) -> tuple[int, bytes]:
     their place, so an anchor of one of them would later read as a contradiction.
     Walks back over at most that batch's lines.
     """
-    for line in store.log.read_reverse():
+    for line in log.read_reverse():
         try:
             found = _batch_decoder.decode(line.raw)
         except msgspec.DecodeError:
@@ -197,7 +198,7 @@ def _last_complete(store: Store) -> tuple[int, bytes]:
                           "run `uwf log verify`") from None
         if found.batch[0] == found.batch[1]:
             return found.seq, line.raw
-    if store.log.head().seq == 0:
+    if log.head().seq == 0:
         raise Rejected("the log is empty: there is nothing to anchor",
                        "anchor once the store has events")
     raise Rejected("the log holds no complete batch yet: there is nothing to anchor",

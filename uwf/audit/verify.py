@@ -27,6 +27,8 @@ from uwf.store import Store
 
 if TYPE_CHECKING:
     from uwf.audit.results import Anchor
+    from uwf.engine.log import EventLog
+    from uwf.engine.viewspec import ViewStore
 
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -187,10 +189,10 @@ class _Verifier:
                 self.problem(envelope.seq, segment, number, problem)
 
 
-def _head_seq(store: Store) -> int:
+def _head_seq(log: EventLog) -> int:
     """The head's seq, for progress only: 0 (unknown) when the log's end is damaged."""
     try:
-        return store.log.head().seq
+        return log.head().seq
     except (UwfError, ValueError):
         return 0
 
@@ -231,7 +233,7 @@ class Audit:
         if checker.open_batch is not None:
             k, n = checker.open_batch
             checker.problem(checker.seq, self.last_where, 0, f"the last batch has {k} of {n} lines")
-        _check_anchor(store, checker)
+        _check_anchor(store.views, checker)
         held: list[AnchorHeld] | UnsetType = UNSET
         contradicts: str | UnsetType | None = UNSET
         if anchors:
@@ -259,7 +261,7 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
     caller verified: `uwf.audit.anchor.load`). `progress` is told the lines read of the
     head's seq (0 when a damaged log has none) every PROGRESS_EVERY lines and at the end."""
     audit = Audit(store)
-    total = _head_seq(store) if progress is not None else 0
+    total = _head_seq(store.log) if progress is not None else 0
     read = 0
     for read, line in enumerate(store.log.read(), 1):
         audit.line(line)
@@ -270,11 +272,11 @@ def verify(store: Store, anchors: Sequence[tuple[str, Anchor]] = (),
     return audit.result(anchors)
 
 
-def _check_anchor(store: Store, checker: _Verifier) -> None:
+def _check_anchor(views: ViewStore, checker: _Verifier) -> None:
     """Each view's checkpoint remembers the digest of the last line it folded: the
     only witness for the last line, which no later `prev` covers."""
     try:
-        checkpoints = store.views.checkpoints()
+        checkpoints = views.checkpoints()
     except Corrupt:
         return
     for checkpoint in sorted(set(checkpoints.values())):

@@ -67,7 +67,7 @@ def _store(settings: Settings, anchors: str | None, timeout: float) -> list[Chec
         if store.root is not None and settings.store_url is None:
             held, writing = storechecks.lock(store.root)
             checks.append(held)
-        checks.append(storechecks.views(store))
+        checks.append(storechecks.views(store.journal))
         from uwf.engine.filelog import FileLog
 
         if isinstance(store.log, FileLog):

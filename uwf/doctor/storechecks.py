@@ -25,6 +25,7 @@ from uwf.store import Store
 
 if TYPE_CHECKING:
     from uwf.config.settings import Settings
+    from uwf.engine.journal import Journal
     from uwf.engine.log import EventLog
 
 
@@ -96,10 +97,10 @@ def lock(root: Path) -> tuple[Check, bool]:
     return ok("lock", f"{path}: free"), False
 
 
-def views(store: Store) -> Check:
+def views(journal: Journal) -> Check:
     """The views against the log (SPEC §5), as `uwf registry show` measures them."""
     try:
-        fresh = store.journal.freshness()
+        fresh = journal.freshness()
     except UwfError as error:
         return fail("views", error.what, error.next_action or "run `uwf registry rebuild`")
     names = [name for name, view in fresh.views.items() if view.status == fresh.status]

@@ -70,21 +70,21 @@ def put(args: Put, store: Store, value: Any) -> str:
     """Store `value` as a payload of `type`, or as a whole node without one; its hash."""
     from uwf.jsoncas import service
 
-    return service.put(store, value, args.type)
+    return service.put(store.cas, value, args.type)
 
 
 def get(args: Get, store: Store) -> NodeShown:
     """A node."""
     from uwf.jsoncas import service
 
-    return service.get(store, args.hash)
+    return service.get(store.cas, args.hash)
 
 
 def has(args: Has, store: Store) -> Present:
     """The node is present (NotFound when it is not)."""
     from uwf.jsoncas import service
 
-    return service.has(store, args.hash)
+    return service.has(store.cas, args.hash)
 
 
 def hash_of(args: HashArgs, store: Store | None, value: Any) -> str:
@@ -98,7 +98,7 @@ def hash_of(args: HashArgs, store: Store | None, value: Any) -> str:
     if args.type is None:
         raise UsageError("hash needs --type HASH|NAME or --self", "see `json-cas hash --help`")
     assert store is not None, "a typed hash resolves its type in a store"
-    return service.hash_typed(store, args.type, value)
+    return service.hash_typed(store.cas, args.type, value)
 
 
 def verify(args: Verify, store: Store) -> CasVerified:
@@ -108,21 +108,21 @@ def verify(args: Verify, store: Store) -> CasVerified:
 
     if args.all == bool(args.hashes):
         raise UsageError("verify takes hashes or --all", "see `json-cas verify --help`")
-    return service.verify(store, None if args.all else args.hashes)
+    return service.verify(store.cas, None if args.all else args.hashes)
 
 
 def walk(args: Walk, store: Store) -> list[Walked]:
     """A node and every node it references, depth first."""
     from uwf.jsoncas import service
 
-    return service.walk(store, args.hash, args.depth)
+    return service.walk(store.cas, args.hash, args.depth)
 
 
 def schema_list(args: NoArgs, store: Store) -> list[SchemaListed]:
     """The schema nodes in the store."""
     from uwf.jsoncas import service
 
-    return service.schemas(store)
+    return service.schemas(store.cas)
 
 
 def gc(args: Gc, store: Store) -> Collected:

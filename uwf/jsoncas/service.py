@@ -1,7 +1,8 @@
 """`json-cas`: put, get, hash, verify, walk and gc a store's content-addressed nodes.
 
-One function per command, each taking an open `Store`; the operations
-(`uwf.jsoncas.commands`) call them with a command's arguments.
+One function per command, each taking the part of an open `Store` it uses (its CAS,
+`store.cas`, for most); the operations (`uwf.jsoncas.commands`) call them with a
+command's arguments.
 
 A payload given to `put` or `hash` is hashed and stored exactly as given: secrets
 are masked where uwf composes text from the environment (errors, agents' context,
@@ -25,33 +26,33 @@ from uwf.jsoncas.results import (
 )
 
 if TYPE_CHECKING:
+    from uwf.cas.store import Cas
     from uwf.engine.log import LogLine
     from uwf.store import Store
 
 
-def put(store: Store, value: Any, type_name: str | None = None) -> str:
+def put(cas: Cas, value: Any, type_name: str | None = None) -> str:
     """Store `value` as a payload of `type_name` (a schema hash or name), or, without
     one, as a whole `{"type","payload"}` node; its hash."""
-    cas = store.cas
     if type_name is None:
         return cas.put_node(value, redact=False)
     return cas.put(cas.resolve_type(type_name), value, redact=False)
 
 
-def get(store: Store, hash_: str) -> NodeShown:
+def get(cas: Cas, hash_: str) -> NodeShown:
     """A node: its type, payload and first-stored timestamp."""
-    node = store.cas.get(hash_)
+    node = cas.get(hash_)
     return NodeShown(type=node.type, payload=node.payload, timestamp=node.timestamp)
 
 
-def has(store: Store, hash_: str) -> Present:
+def has(cas: Cas, hash_: str) -> Present:
     """The node is present; NotFound (exit 1) when it is absent."""
-    if not store.cas.has(hash_):
+    if not cas.has(hash_):
         raise NotFound(f"node {hash_} not found", "put it first")
     return Present(hash=hash_, present=True)
 
 
-def hash_typed(store: Store, type_name: str, value: Any) -> str:
+def hash_typed(cas: Cas, type_name: str, value: Any) -> str:
     """The hash of `value` as a node of `type_name`, without storing anything.
 
     A pure hash, as json-cas's: the payload is not validated, and a type given as a
@@ -60,7 +61,7 @@ def hash_typed(store: Store, type_name: str, value: Any) -> str:
     from uwf.cas.hashing import node_hash
     from uwf.cas.limits import check_payload, check_size
 
-    type_hash = store.cas.resolve_type(type_name)
+    type_hash = cas.resolve_type(type_name)
     check_payload(value)  # the limits `put` applies, before anything recursive
     check_size(value)
     return node_hash(type_hash, value)
@@ -76,24 +77,23 @@ def hash_self(value: Any) -> str:
     return self_hash(value)
 
 
-def verify(store: Store, hashes: list[str] | None = None) -> CasVerified:
+def verify(cas: Cas, hashes: list[str] | None = None) -> CasVerified:
     """Recompute and re-validate `hashes` (every node when None); `ok` is false on any
     problem, each named."""
-    cas = store.cas
     checked = list(cas.blobs.hashes()) if hashes is None else hashes
     problems = [NodeProblem(hash=h, problem=p) for h in checked for p in cas.verify(h)]
     return CasVerified(ok=not problems, checked=len(checked), problems=problems)
 
 
-def walk(store: Store, hash_: str, depth: int | None = None) -> list[Walked]:
+def walk(cas: Cas, hash_: str, depth: int | None = None) -> list[Walked]:
     """A node and every node it references (to `depth`), depth first."""
     return [Walked(hash=entry.hash, type=entry.type, depth=entry.depth, path=entry.path,
-                   missing=entry.missing) for entry in store.cas.walk(hash_, depth)]
+                   missing=entry.missing) for entry in cas.walk(hash_, depth)]
 
 
-def schemas(store: Store) -> list[SchemaListed]:
+def schemas(cas: Cas) -> list[SchemaListed]:
     """Every schema node: hash and title."""
-    return [SchemaListed(hash=row["hash"], title=row["title"]) for row in store.cas.schemas()]
+    return [SchemaListed(hash=row["hash"], title=row["title"]) for row in cas.schemas()]
 
 
 def gc(store: Store, grace_seconds: float, *, delete: bool) -> Collected:

@@ -225,7 +225,7 @@ class _Resolver:
     def _workflow(self, ref: str) -> tuple[str, str]:
         found = self.workflows.get(ref)
         if found is None:
-            workflow_hash, payload = resolve_workflow(self.store, self.views, ref)
+            workflow_hash, payload = resolve_workflow(self.store.cas, self.views, ref)
             found = self.workflows[ref] = (str(payload["name"]), workflow_hash)
         return found
 

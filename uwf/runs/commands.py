@@ -142,7 +142,7 @@ def counts(args: Scoped, store: Store) -> RunCounts:
     """Runs per lifecycle: kept counts, whatever the number of runs."""
     from uwf.runs.service import counts as count_runs
 
-    return count_runs(store, args.scope, _here(args.scope, store))
+    return count_runs(store.read(), args.scope, _here(args.scope, store))
 
 
 def history(args: History, store: Store) -> RunPage:
@@ -222,7 +222,7 @@ def registry_refresh(args: Scoped, store: Store) -> Refreshed:
     """Catch the views up with the log (showing `store.progress`)."""
     from uwf.runs import registry
 
-    return registry.refresh(store, store.progress)
+    return registry.refresh(store.journal, store.progress)
 
 
 def registry_rebuild(args: Scoped, store: Store) -> Rebuilt:
@@ -236,7 +236,7 @@ def registry_snapshot(args: NoArgs, store: Store) -> SnapshotKept:
     """Catch the views up and keep a snapshot of them beside them."""
     from uwf.runs import registry
 
-    return registry.snapshot(store)
+    return registry.snapshot(store.journal)
 
 
 def registry_verify(args: NoArgs, store: Store) -> Verified:

@@ -7,8 +7,9 @@ from typing import Any
 
 from uwf.engine.fold import Key, Progress
 from uwf.engine.freshness import ViewFreshness
+from uwf.engine.journal import Journal
 from uwf.engine.log import GENESIS, Checkpoint
-from uwf.engine.viewspec import Query, Row
+from uwf.engine.viewspec import Query, Row, ViewStore
 from uwf.errors import Corrupt
 from uwf.payload import UNSET
 from uwf.runs.results import (
@@ -63,7 +64,7 @@ def show(store: Store, scope: str = "home", here: str | None = None) -> Registry
         durability=store.durability,
         views=views,
         counts=Counts(workflows=views["workflows"].rows,
-                      threads=_thread_counts(store) if readable else {}),
+                      threads=_thread_counts(store.views) if readable else {}),
         runs=(_runs(store, freshness.views.get("runs"), scope, here) if readable else RunIndex()),
         next_action=_NEXT[status],
     )
@@ -88,7 +89,7 @@ def _runs(store: Store, view: ViewFreshness | None, scope: str, here: str | None
     stale: list[str] = []
     behind = view.behind if view is not None and view.status == "stale" else 0
     if behind:
-        stale = list(runs_after(store, view.checkpoint if view else 0))
+        stale = list(runs_after(store.log, view.checkpoint if view else 0))
     checkpoint = store.views.checkpoints().get("runs")
     return RunIndex(
         # The index's sourceFingerprint: the chain digest of the last log line the runs
@@ -129,17 +130,17 @@ def damaged_heads(store: Store) -> Heads:
     return heads
 
 
-def _thread_counts(store: Store) -> dict[str, int]:
+def _thread_counts(views: ViewStore) -> dict[str, int]:
     """Threads per state: kept up to date by the view store, not counted row by row."""
-    counts = store.views.counts("threads", "state")
+    counts = views.counts("threads", "state")
     return {str(state): n for state, n in sorted(counts.items(), key=lambda item: str(item[0]))}
 
 
-def refresh(store: Store, progress: Progress | None = None) -> Refreshed:
+def refresh(journal: Journal, progress: Progress | None = None) -> Refreshed:
     """Catch the views up with the log."""
-    before = store.journal.views.checkpoints()
-    head = store.journal.refresh(progress)
-    start = min((before.get(name, GENESIS).seq for name in store.journal.projections),
+    before = journal.views.checkpoints()
+    head = journal.refresh(progress)
+    start = min((before.get(name, GENESIS).seq for name in journal.projections),
                 default=0)
     return Refreshed(checkpoint=head.seq, applied=head.seq - start, status="valid")
 
@@ -154,9 +155,9 @@ def rebuild(store: Store, progress: Progress | None = None) -> Rebuilt:
                    snapshot_refused=UNSET if done.refused is None else done.refused)
 
 
-def snapshot(store: Store) -> SnapshotKept:
+def snapshot(journal: Journal) -> SnapshotKept:
     """Catch the views up and keep a snapshot of them beside them (SPEC §11)."""
-    kept = store.journal.snapshot()
+    kept = journal.snapshot()
     return SnapshotKept(snapshot=str(kept.path), checkpoint=kept.checkpoint.seq,
                         digest=kept.checkpoint.digest)
 

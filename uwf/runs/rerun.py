@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 
 from uwf.cas.builtins import builtin_hash
+from uwf.cas.store import Cas
 from uwf.config.configfile import Config, load_config, resolve_agent
 from uwf.config.settings import Settings
 from uwf.engine.events import EventData, NewEvent
@@ -62,10 +63,10 @@ def resume(store: Store, run_id: str, recent: int, config_path: Path) -> Resumed
     views = store.read()
     run = get_run(views, run_id)
     now = store.clock()
-    _refuse_missing(store, run)
+    _refuse_missing(store.cas, run)
     thread = run.thread
     steps = [RecentStep(hash=node.hash, role=node.payload["role"], agent=node.payload["agent"])
-             for node in chain(store, thread.head, recent)] if recent else []
+             for node in chain(store.cas, thread.head, recent)] if recent else []
     result = Resumed(run=record(run, now, source=state_path(store)), next=None,
                      recent_steps=steps, next_actions=[])
     if thread.done:
@@ -140,7 +141,7 @@ def rerun(store: Store, run_id: str, *, config_path: Path, reason: str = "",
 
     views = store.read()
     original = get_run(views, run_id)
-    _check_rerunnable(store, original, store.clock())
+    _check_rerunnable(store.cas, original, store.clock())
     if (workflow is not None and workflow_path is not None
             and is_workflow_file(workflow, workflow_path)):
         # A file is registered first, as `thread start FILE` does (after the checks, so a
@@ -148,7 +149,7 @@ def rerun(store: Store, run_id: str, *, config_path: Path, reason: str = "",
         workflow = put_workflow(store, workflow_path).workflow
         views = store.read()
     prompt = str(store.cas.get(original.thread.start).payload["prompt"])
-    workflow_hash, payload = (resolve_workflow(store, views, workflow) if workflow
+    workflow_hash, payload = (resolve_workflow(store.cas, views, workflow) if workflow
                               else (original.thread.workflow,
                                     store.cas.get(original.thread.workflow).payload))
     store.cas.ensure_builtins()
@@ -169,7 +170,7 @@ def rerun(store: Store, run_id: str, *, config_path: Path, reason: str = "",
 
     def decide(views: Views, now: int) -> Outcome[None]:
         # Judged at the instant the link is recorded at, as `log verify` judges it.
-        _check_rerunnable(store, get_run(views, run_id), now)
+        _check_rerunnable(store.cas, get_run(views, run_id), now)
         data: list[EventData] = [started, linked, *(step.event for step in reused)]
         if ended:
             data.append(ThreadEnded("end"))
@@ -185,16 +186,16 @@ def rerun(store: Store, run_id: str, *, config_path: Path, reason: str = "",
                  run=record(new, store.clock(), source=state_path(store)))
 
 
-def _check_rerunnable(store: Store, run: RunState, now: int) -> None:
+def _check_rerunnable(cas: Cas, run: RunState, now: int) -> None:
     rerunnable(run, now)
-    _refuse_missing(store, run)
+    _refuse_missing(cas, run)
 
 
-def _refuse_missing(store: Store, run: RunState) -> None:
+def _refuse_missing(cas: Cas, run: RunState) -> None:
     """A run whose nodes are gone or damaged is neither resumed nor rerun: it fails
     closed."""
     run_id = run.thread.thread
-    damage = damaged_nodes(store.cas, run)
+    damage = damaged_nodes(cas, run)
     if damage["missing"]:
         raise Rejected(f"run {run_id} refers to nodes the CAS no longer holds: "
                        f"{', '.join(damage['missing'])}", f"see `uwf run show {run_id}`")
@@ -212,7 +213,7 @@ def _reusable(store: Store, views: Views, original: RunState, fresh: ThreadState
     old_workflow = cas.get(original.thread.workflow).payload
     taken: list[_Reuse] = []
     state = fresh
-    for node in chain(store, original.thread.head):
+    for node in chain(store.cas, original.thread.head):
         step = node.payload
         try:
             new_workflow, decision = next_decision(cas, state)

@@ -19,6 +19,7 @@ from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas
 from uwf.engine.clock import format_ts, parse_instant
 from uwf.engine.journal import Outcome, Views
+from uwf.engine.log import EventLog
 from uwf.engine.viewspec import ColumnValue, Query
 from uwf.errors import Corrupt, NotFound, UsageError
 from uwf.payload import UNSET
@@ -212,12 +213,12 @@ class _Subject(msgspec.Struct):
     subject: str = ""
 
 
-def runs_after(store: Store, seq: int) -> dict[str, None]:
+def runs_after(log: EventLog, seq: int) -> dict[str, None]:
     """The runs (thread ids, in log order) that events after `seq` are about: the runs
     a view checkpointed at `seq` is stale for. Reads as many lines as the log is ahead."""
     seen: dict[str, None] = {}
     decoder = msgspec.json.Decoder(_Subject)
-    for line in store.log.read(after=seq):
+    for line in log.read(after=seq):
         try:
             subject = decoder.decode(line.raw).subject
         except (msgspec.DecodeError, UnicodeDecodeError):  # fail closed, naming it
@@ -228,12 +229,12 @@ def runs_after(store: Store, seq: int) -> dict[str, None]:
     return seen
 
 
-def _stale_since(store: Store, views: Views) -> dict[str, None]:
+def _stale_since(log: EventLog, views: Views) -> dict[str, None]:
     """The runs with events after the checkpoint `views` was caught up to: a write
     that landed while this read ran (usually none: one comparison of log heads)."""
-    if store.log.head().seq <= views.head.seq:
+    if log.head().seq <= views.head.seq:
         return {}
-    return runs_after(store, views.head.seq)
+    return runs_after(log, views.head.seq)
 
 
 def _fresh_record(store: Store, run: RunState, now_ms: int, stale: dict[str, None]
@@ -253,17 +254,17 @@ def search(store: Store, filters: RunFilter, limit: int | None = DEFAULT_LIMIT,
     order = ("-created_at", "-key") if newest_first else ("created_at", "key")
     query = Query("runs", tuple(where), filters.text or None, order, limit, offset)
     found = views.query(query)
-    stale = _stale_since(store, views)
+    stale = _stale_since(store.log, views)
     runs = [_fresh_record(store, run, now, stale) for run in found]
     return RunPage(scope=filters.scope, total=views.count(query), limit=limit, offset=offset,
                    runs=runs)
 
 
-def counts(store: Store, scope: str = "home", here: str | None = None) -> RunCounts:
+def counts(views: Views, scope: str = "home", here: str | None = None) -> RunCounts:
     """Runs per derived lifecycle, and how many are archived: kept counts (home) or an
     index count per lifecycle (repo: `here`, the current repo), never a scan of the
     runs."""
-    lifecycles, archived = lifecycle_counts(store.read(), scoped(scope, here))
+    lifecycles, archived = lifecycle_counts(views, scoped(scope, here))
     return RunCounts(scope=scope, total=sum(lifecycles.values()), lifecycles=lifecycles,
                      archived=archived)
 
@@ -357,7 +358,7 @@ def show(store: Store, run_id: str, here: str | None = None) -> RunShown:
         raise NotFound(f"run {run_id} is of repo {run.thread.repo}, not of this one "
                        f"({here})", "drop --scope repo, or run it from that repo")
     now = store.clock()
-    stale = run_id in _stale_since(store, views)
+    stale = run_id in _stale_since(store.log, views)
     damage = damaged_nodes(store.cas, run)
     freshness = freshness_of(damage)
     shown = record(run, now, freshness, source=state_path(store), stale=stale)

@@ -47,6 +47,7 @@ from uwf.storecopy.onepass import OnePass
 from uwf.storecopy.results import Copied
 
 if TYPE_CHECKING:
+    from uwf.cas.store import Cas
     from uwf.config.settings import Settings
     from uwf.engine.feature import Feature
     from uwf.engine.fold import Progress
@@ -202,7 +203,7 @@ def _write_nodes(src: Store, dst: Store, nodes: list[str], scan: _Scan,
     """The hash-rule record and the nodes, inside the destination's writer's section."""
     if rule is not None and dst.cas.blobs.hash_rule() is None:
         dst.cas.blobs.record_hash_rule(rule)
-    loose = _loose(dst)
+    loose = _loose(dst.cas)
     # A node record (a step's node) is copied with the log's lines, the others as
     # loose nodes: those are the records the scan met (asked of the source one by
     # one, a node without a record looked through its log's tail each time, and a
@@ -216,10 +217,10 @@ def _write_nodes(src: Store, dst: Store, nodes: list[str], scan: _Scan,
             loose.write(hash_, data)
 
 
-def _loose(store: Store) -> Blobs:
+def _loose(cas: Cas) -> Blobs:
     """Where a store keeps its loose nodes: the backend under the log's records (a
     folder's files, PostgreSQL's table, with its bulk calls)."""
-    blobs = store.cas.blobs
+    blobs = cas.blobs
     return blobs.loose if isinstance(blobs, LoggedBlobs) else blobs
 
 

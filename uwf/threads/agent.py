@@ -34,8 +34,8 @@ from uwf.threads.service import chain, get_thread, question_of
 HistoryLimit = int | Literal["all"] | None
 
 
-def _role(store: Store, state: ThreadState, role: str) -> dict[str, Any]:
-    workflow = store.cas.get(state.workflow).payload
+def _role(cas: Cas, state: ThreadState, role: str) -> dict[str, Any]:
+    workflow = cas.get(state.workflow).payload
     if role not in workflow["roles"]:
         raise NotFound(f'workflow "{state.name}" has no role {role!r}',
                        f"roles: {', '.join(workflow['roles'])}")
@@ -106,7 +106,7 @@ def agent_context(
         state = get_thread(views, thread)
     else:
         views, state = given
-    definition = _role(store, state, role)
+    definition = _role(store.cas, state, role)
     prompt = store.cas.get(state.start).payload["prompt"]
     edge_prompt = ""
     step_id = None
@@ -120,7 +120,7 @@ def agent_context(
         except NoTransition:
             pass
     history = []
-    for node in chain(store, state.head, limit):
+    for node in chain(store.cas, state.head, limit):
         output = store.cas.get(node.payload["output"]).payload
         history.append(HistoryStep(role=node.payload["role"],
                                    status=status_of(node.payload["role"], output),
@@ -180,7 +180,7 @@ def submit_step(
     state = get_thread(views, thread)
     if state.done:
         raise Rejected(f"thread {thread} has ended", "nothing to submit to")
-    definition = _role(store, state, role)
+    definition = _role(store.cas, state, role)
     if edge_prompt is None and state.in_flight is not None and state.in_flight.role == role:
         edge_prompt = state.in_flight.edge_prompt
     facts = StepFacts(state.start, state.head, role, definition["meta"], edge_prompt,

@@ -165,7 +165,7 @@ def kill(args: ThreadKill, store: Store) -> ThreadShown:
     """End a thread now; its history stays."""
     from uwf.threads.service import kill_thread
 
-    return kill_thread(store, args.thread, args.reason or "")
+    return kill_thread(store.journal, args.thread, args.reason or "")
 
 
 def answer(args: ThreadAnswer, store: Store, value: Any) -> ThreadShown:

@@ -18,7 +18,7 @@ import msgspec
 
 from uwf.cas.store import Cas
 from uwf.engine.events import EventData, NewEvent
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, Rejected
 from uwf.language.moderator import NoTransition
@@ -35,7 +35,7 @@ SWEEP_READ = 1000
 SWEEP_BATCH = 100
 
 
-def time_out_thread(store: Store, thread: str) -> None:
+def time_out_thread(journal: Journal, thread: str) -> None:
     """Record that the thread's question went unanswered past its deadline (judged at
     the writers' section's instant; nothing when it was answered meanwhile)."""
     def decide(views: Views, now: int) -> Outcome[None]:
@@ -43,7 +43,7 @@ def time_out_thread(store: Store, thread: str) -> None:
         return Outcome([] if expired is None else [NewEvent(f"thread/{thread}", expired)],
                        None)
 
-    store.journal.write_at(decide)
+    journal.write_at(decide)
 
 
 def time_out_due(store: Store) -> list[str]:

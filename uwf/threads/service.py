@@ -17,7 +17,7 @@ from uwf.config.repo import find_repo, search_folders
 from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
 from uwf.errors import Corrupt, NotFound, UsageError, UwfError
@@ -283,7 +283,7 @@ def _workflow_term(views: Views, ref: str) -> tuple[str, str, str]:
                    "list them with `uwf workflow list`, or give a workflow hash")
 
 
-def kill_thread(store: Store, thread: str, reason: str = "") -> ThreadShown:
+def kill_thread(journal: Journal, thread: str, reason: str = "") -> ThreadShown:
     """End a thread now (`thread.ended`, reason killed); its history stays."""
 
     def decide(views: Views) -> Outcome[ThreadShown]:
@@ -293,15 +293,15 @@ def kill_thread(store: Store, thread: str, reason: str = "") -> ThreadShown:
                             done=True, status="killed", current_role=None)
         return Outcome([NewEvent(f"thread/{thread}", event)], ended)
 
-    return store.journal.write(decide)
+    return journal.write(decide)
 
 
-def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node]:
+def chain(cas: Cas, head: str | None, limit: int | None = None) -> list[Node]:
     """The StepNodes from the first (or the `limit`-th last) to `head`, via `prev`."""
     nodes: list[Node] = []
     current = head
     while current is not None and (limit is None or len(nodes) < limit):
-        node = store.cas.get(current)
+        node = cas.get(current)
         nodes.append(node)
         current = node.payload.get("prev")
     nodes.reverse()
@@ -311,7 +311,7 @@ def chain(store: Store, head: str | None, limit: int | None = None) -> list[Node
 def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
     """One record per step, oldest first: role, status, output, detail, agent."""
     state = get_thread(store.read(), thread)
-    for number, node in enumerate(chain(store, state.head), 1):
+    for number, node in enumerate(chain(store.cas, state.head), 1):
         step = node.payload
         output = store.cas.get(step["output"]).payload
         yield LogRecord(step=number, hash=node.hash, role=step["role"],
@@ -326,7 +326,7 @@ def iter_log(store: Store, thread: str) -> Iterator[LogRecord]:
 def fork_thread(store: Store, thread: str, at: str) -> Forked:
     """A new thread whose head is an earlier step of `thread` (same StartNode)."""
     state = get_thread(store.read(), thread)
-    steps = chain(store, state.head)
+    steps = chain(store.cas, state.head)
     hashes = [node.hash for node in steps]
     if at not in hashes:
         raise NotFound(f"{at} is not a step of thread {thread}",

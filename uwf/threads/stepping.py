@@ -68,6 +68,7 @@ from uwf.threads.service import get_thread, summary, with_status
 from uwf.threads.usage import step_usage
 
 if TYPE_CHECKING:
+    from uwf.engine.clock import Clock
     from uwf.threads.inprocess import InProcessAgent
 
 DEFAULT_TIMEOUT = 3600.0
@@ -249,9 +250,9 @@ def _begin_once(store: Store, thread: str, agent_flag: str | None, timeout: floa
         if state.state == "waiting":
             if decide.time_out(state, store.clock()) is None:
                 raise decide.waiting(state)
-            time_out_thread(store, thread)  # its deadline passed: on by its $TIMEOUT edge
+            time_out_thread(store.journal, thread)  # its deadline passed: on by its $TIMEOUT edge
             continue
-        gathered = _next(store, state, agent_flag, config, in_process=in_process,
+        gathered = _next(store.cas, state, agent_flag, config, in_process=in_process,
                          decided=None if known is None else known.decision_for(state))
         try:
             result = store.journal.write_at(
@@ -306,14 +307,14 @@ def _decide_begin(views: Views, now: int, *, thread: str, gathered: _Next, timeo
     return Outcome(events, then=lambda views: replace(plan, state=get_thread(views, thread)))
 
 
-def _next(store: Store, state: ThreadState, agent_flag: str | None, config: Config, *,
+def _next(cas: Cas, state: ThreadState, agent_flag: str | None, config: Config, *,
           in_process: bool, decided: Decision | None = None) -> _Next:
     """`decided`: the moderator's decision from the head, when taken already (following.py)."""
     try:
-        workflow, decision = ((store.cas.get(state.workflow).payload, decided)
-                              if decided is not None else next_decision(store.cas, state))
+        workflow, decision = ((cas.get(state.workflow).payload, decided)
+                              if decided is not None else next_decision(cas, state))
     except NoTransition as exc:  # no edge for the status, or no condition holds or one failed
-        last_role, _ = last_step(store.cas, state)
+        last_role, _ = last_step(cas, state)
         return _Next({}, None, ThreadBlocked("no-transition", exc.what, last_role, exc.status),
                      exc, None)
     except NotFound as exc:
@@ -387,7 +388,7 @@ _Finished = tuple[StepFailed | None, Following]
 _Judged = tuple[list[NewEvent], StepFailed | None, Decision | None]
 
 
-def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
+def _result(clock: Clock, cas: Cas, plan: Plan, result: str | Failure,
             secrets: Callable[[], list[str]]) -> _Judged:
     """The events that record the step's result, the error it raises (a failed step)
     and the moderator's decision from its new head (uwf/threads/following.py): decided
@@ -419,7 +420,7 @@ def _result(store: Store, cas: Cas, plan: Plan, result: str | Failure,
     status = status_of(plan.decision.role, output)
     events: list[NewEvent] = [NewEvent(subject, ThreadStepped(
         plan.step_id, result, plan.decision.role, status, output_hash, usage=usage))]
-    following, decision = after(cas, plan, output, result, store.clock())
+    following, decision = after(cas, plan, output, result, clock())
     return events + following, None, decision
 
 
@@ -437,7 +438,7 @@ def _finish(store: Store, cas: Cas, plan: Plan, result: str | Failure, config: C
         # Once, inside the retries: checking the StepNode reads the CAS, which a server
         # restarting may not answer yet (the step would stay in flight, unrecorded).
         if not judged:
-            events, error, decision = _result(store, cas, plan, result, secrets)
+            events, error, decision = _result(store.clock, cas, plan, result, secrets)
             # A refused StepNode the failure names is kept: written with it.
             kept = error is None or getattr(events[0].data, "node", None) is not None
             judged.append(((events, error, decision), nodes() if kept else ()))

@@ -46,4 +46,4 @@ def list_all(args: NoArgs, store: Store) -> list[WorkflowListed]:
     """Every registered workflow by name."""
     from uwf.workflows.service import list_workflows
 
-    return list_workflows(store)
+    return list_workflows(store.read())

@@ -96,11 +96,11 @@ def use_workflow(store: Store, ref: str, folders: Sequence[Path] | Path | None, 
     resolved by the command (its working folder, its home)."""
     if is_workflow_file(ref, path):
         registered = put_workflow(store, path)
-        return Chosen(*resolve_workflow(store, store.read(), registered.workflow))
+        return Chosen(*resolve_workflow(store.cas, store.read(), registered.workflow))
     if folders is not None and (found := repo_workflow_file(folders, ref)) is not None:
         return _use_repo_file(store, ref, found)
     try:
-        return Chosen(*resolve_workflow(store, store.read(), ref))
+        return Chosen(*resolve_workflow(store.cas, store.read(), ref))
     except NotFound:
         if os.sep in ref or "/" in ref:  # never a name: a file that is not there
             raise NotFound(f"no workflow file {ref}",
@@ -130,8 +130,8 @@ def _use_repo_file(store: Store, name: str, found: Path) -> Chosen:
         except _Taken as taken:
             registered = taken.registered
     elif registered != checked.hash:
-        store_workflow(store, checked)
-    workflow_hash, payload = resolve_workflow(store, store.read(), checked.hash)
+        store_workflow(store.cas, checked)
+    workflow_hash, payload = resolve_workflow(store.cas, store.read(), checked.hash)
     return Chosen(workflow_hash, payload, str(found),
                   None if registered == checked.hash else registered)
 

@@ -10,6 +10,7 @@ import msgspec
 
 from uwf.cas.builtins import builtin_hash, meta_hash
 from uwf.cas.hashing import is_hash, node_hash
+from uwf.cas.store import Cas
 from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome, Views
@@ -57,7 +58,7 @@ def check_workflow_file(store: Store, path: str | Path) -> CheckedWorkflow:
         # As the CAS will store it: schema hashes are computed over the redacted text.
         document = redact_value(document, store.redact)
     payload, schemas = compile_workflow(store.cas, document)
-    _check_nodes(store, payload, schemas)
+    _check_nodes(store.cas, payload, schemas)
     warnings = workflow_warnings(store.cas, payload, schemas)
     return CheckedWorkflow(payload, schemas, node_hash(builtin_hash("Workflow"), payload),
                            warnings)
@@ -69,7 +70,7 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
     unless the name already points there. With `conflict`, a name already pointing at
     another hash is refused instead, with `conflict(that hash)`."""
     # Nodes first, then the event that refers to them (durability order).
-    workflow_hash = store_workflow(store, checked)
+    workflow_hash = store_workflow(store.cas, checked)
     name = checked.name
 
     result = Registered(workflow=workflow_hash, name=name,
@@ -87,34 +88,34 @@ def register_workflow(store: Store, checked: CheckedWorkflow, *,
     return store.journal.write(decide)
 
 
-def store_workflow(store: Store, checked: CheckedWorkflow) -> str:
+def store_workflow(cas: Cas, checked: CheckedWorkflow) -> str:
     """Store a checked workflow's nodes (its schemas, then the Workflow node) and
     return its hash; no event: a name is pointed at it by `register_workflow`, or a
     thread started on it names it."""
-    store.cas.ensure_builtins()
+    cas.ensure_builtins()
     for schema in checked.schemas:
-        store.cas.put_schema(schema)
-    return store.cas.put(builtin_hash("Workflow"), checked.payload)
+        cas.put_schema(schema)
+    return cas.put(builtin_hash("Workflow"), checked.payload)
 
 
-def _check_nodes(store: Store, payload: dict[str, Any], schemas: list[Any]) -> None:
+def _check_nodes(cas: Cas, payload: dict[str, Any], schemas: list[Any]) -> None:
     """Refuse, writing nothing, what `Cas.put` would refuse part way through the writes."""
     found = [f"role schema: {problem}" for schema in schemas
-             for problem in store.cas.problems(meta_hash(), schema)]
-    found += store.cas.problems(builtin_hash("Workflow"), payload)
+             for problem in cas.problems(meta_hash(), schema)]
+    found += cas.problems(builtin_hash("Workflow"), payload)
     if found:
         raise Rejected(f"workflow does not match the Workflow schema: {'; '.join(found)}",
                        "fix it and run `uwf workflow put` again")
 
 
-def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[str, Any]]:
+def resolve_workflow(cas: Cas, views: Views, ref: str) -> tuple[str, dict[str, Any]]:
     """A workflow's hash and payload from its registered name or its hash."""
     state = views.get("workflows", ref)
     workflow_hash = state.hash if state is not None else ref
     if state is None and not is_hash(ref):
         raise NotFound(f"no workflow named {ref!r}", "list them with `uwf workflow list`")
     try:
-        node = store.cas.get(workflow_hash)
+        node = cas.get(workflow_hash)
     except NotFound:
         raise NotFound(
             f"workflow {ref} not found", "list them with `uwf workflow list`"
@@ -125,9 +126,8 @@ def resolve_workflow(store: Store, views: Views, ref: str) -> tuple[str, dict[st
     return workflow_hash, payload
 
 
-def list_workflows(store: Store) -> list[WorkflowListed]:
+def list_workflows(views: Views) -> list[WorkflowListed]:
     """Every registered name with the hash it points at, by name."""
-    views = store.read()
     return [WorkflowListed(name=state.name, workflow=state.hash,
                            registered_at=state.registered_at, versions=state.versions)
             for _, state in views.scan("workflows")]
