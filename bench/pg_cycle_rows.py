@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "prompt": f"p{n}"}) + "\n"
                                  for n in range(args.entries)))
         add_batch(store, str(batch), store.settings)
-        sched.set_policy(store, {"maxConcurrent": 64})
+        sched.set_policy(store.journal, {"maxConcurrent": 64})
         for _ in range(5):  # the procedures made
             granted = sched.lease(store, 1).leases[0]
             sched.complete(store, granted.id, granted.lease_id)

@@ -97,7 +97,7 @@ def check_verified(store: Store) -> None:
 def test_one_statement_a_lease_and_a_complete(store: Store, tmp_path: Path,
                                               statements: None) -> None:
     add(store, tmp_path, [{"prompt": f"p{n}"} for n in range(3)])
-    sched.set_policy(store, {"maxConcurrent": 8})
+    sched.set_policy(store.journal, {"maxConcurrent": 8})
     store.read()
     warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
     sched.complete(store, warm.id, warm.lease_id)
@@ -142,8 +142,8 @@ def test_the_server_chooses_as_python_does(store: Store, clock: Clock, tmp_path:
          **({"broker": "mqtt://bot@broker.example:8883", "brokerPasswordEnv": "MQTT_PW",
              "topicPrefix": "jobs/\u00e9"} if n in (0, 5) else {})}
         for n in range(18)])
-    sched.set_policy(store, {"maxConcurrent": 2, "maxAttempts": 5})
-    sched.set_policy(store, {"maxConcurrent": 3}, session="a")
+    sched.set_policy(store.journal, {"maxConcurrent": 2, "maxAttempts": 5})
+    sched.set_policy(store.journal, {"maxConcurrent": 3}, session="a")
     told = answers(store)
     grants: list[Any] = []
     for limit, session in [(1, None), (4, None), (2, "a"), (3, "b"), (5, None)]:
@@ -162,14 +162,14 @@ def test_the_server_chooses_as_python_does(store: Store, clock: Clock, tmp_path:
     first, second, *_ = grants
     sched.release(store, first.id, first.lease_id, failed=True, reason="flaky")
     sched.complete(store, second.id, second.lease_id)
-    sched.set_policy(store, {"maxTotal": 4})
+    sched.set_policy(store.journal, {"maxTotal": 4})
     for _ in range(2):
         want = predicted(store, 3, None)
         if want:
             assert [lease.id for lease in sched.lease(store, 3).leases] == want
             assert told[-1] == "ok"
     clock.now += 10 * 60 * 1000  # every lease expired: the ceilings count none of them
-    sched.set_policy(store, {"maxTotal": 0})
+    sched.set_policy(store.journal, {"maxTotal": 0})
     want = predicted(store, 6, None)
     assert want
     assert [lease.id for lease in sched.lease(store, 6).leases] == want
@@ -185,7 +185,7 @@ def test_pools_whose_labels_json_escapes_go_the_ordinary_way(store: Store,
     server's."""
     add(store, tmp_path, [{"prompt": f"p{n}", "priority": 100 - n, "session": session}
                           for n, session in enumerate(['x"y', "b\\s", "\u00e9"])])
-    sched.set_policy(store, {"maxConcurrent": 8})
+    sched.set_policy(store.journal, {"maxConcurrent": 8})
     told = answers(store)
     for _ in range(3):
         want = predicted(store, 1, None)
@@ -201,7 +201,7 @@ def test_pools_whose_labels_json_escapes_go_the_ordinary_way(store: Store,
 def test_refusals_are_worded_by_the_ordinary_path(store: Store, clock: Clock,
                                                   tmp_path: Path) -> None:
     entry, _other = add(store, tmp_path, [{"prompt": "first"}, {"prompt": "second"}])
-    sched.set_policy(store, {"maxConcurrent": 1, "leaseTtlMs": 1000})
+    sched.set_policy(store.journal, {"maxConcurrent": 1, "leaseTtlMs": 1000})
     told = answers(store)
     lease = sched.lease(store, 1).leases[0]
     with pytest.raises(NothingToDo, match="1 of 1 leases are active"):
@@ -234,7 +234,7 @@ def test_a_clock_behind_the_log_acts_at_the_logs_last_instant(store: Store, cloc
     at that instant: each line's instant is at least the one before, and expiry is
     judged no earlier than any write before it."""
     add(store, tmp_path, [{"prompt": "p"}, {"prompt": "q"}])
-    sched.set_policy(store, {"maxConcurrent": 2})
+    sched.set_policy(store.journal, {"maxConcurrent": 2})
     told = answers(store)
     first = sched.lease(store, 1)
     clock.now -= 5000
@@ -345,7 +345,7 @@ def test_a_row_not_as_uwf_writes_it_goes_the_ordinary_way(store: Store, tmp_path
     """A row the server cannot edit by its bytes (valid JSON, not msgspec's: a hand
     edit) is left to the ordinary way, which reads any JSON and writes msgspec's."""
     _, second = add(store, tmp_path, [{"prompt": "p"}, {"prompt": "q"}])
-    sched.set_policy(store, {"maxConcurrent": 8})
+    sched.set_policy(store.journal, {"maxConcurrent": 8})
     warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
     sched.complete(store, warm.id, warm.lease_id)
     url = store.settings.store_url

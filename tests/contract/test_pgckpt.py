@@ -106,7 +106,7 @@ def store(pg_url: str, tmp_path: Path) -> Iterator[Store]:
 
 
 def test_the_server_side_commands_move_the_shared_row_only(store: Store, pg_url: str) -> None:
-    sched.set_policy(store, {"maxConcurrent": 4})
+    sched.set_policy(store.journal, {"maxConcurrent": 4})
     granted = pgcalls.lease(store, 1, None)  # warm: the procedures made
     assert granted is not None
     before = versions(pg_url)
@@ -114,7 +114,8 @@ def test_the_server_side_commands_move_the_shared_row_only(store: Store, pg_url:
     assert granted is not None
     assert pgcalls.complete(store, granted.leases[0].id, granted.leases[0].lease_id,
                             None) is not None
-    sched.set_policy(store, {"maxConcurrent": 3})  # one call of uwf_write (uwf/engine/pgwrite.py)
+    # one call of uwf_write (uwf/engine/pgwrite.py)
+    sched.set_policy(store.journal, {"maxConcurrent": 3})
     after = versions(pg_url)
     assert [name for name in after if after[name] != before[name]] == [""]
     assert {seq for name, (seq, _) in rows(pg_url).items() if name} == {None}

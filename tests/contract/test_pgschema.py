@@ -34,7 +34,7 @@ def populated(url: str, tmp_path: Path) -> int:
         batch.write_text("".join(f'{{"workflow": "solve-issue", "prompt": "p{n}", '
                                  f'"repo": "{tmp_path}"}}\n' for n in range(3)))
         add_batch(store, str(batch), store.settings)
-        sched.set_policy(store, {"maxConcurrent": 2})
+        sched.set_policy(store.journal, {"maxConcurrent": 2})
         sched.lease(store, 1)
         return store.log.head().seq
     finally:

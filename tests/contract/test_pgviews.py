@@ -359,7 +359,7 @@ def test_the_real_projections_fold_into_postgres_as_they_replay(
     store = Store(None, Journal(MemoryLog(), views, projections, event_catalog(), clock=clock),
                   Cas(MemoryBlobs(wall=system_clock), clock=clock), settings=process_settings())
     put_workflow(store, EXAMPLE)
-    sched.set_policy(store, {"leaseTtlMs": 10_000})
+    sched.set_policy(store.journal, {"leaseTtlMs": 10_000})
     added = [queue.add(store, queue.EntrySpec(workflow="solve-issue", prompt=f"job {n}",
                                               repo=str(tmp_path), priority=n % 3,
                                               session="s" if n % 2 else None),
@@ -391,5 +391,5 @@ def test_the_real_projections_fold_into_postgres_as_they_replay(
             for order in ((column,), (f"-{column}",)):
                 query = Query(view, order=order)
                 assert views.query(query) == memory.query(query), (view, order)
-    page = queue.list_entries(store, status="ready")  # the queue's own queries answer
+    page = queue.list_entries(store.read(), status="ready")  # the queue's own queries answer
     assert page.total == len(page.entries) == memory.counts("queue", "status")["ready"] > 0

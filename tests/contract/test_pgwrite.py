@@ -57,12 +57,12 @@ def answers(store: Store) -> list[str]:
 
 
 def test_one_statement_a_command(store: Store, statements: None) -> None:
-    sched.set_policy(store, {"maxConcurrent": 5})  # the procedure is made on first use
+    sched.set_policy(store.journal, {"maxConcurrent": 5})  # the procedure is made on first use
     sent = counted(store)
-    shown = sched.set_policy(store, {"maxConcurrent": 6})
+    shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
     assert [called(text) for text in sent] == ["CALL uwf_write"]
     assert shown.policy.max_concurrent == 6
-    assert sched.set_policy(store, {"maxConcurrent": 7}).policy.max_concurrent == 7
+    assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
     assert [called(text) for text in sent] == ["CALL uwf_write"] * 2
     check_verified(store)
 
@@ -78,34 +78,34 @@ def test_batches_and_counts_as_the_ordinary_path(store: Store, tmp_path: Path) -
                                             "prompt": f"p{round_}-{n}"}) + "\n"
                                 for n in range(4)))
         add_batch(store, str(path), store.settings)
-        sched.set_policy(store, {"maxConcurrent": 10 + round_})
+        sched.set_policy(store.journal, {"maxConcurrent": 10 + round_})
     assert told.count("one call") >= 4
     leased = sched.lease(store, 2).leases
     sched.complete(store, leased[0].id, leased[0].lease_id)
-    sched.set_policy(store, {"maxConcurrent": 3})  # after the queue's own calls: a new look
+    sched.set_policy(store.journal, {"maxConcurrent": 3})  # after the queue's own calls: a new look
     check_verified(store)
 
 
 def test_another_writers_change_is_not_decided_on_stale_rows(store: Store, pg_url: str) -> None:
     """This store keeps the policy row from its own write; another store changes it; the
     same value set again here must be written (the kept row says it is so already)."""
-    sched.set_policy(store, {"maxConcurrent": 5})
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
     other = Store.open(pg_url)
     try:
-        sched.set_policy(other, {"maxConcurrent": 7})
+        sched.set_policy(other.journal, {"maxConcurrent": 7})
     finally:
         other.close()
-    shown = sched.set_policy(store, {"maxConcurrent": 5})
+    shown = sched.set_policy(store.journal, {"maxConcurrent": 5})
     assert shown.policy.max_concurrent == 5
-    assert sched.show_policy(store).policy.max_concurrent == 5
+    assert sched.show_policy(store.read()).policy.max_concurrent == 5
     check_verified(store)
 
 
 def test_a_refusal_is_worded_and_writes_nothing(store: Store) -> None:
-    sched.set_policy(store, {"maxConcurrent": 5})
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
     head = store.journal.log.head()
     with pytest.raises(UsageError):
-        sched.set_policy(store, {"maxConcurrent": 0})
+        sched.set_policy(store.journal, {"maxConcurrent": 0})
     assert store.journal.log.head() == head
 
 

@@ -429,8 +429,7 @@ def test_a_features_commands_and_results_are_cheap_to_import() -> None:
 # A function below the edge that uses one part of the store (its CAS, its journal, its
 # log, its views) takes that part, not the whole store (issue 33, item 4). These modules
 # still have such functions, as many as named; the count may only go down.
-ONE_PART_TAKERS = {"uwf.queue.messages": 2, "uwf.queue.pgcalls": 2, "uwf.queue.sched": 6,
-                   "uwf.queue.service": 4, "uwf.queue.waiting": 1}
+ONE_PART_TAKERS = {"uwf.queue.pgcalls": 2}
 
 
 def one_part_takers(source: str) -> list[str]:

@@ -59,7 +59,7 @@ def store(tmp_path: Path) -> Iterator[tuple[Store, SteppedClock]]:
     opened = Store.open(tmp_path / "store", clock=clock)
     try:
         put_workflow(opened, EXAMPLE)
-        sched.set_policy(opened, {"leaseTtlMs": TTL_MS})
+        sched.set_policy(opened.journal, {"leaseTtlMs": TTL_MS})
         yield opened, clock
     finally:
         opened.close()
@@ -141,9 +141,9 @@ def test_a_reclaim_judges_expiry_at_the_instant_it_gets_the_lock(
     opened, clock = store
     entry = add(opened, "first")
     leased(opened)
-    assert sched.reclaim(opened).count == 0
+    assert sched.reclaim(opened.journal).count == 0
     stall_at_the_lock(opened, clock, lambda: None)
-    reclaimed = sched.reclaim(opened)
+    reclaimed = sched.reclaim(opened.journal)
     assert reclaimed.now == format_ts(LATE)
     assert [item.id for item in reclaimed.reclaimed] == [entry]
 
@@ -272,7 +272,7 @@ def test_verify_passes_what_the_commands_wrote(store: tuple[Store, SteppedClock]
     sched.complete(opened, entry, lease)
     entry, lease = leased(opened)
     clock.ms += TTL_MS  # expired exactly now: not active, reclaimed
-    sched.reclaim(opened)
+    sched.reclaim(opened.journal)
     leased(opened)
     assert entries
     assert problems(opened) == []
@@ -332,7 +332,7 @@ def test_verify_counts_only_leases_live_at_the_event(
     leased(opened)
     forge(opened, clock, T0 + TTL_MS, ids[1],
           QueueLeased("01KAZZZZZZZZZZZZZZZZZZZZZY", T0 + 2 * TTL_MS, 1))
-    sched.set_policy(opened, {"maxConcurrent": 3})
+    sched.set_policy(opened.journal, {"maxConcurrent": 3})
     clock.ms = T0 + TTL_MS + 1
     assert sched.lease(opened).granted == 2
     assert problems(opened) == []

@@ -349,7 +349,7 @@ def test_a_connection_dropped_mid_command_writes_nothing(pg_url: str, when: str)
     try:
         database = store.database
         assert database is not None
-        sched.set_policy(store, {"maxConcurrent": 2})
+        sched.set_policy(store.journal, {"maxConcurrent": 2})
         head = store.log.head()
         writer = database.writer.info.backend_pid
 
@@ -372,7 +372,7 @@ def test_a_connection_dropped_mid_command_writes_nothing(pg_url: str, when: str)
         assert "\n" not in line
         assert store.log.head() == head
         # The next command on the same store: a new connection, the write lands.
-        assert sched.set_policy(store, {"maxConcurrent": 3}).policy.max_concurrent == 3
+        assert sched.set_policy(store.journal, {"maxConcurrent": 3}).policy.max_concurrent == 3
         assert database.writer.info.backend_pid != writer
         assert store.log.head().seq == head.seq + 1
         set_to = [json.loads(line.raw)["data"]["maxConcurrent"] for line in store.log.read()
@@ -659,7 +659,7 @@ def test_every_acknowledged_start_survives_fast_restarts(own_server: Server) -> 
             while not stop.is_set():
                 k += 1
                 with contextlib.suppress(UwfError):
-                    sched.set_policy(store, {"maxConcurrent": 8 + k % 5})
+                    sched.set_policy(store.journal, {"maxConcurrent": 8 + k % 5})
                 stop.wait(0.005)
 
         workers = [threading.Thread(target=starting, args=(n,)) for n in range(3)]

@@ -350,7 +350,7 @@ def test_the_services_return_typed_results_that_print_as_the_cli_does(q: Queue, 
     q.lease("--session", "a", now=at(3))
     store = Store.open(cli.home, now=at(4))
     try:
-        shown, planned = api.show(store, first), sched.plan(store)
+        shown, planned = api.show(store.read(), first), sched.plan(store)
     finally:
         store.close()
     assert isinstance(shown, EntryRecord)

@@ -238,7 +238,7 @@ def store_with_entry_in(status: str) -> Store:
     """An in-memory store holding ENTRY, taken to `status` by the commands (its lease,
     when leased, live until T0 + TTL)."""
     store = Store.memory(clock=lambda: T0)
-    sched.set_policy(store, {"leaseTtlMs": TTL})
+    sched.set_policy(store.journal, {"leaseTtlMs": TTL})
     store.journal.write(lambda views: Outcome([NewEvent(SUBJECT, QueueAdded("/r", 100))]))
     if status == "leased":
         sched.lease(store)
@@ -246,10 +246,10 @@ def store_with_entry_in(status: str) -> Store:
         queue.drain(store)
     elif status == "waiting":
         granted = sched.lease(store).leases[0]
-        waiting.wait(store, ENTRY, granted.lease_id, RUN, "Deploy?")
+        waiting.wait(store.journal, ENTRY, granted.lease_id, RUN, "Deploy?")
     elif status != "ready":
         sched.set_status(store, ENTRY, status)
-    assert queue.show(store, ENTRY).status == status
+    assert queue.show(store.read(), ENTRY).status == status
     return store
 
 
@@ -262,12 +262,12 @@ def command(kind: str, store: Store) -> object:
         "released": lambda: sched.release(store, ENTRY, LEASE),
         "released_failed": lambda: sched.release(store, ENTRY, LEASE, failed=True),
         "released_parked": lambda: sched.release(store, ENTRY, LEASE, failed=True),
-        "reclaimed": lambda: sched.reclaim(store),
-        "reclaimed_parked": lambda: sched.reclaim(store),
+        "reclaimed": lambda: sched.reclaim(store.journal),
+        "reclaimed_parked": lambda: sched.reclaim(store.journal),
         "drained": lambda: queue.drain(store),
-        "reset": lambda: sched.reset(store, ENTRY),
+        "reset": lambda: sched.reset(store.journal, ENTRY),
         "cancelled": lambda: queue.cancel(store, ENTRY),
-        "waiting": lambda: waiting.wait(store, ENTRY, LEASE, RUN, "Deploy?"),
+        "waiting": lambda: waiting.wait(store.journal, ENTRY, LEASE, RUN, "Deploy?"),
         "resumed": lambda: waiting.resume_answered(store),
     }
     return runs[kind]()

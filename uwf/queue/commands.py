@@ -271,7 +271,7 @@ def publish(args: QueuePublish, store: Store) -> Published:
         event = json.loads(args.event)
     except ValueError as exc:
         raise UsageError(f"--event is not JSON: {exc}", "give a JSON value") from None
-    return messages.publish(store, args.id, event, store.settings.environ,
+    return messages.publish(store.journal, args.id, event, store.settings.environ,
                             timeout=args.timeout)
 
 
@@ -279,7 +279,7 @@ def list_entries(args: QueueList, store: Store) -> EntryPage:
     """Entries in queue order, filtered, a page of them."""
     from uwf.queue import service as queue
 
-    return queue.list_entries(store, args.status, repo_of(args.repo, store), args.session,
+    return queue.list_entries(store.read(), args.status, repo_of(args.repo, store), args.session,
                               limit=args.limit, offset=args.offset)
 
 
@@ -294,7 +294,7 @@ def show(args: EntryRef, store: Store) -> EntryRecord:
     """One entry with every field."""
     from uwf.queue import service as queue
 
-    return queue.show(store, args.id)
+    return queue.show(store.read(), args.id)
 
 
 def drain(args: QueueDrain, store: Store) -> Drained:
@@ -334,7 +334,7 @@ def logs(args: QueueLogs, store: Store) -> Timeline | Timelines:
         if args.id is not None or args.tail is not None:
             raise UsageError("--list shows every entry: it takes no ID and no --tail",
                              "give either an ID or --list")
-        return queue.logs_list(store)
+        return queue.logs_list(store.read())
     if args.id is None:
         raise UsageError("give a queue entry id, or --list", "see `uwf queue logs -h`")
     return queue.logs(store, args.id, args.tail)
@@ -354,8 +354,8 @@ def policy(args: SchedPolicy, store: Store) -> PolicyShown:
     if args.action == "show":
         if any(value is not None for value in values.values()) or args.session is not None:
             raise UsageError("`sched policy show` takes no values", "use `sched policy set`")
-        return sched.show_policy(store)
-    return sched.set_policy(store, values, args.session)
+        return sched.show_policy(store.read())
+    return sched.set_policy(store.journal, values, args.session)
 
 
 def plan(args: SchedPlan, store: Store) -> Planned:
@@ -400,11 +400,11 @@ def reclaim(args: SchedReclaim, store: Store) -> Reclaimed:
     from uwf.queue.waiting import settle
 
     settle(store)  # questions past their deadline, and runs no longer waiting, first
-    return sched.reclaim(store)
+    return sched.reclaim(store.journal)
 
 
 def reset(args: EntryRef, store: Store) -> EntryRecord:
     """Make a parked entry ready again."""
     from uwf.queue import sched
 
-    return sched.reset(store, args.id)
+    return sched.reset(store.journal, args.id)

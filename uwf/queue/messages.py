@@ -26,7 +26,7 @@ from typing import Any
 
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.errors import BrokerUnavailable, Rejected
 from uwf.queue.broker import CONNECT_TIMEOUT_S, Connection, connect_retrying
 from uwf.queue.events import QueueDelivered, QueueDeliveryFailed, QueuePublished, QueueReceived
@@ -55,7 +55,7 @@ def message(entry: QueueEntry, seq: int, ts: str, event: Any) -> bytes:
                        "event": event}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def publish(store: Store, entry_id: str, event: Any, environ: Mapping[str, str], *,
+def publish(journal: Journal, entry_id: str, event: Any, environ: Mapping[str, str], *,
             timeout: float = CONNECT_TIMEOUT_S) -> Published:
     """Record the job's next event, then send it (after any whose delivery failed;
     the broker's password, if any, from `environ`: the command's)."""
@@ -68,19 +68,19 @@ def publish(store: Store, entry_id: str, event: Any, environ: Mapping[str, str],
                                                          event=event))],
                        (entry, seq, format_ts(now)))
 
-    entry, seq, ts = store.journal.write_at(decide)
-    pending = _undelivered(store, entry)
+    entry, seq, ts = journal.write_at(decide)
+    pending = _undelivered(journal, entry)
     try:
         send(environ, entry, [*pending, (seq, ts, event)], timeout)
     except BrokerUnavailable as exc:
         failed = QueueDeliveryFailed(seq=seq, error=exc.what)
-        store.journal.write(lambda views: Outcome([NewEvent(subject, failed)]))
+        journal.write(lambda views: Outcome([NewEvent(subject, failed)]))
         raise type(exc)(f"event {seq} of {entry_id} is recorded but not delivered: {exc.what}",
                         "it is sent again by the job's next publish (or `uwf queue publish "
                         f"{entry_id} --resend`)") from None
     resent = [number for number, _, _ in pending]
     if resent:
-        store.journal.write(lambda views: Outcome([NewEvent(subject,
+        journal.write(lambda views: Outcome([NewEvent(subject,
                                                             QueueDelivered(seqs=resent))]))
     return Published(id=entry_id, seq=seq, topic=entry.topic, resent=resent)
 
@@ -89,7 +89,7 @@ def resend(store: Store, entry_id: str, environ: Mapping[str, str], *,
            timeout: float = CONNECT_TIMEOUT_S) -> Published:
     """Send the job's events whose delivery failed, oldest first."""
     entry = _job(store.read(), entry_id)
-    pending = _undelivered(store, entry)
+    pending = _undelivered(store.journal, entry)
     if pending:
         send(environ, entry, pending, timeout)
         resent = [number for number, _, _ in pending]
@@ -109,14 +109,14 @@ def send(environ: Mapping[str, str], entry: QueueEntry, events: list[tuple[int, 
             connection.publish(entry.topic, message(entry, seq, ts, event), timeout=timeout)
 
 
-def _undelivered(store: Store, entry: QueueEntry) -> list[tuple[int, str, Any]]:
+def _undelivered(journal: Journal, entry: QueueEntry) -> list[tuple[int, str, Any]]:
     """The job's published events whose delivery failed, as (seq, ts, event), oldest
     first; read back from its stream."""
     if not entry.undelivered:
         return []
     wanted = set(entry.undelivered)
     found = {}
-    for envelope in store.journal.read_subject(f"queue/{entry.id}"):
+    for envelope in journal.read_subject(f"queue/{entry.id}"):
         data = envelope.data
         if isinstance(data, QueuePublished) and data.seq in wanted:
             found[data.seq] = (data.seq, envelope.ts, data.event)
@@ -161,7 +161,7 @@ def subscribe(store: Store, entry_id: str, environ: Mapping[str, str], *,
                 if follow:
                     continue
                 return
-            taken = _take(store, entry, got.topic, got.payload)
+            taken = _take(store.journal, entry, got.topic, got.payload)
             yield taken
             if follow and isinstance(taken, Received) and _final(taken.event):
                 return
@@ -190,7 +190,7 @@ def _final(event: Any) -> bool:
             and event.get("status") in FINAL_STATUSES)
 
 
-def _take(store: Store, entry: QueueEntry, topic: str, payload: bytes) -> Received | Refused:
+def _take(journal: Journal, entry: QueueEntry, topic: str, payload: bytes) -> Received | Refused:
     try:
         found = json.loads(payload)
     except ValueError:
@@ -212,7 +212,7 @@ def _take(store: Store, entry: QueueEntry, topic: str, payload: bytes) -> Receiv
         return Outcome([NewEvent(f"queue/{entry.id}",
                                  QueueReceived(seq=seq, topic=topic, event=event))], True)
 
-    if not store.journal.write(decide):
+    if not journal.write(decide):
         return Refused(topic, f"seq {seq} was already received")
     ts = found.get("ts")
     return Received(id=entry.id, seq=seq, ts=ts if isinstance(ts, str) else "", topic=topic,

@@ -25,9 +25,10 @@ import msgspec
 from uwf.config.limits import MAX_TIMEOUT_S
 from uwf.engine.clock import format_ts
 from uwf.engine.events import EventData, NewEvent
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.ulids import new_ulid
 from uwf.engine.viewspec import Query
+from uwf.engine.writerlink import WriterLink
 from uwf.errors import UsageError, UwfError
 from uwf.queue import decide as decider
 from uwf.queue import pgcalls
@@ -87,8 +88,8 @@ def policy_values(policy: Policy) -> PolicyValues:
         max_total=policy.max_total)
 
 
-def show_policy(store: Store) -> PolicyShown:
-    return _policy_shown(store.read())
+def show_policy(views: Views) -> PolicyShown:
+    return _policy_shown(views)
 
 
 def _policy_shown(views: Views) -> PolicyShown:
@@ -97,7 +98,7 @@ def _policy_shown(views: Views) -> PolicyShown:
                        updated_at=None if state is None else state.updated_at)
 
 
-def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
+def set_policy(journal: Journal, changes: dict[str, Any], session: str | None = None
                ) -> PolicyShown:
     """Change some of the policy's values (camelCase names); the whole policy, checked,
     is recorded. With `session`, `maxConcurrent` is that session's own ceiling (the
@@ -134,7 +135,7 @@ def set_policy(store: Store, changes: dict[str, Any], session: str | None = None
         # What the command prints is read in the writers' section, just after the fold.
         return Outcome([NewEvent(POLICY_SUBJECT, event)], then=_policy_shown)
 
-    return store.journal.write(decide)
+    return journal.write(decide)
 
 
 def check_policy(values: dict[str, Any]) -> Policy:
@@ -282,7 +283,7 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
     nothing to lease is exit 3. On PostgreSQL one round trip decides it in the server
     (`uwf.queue.pgcalls`); anything but a grant there is decided here."""
     leased = pgcalls.lease(store, limit, session) or _by_writer(
-        store, "queue.lease", {"limit": limit, "session": session}, Leased)
+        store.writer, "queue.lease", {"limit": limit, "session": session}, Leased)
     if leased is not None:
         return leased
     return store.journal.write_at(lease_decision(limit, session))
@@ -302,10 +303,10 @@ def pick(store: Store, session: str) -> str:
 
 # -- the lease holder's commands -----------------------------------------------------
 
-def _by_writer(store: Store, op: str, args: dict[str, Any], result: type[T]) -> T | None:
-    """`op` decided by the store's resident writer (uwf/writer/), when one answers; None:
-    decide it here."""
-    link = store.writer
+def _by_writer(link: WriterLink | None, op: str, args: dict[str, Any], result: type[T]
+               ) -> T | None:
+    """`op` decided by the store's resident writer (uwf/writer/: `link`), when one
+    answers; None: decide it here."""
     return None if link is None else link.call(op, args, result)
 
 
@@ -319,7 +320,8 @@ def complete(store: Store, entry_id: str, lease_id: str, *, run: str | None = No
     """Terminal success; `run` records the run the holder worked on. On PostgreSQL one
     round trip (`uwf.queue.pgcalls`); a refusal is decided and worded here."""
     done = pgcalls.complete(store, entry_id, lease_id, run) or _by_writer(
-        store, "queue.complete", {"id": entry_id, "lease": lease_id, "run": run}, EntryRecord)
+        store.writer, "queue.complete", {"id": entry_id, "lease": lease_id, "run": run},
+        EntryRecord)
     if done is not None:
         return done
     return store.journal.write_at(complete_decision(entry_id, lease_id, run))
@@ -335,7 +337,7 @@ def release(store: Store, entry_id: str, lease_id: str, *, failed: bool = False,
             reason: str = "", run: str | None = None) -> EntryRecord:
     """Give the entry back: ready at once; `failed` counts an attempt (backoff or park).
     `run` records the run the holder started, so the next holder continues it."""
-    done = _by_writer(store, "queue.release", {"id": entry_id, "lease": lease_id,
+    done = _by_writer(store.writer, "queue.release", {"id": entry_id, "lease": lease_id,
                                                "failed": failed, "reason": reason, "run": run},
                       EntryRecord)
     if done is not None:
@@ -350,7 +352,7 @@ def release_decision(entry_id: str, lease_id: str, failed: bool, reason: str,
         reason=reason, run=run))
 
 
-def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
+def fail_attempt(journal: Journal, entry_id: str, why: str) -> NoReturn:
     """`queue status --set completed` of an entry whose work is not there (`why`): its
     live lease is released as one failed attempt (backoff, or parked at maxAttempts),
     recorded, then the command is refused naming `why`. An entry not leased (or whose
@@ -361,7 +363,7 @@ def fail_attempt(store: Store, entry_id: str, why: str) -> NoReturn:
                                              current_policy(views))
         return Outcome([NewEvent(f"queue/{entry_id}", data)], refused)
 
-    raise store.journal.write_at(decide)
+    raise journal.write_at(decide)
 
 
 def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
@@ -374,19 +376,19 @@ def set_status(store: Store, entry_id: str, status: str) -> EntryRecord:
     if target == "drained":
         entry = get_entry(store.read(), entry_id)
         if (why := artifact_failure(entry)) is not None:
-            return fail_attempt(store, entry_id, why)
+            return fail_attempt(store.journal, entry_id, why)
 
     def decide(views: Views) -> Outcome[None]:
         data = decider.set_status(get_entry(views, entry_id), target)
         return Outcome([NewEvent(f"queue/{entry_id}", data)])
 
     store.journal.write(decide)
-    return show(store, entry_id)
+    return show(store.read(), entry_id)
 
 
 def renew(store: Store, entry_id: str, lease_id: str) -> EntryRecord:
     """Extend a live lease to now + leaseTtlMs."""
-    done = _by_writer(store, "queue.renew", {"id": entry_id, "lease": lease_id}, EntryRecord)
+    done = _by_writer(store.writer, "queue.renew", {"id": entry_id, "lease": lease_id}, EntryRecord)
     if done is not None:
         return done
     return store.journal.write_at(renew_decision(entry_id, lease_id))
@@ -397,7 +399,7 @@ def renew_decision(entry_id: str, lease_id: str) -> Decision[EntryRecord]:
         get_entry(views, entry_id), lease_id, now, current_policy(views)))
 
 
-def reclaim(store: Store) -> Reclaimed:
+def reclaim(journal: Journal) -> Reclaimed:
     """Take back every expired lease, each one failed attempt (backoff or park)."""
 
     def decide(views: Views, now: int) -> Outcome[tuple[int, list[ReclaimedLease]]]:
@@ -412,13 +414,13 @@ def reclaim(store: Store) -> Reclaimed:
         return Outcome([NewEvent(f"queue/{entry.id}", data) for entry, data in taken],
                        (now, done))
 
-    now, reclaimed = store.journal.write_at(decide)
+    now, reclaimed = journal.write_at(decide)
     return Reclaimed(now=format_ts(now), count=len(reclaimed), reclaimed=reclaimed)
 
 
-def reset(store: Store, entry_id: str) -> EntryRecord:
+def reset(journal: Journal, entry_id: str) -> EntryRecord:
     """A parked entry is ready again with attempts 0; only a parked one."""
-    return store.journal.write(lambda views: _recorded(entry_id, decider.reset(
+    return journal.write(lambda views: _recorded(entry_id, decider.reset(
         get_entry(views, entry_id))))
 
 

@@ -28,7 +28,7 @@ from uwf.config.settings import Settings
 from uwf.engine.clock import format_ts
 from uwf.engine.events import NewEvent, to_builtins
 from uwf.engine.gcpause import paused
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.ulids import new_ulids
 from uwf.engine.viewspec import Query
 from uwf.errors import NotFound, UsageError, UwfError
@@ -378,19 +378,18 @@ def where_terms(status: str | None = None, repo: str | None = None,
     return where
 
 
-def list_entries(store: Store, status: str | None = None, repo: str | None = None,
+def list_entries(views: Views, status: str | None = None, repo: str | None = None,
                  session: str | None = None, *, limit: int | None = None, offset: int = 0
                  ) -> EntryPage:
     """Entries in queue order, filtered; `total` is how many the filters select."""
-    views = store.read()
     query = Query("queue", tuple(where_terms(status, repo, session)), None,
                   QUEUE_ORDER, limit, offset)
     entries = [record(entry) for entry in views.query(query)]
     return EntryPage(total=views.count(query), limit=limit, offset=offset, entries=entries)
 
 
-def show(store: Store, entry_id: str) -> EntryRecord:
-    return record(get_entry(store.read(), entry_id))
+def show(views: Views, entry_id: str) -> EntryRecord:
+    return record(get_entry(views, entry_id))
 
 
 # -- writes without a lease ------------------------------------------------------------
@@ -444,7 +443,7 @@ def cancel(store: Store, entry_id: str, reason: str = "") -> EntryRecord:
         return Outcome([NewEvent(f"queue/{entry_id}", data)])
 
     store.journal.write(decide)
-    return show(store, entry_id)
+    return show(store.read(), entry_id)
 
 
 # -- logs ------------------------------------------------------------------------------
@@ -457,7 +456,7 @@ def logs(store: Store, entry_id: str, tail: int | None = None) -> Timeline:
     oldest first; `tail` keeps the last N. Read through the stream index, so it costs the
     entry's events, not the log written since the entry was added."""
     entry = get_entry(store.read(), entry_id)
-    events = list(_subject_events(store, f"queue/{entry_id}"))
+    events = list(_subject_events(store.journal, f"queue/{entry_id}"))
     projection = QueueProjection()
     state: QueueEntry | None = None
     timeline: list[TimelineEvent] = []
@@ -474,20 +473,19 @@ def logs(store: Store, entry_id: str, tail: int | None = None) -> Timeline:
     return Timeline(id=entry_id, status=entry.status, events=timeline)
 
 
-def _subject_events(store: Store, subject: str) -> Iterator[Any]:
+def _subject_events(journal: Journal, subject: str) -> Iterator[Any]:
     """The entry's events from its `queue.added` on, oldest first: read newest first
     through the stream index (`Journal.read_subject`) down to that `queue.added`."""
     found = []
-    for envelope in store.journal.read_subject(subject, reverse=True):
+    for envelope in journal.read_subject(subject, reverse=True):
         found.append(envelope)
         if envelope.type == QueueAdded.type:
             break
     return reversed(found)
 
 
-def logs_list(store: Store) -> Timelines:
+def logs_list(views: Views) -> Timelines:
     """Every entry with its live status and the length of its timeline, in queue order."""
-    views = store.read()
     entries = [TimelineLength(id=entry.id, status=entry.status,
                               job_status=JOB_WORDS[entry.status], events=entry.events,
                               enqueued_at=entry.enqueued_at, updated_at=entry.updated_at)

@@ -12,7 +12,7 @@ their deadline; the transitions are the queue's table's (`uwf/queue/rules.py`).
 from __future__ import annotations
 
 from uwf.engine.events import NewEvent
-from uwf.engine.journal import Outcome, Views
+from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.viewspec import Query
 from uwf.queue import decide as decider
 from uwf.queue.projection import QUEUE_ORDER, QueueEntry
@@ -28,14 +28,14 @@ from uwf.threads.questions import time_out_due
 RESUME_BATCH = 100
 
 
-def wait(store: Store, entry_id: str, lease_id: str, run: str, question: str) -> EntryRecord:
+def wait(journal: Journal, entry_id: str, lease_id: str, run: str, question: str) -> EntryRecord:
     """Give the live lease back because run `run` waits for an answer to `question`."""
     def decide(views: Views, now: int) -> Outcome[EntryRecord]:
         data = decider.wait(get_entry(views, entry_id), lease_id, now, run, question)
         return Outcome([NewEvent(f"queue/{entry_id}", data)],
                        then=lambda views: record(get_entry(views, entry_id)))
 
-    return store.journal.write_at(decide)
+    return journal.write_at(decide)
 
 
 def why_resume(thread: ThreadState | None, now: int) -> str | None:

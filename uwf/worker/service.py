@@ -368,7 +368,7 @@ class Worker:
             asked = get_thread(self.store.read(), entry.run).asked
             event["question"] = None if asked is None else asked.question
         try:
-            messages.publish(self.store, held.entry_id, event, self.settings.environ)
+            messages.publish(self.store.journal, held.entry_id, event, self.settings.environ)
         except UwfError as exc:
             held.publish_error = held.publish_error or exc.what
 
@@ -487,7 +487,7 @@ class Worker:
             if failure == WAITING_REASON and held.run is not None:
                 asked = get_thread(self.store.read(), held.run).asked
                 question = "" if asked is None else asked.question
-                waiting.wait(self.store, held.entry_id, held.lease_id, held.run, question)
+                waiting.wait(self.store.journal, held.entry_id, held.lease_id, held.run, question)
                 return result("waiting", question)
             if failure == STOPPED_REASON:
                 sched.release(self.store, held.entry_id, held.lease_id, reason=failure,
