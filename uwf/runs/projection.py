@@ -60,7 +60,9 @@ _MOVES = _THREAD_TYPES - {ThreadStarted.type}
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
     # 5: waiting, the thread's question (threads view 6); 6 (threads view 7): no
-    # `origin` column (no read filters by it; its index cost every replay and write)
+    # `origin` column and no index of `updated_at` (no read filters by the one; the
+    # retention's `updated_at < cutoff` goes by `archived`'s index, as SQLite plans it):
+    # each index costs every replay and write
     version: ClassVar[int] = 6
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
@@ -75,8 +77,7 @@ class RunsProjection(StructProjection):
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("created_at", "key"), ("derived", "created_at", "key"), ("derived", "deadline"),
         ("archived", "created_at", "key"), ("repo", "created_at", "key"),
-        ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"),
-        ("updated_at", "key"))
+        ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"))
     counted: ClassVar[tuple[str, ...]] = ("derived", "archived", "repo")
     text: ClassVar[bool] = True
 
