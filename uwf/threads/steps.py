@@ -22,7 +22,7 @@ from uwf.threads.events import (
 )
 
 
-class StepState(msgspec.Struct, frozen=True, rename="camel"):
+class StepState(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     thread: str
     step_id: str
     role: str
