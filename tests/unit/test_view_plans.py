@@ -161,3 +161,18 @@ def test_each_read_goes_by_an_index_and_each_index_is_read(
         assert "MATCH" in sql or (named and all(named)), f"read by no index: {sql} -> {lines}"
         used.update(match.group(1) for match in named if match is not None)
     assert declared <= used, f"indexes no read uses: {sorted(declared - used)}"
+
+
+def test_the_rows_hold_no_field_at_its_default(env: Cli) -> None:
+    """A run's, a thread's and a step's row leave out each field at its default (no
+    `null`, `0`, `false`, `{}`): smaller rows, and the same state read back."""
+    store = Store.open(env.home)
+    write_runs(store, 4)
+    projections = store.journal.projections
+    for view in VIEWS:
+        rows = list(store.views.scan(view))
+        assert rows, view
+        for _, raw in rows:
+            assert not re.search(rb'":(null|0|false|\{\})[,}]', raw), (view, raw)
+            assert projections[view].encode(projections[view].decode(raw)) == raw
+    store.close()
