@@ -68,8 +68,7 @@ def test_a_thread_through_a_step_a_failure_a_block_and_its_end() -> None:
     state = advance(projection, None, started)
     assert isinstance(state, ThreadState)
     assert (state.state, state.steps, state.head, state.done) == ("idle", 0, None, False)
-    assert projection.column_values(state) == ("idle", 1, "/repo", "solve",
-                                               "2026-11-25T00:00:01.000Z", H1)
+    assert projection.column_values(state) == ("idle", 1, "solve", H1)
     state = advance(projection, state, event(2, subject, ThreadStepStarted("s1", "planner", "go",
                                                                         "mock", 99)))
     assert state.in_flight == InFlight("s1", "planner", "go", "mock", 99,

@@ -80,7 +80,7 @@ def test_a_step_reads_its_thread_once_commits_once_and_no_attempts(
     # One views commit a step: the start's fold rides with the result's.
     assert statements.count("COMMIT") == STEPS, statements.count("COMMIT")
     # No failure since the last step: no page of the thread's steps is read.
-    assert not [s for s in statements if 'FROM "v_steps" WHERE "c_thread"' in s]
+    assert not [s for s in statements if 'FROM "v_steps" WHERE' in s]
     # The step's new nodes (output, detail, StepNode) are read back from what it
     # gathered, never hashed again: only nodes already in the store are, once each (the
     # details the agent repeats, "coded" and "reviewed", put by the steps before).

@@ -59,7 +59,11 @@ _MOVES = _THREAD_TYPES - {ThreadStarted.type}
 
 class RunsProjection(StructProjection):
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 5  # 5: waiting, the thread's question (threads view 6)
+    # 5: waiting, the thread's question (threads view 6); 6 (threads view 7): no
+    # `origin` column and no index of `updated_at` (no read filters by the one; the
+    # retention's `updated_at < cutoff` goes by `archived`'s index, as SQLite plans it):
+    # each index costs every replay and write
+    version: ClassVar[int] = 6
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (*THREAD_EVENTS, *RUN_EVENTS))
     state_type: ClassVar[type[msgspec.Struct]] = RunState
@@ -67,14 +71,13 @@ class RunsProjection(StructProjection):
     # range in that order, so a page costs what it returns.
     columns: ClassVar[tuple[str, ...]] = (
         "derived", "archived", "deadline", "created_at", "updated_at", "repo", "workflow",
-        "workflow_hash", "origin")
+        "workflow_hash")
     types: ClassVar[tuple[str, ...]] = (
-        "text", "int", "int", "text", "text", "text", "text", "text", "text")
+        "text", "int", "int", "text", "text", "text", "text", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("created_at", "key"), ("derived", "created_at", "key"), ("derived", "deadline"),
         ("archived", "created_at", "key"), ("repo", "created_at", "key"),
-        ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"),
-        ("origin", "created_at", "key"), ("updated_at", "key"))
+        ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"))
     counted: ClassVar[tuple[str, ...]] = ("derived", "archived", "repo")
     text: ClassVar[bool] = True
 
@@ -88,10 +91,9 @@ class RunsProjection(StructProjection):
     def column_values(self, state: RunState) -> tuple[ColumnValue, ...]:
         thread = state.thread
         flight = thread.in_flight
-        origin = state.provenance.origin_run_id if state.provenance else thread.thread
         return (derive(thread), int(state.archived),
                 NO_DEADLINE if flight is None else flight.deadline_ms, thread.created_at,
-                thread.updated_at, thread.repo, thread.name, thread.workflow, origin)
+                thread.updated_at, thread.repo, thread.name, thread.workflow)
 
     def search_text(self, state: RunState) -> str:
         thread = state.thread

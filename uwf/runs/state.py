@@ -47,7 +47,7 @@ class RunUsage(msgspec.Struct, frozen=True, rename="camel"):
     reported_steps: int = 0  # accepted steps that reported any usage
 
 
-class RunState(msgspec.Struct, frozen=True, rename="camel"):
+class RunState(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     thread: ThreadState
     title: str
     inputs_digest: str

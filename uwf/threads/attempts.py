@@ -13,7 +13,7 @@ from uwf.engine.viewspec import Query
 from uwf.payload import UNSET, UnsetType
 from uwf.threads.projection import ThreadState
 from uwf.threads.results import Attempt, StepFailure
-from uwf.threads.steps import StepState
+from uwf.threads.steps import StepState, thread_steps
 
 ATTEMPTS_SHOWN = 20
 # The most refused StepNodes a step names as its `previousAttempts` (the latest).
@@ -34,7 +34,7 @@ def last_failure(state: ThreadState) -> StepFailure | None:
 def attempts(views: Views, thread: str, limit: int = ATTEMPTS_SHOWN) -> list[Attempt]:
     """The thread's last `limit` attempts, oldest first (step ids are ULIDs: the key
     order is the order they began in)."""
-    rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
+    rows: list[StepState] = views.query(Query("steps", thread_steps(thread), None,
                                               ("-key",), limit))
     return [_attempt(row) for row in reversed(rows)]
 
@@ -55,7 +55,7 @@ def previous_attempts(views: Views, state: ThreadState, role: str) -> list[str]:
     # passed before it are all there is to read, however long the thread.
     page, offset = 4, 0
     while offset < 4 * PREVIOUS_ATTEMPTS_KEPT:
-        rows: list[StepState] = views.query(Query("steps", (("thread", "=", thread),), None,
+        rows: list[StepState] = views.query(Query("steps", thread_steps(thread), None,
                                                   ("-key",), page, offset))
         for row in rows:
             if row.outcome in ("stepped", "reused"):

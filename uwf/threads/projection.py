@@ -26,23 +26,23 @@ __all__ = ["FAILURE_MESSAGE_CHARS", "Asked", "InFlight", "LastFailure", "ThreadS
 
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
-    version: ClassVar[int] = 6  # 6: waiting, and the head's question
+    # 6: waiting, and the head's question; 7: no `repo` and `created_at` columns (no read
+    # filters or orders threads by them: `run list` does, from the runs view)
+    version: ClassVar[int] = 7
     event_types: ClassVar[frozenset[str]] = frozenset(t.type for t in THREAD_KINDS)
     state_type: ClassVar[type[msgspec.Struct]] = ThreadState
     # `thread list` reads open (not ended) threads in creation (key) order, one index
     # range however many threads ended; `--status`, `--workflow NAME` and `--workflow
-    # HASH` are index ranges too. Counts per state are kept.
-    columns: ClassVar[tuple[str, ...]] = ("state", "open", "repo", "name", "created_at",
-                                          "workflow")
-    types: ClassVar[tuple[str, ...]] = ("text", "int", "text", "text", "text", "text")
+    # HASH` are index ranges too. Counts per state are kept. Only the columns those
+    # reads use are kept: each index costs every write and a replay's load.
+    columns: ClassVar[tuple[str, ...]] = ("state", "open", "name", "workflow")
+    types: ClassVar[tuple[str, ...]] = ("text", "int", "text", "text")
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
-        ("open", "key"), ("state", "key"), ("repo", "key"), ("name", "key"),
-        ("created_at", "key"), ("workflow", "key"))
+        ("open", "key"), ("state", "key"), ("name", "key"), ("workflow", "key"))
     counted: ClassVar[tuple[str, ...]] = ("state",)
 
     def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
-        return (state.state, 0 if state.done else 1, state.repo, state.name, state.created_at,
-                state.workflow)
+        return (state.state, 0 if state.done else 1, state.name, state.workflow)
 
     def key(self, event: Envelope) -> str:
         return event.subject.removeprefix("thread/")

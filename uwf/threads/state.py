@@ -64,7 +64,7 @@ class LastFailure(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
     exit_status: int | None = None
 
 
-class ThreadState(msgspec.Struct, frozen=True, rename="camel"):
+class ThreadState(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     thread: str
     workflow: str
     name: str

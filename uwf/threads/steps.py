@@ -22,7 +22,7 @@ from uwf.threads.events import (
 )
 
 
-class StepState(msgspec.Struct, frozen=True, rename="camel"):
+class StepState(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     thread: str
     step_id: str
     role: str
@@ -47,14 +47,17 @@ _replace = msgspec.structs.replace
 
 class StepsProjection(StructProjection):
     name: ClassVar[str] = "steps"
-    # 3: when it ended, and a failure's message and stderr; 4: a refused StepNode
-    version: ClassVar[int] = 4
+    # 3: when it ended, and a failure's message and stderr; 4: a refused StepNode; 5: no
+    # `thread` column (a thread's steps are a range of the key, `<thread>/`: `key_range`),
+    # `head` a sparse column (a step in flight or failed has none: no index entry)
+    version: ClassVar[int] = 5
     event_types: ClassVar[frozenset[str]] = frozenset(
         t.type for t in (ThreadStepStarted, ThreadStepped, ThreadStepFailed))
     state_type: ClassVar[type[msgspec.Struct]] = StepState
-    columns: ClassVar[tuple[str, ...]] = ("thread", "head")
-    types: ClassVar[tuple[str, ...]] = ("text", "text")
-    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("thread", "key"), ("head", "key"))
+    columns: ClassVar[tuple[str, ...]] = ("head",)
+    types: ClassVar[tuple[str, ...]] = ("text",)
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("head", "key"),)
+    sparse: ClassVar[tuple[str, ...]] = ("head",)
 
     def key(self, event: Envelope) -> str:
         data: ThreadStepStarted | ThreadStepped | ThreadStepFailed = event.data
@@ -77,3 +80,10 @@ class StepsProjection(StructProjection):
                             message=data.message, exit_status=data.exit_status,
                             stderr=data.stderr, node=data.node)
         return state
+
+
+def thread_steps(thread: str) -> tuple[tuple[str, str, str], ...]:
+    """The `where` of a thread's rows in the steps view: its keys, `<thread>/<stepId>`,
+    are the range from `<thread>/` up to `<thread>0` (`0` follows `/`), one range of
+    the key's own index. (A thread id holds no `/`: uwf mints them as ULIDs.)"""
+    return (("key", ">", f"{thread}/"), ("key", "<", f"{thread}0"))
