@@ -203,6 +203,9 @@ def flush(journal: Journal, memory: Memory) -> bool:
 def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoint:
     """The log's head, the views caught up with it (as `Journal.write_at` enters), or
     behind it by the memory's unsaved rows only (the log's tail is the memory's own)."""
+    own = getattr(session, "own_head", None)  # the resident writer's: uwf/writer/owned.py
+    if own is not None and memory.head is not None and own() == memory.head:
+        return memory.head  # the tail is the memory's own line: nothing to look at
     tail = session.tail()
     if tail is not None and tail == memory.head:
         # The log's last whole line is the memory's own: no line was written since,

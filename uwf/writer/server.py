@@ -54,6 +54,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
+from uwf.writer.owned import own_head
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -86,6 +87,9 @@ class _Counted:
 
     def tail(self) -> Checkpoint | None:
         return self.session.tail()
+
+    def own_head(self) -> Checkpoint | None:
+        return own_head(self.session)
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         return self.session.recover()
