@@ -2,7 +2,7 @@
 socket, many commands to one fsync.
 
 Each round of its loop takes every call that has arrived (from any number of client
-processes) and decides them as one unit (`Journal.write_round`, uwf/engine/rounds.py:
+processes) and decides them as one unit (`rounds.decide_round`, uwf/engine/rounds.py:
 the writers' lock and the tail check once, each call decided against the queue held
 in memory, uwf/writer/memqueue.py, one append of the round's lines), its fsync left
 out and its views' commit deferred to an idle moment (`flush`). The round's replies
