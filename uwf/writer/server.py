@@ -398,7 +398,7 @@ class Writer:
         segment it appended to: not yet durable).
 
         Batched (the default): every call that names a served operation is decided in
-        one round of the write protocol (`Journal.write_round`: one tail check, each
+        one round of the write protocol (`rounds.decide_round`: one tail check, each
         decided against the queue held in memory, one append, one views commit)."""
         if not self.batch:
             return self._one_by_one(calls)
