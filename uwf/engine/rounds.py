@@ -125,59 +125,71 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
     with `defer`, their rows kept in `memory.unsaved` for a later `flush`."""
     journal._not_deciding("write")
     with journal.log.exclusive() as session:
-        head = _at_head(journal, session, memory)
-        if memory.head != head:
-            memory.catch_up(journal, head)
-        known = _Known(memory)
-        results: list[Any | UwfError] = []
-        raws: list[bytes] = []
-        unsaved = memory.unsaved or Unsaved(head)
-        projections = journal.projections
-        names = set(projections)
-        try:
-            for decide in decides:
-                now = journal.clock()
-                journal._local.deciding = True
-                try:
-                    outcome = decide(memory.views(head), now)
-                except UwfError as exc:
-                    results.append(exc)
-                    continue
-                finally:
-                    journal._local.deciding = False
-                if outcome.events:
-                    events = list(outcome.events)
-                    if head.seq == 0:
-                        events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
-                    made, lines = journal.envelopes(head, events, now)
-                    states = journal.fold.prefetch(made, known)
-                    before = unsaved.before
-                    for key, state in states.items():
-                        if key not in before:  # the row the views hold (at `start`)
-                            before[key] = None if state is None else \
-                                projections[key[0]].row(state)
-                    since = dict.fromkeys(projections, head.seq)
-                    for envelope in made:
-                        journal.fold.apply(states, envelope, since, names, known)
-                    memory.change(states)
-                    unsaved.changed.update(states)
-                    unsaved.streams.extend((envelope.subject, envelope.seq)
-                                           for envelope in made)
-                    raws.extend(lines)
-                    head = Checkpoint(made[-1].seq, digest(lines[-1]))
-                if outcome.then is not None:
-                    results.append(outcome.then(memory.views(head)))
-                else:
-                    results.append(outcome.result)
-            if raws:
-                memory.head = session.append(raws)  # one write(2) of the round's lines
-                unsaved.rounds += 1
-                memory.unsaved = unsaved
-                if not defer:
-                    flush(journal, memory)
-        except BaseException:
-            memory.forget()  # what it holds may be ahead of the log now
-            raise
+        return decide_round(journal, session, decides, memory, defer=defer)
+
+
+def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide],
+                 memory: Memory, *, defer: bool = False) -> list[Any | UwfError]:
+    """`write_round` in an exclusive section the caller holds (the resident writer's
+    round: uwf/writer/server.py)."""
+    head = _at_head(journal, session, memory)
+    if memory.head != head:
+        memory.catch_up(journal, head)
+    known = _Known(memory)
+    results: list[Any | UwfError] = []
+    raws: list[bytes] = []
+    unsaved = memory.unsaved or Unsaved(head)
+    projections = journal.projections
+    names = set(projections)
+    views = memory.views(head)  # one for the round: it reads the memory as it moves
+    local = journal._local
+    fold = journal.fold
+    try:
+        for decide in decides:
+            now = journal.clock()
+            views.head = head
+            local.deciding = True
+            try:
+                outcome = decide(views, now)
+            except UwfError as exc:
+                results.append(exc)
+                continue
+            finally:
+                local.deciding = False
+            if outcome.events:
+                events = list(outcome.events)
+                if head.seq == 0:
+                    events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
+                made, lines = journal.envelopes(head, events, now)
+                states = fold.prefetch(made, known)
+                before = unsaved.before
+                for key, state in states.items():
+                    if key not in before:  # the row the views hold (at `start`)
+                        before[key] = None if state is None else \
+                            projections[key[0]].row(state)
+                since = dict.fromkeys(projections, head.seq)
+                for envelope in made:
+                    fold.apply(states, envelope, since, names, known)
+                memory.change(states)
+                unsaved.changed.update(states)
+                unsaved.streams.extend((envelope.subject, envelope.seq)
+                                       for envelope in made)
+                raws.extend(lines)
+                head = Checkpoint(made[-1].seq, digest(lines[-1]))
+            if outcome.then is not None:
+                views.head = head
+                results.append(outcome.then(views))
+            else:
+                results.append(outcome.result)
+        if raws:
+            memory.head = session.append(raws)  # one write(2) of the round's lines
+            unsaved.rounds += 1
+            memory.unsaved = unsaved
+            if not defer:
+                flush(journal, memory)
+    except BaseException:
+        memory.forget()  # what it holds may be ahead of the log now
+        raise
     return results
 
 
@@ -203,6 +215,9 @@ def flush(journal: Journal, memory: Memory) -> bool:
 def _at_head(journal: Journal, session: LogSession, memory: Memory) -> Checkpoint:
     """The log's head, the views caught up with it (as `Journal.write_at` enters), or
     behind it by the memory's unsaved rows only (the log's tail is the memory's own)."""
+    own = getattr(session, "own_head", None)  # the resident writer's: uwf/writer/owned.py
+    if own is not None and memory.head is not None and own() == memory.head:
+        return memory.head  # the tail is the memory's own line: nothing to look at
     tail = session.tail()
     if tail is not None and tail == memory.head:
         # The log's last whole line is the memory's own: no line was written since,

@@ -2,7 +2,7 @@
 socket, many commands to one fsync.
 
 Each round of its loop takes every call that has arrived (from any number of client
-processes) and decides them as one unit (`Journal.write_round`, uwf/engine/rounds.py:
+processes) and decides them as one unit (`rounds.decide_round`, uwf/engine/rounds.py:
 the writers' lock and the tail check once, each call decided against the queue held
 in memory, uwf/writer/memqueue.py, one append of the round's lines), its fsync left
 out and its views' commit deferred to an idle moment (`flush`). The round's replies
@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import selectors
+import select
 import socket
 import sys
 import traceback
@@ -36,7 +36,7 @@ import msgspec
 from uwf.engine.clock import system_clock
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
-from uwf.engine.rounds import Decide, flush
+from uwf.engine.rounds import Decide, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -54,6 +54,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
+from uwf.writer.owned import own_head
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -86,6 +87,9 @@ class _Counted:
 
     def tail(self) -> Checkpoint | None:
         return self.session.tail()
+
+    def own_head(self) -> Checkpoint | None:
+        return own_head(self.session)
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         return self.session.recover()
@@ -247,7 +251,10 @@ class Writer:
         self._syncer = Syncer(self.log.sync, _answer, _unavailable, inline=inline)
         self._lock_fd: int | None = None
         self._listener: socket.socket | None = None
-        self._selector = selectors.DefaultSelector()
+        # The loop's poll: each descriptor's peer (None: the listener), no selectors
+        # layer between epoll and the loop (a call's wake-up is its hot path).
+        self._poll = select.epoll()
+        self._peers: dict[int, _Peer | None] = {}
 
     def start(self) -> None:
         """Take the store's writer lock, and listen on its socket (a stale one removed)."""
@@ -274,7 +281,8 @@ class Writer:
                 os.close(dir_fd)
         listener.setblocking(False)
         self._listener = listener
-        self._selector.register(listener, selectors.EVENT_READ, None)
+        self._poll.register(listener.fileno(), select.EPOLLIN)
+        self._peers[listener.fileno()] = None
         # The queue read into memory now, not on the first call.
         self.memory.catch_up(self.store.journal, self.store.journal.refresh())
         self._syncer.start()
@@ -304,11 +312,13 @@ class Writer:
             else:
                 timeout = min(timeout, FLUSH_IDLE)
         calls: list[tuple[_Peer, Call | None]] = []
-        for key, _mask in self._selector.select(timeout):
-            if key.data is None:
+        peers = self._peers
+        for fd, _mask in self._poll.poll(timeout):
+            peer = peers.get(fd)
+            if peer is not None:
+                calls.extend(self._read(peer))
+            elif fd in peers:
                 self._accept()
-            else:
-                calls.extend(self._read(key.data))
         if calls:
             self._round(calls)
         elif self.memory.unsaved is not None and not self._syncer.busy:
@@ -327,7 +337,8 @@ class Writer:
             except BlockingIOError:
                 return
             sock.setblocking(True)
-            self._selector.register(sock, selectors.EVENT_READ, _Peer(sock))
+            self._peers[sock.fileno()] = _Peer(sock)
+            self._poll.register(sock.fileno(), select.EPOLLIN)
 
     def _read(self, peer: _Peer) -> list[tuple[_Peer, Call | None]]:
         """The whole calls `peer` has sent (None: one that does not decode)."""
@@ -357,8 +368,10 @@ class Writer:
         return found
 
     def _drop(self, peer: _Peer) -> None:
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(peer.sock)
+        fd = peer.sock.fileno()
+        if self._peers.pop(fd, None) is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._poll.unregister(fd)
         with contextlib.suppress(OSError):
             peer.sock.close()
 
@@ -385,7 +398,7 @@ class Writer:
         segment it appended to: not yet durable).
 
         Batched (the default): every call that names a served operation is decided in
-        one round of the write protocol (`Journal.write_round`: one tail check, each
+        one round of the write protocol (`rounds.decide_round`: one tail check, each
         decided against the queue held in memory, one append, one views commit)."""
         if not self.batch:
             return self._one_by_one(calls)
@@ -397,8 +410,8 @@ class Writer:
             if decide is not None:
                 decides.append(decide)
         with self.log.round() as section:
-            results = iter(self.store.journal.write_round(decides, self.memory,
-                                                          defer=self.defer))
+            results = iter(decide_round(self.store.journal, section, decides, self.memory,
+                                        defer=self.defer))
         answered: list[tuple[_Peer, Done | Refused]] = []
         for (peer, _call), early in zip(calls, replies, strict=True):
             reply = early
@@ -466,10 +479,12 @@ class Writer:
                     os.close(dir_fd)
             self._listener.close()
             self._listener = None
-        for key in list(self._selector.get_map().values()):
-            with contextlib.suppress(OSError):
-                key.fileobj.close()  # type: ignore[union-attr]
-        self._selector.close()
+        for peer in list(self._peers.values()):
+            if peer is not None:
+                with contextlib.suppress(OSError):
+                    peer.sock.close()
+        self._peers.clear()
+        self._poll.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -77,10 +77,10 @@ class Syncer:
 
     def _loop(self) -> None:
         while True:
-            batch = [self._queue.get()]
-            with contextlib.suppress(queue.Empty):
-                while True:  # every round handed here meanwhile shares this fsync
-                    batch.append(self._queue.get_nowait())
+            waiting = self._queue
+            batch = [waiting.get()]
+            while not waiting.empty():  # every round handed here meanwhile shares this fsync
+                batch.append(waiting.get_nowait())  # (this thread is its only reader)
             rounds = [item for item in batch if item is not None]
             self._durable(rounds)
             self._answered += len(rounds)
