@@ -50,7 +50,7 @@ from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
+from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -68,7 +68,7 @@ MOST = 64
 
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
-    return {field.name: field.encode_name for field in struct_info(kind).fields}
+    return {field.name: field.encode_name for field in struct_fields(kind)}
 
 
 # -- what the server runs, generated -------------------------------------------------------
