@@ -373,7 +373,7 @@ def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
       ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
   p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
   p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
   p_count_views text[], p_count_keys text[], p_counts bigint[],
@@ -411,7 +411,7 @@ BEGIN
   s := p_seq + cardinality(p_lines); prev := p_last;
 {LEAVE.format(channel="'" + CHANNEL + "'")}
 END $proc$"""
-    params = ("boolean", "int", "bigint", "text", "text[]", "bytea[]", "bigint[]",
+    params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
               "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
               "text[]", "bigint[]")
     return Procedure("uwf_write", params, create)

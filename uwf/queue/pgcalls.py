@@ -89,7 +89,7 @@ def _sql_list(values: list[str]) -> str:
     return "ARRAY[" + ", ".join(quote(value) for value in values) + "]::text[]"
 
 
-_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
+_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text")
 # What every command's procedure does first: the lock, the head, the instant, the views'
 # check. Sets `h` (the head row: seq, line, ends, its digest, whether the views are at
 # it) and `flush`. The instant is the caller's clock, read just before the call,
@@ -229,7 +229,7 @@ def lease_procedure() -> Procedure:
        AND q.c_session IS NOT DISTINCT FROM nullif(label, '') AND q.c_lease_expires > p_now;"""
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text,
   p_session text, p_limit int, p_lease_ids text[], p_ids text[],
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
@@ -333,7 +333,7 @@ def complete_procedure() -> Procedure:
     held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text,
   p_key text, p_lease_id text, p_run text, p_ids text[], p_middle bytea,
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
