@@ -129,7 +129,9 @@ def test_a_view_holding_its_own_row_is_left_to_the_ordinary_way(store: Store,
     """A view at the head holding its own row (moved alone: the others moved, it
     pinned, by the ordinary way's `pgckpt.write`): the server-side command says stale,
     the ordinary way writes and joins it again, and the next is one call."""
-    signatures = store.journal.views.signatures()
+    views = store.journal.views
+    assert isinstance(views, PgViewStore)
+    signatures = views.signatures()
     with psycopg.connect(pg_url) as connection:  # one transaction, as a commit's
         found = connection.execute(pgckpt.SELECT).fetchall()
         kept = ckptrows.read(found, signatures)

@@ -14,6 +14,7 @@ from tests.conftest import EXAMPLE
 from uwf.audit.verify import verify as verify_log
 from uwf.engine import pgckpt, pgschema
 from uwf.engine.pgdb import PgDatabase
+from uwf.engine.pgviews import PgViewStore
 from uwf.errors import OldFormat, StoreUnavailable
 from uwf.queue import pgcalls, sched
 from uwf.queue.service import add_batch
@@ -180,7 +181,9 @@ def test_a_populated_schema_5_database_is_migrated_to_6(pg_url: str, tmp_path: P
         assert store.log.head().seq == head
         with psycopg.connect(pg_url, autocommit=True) as connection:
             row = connection.execute("SELECT joined FROM uwf_views WHERE name = ''").fetchone()
-        assert row == (pgckpt.joined(store.journal.views.signatures()),)
+        views = store.journal.views
+        assert isinstance(views, PgViewStore)
+        assert row == (pgckpt.joined(views.signatures()),)
         leased = pgcalls.lease(store, 1, None)  # one call: the checkpoints as migrated
         assert leased is not None
         assert pgcalls.complete(store, leased.leases[0].id, leased.leases[0].lease_id,
