@@ -49,6 +49,7 @@ from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
+from uwf.engine.ulids import new_ulids
 from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
@@ -417,9 +418,9 @@ def _middle(envelope: Envelope) -> bytes:
 
 
 def _ulids(now: int, count: int) -> list[str]:
-    from ulid import ULID
-
-    return [str(ULID.from_timestamp(now)) for _ in range(count)]
+    """`count` new ids of the instant `now` (uwf/engine/ulids.py, as the journal's: not
+    python-ulid, whose import a process's first lease paid, ~2 ms)."""
+    return new_ulids(now, count)
 
 
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
