@@ -172,8 +172,10 @@ def _proto_cycles(url: str, count: int) -> int:
 
     with psycopg.connect(url, autocommit=True) as conn:
         for _ in range(WARM + count):
-            key, lease = conn.execute("CALL uwf_lease_p(%s)", ("s1",)).fetchone()
-            conn.execute("CALL uwf_complete_p(%s, %s)", (key, lease))
+            got = conn.execute("CALL uwf_lease_p(%s)", ("s1",)).fetchone()
+            assert got is not None
+            assert got[0] is not None, got
+            conn.execute("CALL uwf_complete_p(%s, %s)", got)
         return int(conn.info.backend_pid)
 
 
