@@ -363,3 +363,33 @@ def test_a_row_not_as_uwf_writes_it_goes_the_ordinary_way(store: Store, tmp_path
     sched.complete(store, leased.id, leased.lease_id)  # its row is msgspec's again
     assert [called(text) for text in sent] == ["CALL uwf_complete"]
     check_verified(store)
+
+
+def backends(url: str) -> int:
+    """The server's backends connected to the store's database, this look's aside."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                 "current_database() AND pid <> pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_process_of_one_call_commands_opens_one_connection(store: Store, pg_url: str,
+                                                            tmp_path: Path) -> None:
+    """The writer's connection is made on the first section that needs it: a store whose
+    commands each go in one call never opens it (each costs the server a backend)."""
+    add(store, tmp_path, [{"prompt": f"p{n}"} for n in range(3)])
+    sched.set_policy(store, {"maxConcurrent": 8})
+    warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
+    sched.complete(store, warm.id, warm.lease_id)
+    before = backends(pg_url)
+    worker = Store.open(pg_url)
+    try:
+        worker.read()
+        leased = sched.lease(worker, 1).leases[0]
+        sched.complete(worker, leased.id, leased.lease_id)
+        sched.set_policy(worker, {"maxConcurrent": 9})
+        assert backends(pg_url) == before + 1
+    finally:
+        worker.close()
+    check_verified(store)

@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import EXAMPLE
 from tests.contract.test_ckptrows import moved_on_and_joined
 from uwf.audit.verify import verify as verify_log
+from uwf.engine import ckptrows, pgckpt
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
 from uwf.engine.pgviews import PgViewStore
@@ -126,11 +127,19 @@ def test_the_server_side_commands_move_the_shared_row_only(store: Store, pg_url:
 
 def test_a_view_holding_its_own_row_is_left_to_the_ordinary_way(store: Store,
                                                                pg_url: str) -> None:
-    """A view at the head holding its own row (moved alone): the server-side command
-    says stale, the ordinary way writes and joins it again, and the next is one call."""
-    with psycopg.connect(pg_url, autocommit=True) as connection:
-        connection.execute("UPDATE uwf_views v SET seq = s.seq, digest = s.digest FROM "
-                           "uwf_views s WHERE s.name = '' AND v.name = 'queue'")
+    """A view at the head holding its own row (moved alone: the others moved, it
+    pinned, by the ordinary way's `pgckpt.write`): the server-side command says stale,
+    the ordinary way writes and joins it again, and the next is one call."""
+    views = store.journal.views
+    assert isinstance(views, PgViewStore)
+    signatures = views.signatures()
+    with psycopg.connect(pg_url) as connection:  # one transaction, as a commit's
+        found = connection.execute(pgckpt.SELECT).fetchall()
+        kept = ckptrows.read(found, signatures)
+        assert kept.shared is not None
+        pgckpt.write(connection, kept, {name: sig for name, sig, _, _ in found},
+                     {name: sig for name, sig in signatures.items() if name != "queue"},
+                     kept.shared)
     assert rows(pg_url)["queue"][0] == store.log.head().seq
     assert pgcalls.lease(store, 1, None) is None
     leased = sched.lease(store, 1).leases[0]
@@ -138,3 +147,22 @@ def test_a_view_holding_its_own_row_is_left_to_the_ordinary_way(store: Store,
     assert pgcalls.complete(store, leased.id, leased.lease_id, None) is not None
     assert verify_log(store).ok
     assert verify_views(store).ok
+
+
+def test_a_view_another_uwf_joined_is_left_to_the_ordinary_way(store: Store,
+                                                              pg_url: str) -> None:
+    """A view this uwf does not know, joined to the shared row (by another version's
+    commit, an INSERT): the shared row's `joined` no longer matches this uwf's list
+    (schema 6: written by the table's trigger), so the server-side command says stale
+    rather than move a checkpoint it does not fold."""
+    granted = pgcalls.lease(store, 1, None)
+    assert granted is not None  # one call while the joined rows are this uwf's
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute("INSERT INTO uwf_views VALUES ('other', '[1]', NULL, NULL)")
+    assert pgcalls.lease(store, 1, None) is None
+    assert pgcalls.complete(store, granted.leases[0].id, granted.leases[0].lease_id,
+                            None) is None
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute("DELETE FROM uwf_views WHERE name = 'other'")
+    assert pgcalls.complete(store, granted.leases[0].id, granted.leases[0].lease_id,
+                            None) is not None

@@ -12,8 +12,9 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from uwf.audit.verify import verify as verify_log
-from uwf.engine import pgschema
+from uwf.engine import pgckpt, pgschema
 from uwf.engine.pgdb import PgDatabase
+from uwf.engine.pgviews import PgViewStore
 from uwf.errors import OldFormat, StoreUnavailable
 from uwf.queue import pgcalls, sched
 from uwf.queue.service import add_batch
@@ -143,10 +144,64 @@ def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
         store.close()
 
 
+def at_schema_5(url: str) -> None:
+    """The database as schema 5 held it: no `joined` on the checkpoints' rows, no
+    trigger writing it."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("DROP TRIGGER uwf_views_joined ON uwf_views")
+        connection.execute("DROP FUNCTION uwf_views_joined()")
+        connection.execute("ALTER TABLE uwf_views DROP COLUMN joined")
+        connection.execute("DELETE FROM uwf_migrations WHERE version = 6")
+        connection.execute("UPDATE uwf_schema SET version = 5")
+
+
+def joined_column(url: str) -> tuple[bool, bool]:
+    """Whether `uwf_views` has its `joined` column, and its trigger."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        found = connection.execute(
+            "SELECT EXISTS (SELECT FROM information_schema.columns WHERE table_name = "
+            "'uwf_views' AND column_name = 'joined'), EXISTS (SELECT FROM pg_trigger WHERE "
+            "tgrelid = 'uwf_views'::regclass AND tgname = 'uwf_views_joined')").fetchone()
+    assert found is not None
+    return found[0], found[1]
+
+
+def test_a_populated_schema_5_database_is_migrated_to_6(pg_url: str, tmp_path: Path) -> None:
+    """Schema 6: the shared checkpoint row of a populated schema-5 database gets the
+    digest of its joined views, so the server's commands take one call again at once;
+    a view joined or left later changes it (the trigger), the commands then stale."""
+    head = populated(pg_url, tmp_path)
+    at_schema_5(pg_url)
+    assert versions(pg_url) == (5, ALL[:-1])
+    assert joined_column(pg_url) == (False, False)
+    store = Store.open(pg_url)
+    try:
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
+        assert joined_column(pg_url) == (True, True)
+        assert store.log.head().seq == head
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            row = connection.execute("SELECT joined FROM uwf_views WHERE name = ''").fetchone()
+        views = store.journal.views
+        assert isinstance(views, PgViewStore)
+        assert row == (pgckpt.joined(views.signatures()),)
+        leased = pgcalls.lease(store, 1, None)  # one call: the checkpoints as migrated
+        assert leased is not None
+        assert pgcalls.complete(store, leased.leases[0].id, leased.leases[0].lease_id,
+                                None) is not None
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            connection.execute("INSERT INTO uwf_views VALUES ('other', '[1]', NULL, NULL)")
+        assert pgcalls.lease(store, 1, None) is None  # a view it does not know, joined
+        assert verify_log(store).ok
+        assert verify_views(store).ok
+    finally:
+        store.close()
+
+
 def at_schema_4(url: str) -> None:
     """The database as schema 4 held it: the kept counts a row of `uwf_view_counts` a
     (view, column, value), a count at 0 kept (as that uwf's commit left it); the log's
     checks the table's, its columns plain `bigint` and `bytea`."""
+    at_schema_5(url)
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(
             "ALTER TABLE uwf_events ALTER COLUMN seq TYPE bigint, ALTER COLUMN line TYPE "
@@ -191,7 +246,7 @@ def test_a_populated_schema_4_database_is_migrated_to_5(pg_url: str, tmp_path: P
         store.close()
     assert before["status"] == {"ready": 2, "leased": 1}
     at_schema_4(pg_url)
-    assert versions(pg_url) == (4, ALL[:-1])
+    assert versions(pg_url) == (4, ALL[:-2])
     assert log_checks(pg_url) == (["uwf_events_line_check", "uwf_events_seq_check"], [])
     store = Store.open(pg_url)
     try:

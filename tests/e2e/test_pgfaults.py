@@ -455,7 +455,9 @@ def test_a_step_whose_connections_dropped_while_its_agent_ran_is_recorded(
         cut_off = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
             "current_database() AND pid <> pg_backend_pid()").fetchall()
-    assert len(cut_off) >= 2  # the step's reader and writer
+    # The step's reader (its writer's connection is made on the first section that
+    # needs one: the step's start went in one call, uwf/engine/pgdb.py).
+    assert len(cut_off) >= 1
     (tmp_path / "go").touch()
     out, err = stepping.communicate(timeout=60)
     assert (stepping.returncode, err) == (0, ""), err

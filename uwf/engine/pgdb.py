@@ -1,12 +1,12 @@
 """One PostgreSQL database holding a store: the connections its log, views and CAS share.
 
 The PostgreSQL backends (`uwf.engine.pglog`, `uwf.engine.pgviews`, `uwf.cas.pgblobs`)
-are built on one `PgDatabase`. It keeps two connections: the writer's, on which the
-log's exclusive section is one transaction (`transaction()`: the log's append and the
-views' fold commit together, or neither does), and the reader's, in autocommit, for
-everything else. Inside a writer's section, `connection()` is the writer's, so the
-section reads what it has written; elsewhere it is the reader's, which sees only
-committed transactions.
+are built on one `PgDatabase`. It keeps two connections: the writer's (made on the
+first section that needs it), on which the log's exclusive section is one transaction
+(`transaction()`: the log's append and the views' fold commit together, or neither
+does), and the reader's, in autocommit, for everything else. Inside a writer's
+section, `connection()` is the writer's, so the section reads what it has written;
+elsewhere it is the reader's, which sees only committed transactions.
 
 psycopg (the `postgres` extra) is imported when a database is opened, never by
 `uwf --help`. A URL's password is never shown: errors name the host and database.
@@ -60,7 +60,11 @@ class PgDatabase:
         self._local = threading.local()
         self._lock = threading.RLock()  # one writer's section at a time in this process
         self._reader: psycopg.Connection[Any] = self._connect(autocommit=True)
-        self._writer: psycopg.Connection[Any] = self._connect(autocommit=False)
+        # The writer's connection is made on the first section that needs it: a process
+        # whose commands each go in one call (uwf/engine/pgwrite.py, uwf/queue/pgcalls.py)
+        # never opens it, and a connection costs the server ~4.5 ms of CPU (a backend
+        # started: docs/benchmarks.md).
+        self._writer: psycopg.Connection[Any] | None = None
         self._check_schema()
 
     # A connection the server dropped (a restart, a network cut) fails the statement
@@ -78,12 +82,15 @@ class PgDatabase:
 
     @property
     def writer(self) -> psycopg.Connection[Any]:
-        """The connection of the writers' sections (one at a time, under `_lock`)."""
-        if not self.in_transaction and (self._writer.closed or self._writer.broken):
+        """The connection of the writers' sections (one at a time, under `_lock`), made
+        on first use."""
+        writer = self._writer
+        if writer is None or (not self.in_transaction and (writer.closed or writer.broken)):
             with self._lock:
-                if self._writer.closed or self._writer.broken:
-                    self._writer = self._connect(autocommit=False)
-        return self._writer
+                writer = self._writer
+                if writer is None or writer.closed or writer.broken:
+                    writer = self._writer = self._connect(autocommit=False)
+        return writer
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
         try:
@@ -199,6 +206,6 @@ class PgDatabase:
         return connection
 
     def close(self) -> None:
-        for connection in (self._reader, self._writer):
+        for connection in filter(None, (self._reader, self._writer)):
             with contextlib.suppress(Exception):
                 connection.close()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uwf import __version__
-from uwf.engine import pgcounts, pglogrow
+from uwf.engine import pgckpt, pgcounts, pglogrow
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,6 +64,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "without a newline) those of its columns' types, the domains `uwf_seq` and "
                  "`uwf_line` (uwf/engine/pglogrow.py), not the table's",
               (*pgcounts.MIGRATE, *pglogrow.MIGRATE)),
+    Migration(6, "which views are joined to the shared checkpoint, kept on its row (issue 31): "
+                 "`uwf_views.joined`, a digest of the joined rows' list, written by a trigger "
+                 "on the table's inserts and deletes and by the commit that pins views "
+                 "(uwf/engine/pgckpt.py), so a command checks it in the one lookup of the "
+                 "shared row it makes",
+              pgckpt.MIGRATE),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
 

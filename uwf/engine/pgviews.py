@@ -65,7 +65,7 @@ from uwf.errors import Corrupt, StoreBusy
 Connection = psycopg.Connection[Any]
 Rows = list[tuple[Any, ...]]
 _META = (
-    pgckpt.CREATE,
+    *pgckpt.CREATE,
     pgcounts.CREATE,
     'CREATE TABLE IF NOT EXISTS uwf_streams (subject text COLLATE "C" NOT NULL, '
     "seq bigint NOT NULL, PRIMARY KEY (subject, seq))",

@@ -335,7 +335,7 @@ class OneCall:
             [None if row is None else searchable(row.text) for _, _, row in flat],
             [view for view, _, _, _ in moves],
             [count_key(column, value) for _, column, value, _ in moves],
-            [n for _, _, _, n in moves]]
+            [n for _, _, _, n in moves], list(rows)]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
@@ -365,22 +365,25 @@ def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
         updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
         branches.append(f"""
     WHEN '{name}' THEN
-      DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
-        u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
+      IF deleting THEN  -- a row removed: rare, so its statement only then
+        DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
+          u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
+      END IF;
       INSERT INTO {table(spec.name)} (key, value{columns}, text)
       SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_columns,
         p_texts) AS u(v, k, val, c, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
       ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
   p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
   p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
-  p_count_views text[], p_count_keys text[], p_counts bigint[],
+  p_count_views text[], p_count_keys text[], p_counts bigint[], p_written text[],
   INOUT o_status text DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE
   h record; flush boolean; done text; s bigint; prev text; view_name text;
+  deleting boolean;
 BEGIN
 {LOCK.format(log_lock=LOG_LOCK, can_flush=CAN_FLUSH)}
   -- The head is the one decided on when its seq is, and every view is joined to the
@@ -398,7 +401,9 @@ BEGIN
       AS x(line, ends, o))
   INSERT INTO uwf_streams (subject, seq)
   SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
-  FOR view_name IN SELECT DISTINCT v FROM unnest(p_views) AS v LOOP
+  deleting := array_position(p_values, NULL) IS NOT NULL;
+  -- The views written, each once (`p_written`): an array's loop, not a query's cursor.
+  FOREACH view_name IN ARRAY p_written LOOP
     CASE view_name{''.join(branches)}
     END CASE;
   END LOOP;
@@ -411,8 +416,8 @@ BEGIN
   s := p_seq + cardinality(p_lines); prev := p_last;
 {LEAVE.format(channel="'" + CHANNEL + "'")}
 END $proc$"""
-    params = ("boolean", "int", "bigint", "text", "text[]", "bytea[]", "bigint[]",
+    params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
               "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
-              "text[]", "bigint[]")
+              "text[]", "bigint[]", "text[]")
     return Procedure("uwf_write", params, create)
 

@@ -49,8 +49,9 @@ from uwf.engine.events import Envelope, encode_line
 from uwf.engine.pgckpt import AT_SHARED, joined
 from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
+from uwf.engine.ulids import new_ulids
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_info
+from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry, QueueProjection
 from uwf.queue.results import EntryRecord, Granted, Leased
@@ -68,7 +69,7 @@ MOST = 64
 
 def _names(kind: type[msgspec.Struct]) -> dict[str, str]:
     """Each field's name in the JSON, by its attribute name."""
-    return {field.name: field.encode_name for field in struct_info(kind).fields}
+    return {field.name: field.encode_name for field in struct_fields(kind)}
 
 
 # -- what the server runs, generated -------------------------------------------------------
@@ -89,7 +90,7 @@ def _sql_list(values: list[str]) -> str:
     return "ARRAY[" + ", ".join(quote(value) for value in values) + "]::text[]"
 
 
-_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text[]")
+_PARAMS_HEAD = ("boolean", "int", "bigint", "text", "text")
 # What every command's procedure does first: the lock, the head, the instant, the views'
 # check. Sets `h` (the head row: seq, line, ends, its digest, whether the views are at
 # it) and `flush`. The instant is the caller's clock, read just before the call,
@@ -229,7 +230,7 @@ def lease_procedure() -> Procedure:
        AND q.c_session IS NOT DISTINCT FROM nullif(label, '') AND q.c_lease_expires > p_now;"""
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text,
   p_session text, p_limit int, p_lease_ids text[], p_ids text[],
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_keys text[] DEFAULT NULL, INOUT o_expires bigint DEFAULT NULL,
@@ -333,7 +334,7 @@ def complete_procedure() -> Procedure:
     held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text[],
+  p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text,
   p_key text, p_lease_id text, p_run text, p_ids text[], p_middle bytea,
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
   INOUT o_value bytea DEFAULT NULL)
@@ -417,9 +418,9 @@ def _middle(envelope: Envelope) -> bytes:
 
 
 def _ulids(now: int, count: int) -> list[str]:
-    from ulid import ULID
-
-    return [str(ULID.from_timestamp(now)) for _ in range(count)]
+    """`count` new ids of the instant `now` (uwf/engine/ulids.py, as the journal's: not
+    python-ulid, whose import a process's first lease paid, ~2 ms)."""
+    return new_ulids(now, count)
 
 
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:

@@ -12,14 +12,29 @@ escapes, nested records and integers past 32 bits included.
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
+from typing import Any
+
 import msgspec
-from msgspec import inspect
+from msgspec.structs import FieldInfo
 
 
-def struct_info(kind: type[msgspec.Struct]) -> inspect.StructType:
-    found = inspect.type_info(kind)
-    assert isinstance(found, inspect.StructType)
-    return found
+@functools.cache
+def struct_fields(kind: type[msgspec.Struct]) -> tuple[FieldInfo, ...]:
+    """A struct's fields, in its order, each with its name in the JSON and its type
+    (`msgspec.structs.fields`, kept: its annotations are evaluated once a process, not
+    `msgspec.inspect`'s full translation on every call: a process's first lease made
+    the two procedures' text in 2.4 ms of CPU with it, 1.0 without)."""
+    return msgspec.structs.fields(kind)
+
+
+def _members(kind: Any) -> tuple[Any, ...] | None:
+    """The members of a union type (`X | None`, `Optional[X]`), else None."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        return typing.get_args(kind)
+    return None
 
 
 def json_text(kind: type[msgspec.Struct], values: dict[str, str]) -> str:
@@ -28,11 +43,12 @@ def json_text(kind: type[msgspec.Struct], values: dict[str, str]) -> str:
     of strings, integers and booleans (or None), such as an event's data, where a record
     would be set up for four fields."""
     parts = []
-    for number, field in enumerate(struct_info(kind).fields):
+    fields = struct_fields(kind)
+    for number, field in enumerate(fields):
         expr = values[field.name]
         parts.append(f"'{'{' if number == 0 else ','}\"{field.encode_name}\":' || "
                      f"coalesce({_scalar(field.type, expr)}, 'null')")
-    if set(values) - {field.name for field in struct_info(kind).fields}:
+    if set(values) - {field.name for field in fields}:
         raise TypeError(f"{kind.__name__} has no field {sorted(values)!r}")
     return "(" + " || ".join(parts) + " || '}')"
 
@@ -50,16 +66,17 @@ def renamed_first(made: str, wanted: str, name: str) -> str:
     return f"({first_wanted[1:]}:' || substr({name}, {len(prefix) + 1}))"
 
 
-def _scalar(kind: inspect.Type, expr: str) -> str:
-    if isinstance(kind, inspect.UnionType):
-        others = [member for member in kind.types if not isinstance(member, inspect.NoneType)]
+def _scalar(kind: Any, expr: str) -> str:
+    members = _members(kind)
+    if members is not None:
+        others = [member for member in members if member is not type(None)]
         if len(others) == 1:
             return _scalar(others[0], expr)
-    if isinstance(kind, inspect.StrType):
+    if kind is str:
         return f"to_json(({expr})::text)::text"
-    if isinstance(kind, inspect.IntType):
+    if kind is int:
         return f"(({expr})::bigint)::text"
-    if isinstance(kind, inspect.BoolType):
+    if kind is bool:
         return f"(({expr})::boolean)::text"
     raise TypeError(f"no JSON by concatenation for a value of {kind!r}")
 
@@ -82,12 +99,11 @@ class Splice:
     def __init__(self, kind: type[msgspec.Struct], raw: str, at: str, *,
                  changed: tuple[str, ...], read: tuple[str, ...]) -> None:
         self.raw, self.at = raw, at
-        info = struct_info(kind)
         config = kind.__struct_config__
-        if config.omit_defaults or info.array_like or info.tag_field:
+        if config.omit_defaults or config.array_like or config.tag_field is not None:
             raise TypeError(f"no splice of {kind.__name__}: msgspec leaves fields out or "
                             "writes it as an array")
-        fields = info.fields
+        fields = struct_fields(kind)
         self._names = [field.encode_name for field in fields]
         self._index = {field.name: number for number, field in enumerate(fields)}
         self._changed = set(changed)
@@ -111,14 +127,15 @@ class Splice:
         self._marks = sorted(marks)
         self._count = len(fields)
 
-    def _name_in(self, kind: inspect.Type, name: str) -> bool:
-        if isinstance(kind, inspect.UnionType):
-            return any(self._name_in(member, name) for member in kind.types)
-        if isinstance(kind, inspect.StructType):
+    def _name_in(self, kind: Any, name: str) -> bool:
+        members = _members(kind)
+        if members is not None:
+            return any(self._name_in(member, name) for member in members)
+        if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
             return any(field.encode_name == name or self._name_in(field.type, name)
-                       for field in kind.fields)
-        if isinstance(kind, inspect.ListType):
-            return self._name_in(kind.item_type, name)
+                       for field in struct_fields(kind))
+        if typing.get_origin(kind) in (list, tuple, set, frozenset):
+            return any(self._name_in(item, name) for item in typing.get_args(kind))
         return False
 
     @staticmethod
