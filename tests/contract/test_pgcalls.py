@@ -379,7 +379,7 @@ def test_a_process_of_one_call_commands_opens_one_connection(store: Store, pg_ur
     """The writer's connection is made on the first section that needs it: a store whose
     commands each go in one call never opens it (each costs the server a backend)."""
     add(store, tmp_path, [{"prompt": f"p{n}"} for n in range(3)])
-    sched.set_policy(store, {"maxConcurrent": 8})
+    sched.set_policy(store.journal, {"maxConcurrent": 8})
     warm = sched.lease(store, 1).leases[0]  # the procedures are made on first use
     sched.complete(store, warm.id, warm.lease_id)
     before = backends(pg_url)
@@ -388,7 +388,7 @@ def test_a_process_of_one_call_commands_opens_one_connection(store: Store, pg_ur
         worker.read()
         leased = sched.lease(worker, 1).leases[0]
         sched.complete(worker, leased.id, leased.lease_id)
-        sched.set_policy(worker, {"maxConcurrent": 9})
+        sched.set_policy(worker.journal, {"maxConcurrent": 9})
         assert backends(pg_url) == before + 1
     finally:
         worker.close()
