@@ -1,22 +1,24 @@
 """The suite's process census (docs/benchmarks.md, "the test phase's CPU"): with this
-folder on PYTHONPATH and UWF_TEST_PROCS set to a file, every Python process the run
-starts (the pytest workers, each `uwf`, agent and script a test starts, and theirs)
+folder on PYTHONPATH and PROC_CENSUS set to a file, every Python process the run
+starts (the pytest workers, each `uwf`, agent and script a test starts, and theirs:
+the variable's name does not start with `UWF_`, which `cli_on` leaves out of a test's
+environment)
 appends one line to that file as it exits: its pid, its parent's, its own CPU-s (user +
 sys), its program and first arguments, and the test that started it (PYTEST_CURRENT_TEST,
 when its environment came from the test's). A process killed by a signal writes none.
 
-    PYTHONPATH=tests/census UWF_TEST_PROCS=/tmp/procs python -m pytest -n 2
+    PYTHONPATH=tests/census PROC_CENSUS=/tmp/procs python -m pytest -n 2
     python -m tests.cpukit --procs /tmp/procs
 
 It imports only `os` until the process exits (the census must not change what it
-counts), then `resource` and `sys`. Without UWF_TEST_PROCS it does nothing.
+counts), then `resource` and `sys`. Without PROC_CENSUS it does nothing.
 """
 
 from __future__ import annotations
 
 import os
 
-_FILE = os.environ.get("UWF_TEST_PROCS")
+_FILE = os.environ.get("PROC_CENSUS")
 
 
 def _write(path: str) -> None:

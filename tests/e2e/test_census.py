@@ -16,7 +16,7 @@ from tests.cpukit import census, program
 def test_each_python_process_writes_its_line_as_it_exits(tmp_path: Path) -> None:
     log = tmp_path / "procs"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "census"),
-           "UWF_TEST_PROCS": str(log), "PYTEST_CURRENT_TEST": "tests/e2e/x.py::t (call)"}
+           "PROC_CENSUS": str(log), "PYTEST_CURRENT_TEST": "tests/e2e/x.py::t (call)"}
     # A parent that starts a child: two lines, the child's parent the parent's pid.
     code = ("import os, subprocess, sys; print(os.getpid(), flush=True); "
             "subprocess.run([sys.executable, '-c', 'pass'], check=True)")
@@ -30,9 +30,9 @@ def test_each_python_process_writes_its_line_as_it_exits(tmp_path: Path) -> None
     assert [row[4] for row in lines] == ["tests/e2e/x.py::t"] * 2
     assert all(float(row[2]) > 0 for row in lines)
     without = subprocess.run([sys.executable, "-c", "pass"],
-                             env={**env, "UWF_TEST_PROCS": ""}, check=True, timeout=60)
+                             env={**env, "PROC_CENSUS": ""}, check=True, timeout=60)
     assert without.returncode == 0
-    assert len(log.read_text("utf-8").splitlines()) == 2  # no line without UWF_TEST_PROCS
+    assert len(log.read_text("utf-8").splitlines()) == 2  # no line without PROC_CENSUS
 
 
 def test_the_report_counts_processes_by_program_and_by_test_file(tmp_path: Path) -> None:
