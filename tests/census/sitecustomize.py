@@ -1,11 +1,11 @@
 """The suite's process census (docs/benchmarks.md, "the test phase's CPU"): with this
 folder on PYTHONPATH and PROC_CENSUS set to a file, every Python process the run
-starts (the pytest workers, each `uwf`, agent and script a test starts, and theirs:
-the variable's name does not start with `UWF_`, which `cli_on` leaves out of a test's
-environment)
+starts (the pytest workers, each `uwf`, agent and script a test starts, and theirs)
 appends one line to that file as it exits: its pid, its parent's, its own CPU-s (user +
 sys), its program and first arguments, and the test that started it (PYTEST_CURRENT_TEST,
 when its environment came from the test's). A process killed by a signal writes none.
+The variable's name does not start with `UWF_`: `cli_on` leaves those out of a test's
+environment.
 
     PYTHONPATH=tests/census PROC_CENSUS=/tmp/procs python -m pytest -n 2
     python -m tests.cpukit --procs /tmp/procs
