@@ -409,6 +409,21 @@ def test_the_settings_count_can_fail() -> None:
     assert settings_reads(source) == 2
 
 
+def test_an_agent_in_its_staging_folder_imports_no_store() -> None:
+    """An agent process (uwf-mock, the kit) reads its context from, and writes its nodes
+    to, its staging folder: what it imports for that must not load the store, the
+    engine's views or SQLite (each agent process of a step would pay for them)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nimport uwf.agents.mock, uwf.threads.staging\n"
+             "print(sorted(m for m in sys.modules if m in ('sqlite3', 'uwf.store', "
+             "'uwf.engine.journal', 'uwf.threads.service', 'uwf.threads.agent')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
 def test_a_features_commands_and_results_are_cheap_to_import() -> None:
     """A surface (the CLI, an MCP server) loads every feature's argument declarations and
     result types up front: they must not load the store, the engine or SQLite."""

@@ -9,11 +9,8 @@ StepNode nodes, and prints the StepNode hash. Submitting never moves the head;
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from uwf.cas.builtins import builtin_hash
-from uwf.cas.hashing import is_hash
 from uwf.cas.store import Cas
 from uwf.config.configfile import Config
 from uwf.config.limits import DEFAULT_HISTORY
@@ -25,13 +22,10 @@ from uwf.payload import UNSET
 from uwf.store import Store
 from uwf.threads.attempts import previous_attempts
 from uwf.threads.projection import ThreadState
-from uwf.threads.results import HistoryStep, StepContext
+from uwf.threads.results import HistoryLimit, HistoryStep, StepContext
 from uwf.threads.routing import next_decision
 from uwf.threads.service import chain, get_thread, question_of
-
-# How much history to give: a number of steps (0: none, only `steps` and `visits`),
-# "all", or None for the default (UWF_HISTORY > config historyLimit > DEFAULT_HISTORY).
-HistoryLimit = int | Literal["all"] | None
+from uwf.threads.stepnodes import StepFacts, write_step
 
 
 def _role(cas: Cas, state: ThreadState, role: str) -> dict[str, Any]:
@@ -136,21 +130,6 @@ def agent_context(
         previous_attempts=previous_attempts(views, state, role) or UNSET)
 
 
-@dataclass(frozen=True)
-class StepFacts:
-    """What a StepNode is built on: the thread's start and head, the role played, its
-    output schema and the edge prompt that asked for it."""
-
-    start: str
-    head: str | None
-    role: str
-    schema: str
-    edge_prompt: str | None
-    # The StepNodes refused for this step before (oldest first): a StepNode after them
-    # is a RetriedStepNode naming them as `previousAttempts`.
-    previous_attempts: tuple[str, ...] = ()
-
-
 def submit_step(
     store: Store,
     thread: str,
@@ -189,70 +168,3 @@ def submit_step(
                       agent=agent,
                       started_at_ms=started_at_ms, completed_at_ms=store.clock(),
                       usage=usage)
-
-
-def write_step(
-    cas: Cas,
-    facts: StepFacts,
-    output: Any,
-    detail: str | None = None,
-    *,
-    detail_ref: str | None = None,
-    agent: str,
-    started_at_ms: int | None,
-    completed_at_ms: int,
-    usage: Any = None,
-    refs_checked_later: bool = False,
-) -> str:
-    """`submit_step` into `cas` from `facts`: the output validated against the role's
-    schema, then the output, detail and StepNode nodes written; the StepNode's hash.
-
-    `refs_checked_later`: a `detail_ref` missing from `cas` is let through, as in a
-    staging folder, whose parent checks the node against the store."""
-    from uwf.language.asking import ASK_SCHEMA, ask_problems, is_ask
-    from uwf.threads.usage import parse_usage, split_usage, with_usage
-
-    schema, what = facts.schema, f"the {facts.role} schema"
-    if is_ask(output):  # a question to a person: its own type, whatever the role's
-        schema, what = cas.put_schema(ASK_SCHEMA), "a question ($ASK)"
-    output, reported = split_usage(output, cas.get(schema).payload)
-    if usage is not None:
-        if reported is not None:
-            raise UsageError("usage is given twice: in the output and on its own",
-                             "give it once")
-        reported = parse_usage(usage)
-    if reported is not None and detail_ref is not None:
-        raise UsageError("usage is kept in a text detail, and this detail is a node "
-                         f"given by reference ({detail_ref})", "report usage without it")
-    problems = cas.problems(schema, output)
-    if not problems and schema != facts.schema:
-        problems = ask_problems(output)
-    if problems:
-        raise Rejected(f"output does not match {what}: "
-                       f"{'; '.join(problems)}", "fix the output and submit again")
-    cas.ensure_builtins()
-    output_hash = cas.put(schema, output, checked=True)  # validated just above
-    if detail_ref is not None:
-        if not is_hash(detail_ref) or not (refs_checked_later or cas.has(detail_ref)):
-            raise NotFound(f"detail node {detail_ref} is not in the CAS", "put it first")
-        detail_hash = detail_ref
-    else:
-        text = detail or ""
-        detail_hash = cas.put_text(text if reported is None else with_usage(text, reported))
-    step: dict[str, Any] = {
-        "start": facts.start,
-        "prev": facts.head,
-        "role": facts.role,
-        "output": output_hash,
-        "detail": detail_hash,
-        "agent": agent,
-    }
-    if facts.edge_prompt:
-        step["edgePrompt"] = facts.edge_prompt
-    if started_at_ms is not None:
-        step["startedAtMs"] = started_at_ms
-    step["completedAtMs"] = completed_at_ms
-    if facts.previous_attempts:  # upstream's retry lineage; a plain StepNode without it
-        step["previousAttempts"] = list(facts.previous_attempts)
-        return cas.put(builtin_hash("RetriedStepNode"), step)
-    return cas.put(builtin_hash("StepNode"), step)

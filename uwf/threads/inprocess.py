@@ -12,9 +12,10 @@ from uwf.config.settings import Settings
 from uwf.errors import UwfError
 from uwf.payload import UNSET
 from uwf.store import Store
-from uwf.threads.agent import StepFacts, agent_context, write_step
+from uwf.threads.agent import agent_context
 from uwf.threads.checks import Failure
 from uwf.threads.results import StepContext
+from uwf.threads.stepnodes import StepFacts, write_step
 
 if TYPE_CHECKING:
     from uwf.threads.plan import Plan

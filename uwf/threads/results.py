@@ -3,9 +3,14 @@ typed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from uwf.payload import UNSET, Result, UnsetType
+
+# How much history a context gives: a number of steps (0: none, only `steps` and
+# `visits`), "all", or None for the default (UWF_HISTORY > config historyLimit >
+# DEFAULT_HISTORY).
+HistoryLimit = int | Literal["all"] | None
 
 
 class ThreadSummary(Result):

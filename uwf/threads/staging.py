@@ -42,8 +42,8 @@ from uwf.cas.store import Cas
 from uwf.engine.clock import system_clock
 from uwf.errors import Corrupt, NotFound, Rejected, UsageError
 from uwf.redact import Redact
-from uwf.threads.agent import HistoryLimit, StepFacts, write_step
-from uwf.threads.results import StepContext
+from uwf.threads.results import HistoryLimit, StepContext
+from uwf.threads.stepnodes import StepFacts, write_step
 
 STEP_DIR = "UWF_STEP_DIR"  # the variable naming the folder to an agent
 CONTEXT_FILE = "step.json"
