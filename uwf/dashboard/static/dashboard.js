@@ -11,6 +11,12 @@
   var stream = body.dataset.stream || "/log/stream";
   var badge = document.getElementById("live");
   var pending = null;
+  // Refreshes started, and the newest one swapped in: fetches overlap when events come
+  // while one is in flight, and their answers may arrive out of order; an answer older
+  // than the page already shown is dropped (it would bring back what a later event
+  // changed: a failure a retry had cleared, say).
+  var asked = 0;
+  var shown = 0;
   var waitMs = mode === "slow" ? 3000 : 300;
   // The server's clock minus this browser's, when the page was made.
   var skew = (Number(body.dataset.now) || Date.now()) - Date.now();
@@ -71,6 +77,7 @@
 
   function refresh() {
     pending = null;
+    var mine = ++asked;
     var open = Array.prototype.map.call(document.querySelectorAll("details[open][id]"),
                                         function (d) { return d.id; });
     fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
@@ -78,7 +85,8 @@
       .then(function (html) {
         var fresh = new DOMParser().parseFromString(html, "text/html").querySelector("main");
         var main = document.querySelector("main");
-        if (!fresh || !main) { return; }
+        if (!fresh || !main || mine < shown) { return; }
+        shown = mine;
         main.replaceWith(document.adoptNode(fresh));
         open.forEach(function (id) {
           var details = document.getElementById(id);
