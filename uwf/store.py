@@ -102,6 +102,9 @@ class Store(msgspec.Struct):
 
     @property
     def views(self) -> ViewStore:
+        """The view store, holding every write this process made (the writes' held fold
+        committed first: uwf/engine/held.py)."""
+        self.journal.flush()
         return self.journal.views
 
     @property
@@ -231,7 +234,7 @@ class Store(msgspec.Struct):
             self.writer.close()
         with contextlib.suppress(UwfError):
             self.journal.flush()  # the fold its last writes hold (uwf/engine/held.py)
-        self.views.close()
+        self.journal.views.close()
         close = getattr(self.log, "close", None)
         if close is not None:
             close()

@@ -382,7 +382,7 @@ class _FileSession:
         # record already ends the log were recorded by a writer that died before it
         # could clear the note.
         noted = self._noted()
-        recorded = self._recorded_tail(len(noted))
+        recorded = self._recorded_tail(len(noted)) if noted else []
         unrecorded = [repair for repair in noted if repair not in recorded]
         if cut < size:
             # A note for this very cut means its writer died before truncating: the

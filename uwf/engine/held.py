@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
-from uwf.engine.rounds import enter
+from uwf.engine.rounds import _recorded, enter
 from uwf.engine.viewspec import Row
 from uwf.errors import Conflict, UwfError
 
@@ -139,9 +139,13 @@ def entered(journal: Journal, session: LogSession) -> tuple[Checkpoint, Held | N
     usable (the log's tail is its last write, the views where it started)."""
     held = journal.take_held()
     tail = session.tail()
-    held = held if held is not None and held.head == tail else None
-    head = enter(journal, session, tail, None if held is None else held.start)
-    if held is not None and not held.current(head, journal.views.checkpoints(),
-                                             len(journal._folded)):
-        held = None  # a reader caught the views up, or a repair was recorded
-    return head, held
+    # The views where the held fold started: nothing to read or fold (one look at their
+    # checkpoints), only a torn tail after it to cut and record.
+    if held is not None and held.head == tail and held.current(
+            tail, journal.views.checkpoints(), len(journal._folded)):
+        head, repairs = session.recover()
+        if not repairs:
+            return head, held
+        return _recorded(journal, session, head, repairs), None
+    # A reader caught the views up, another process appended, or nothing is held.
+    return enter(journal, session, tail), None

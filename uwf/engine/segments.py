@@ -58,13 +58,16 @@ class FileSegments:
         return f"{self._dir}/{name}"
 
     def pending(self) -> bytes | None:
+        path = self._path(PENDING_NOTE)
+        if not os.access(path, os.F_OK):  # the usual answer, without an exception's cost
+            return None
         try:
-            with open(self._path(PENDING_NOTE), "rb") as handle:
+            with open(path, "rb") as handle:
                 return handle.read()
         except FileNotFoundError:
             return None
         except IsADirectoryError:
-            raise Corrupt(f"{self._path(PENDING_NOTE)} is a folder, not uwf's repair note",
+            raise Corrupt(f"{path} is a folder, not uwf's repair note",
                           "move it out of the events folder, then retry") from None
 
     def set_pending(self, note: bytes | None) -> None:
@@ -113,7 +116,7 @@ class FileSegments:
         return None if kept is None else kept[1]
 
     def exists(self, name: str) -> bool:
-        return os.path.exists(self._path(name))
+        return os.access(self._path(name), os.F_OK)
 
     def read(self, name: str, start: int, end: int | None = None) -> bytes:
         path = self._path(name)
