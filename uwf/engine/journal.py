@@ -50,7 +50,7 @@ from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
-from uwf.engine.ulids import new_ulids
+from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import STREAMS, Row, ViewStore
 from uwf.errors import Corrupt, StoreUnavailable, UsageError, UwfError
 from uwf.redact import Redact, redact_value
@@ -115,6 +115,8 @@ class Journal:
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
         self._names = set(self.projections)
+        self._unfolded = dict.fromkeys(self.projections, 0)  # a write folds into every view
+        self._stamp = (-1, "")
         self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
@@ -429,9 +431,8 @@ class Journal:
             # What the views hold of each entity the events change, before the fold
             # makes new states of them (a held fold knows its own): none read back.
             before = self.fold.stored(held.unheld(states) if held.writes else states)
-            since = dict.fromkeys(self.projections, head.seq)
             for envelope in envelopes:
-                self.fold.apply(states, envelope, since, self._names, read)
+                self.fold.apply(states, envelope, self._unfolded, self._names, read)
             held.add(new_head, states, before,
                      [(envelope.subject, envelope.seq) for envelope in envelopes])
             if not keep and not commit_held(self, held):
@@ -445,11 +446,15 @@ class Journal:
                   ) -> tuple[list[Envelope], list[bytes]]:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained."""
-        ts = format_ts(ms)
+        stamp = self._stamp  # a command's instant, spelled once a millisecond
+        if stamp[0] != ms:
+            self._stamp = stamp = (ms, format_ts(ms))
+        ts = stamp[1]
         envelopes: list[Envelope] = []
         raws: list[bytes] = []
         prev = head.digest
-        ids = new_ulids(ms, len(events))  # as one new_ulid(ms) an event, spelled faster
+        # As one new_ulid(ms) an event, spelled faster (many).
+        ids = [new_ulid(ms)] if len(events) == 1 else new_ulids(ms, len(events))
         for index, event in enumerate(events):
             envelope = Envelope(
                 seq=head.seq + index + 1, id=ids[index], ts=ts,
