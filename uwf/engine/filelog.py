@@ -461,8 +461,6 @@ class _FileSession:
         assert self._head is not None
         if not lines:
             return self._head
-        if any(b"\n" in raw for raw in lines):
-            raise ValueError("a log line may not contain a newline")
         span = self._head_span
         name = span.segment if span is not None else ""
         file = self._file  # the segment ends at the span's end: no stat
@@ -478,6 +476,8 @@ class _FileSession:
             # of the machine never keeps a later segment and loses an earlier tail.
             self.segments.sync(span.segment)
         data = b"\n".join([*lines, b""])  # each line ended, the bytes copied once
+        if data.count(b"\n") != len(lines):
+            raise ValueError("a log line may not contain a newline")
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,
