@@ -45,15 +45,20 @@ if TYPE_CHECKING:
 # Writes the folder store holds before it commits their fold (a reader of another
 # process folds at most these many commands' lines from the log to catch up).
 HOLD_WRITES = 32
+# States read from the views kept for the next writes while nothing else moves them.
+SEEN = 4096
+ABSENT: Any = object()  # not held (None is a state: the entity is gone)
 
 
 class Held:
     """A fold not yet committed: the checkpoint every view was at (`start`), the log's
     head after the last held write (`head`), the new states, the rows the views hold of
     them (at `start`), the stream index's new entries, and how many writes it holds.
-    Empty (`start == head`): the views are at this journal's last write."""
+    Empty (`start == head`): the views are at this journal's last write. `seen`: states
+    read from the views at `start` (of entities the fold did not change), so the next
+    writes read them once while the views stay where they are (up to SEEN of them)."""
 
-    __slots__ = ("before", "head", "start", "states", "streams", "writes")
+    __slots__ = ("before", "head", "seen", "start", "states", "streams", "writes")
 
     def __init__(self, start: Checkpoint, head: Checkpoint) -> None:
         self.start = start
@@ -62,6 +67,19 @@ class Held:
         self.before: dict[Key, Row | None] = {}
         self.streams: list[tuple[str, int]] = []
         self.writes = 0
+        self.seen: dict[Key, Any] = {}
+
+    def state(self, key: Key) -> Any:
+        """The entity's state as of `head` when held or seen, else ABSENT."""
+        state = self.states.get(key, ABSENT)
+        return self.seen.get(key, ABSENT) if state is ABSENT else state
+
+    def saw(self, key: Key, state: Any) -> None:
+        """A state read from the views (at `start`), not held."""
+        seen = self.seen
+        if len(seen) >= SEEN:
+            seen.clear()
+        seen[key] = state
 
     def unheld(self, states: Mapping[Key, Any]) -> dict[Key, Any]:
         """The states of entities the held fold did not change."""
@@ -80,6 +98,9 @@ class Held:
     def settled(self) -> None:
         """The held rows are in the views: they are at `head` now."""
         self.start = self.head
+        if len(self.seen) + len(self.states) > SEEN:
+            self.seen.clear()
+        self.seen.update(self.states)
         self.states = {}
         self.before = {}
         self.streams = []

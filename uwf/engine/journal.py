@@ -363,7 +363,8 @@ class Journal:
                 if expected:  # nothing can move now: a version seen here is the log's
                     versions(self, held, expected)
                 outcome = decide(Views(self.views, self.projections, head, read, held=held,
-                                       settle=lambda: settle(self, held)), now)
+                                       settle=lambda: settle(self, held), remember=True),
+                                 now)
             except BaseException:
                 self._held = held  # nothing written: still so
                 raise

@@ -7,11 +7,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from uwf.engine.fold import Key, Projection
+from uwf.engine.held import ABSENT as _ABSENT
 from uwf.engine.held import Held
 from uwf.engine.log import Checkpoint
 from uwf.engine.viewspec import ColumnValue, Query, ViewStore
-
-_ABSENT: Any = object()
 
 
 class Views:
@@ -20,19 +19,21 @@ class Views:
     `known`: states as of `head` already at hand (a write's fold), read from there;
     every state `get` reads is remembered in `known` (a write's fold starts from them).
     `held`: the states of a fold this process has not committed yet (held.py), as of
-    `head` too, read after `known`; `settle` commits them, and runs before any query,
-    count or scan (which the view store answers over every row)."""
+    `head` too, read after `known` (and, with `remember`, given the states read from
+    the store: a write's, in its section); `settle` commits them, and runs before any
+    query, count or scan (which the view store answers over every row)."""
 
     def __init__(self, store: ViewStore, projections: Mapping[str, Projection],
                  head: Checkpoint, known: dict[Key, Any] | None = None, *,
                  held: Held | None = None,
-                 settle: Callable[[], None] | None = None) -> None:
+                 settle: Callable[[], None] | None = None, remember: bool = False) -> None:
         self._store = store
         self._projections = projections
         self.head = head
         self.known = known
         self._held = held
         self._settle = settle
+        self._remember = remember  # (a write's) states read from the store kept in `held`
 
     def get(self, view: str, key: str) -> Any:
         """The typed state of one entity, or None."""
@@ -40,10 +41,12 @@ class Views:
         if known is not None and (view, key) in known:
             return known[(view, key)]
         held = self._held
-        state = _ABSENT if held is None else held.states.get((view, key), _ABSENT)
+        state = _ABSENT if held is None else held.state((view, key))
         if state is _ABSENT:
             raw = self._store.load(view, key)
             state = None if raw is None else self._projections[view].decode(raw)
+            if self._remember and held is not None:
+                held.saw((view, key), state)
         if known is not None:
             known[(view, key)] = state
         return state
