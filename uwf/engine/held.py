@@ -110,8 +110,8 @@ class Held:
                 folded: int) -> bool:
         """Still usable: the log ends with the held write's line, and each of the
         `folded` views' checkpoints is still the one the held fold started from."""
-        return tail == self.head and len(checkpoints) == folded and all(
-            checkpoint == self.start for checkpoint in checkpoints.values())
+        return tail == self.head and len(checkpoints) == folded and \
+            checkpoints == dict.fromkeys(checkpoints, self.start)  # compared in C
 
 
 def commit_held(journal: Journal, held: Held) -> bool:
