@@ -21,6 +21,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 
 import msgspec
@@ -64,11 +65,6 @@ _tail_decoder = msgspec.json.Decoder(_TailInfo)
 _repair_decoder = msgspec.json.Decoder(LogRepaired)
 _last_repair_decoder = msgspec.json.Decoder(_LastRepair)
 _notes_decoder = msgspec.json.Decoder(list[LogRepaired])
-
-
-def _take(spans: Iterator[Span], count: int) -> Iterator[Span]:
-    for _, span in zip(range(count), spans, strict=False):
-        yield span
 
 
 def _tail_info(raw: bytes, where: str) -> _TailInfo:
@@ -216,14 +212,16 @@ class FileLog:
         the kernel serves fsyncs of one file that overlap together), and before the
         section's caller goes on, so nothing is acknowledged before it is durable. A
         writer that appends after lines not yet fsynced has its own fsync cover them."""
-        # flock is per open file, so this process's threads queue on a lock of their own.
         if not self._thread_lock.acquire(timeout=self.lock_timeout):
             raise StoreBusy(f"store is busy: another thread held the log for "
                             f"{self.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
         session = _FileSession(self)
-        try:
-            with self.segments.lock(self.lock_timeout):
+        try:  # the file lock taken and given back without a context manager's cost
+            waited = self.segments.take(self.lock_timeout)
+            try:
                 yield session
+            finally:
+                self.segments.let_go(waited)
         finally:
             self._thread_lock.release()
             session.settle()
@@ -423,7 +421,7 @@ class _FileSession:
     def _recorded_tail(self, count: int) -> list[LogRepaired]:
         """The `log.repaired` data among the log's last `count` lines."""
         found: list[LogRepaired] = []
-        for span in _take(self._last_spans(), count):
+        for span in islice(self._last_spans(), count):
             try:
                 last_event = _last_repair_decoder.decode(span.raw)
             except msgspec.DecodeError:
