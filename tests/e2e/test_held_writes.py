@@ -1,7 +1,8 @@
 """Writes' views commits held in the writing process (uwf/engine/held.py, issue 30).
 
-A process's run of writes commits the views once for up to HOLD_WRITES of them (the
-log has every line at once); another OS process reading meanwhile sees every write (it
+A process's run of writes (after STREAK of them in a row found the log's tail their
+own) commits the views once for up to HOLD_WRITES of them (the log has every line at
+once); another OS process reading meanwhile sees every write (it
 folds the log after the views' checkpoint); a write after another process's append
 commits at once; a decide's query and a stated version see the held writes; a process
 killed (SIGKILL) with writes held leaves views that the next reader catches up. Each
@@ -19,7 +20,7 @@ import pytest
 from tests.contract.test_views import HASHES
 from tests.viewkit import replays_alike
 from uwf.engine.events import NewEvent
-from uwf.engine.held import HOLD_WRITES
+from uwf.engine.held import HOLD_WRITES, STREAK
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.log import Checkpoint
 from uwf.engine.viewspec import Query
@@ -74,12 +75,14 @@ def other(root: Path, script: str, *args: str) -> subprocess.CompletedProcess[st
 def test_a_run_of_writes_commits_the_views_once_for_hold_writes_of_them(root: Path) -> None:
     store = Store.open(root)
     put(store, "w0")  # the store's first line: the views are made
-    put(store, "w1")  # nothing of this process's held before it: committed
-    assert persisted(store) == {store.log.head()}
-    for number in range(2, HOLD_WRITES + 1):
+    for number in range(1, STREAK + 1):  # not yet STREAK writes in a row: committed
+        put(store, f"w{number}")
+        assert persisted(store) == {store.log.head()}
+    first = STREAK + 1
+    for number in range(first, first + HOLD_WRITES - 1):
         put(store, f"w{number}")
         assert store.log.head() not in persisted(store)  # in the log, not in the views
-    put(store, f"w{HOLD_WRITES + 1}")  # the HOLD_WRITES-th held write commits them all
+    put(store, f"w{first + HOLD_WRITES - 1}")  # the HOLD_WRITES-th held write commits
     assert persisted(store) == {store.log.head()}
     store.close()
     replays_alike(root)
@@ -109,9 +112,10 @@ def test_a_write_after_another_process_appended_commits_at_once(root: Path) -> N
     wrote = other(root, WRITES.replace("os.kill(os.getpid(), signal.SIGKILL)",
                                        "store.close()"), HASHES[0], "theirs")
     assert wrote.returncode == 0, wrote.stderr
-    put(store, "w3")  # the log's tail was another process's line
-    assert persisted(store) == {store.log.head()}
-    put(store, "w4")  # its own again: held
+    for number in range(3, 3 + STREAK):  # the log's tail was another process's line,
+        put(store, f"w{number}")  # then not yet STREAK writes of its own in a row
+        assert persisted(store) == {store.log.head()}
+    put(store, "w9")  # held
     assert store.log.head() not in persisted(store)
     store.close()
     replays_alike(root)

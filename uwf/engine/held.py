@@ -14,7 +14,8 @@ to the last held write's head:
   or closes its store (`Journal.flush`);
 - when a write finds that the log's tail is not its journal's last write (another
   process appended: this write commits its fold at once, as do the ones after it until
-  one finds the tail its own again: writers that alternate never lag the views).
+  STREAK of them in a row found the tail their own: writers that take turns never
+  lag the views, nor make each other fold the log).
 
 A held fold is used only while nothing moved: the log's last line is still the held
 write's own and every view's checkpoint is still where the held fold started (no other
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 # Writes the folder store holds before it commits their fold (a reader of another
 # process folds at most these many commands' lines from the log to catch up).
 HOLD_WRITES = 32
+# Writes in a row that found the log's tail their journal's own before one holds its
+# fold: processes that take turns (a lease here, a complete there) commit at once.
+STREAK = 2
 # States read from the views kept for the next writes while nothing else moves them.
 SEEN = 4096
 ABSENT: Any = object()  # not held (None is a state: the entity is gone)
@@ -58,7 +62,7 @@ class Held:
     read from the views at `start` (of entities the fold did not change), so the next
     writes read them once while the views stay where they are (up to SEEN of them)."""
 
-    __slots__ = ("before", "head", "seen", "start", "states", "streams", "writes")
+    __slots__ = ("before", "head", "seen", "start", "states", "streak", "streams", "writes")
 
     def __init__(self, start: Checkpoint, head: Checkpoint) -> None:
         self.start = start
@@ -68,6 +72,7 @@ class Held:
         self.streams: list[tuple[str, int]] = []
         self.writes = 0
         self.seen: dict[Key, Any] = {}
+        self.streak = 0  # writes in a row that found the log's tail their journal's own
 
     def state(self, key: Key) -> Any:
         """The entity's state as of `head` when held or seen, else ABSENT."""

@@ -43,7 +43,7 @@ from uwf.engine.events import (
 )
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
-from uwf.engine.held import Held, commit_held, entered, settle, versions
+from uwf.engine.held import STREAK, Held, commit_held, entered, settle, versions
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.readviews import Views as Views  # noqa: PLC0414 (re-exported)
 from uwf.engine.rounds import Decide, Memory, write_round
@@ -353,9 +353,9 @@ class Journal:
                 return done[0]  # type: ignore[no-any-return]
         with self.log.exclusive() as session:
             head, found = entered(self, session)
-            # Held on: this journal's last write is the log's tail (held.py).
-            ours = found is not None
             held = found if found is not None else Held(head, head)
+            if found is not None:  # this journal's last write is the log's tail (held.py)
+                held.streak += 1
             now = self.clock()
             self._local.deciding = True
             read: dict[Key, Any] = {}  # the states decide read, as of `head`
@@ -380,7 +380,8 @@ class Journal:
                 spelled = (outcome.spell(head, now)
                            if outcome.spell and head.seq and not held.writes else None)
                 if spelled is None or nodes:
-                    keep = hold or (ours and held.writes + 1 < self.hold_writes)
+                    keep = hold or (held.streak >= STREAK
+                                    and held.writes + 1 < self.hold_writes)
                     head, folded = self._append(session, head, events, now, read, held=held,
                                                 keep=keep)
                 else:  # as `_append` would: no states at hand after it
