@@ -157,3 +157,18 @@ def test_a_process_killed_with_writes_held_leaves_views_the_next_reader_catches_
     put(store, "w10")
     store.close()
     replays_alike(root)
+
+
+def test_a_read_after_another_process_wrote_is_not_served_from_the_held_states(
+        root: Path) -> None:
+    store = Store.open(root)
+    for number in range(5):
+        put(store, f"w{number}")
+    assert store.read().get("workflows", "w4").hash == HASHES[0]  # committed, states kept
+    wrote = other(root, WRITES.replace("os.kill(os.getpid(), signal.SIGKILL)",
+                                       "store.close()"), HASHES[1], "w4")
+    assert wrote.returncode == 0, wrote.stderr
+    assert store.read().get("workflows", "w4").hash == HASHES[1]
+    assert store.journal.reader().get("workflows", "w4").hash == HASHES[1]
+    store.close()
+    replays_alike(root)

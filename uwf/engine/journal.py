@@ -140,8 +140,13 @@ class Journal:
     def reader(self, head: Checkpoint = GENESIS) -> Views:
         """The persisted views as they are (call `refresh` first to catch them up), with
         the states of this process's held fold over them (held.py: a query, a count or
-        a scan commits it first)."""
-        return Views(self.views, self.projections, head, held=self._held, settle=self.flush)
+        a scan commits it first), while it is current (the log and the views as it left
+        them; else the views alone)."""
+        held = self._held
+        if held is not None and not held.current(self.log.head(), self.views.checkpoints(),
+                                                 len(self._folded)):
+            held = None
+        return Views(self.views, self.projections, head, held=held, settle=self.flush)
 
     def take_held(self) -> Held | None:
         """The held fold, now the caller's (held.py)."""
