@@ -333,8 +333,9 @@ class Journal:
         PendingBlobs`), gathered before the section: appended as `cas.node` records
         ahead of the events, in the same write, when the command writes any event.
         `sync=False`: not waited for (no fsync of its own): the next durable write
-        covers it; only for what acknowledges nothing (a step's start). `carry`: kept for
-        its callers; every write now carries the fold held before it (held.py).
+        covers it; only for what acknowledges nothing (a step's start). `carry`: this
+        write may decide on a held fold (held.py; a journal that holds writes,
+        `hold_writes`, lets every write carry it).
         """
         return self.write_at(lambda views, _now: decide(views), expected=expected,
                              nodes=nodes, sync=sync, carry=carry)
@@ -361,6 +362,8 @@ class Journal:
             held = found if found is not None else Held(head, head)
             if found is not None:  # this journal's last write is the log's tail (held.py)
                 held.streak += 1
+            if held.writes and not self.hold_writes and (expected or not carry):
+                settle(self, held)  # only a step's result rides on its start here
             now = self.clock()
             self._local.deciding = True
             read: dict[Key, Any] = {}  # the states decide read, as of `head`
@@ -368,7 +371,8 @@ class Journal:
                 if expected:  # nothing can move now: a version seen here is the log's
                     versions(self, held, expected)
                 outcome = decide(Views(self.views, self.projections, head, read, held=held,
-                                       settle=lambda: settle(self, held), remember=True),
+                                       settle=lambda: settle(self, held),
+                                       remember=self.hold_writes > 0),
                                  now)
             except BaseException:
                 self._held = held  # nothing written: still so
