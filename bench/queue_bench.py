@@ -134,27 +134,31 @@ class LockProbe:
         self.waits = 0
 
     def install(self) -> None:
-        import contextlib
-
         from uwf.engine import segments
 
         probe = self
-        real_lock = segments.FileSegments.lock
+        real_take = segments.FileSegments.take
+        real_let_go = segments.FileSegments.let_go
+        taken: list[float] = []
 
-        @contextlib.contextmanager
-        def lock(self: Any, timeout: float) -> Any:
+        def take(self: Any, timeout: float) -> Any:
             asked = time.perf_counter()
-            with real_lock(self, timeout):
-                start = time.perf_counter()
-                if start - asked > 0.0005:  # more than an uncontended flock costs
-                    probe.waits += 1
-                probe.waited += start - asked
-                try:
-                    yield
-                finally:
-                    probe.held += time.perf_counter() - start
+            waited = real_take(self, timeout)
+            start = time.perf_counter()
+            if start - asked > 0.0005:  # more than an uncontended flock costs
+                probe.waits += 1
+            probe.waited += start - asked
+            taken.append(start)
+            return waited
 
-        segments.FileSegments.lock = lock  # type: ignore[method-assign]
+        def let_go(self: Any, waited: Any) -> None:
+            try:
+                real_let_go(self, waited)
+            finally:
+                probe.held += time.perf_counter() - taken.pop()
+
+        segments.FileSegments.take = take  # type: ignore[method-assign]
+        segments.FileSegments.let_go = let_go  # type: ignore[method-assign]
 
 
 def _uwf_worker(root: str, count: int, barrier: Any, out: Any) -> None:

@@ -14,6 +14,7 @@ Store root: `--store DIR` > `UWF_HOME` > `$XDG_STATE_HOME/uwf` > `~/.local/state
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from uwf.engine.clock import Clock, system_clock
 from uwf.engine.feature import Feature, catalog_of, valid, views_of
 from uwf.engine.filelog import FileLog
 from uwf.engine.fold import Progress
+from uwf.engine.held import HOLD_WRITES
 from uwf.engine.journal import Journal, Views
 from uwf.engine.log import EventLog, MemoryLog
 from uwf.engine.memviews import MemoryViewStore
@@ -43,7 +45,7 @@ from uwf.engine.storeview import StoreProjection
 from uwf.engine.viewspec import ViewStore
 from uwf.engine.viewstore import SqliteViewStore
 from uwf.engine.writerlink import WriterLink
-from uwf.errors import UsageError
+from uwf.errors import UsageError, UwfError
 from uwf.redact import Redact
 
 
@@ -100,6 +102,9 @@ class Store(msgspec.Struct):
 
     @property
     def views(self) -> ViewStore:
+        """The view store, holding every write this process made (the writes' held fold
+        committed first: uwf/engine/held.py)."""
+        self.journal.flush()
         return self.journal.views
 
     @property
@@ -161,7 +166,7 @@ class Store(msgspec.Struct):
         views = SqliteViewStore(path / "views" / "views.sqlite3", specs)
         snapshots = SqliteSnapshots(views.path, specs, durable=settings.durable)
         journal = Journal(log, views, projections, catalog_of(listed), clock=clock,
-                          redact=redact, snapshots=snapshots)
+                          redact=redact, snapshots=snapshots, hold_writes=HOLD_WRITES)
         loose = FileBlobs(path / "cas", settings.durable, wall=system_clock)
         Cas(loose, clock=clock).refuse_old_bootstrap(path)  # a loose file, if any
         cas = Cas(LoggedBlobs(loose, NodeRecords(journal)), clock=clock, redact=redact)
@@ -227,7 +232,9 @@ class Store(msgspec.Struct):
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        self.views.close()
+        with contextlib.suppress(UwfError):
+            self.journal.flush()  # the fold its last writes hold (uwf/engine/held.py)
+        self.journal.views.close()
         close = getattr(self.log, "close", None)
         if close is not None:
             close()

@@ -589,7 +589,7 @@ def test_torn_tail_is_ignored_reported_and_repaired(
     "point",
     [
         # after the CAS nodes, before the lock: nothing in the log
-        ("uwf/engine/segments.py", "lock", "call", False, False),
+        ("uwf/engine/segments.py", "take", "call", False, False),
         # a new segment created (and its folder synced), nothing written to it yet
         ("uwf/engine/segments.py", "_open", "return", False, True),
         # after the append's write, before the views transaction (and the fsync)

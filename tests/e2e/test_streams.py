@@ -60,7 +60,9 @@ def subjects(store: Store) -> set[str]:
 
 
 def index(store: Store) -> dict[str, list[int]]:
-    """The stream index as persisted, every subject of the log."""
+    """The stream index as persisted (the writes' held fold committed first:
+    uwf/engine/held.py), every subject of the log."""
+    store.journal.flush()
     return {subject: store.views.stream(subject) for subject in sorted(subjects(store))}
 
 

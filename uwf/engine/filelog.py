@@ -21,6 +21,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 
 import msgspec
@@ -64,11 +65,6 @@ _tail_decoder = msgspec.json.Decoder(_TailInfo)
 _repair_decoder = msgspec.json.Decoder(LogRepaired)
 _last_repair_decoder = msgspec.json.Decoder(_LastRepair)
 _notes_decoder = msgspec.json.Decoder(list[LogRepaired])
-
-
-def _take(spans: Iterator[Span], count: int) -> Iterator[Span]:
-    for _, span in zip(range(count), spans, strict=False):
-        yield span
 
 
 def _tail_info(raw: bytes, where: str) -> _TailInfo:
@@ -216,14 +212,16 @@ class FileLog:
         the kernel serves fsyncs of one file that overlap together), and before the
         section's caller goes on, so nothing is acknowledged before it is durable. A
         writer that appends after lines not yet fsynced has its own fsync cover them."""
-        # flock is per open file, so this process's threads queue on a lock of their own.
         if not self._thread_lock.acquire(timeout=self.lock_timeout):
             raise StoreBusy(f"store is busy: another thread held the log for "
                             f"{self.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
         session = _FileSession(self)
-        try:
-            with self.segments.lock(self.lock_timeout):
+        try:  # the file lock taken and given back without a context manager's cost
+            waited = self.segments.take(self.lock_timeout)
+            try:
                 yield session
+            finally:
+                self.segments.let_go(waited)
         finally:
             self._thread_lock.release()
             session.settle()
@@ -382,7 +380,7 @@ class _FileSession:
         # record already ends the log were recorded by a writer that died before it
         # could clear the note.
         noted = self._noted()
-        recorded = self._recorded_tail(len(noted))
+        recorded = self._recorded_tail(len(noted)) if noted else []
         unrecorded = [repair for repair in noted if repair not in recorded]
         if cut < size:
             # A note for this very cut means its writer died before truncating: the
@@ -423,7 +421,7 @@ class _FileSession:
     def _recorded_tail(self, count: int) -> list[LogRepaired]:
         """The `log.repaired` data among the log's last `count` lines."""
         found: list[LogRepaired] = []
-        for span in _take(self._last_spans(), count):
+        for span in islice(self._last_spans(), count):
             try:
                 last_event = _last_repair_decoder.decode(span.raw)
             except msgspec.DecodeError:
@@ -461,8 +459,6 @@ class _FileSession:
         assert self._head is not None
         if not lines:
             return self._head
-        if any(b"\n" in raw for raw in lines):
-            raise ValueError("a log line may not contain a newline")
         span = self._head_span
         name = span.segment if span is not None else ""
         file = self._file  # the segment ends at the span's end: no stat
@@ -478,6 +474,8 @@ class _FileSession:
             # of the machine never keeps a later segment and loses an earlier tail.
             self.segments.sync(span.segment)
         data = b"\n".join([*lines, b""])  # each line ended, the bytes copied once
+        if data.count(b"\n") != len(lines):
+            raise ValueError("a log line may not contain a newline")
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,

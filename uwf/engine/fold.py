@@ -270,12 +270,12 @@ class Fold:
                     folded = {}
                 folded[name] = (entity, new)
 
-    def prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = NOTHING
-                  ) -> dict[Key, Any]:
+    def prefetch(self, envelopes: Sequence[Envelope], read: Mapping[Key, Any] = NOTHING,
+                 held: Mapping[Key, Any] = NOTHING) -> dict[Key, Any]:
         """The current states of every entity the events change: those in `read` (read
-        already, by the command's decide) as they are there, the others read a view at a
-        time (a batch of 50,000 new entries is one read per few hundred keys, not
-        50,000)."""
+        already, by the command's decide) or else in `held` (a fold not committed yet:
+        uwf/engine/held.py) as they are there, the others read a view at a time (a batch
+        of 50,000 new entries is one read per few hundred keys, not 50,000)."""
         keys: dict[str, dict[str, None]] = {}
         states: dict[Key, Any] = {}
         for envelope in envelopes:
@@ -283,6 +283,8 @@ class Fold:
                 touched = (projection.name, projection.key(envelope))
                 if touched in read:
                     states[touched] = read[touched]
+                elif touched in held:
+                    states[touched] = held[touched]
                 else:
                     keys.setdefault(touched[0], {})[touched[1]] = None
         for view, wanted in keys.items():

@@ -43,20 +43,15 @@ from uwf.engine.events import (
 )
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
 from uwf.engine.freshness import Freshness, measure
-from uwf.engine.held import Held, entered
+from uwf.engine.held import STREAK, Held, commit_held, entered, settle, versions
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
+from uwf.engine.readviews import Views as Views  # noqa: PLC0414 (re-exported)
 from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
 from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
-from uwf.engine.ulids import new_ulids
-from uwf.engine.viewspec import (
-    STREAMS,
-    ColumnValue,
-    Query,
-    Row,
-    ViewStore,
-)
+from uwf.engine.ulids import new_ulid, new_ulids
+from uwf.engine.viewspec import STREAMS, Row, ViewStore
 from uwf.errors import Corrupt, StoreUnavailable, UsageError, UwfError
 from uwf.redact import Redact, redact_value
 
@@ -94,62 +89,6 @@ class Outcome(msgspec.Struct, Generic[T], frozen=True):
     spell: Speller | None = None
 
 
-class Views:
-    """A read-only, typed view of the persisted views (what `decide` and reads get).
-
-    `known`: states as of `head` already at hand (a write's fold), read from there;
-    every state `get` reads is remembered in `known` (a write's fold starts from them)."""
-
-    def __init__(self, store: ViewStore, projections: Mapping[str, Projection],
-                 head: Checkpoint, known: dict[Key, Any] | None = None) -> None:
-        self._store = store
-        self._projections = projections
-        self.head = head
-        self.known = known
-
-    def get(self, view: str, key: str) -> Any:
-        """The typed state of one entity, or None."""
-        known = self.known
-        if known is not None and (view, key) in known:
-            return known[(view, key)]
-        raw = self._store.load(view, key)
-        state = None if raw is None else self._projections[view].decode(raw)
-        if known is not None:
-            known[(view, key)] = state
-        return state
-
-    def absent(self, view: str, keys: Iterable[str]) -> None:
-        """Say that these entities are not in the view (ids this command has just
-        minted): a write's fold starts them from nothing and reads none of them."""
-        known = self.known
-        if known is not None:
-            known.update(((view, key), None) for key in keys)
-
-    def query(self, query: Query) -> list[Any]:
-        decode = self._projections[query.view].decode
-        rows = self._store.query(query)
-        known = self.known
-        if known is None:
-            return [decode(raw) for _, raw in rows]
-        view = query.view
-        found = []
-        for key, raw in rows:
-            found.append(state := decode(raw))
-            known[(view, key)] = state
-        return found
-
-    def count(self, query: Query) -> int:
-        return self._store.count(query)
-
-    def counts(self, view: str, column: str) -> dict[ColumnValue, int]:
-        return self._store.counts(view, column)
-
-    def scan(self, view: str) -> Iterator[tuple[str, Any]]:
-        decode = self._projections[view].decode
-        for key, raw in self._store.scan(view):
-            yield key, decode(raw)
-
-
 class Journal:
     """The log plus the views folded from it, behind one write protocol."""
 
@@ -164,6 +103,7 @@ class Journal:
         redact: Redact | None = None,
         snapshots: Snapshots | None = None,
         first: FirstTry | None = None,
+        hold_writes: int = 0,
     ) -> None:
         self.log = log
         self.first = first  # a way a write tries before the exclusive section (PostgreSQL)
@@ -174,10 +114,17 @@ class Journal:
         self.redact = redact
         # What has a checkpoint: every view, and the stream index beside them.
         self._folded = (*self.projections, STREAMS)
+        self._names = set(self.projections)
+        self._unfolded = dict.fromkeys(self.projections, 0)  # a write folds into every view
+        self._stamp = (-1, "")
         self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)
-        self._held: Held | None = None  # a write's fold the next may commit with its own
+        # Writes' folds not committed yet (uwf/engine/held.py): at most `hold_writes`
+        # writes, while the log's tail stays this journal's own last write.
+        self.hold_writes = hold_writes
+        self._held: Held | None = None
+        self._held_lock = threading.Lock()
 
     @property
     def catalog(self) -> EventCatalog:
@@ -191,8 +138,32 @@ class Journal:
     # -- reads -----------------------------------------------------------
 
     def reader(self, head: Checkpoint = GENESIS) -> Views:
-        """The persisted views as they are (call `refresh` first to catch them up)."""
-        return Views(self.views, self.projections, head)
+        """The persisted views as they are (call `refresh` first to catch them up), with
+        the states of this process's held fold over them (held.py: a query, a count or
+        a scan commits it first), while it is current (the log and the views as it left
+        them; else the views alone)."""
+        held = self._held
+        if held is not None and not held.current(self.log.head(), self.views.checkpoints(),
+                                                 len(self._folded)):
+            held = None
+        return Views(self.views, self.projections, head, held=held, settle=self.flush)
+
+    def take_held(self) -> Held | None:
+        """The held fold, now the caller's (held.py)."""
+        with self._held_lock:
+            held, self._held = self._held, None
+        return held
+
+    def flush(self) -> None:
+        """Commit this process's held fold (held.py), if any: the views then hold every
+        write this journal made. A fold the views no longer take is let go (they moved:
+        whoever reads next folds the log)."""
+        held = self.take_held()
+        if held is None or (held.writes and not commit_held(self, held)):
+            return
+        with self._held_lock:  # still this journal's last write, unless one came since
+            if self._held is None:
+                self._held = held
 
     def read_subject(self, subject: str, after: int = 0, *, reverse: bool = False
                      ) -> Iterator[Envelope]:
@@ -207,6 +178,7 @@ class Journal:
     def _indexed(self) -> Checkpoint:
         """The stream index's checkpoint, matched with the log (built first if absent,
         as any read builds absent views)."""
+        self.flush()
         checkpoint = self.views.checkpoints().get(STREAMS)
         if checkpoint is None:
             self.refresh()
@@ -220,6 +192,7 @@ class Journal:
         The views are a cache anyone may delete (`rm -r views/`): one that cannot be
         opened or written (deleted under this process, say) is let go and opened again,
         a few times, before the error is the disk's."""
+        self.flush()
         for attempt in range(REOPENS):
             try:
                 return self._refresh(progress)
@@ -277,6 +250,7 @@ class Journal:
         log replayed."""
         self._not_deciding("rebuild the views")
         with self.log.exclusive():
+            self.take_held()  # its fold starts where the views will no longer be
             found, refused = usable(self.snapshots, self._check_match) if snapshot else (None, None)
             if found is not None and self._restore(found, in_place=True):
                 return Rebuild(self.refresh(progress), restored=found.checkpoint)
@@ -338,7 +312,9 @@ class Journal:
                 for key, state in states.items() if state is not None}
 
     def freshness(self) -> Freshness:
-        """Each view valid | stale | absent | mismatch | unreadable, changing nothing."""
+        """Each view valid | stale | absent | mismatch | unreadable, changing nothing
+        (but for this process's held fold, committed first)."""
+        self.flush()
         return measure(self.log, self.views, list(self.projections), self._check_match)
 
     # -- writes ----------------------------------------------------------
@@ -357,7 +333,9 @@ class Journal:
         PendingBlobs`), gathered before the section: appended as `cas.node` records
         ahead of the events, in the same write, when the command writes any event.
         `sync=False`: not waited for (no fsync of its own): the next durable write
-        covers it; only for what acknowledges nothing (a step's start). `carry`: held.py.
+        covers it; only for what acknowledges nothing (a step's start). `carry`: this
+        write may decide on a held fold (held.py; a journal that holds writes,
+        `hold_writes`, lets every write carry it).
         """
         return self.write_at(lambda views, _now: decide(views), expected=expected,
                              nodes=nodes, sync=sync, carry=carry)
@@ -371,7 +349,8 @@ class Journal:
         the `ts` of the events it appends. A command that judges time (a lease's expiry)
         must judge it by this instant: one read before the section may be long past
         when the section is entered (a stalled process), and another writer may have
-        acted on the later time in between. `hold`, `carry`: uwf/engine/held.py.
+        acted on the later time in between. `hold`: the fold held (not committed)
+        whatever came before, for the next write to commit (uwf/engine/held.py).
         """
         self._not_deciding("write")
         if self.first is not None:
@@ -379,37 +358,55 @@ class Journal:
             if done is not None:
                 return done[0]  # type: ignore[no-any-return]
         with self.log.exclusive() as session:
-            head, held = entered(self, session, carry=carry and not expected)
-            if expected:  # nothing can move now: a version seen here is the log's
-                indexed = self.views.checkpoints().get(STREAMS, GENESIS)
-                self._streams.check(indexed, expected, head)
+            head, found = entered(self, session)
+            held = found if found is not None else Held(head, head)
+            if found is not None:  # this journal's last write is the log's tail (held.py)
+                held.streak += 1
+            if held.writes and not self.hold_writes and (expected or not carry):
+                settle(self, held)  # only a step's result rides on its start here
             now = self.clock()
             self._local.deciding = True
-            # The states decide read, as of `head` (a held fold's, new since the views').
-            read: dict[Key, Any] = {} if held is None else dict(held.states)
+            read: dict[Key, Any] = {}  # the states decide read, as of `head`
             try:
-                outcome = decide(Views(self.views, self.projections, head, read), now)
+                if expected:  # nothing can move now: a version seen here is the log's
+                    versions(self, held, expected)
+                outcome = decide(Views(self.views, self.projections, head, read, held=held,
+                                       settle=lambda: settle(self, held),
+                                       remember=self.hold_writes > 0),
+                                 now)
+            except BaseException:
+                self._held = held  # nothing written: still so
+                raise
             finally:
                 self._local.deciding = False
             folded: dict[Key, Any] | None = None
+            kept: Held | None = held
             if outcome.events:
                 if not sync:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events]
-                spelled = outcome.spell(head, now) if outcome.spell and head.seq else None
-                if spelled is None or nodes or held is not None:
+                spelled = (outcome.spell(head, now)
+                           if outcome.spell and head.seq and not held.writes else None)
+                if spelled is None or nodes:
+                    keep = hold or (held.streak >= STREAK
+                                    and held.writes + 1 < self.hold_writes)
                     head, folded = self._append(session, head, events, now, read, held=held,
-                                                hold=hold)
+                                                keep=keep)
                 else:  # as `_append` would: no states at hand after it
                     head = spelled.append(session, self.views,
                                           dict.fromkeys(self._folded, head), self.refresh)
-                if outcome.then is not None and folded is None:
-                    head = self.refresh()  # the views did not follow: catch them up
+                    kept = held = Held(head, head)  # the views are at it
+                if folded is None:
+                    kept = None
+                    if outcome.then is not None:
+                        head = self.refresh()  # the views did not follow: catch them up
             else:
                 folded = read  # nothing moved: what decide read is still so
+            self._held = kept
             if outcome.then is not None:
-                return outcome.then(Views(self.views, self.projections, head, folded))
+                return outcome.then(Views(self.views, self.projections, head, folded,
+                                          held=kept, settle=lambda: settle(self, held)))
             return outcome.result
 
     def write_round(self, decides: Sequence[Decide], memory: Memory, *,
@@ -425,10 +422,12 @@ class Journal:
 
     def _append(self, session: LogSession, head: Checkpoint, events: Sequence[NewEvent],
                 ms: int, read: Mapping[Key, Any] = NOTHING, *, held: Held | None = None,
-                hold: bool = False) -> tuple[Checkpoint, dict[Key, Any] | None]:
+                keep: bool = False) -> tuple[Checkpoint, dict[Key, Any] | None]:
         """Append the events durably, stamped `ms`; the new head, and the states the
         views now hold of what was read (`read`: states as of `head`) and folded, or None
-        when the views did not follow. `held`, `hold`: uwf/engine/held.py."""
+        when the views did not follow. `held`: this journal's fold not committed yet, at
+        `head` (held.py): the events' fold is added to it, and, unless `keep`, committed
+        with it (then it is empty at the new head)."""
         if head.seq == 0:  # a store's first line says which format wrote it
             events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)), *events]
         envelopes, raws = self.envelopes(head, events, ms)
@@ -436,25 +435,18 @@ class Journal:
         # The events are in the log now (durable once the section ends): a view that
         # fails to follow is only stale, and the next read catches it up, so the
         # command still succeeds.
+        if held is None:
+            held = Held(head, head)
         try:
-            states = self.fold.prefetch(envelopes, read)
+            states = self.fold.prefetch(envelopes, read, held.states)
             # What the views hold of each entity the events change, before the fold
             # makes new states of them (a held fold knows its own): none read back.
-            before = self.fold.stored(states if held is None else held.unheld(states))
-            since = dict.fromkeys(self.projections, head.seq)
+            before = self.fold.stored(held.unheld(states) if held.writes else states)
             for envelope in envelopes:
-                self.fold.apply(states, envelope, since, set(self.projections), read)
-            streams = [(envelope.subject, envelope.seq) for envelope in envelopes]
-            start = head
-            if held is not None:  # the views are at its start: its rows go with these
-                states, start = {**held.states, **states}, held.start
-                before, streams = {**before, **held.before}, [*held.streams, *streams]
-            if hold:
-                self._held = Held(start, new_head, states, before, streams)
-                return new_head, {**read, **states}
-            expected: dict[str, Checkpoint | None] = dict.fromkeys(self._folded, start)
-            if not self.views.commit(self.fold.rows(states, expected, before), expected,
-                                     new_head, streams=streams):
+                self.fold.apply(states, envelope, self._unfolded, self._names, read)
+            held.add(new_head, states, before,
+                     [(envelope.subject, envelope.seq) for envelope in envelopes])
+            if not keep and not commit_held(self, held):
                 self.refresh()
                 return new_head, None
         except UwfError:
@@ -465,11 +457,15 @@ class Journal:
                   ) -> tuple[list[Envelope], list[bytes]]:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained."""
-        ts = format_ts(ms)
+        stamp = self._stamp  # a command's instant, spelled once a millisecond
+        if stamp[0] != ms:
+            self._stamp = stamp = (ms, format_ts(ms))
+        ts = stamp[1]
         envelopes: list[Envelope] = []
         raws: list[bytes] = []
         prev = head.digest
-        ids = new_ulids(ms, len(events))  # as one new_ulid(ms) an event, spelled faster
+        # As one new_ulid(ms) an event, spelled faster (many).
+        ids = [new_ulid(ms)] if len(events) == 1 else new_ulids(ms, len(events))
         for index, event in enumerate(events):
             envelope = Envelope(
                 seq=head.seq + index + 1, id=ids[index], ts=ts,

@@ -11,7 +11,6 @@ import errno
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from uwf.errors import Corrupt, StoreBusy
@@ -58,13 +57,16 @@ class FileSegments:
         return f"{self._dir}/{name}"
 
     def pending(self) -> bytes | None:
+        path = self._path(PENDING_NOTE)
+        if not os.access(path, os.F_OK):  # the usual answer, without an exception's cost
+            return None
         try:
-            with open(self._path(PENDING_NOTE), "rb") as handle:
+            with open(path, "rb") as handle:
                 return handle.read()
         except FileNotFoundError:
             return None
         except IsADirectoryError:
-            raise Corrupt(f"{self._path(PENDING_NOTE)} is a folder, not uwf's repair note",
+            raise Corrupt(f"{path} is a folder, not uwf's repair note",
                           "move it out of the events folder, then retry") from None
 
     def set_pending(self, note: bytes | None) -> None:
@@ -113,7 +115,7 @@ class FileSegments:
         return None if kept is None else kept[1]
 
     def exists(self, name: str) -> bool:
-        return os.path.exists(self._path(name))
+        return os.access(self._path(name), os.F_OK)
 
     def read(self, name: str, start: int, end: int | None = None) -> bytes:
         path = self._path(name)
@@ -211,9 +213,9 @@ class FileSegments:
             os.unlink(self._path(name))
         fsync_folder(self._dir)
 
-    @contextlib.contextmanager
-    def lock(self, timeout: float) -> Iterator[None]:
-        """Hold the store's exclusive lock (callers serialise their own threads first).
+    def take(self, timeout: float) -> int | None:
+        """Take the store's exclusive lock (callers serialise their own threads first),
+        for `let_go` to give back with what this returns.
 
         A free lock is taken at once; a held one is waited for in the kernel (a
         blocking flock in a helper thread), so a waiter wakes the moment the holder
@@ -231,16 +233,18 @@ class FileSegments:
         except OSError:  # held (EWOULDBLOCK), or not now: waited for, as portalocker did
             waited = self._wait_for_lock(timeout)
         self._held = True
-        try:
-            yield
-        finally:
-            # Append descriptors stay open: the next section writes through one only
-            # when its segment is still the file it was opened on (`append`'s `file`).
-            self._held = False
-            if waited is None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            else:
-                os.close(waited)  # closing its own open file lets the lock go
+        return waited
+
+    def let_go(self, waited: int | None) -> None:
+        """Give back the lock `take` took (`waited`: what it returned)."""
+        # Append descriptors stay open: the next section writes through one only
+        # when its segment is still the file it was opened on (`append`'s `file`).
+        self._held = False
+        if waited is None:
+            assert self._lock_fd is not None
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        else:
+            os.close(waited)  # closing its own open file lets the lock go
 
     def _lock_file(self) -> int:
         if self._lock_fd is None:
