@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
-from uwf.cli.parsing import named
+from uwf.cli.quickparse import named
 from uwf.config.args import NoArgs
 from uwf.invoker.spec import Command, Group, Lazy
 
@@ -23,7 +23,7 @@ from uwf.invoker.spec import Command, Group, Lazy
 # from the invoker below it (uwf.invoker.ids makes id arguments whole; it reads the
 # store only for an id's prefix).
 CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.termination", "uwf.cli.process",
-            "uwf.cli.main", "uwf.cli.render", "uwf.cli.parsing",
+            "uwf.cli.main", "uwf.cli.render", "uwf.cli.parsing", "uwf.cli.quickparse",
             "uwf.invoker", "uwf.invoker.spec", "uwf.invoker.context", "uwf.invoker.ids",
             "uwf.invoker.invoke", "uwf.invoker.params", "uwf.invoker.text"}
 SURFACE = ("uwf.cli", "uwf.invoker")

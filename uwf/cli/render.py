@@ -9,7 +9,6 @@ traceback unless UWF_DEBUG=1. Secret values are masked in both.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -27,13 +26,14 @@ from uwf.invoker.spec import Command, Group
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from uwf.cli.progress import Bars
     from uwf.engine.feature import Feature
     from uwf.redact import Redact
 
-from uwf.cli.parsing import parse
+from uwf.cli.quickparse import Options, quick_parse
 from uwf.invoker.text import masked, one_line
 
 # -- output ----------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def run(group: Group, argv: Sequence[str] | None = None,
     args: Args | None = None
     try:
         try:
-            command, args, options = parse(group, argv)
+            command, args, options = _parse(group, argv)
         except SystemExit as exc:  # --help, or a usage error printed: no exception leaks
             if isinstance(exc, Terminated):
                 raise
@@ -213,7 +213,20 @@ def run(group: Group, argv: Sequence[str] | None = None,
         return exc.exit_code(command, args)
 
 
-def _run(command: Command[Any], args: Args, options: argparse.Namespace, group: Group, *,
+def _parse(group: Group, argv: Sequence[str] | None
+           ) -> tuple[Command[Any], Args, Options | argparse.Namespace]:
+    """The command line read: its plain shapes without argparse (`uwf.cli.quickparse`),
+    the rest by argparse (`uwf.cli.parsing`, imported only then)."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if (quick := quick_parse(group, given)) is not None:
+        return quick
+    from uwf.cli.parsing import parse
+
+    return parse(group, given)
+
+
+def _run(command: Command[Any], args: Args, options: Options | argparse.Namespace,
+         group: Group, *,
          environ: Mapping[str, str] | None = None,
          features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
@@ -288,7 +301,7 @@ def console(group: Group, argv: Sequence[str] | None = None,
     sys.exit(run(group, None, environ, features))
 
 
-def _option(options: argparse.Namespace, name: str) -> str | None:
+def _option(options: Options | argparse.Namespace, name: str) -> str | None:
     value = getattr(options, name, None)
     return value if isinstance(value, str) else None
 
