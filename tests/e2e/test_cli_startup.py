@@ -95,6 +95,26 @@ def test_the_console_script_imports_msgspec_without_typing_extensions(
     assert later == "typing_extensions"
 
 
+def test_the_console_script_reads_a_plain_command_line_without_argparse(
+        store_with_workflow: Path, tmp_path: Path) -> None:
+    """`uwf workflow show NAME` (the console script) is read by `uwf.cli.quickparse`:
+    argparse, and the gettext and locale its messages bring, stay unloaded, and so does
+    `signal` (the SIGTERM handler takes `_signal`); `--help` still loads argparse."""
+    def loaded(argv: list[str]) -> list[str]:
+        probe = ("import json, sys\nfrom uwf.cli import entry\n"
+                 f"sys.argv = ['uwf', *{argv!r}]\n"
+                 "try:\n    entry.uwf()\nexcept SystemExit:\n    pass\n"
+                 "print(json.dumps(sorted({'argparse', 'gettext', 'locale', 'signal'}"
+                 " & set(sys.modules))))")
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              check=True, cwd=tmp_path, timeout=60)
+        return list(json.loads(done.stdout.splitlines()[-1]))
+
+    assert loaded(["--store", str(store_with_workflow), "workflow", "show",
+                   "solve-issue"]) == []
+    assert "argparse" in loaded(["workflow", "show", "--help"])
+
+
 def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:
     """`lean_msgspec`'s claim: what msgspec takes from typing_extensions is, on this
     Python, typing's own. Every Struct of every feature's events and views, read both

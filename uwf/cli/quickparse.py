@@ -108,20 +108,11 @@ def quick_parse(group: Group, argv: Sequence[str]
             param.kind is not str or not param.required or param.choices is not None
             for param in positionals):
         return None
-    words = iter(rest)
-    values: dict[str, Any] = {}
-    for param in declared:
-        if param.positional:
-            value: Any = next(words)
-        elif param.required:
-            return None
-        else:  # a flag not given: argparse's default (none for a list flag)
-            value = None if param.kind is list else param.default
-            if value is None and not param.nullable:
-                continue  # the field's default
-        if isinstance(value, str) and not _plain_text(value):
-            return None
-        values[param.name] = value
+    if any(param.required and not param.positional for param in declared) or not all(
+            _plain_text(word) for word in rest):
+        return None
+    # A flag not given is left out: argparse's default for it is the field's (`params`).
+    values = {param.name: word for param, word in zip(positionals, rest, strict=True)}
     try:
         args = msgspec.convert(values, command.args)
     except msgspec.ValidationError:
