@@ -98,14 +98,15 @@ def test_the_console_script_imports_msgspec_without_typing_extensions(
 def test_the_console_script_reads_a_plain_command_line_without_argparse(
         store_with_workflow: Path, tmp_path: Path) -> None:
     """`uwf workflow show NAME` (the console script) is read by `uwf.cli.quickparse`:
-    argparse, and the gettext and locale its messages bring, stay unloaded, and so does
-    `signal` (the SIGTERM handler takes `_signal`); `--help` still loads argparse."""
+    argparse, and the gettext and locale its messages bring, stay unloaded, and so do
+    `signal` (the SIGTERM handler takes `_signal`) and the id lookup (`uwf.invoker.ids`:
+    the command takes no id); `--help` still loads argparse."""
     def loaded(argv: list[str]) -> list[str]:
         probe = ("import json, sys\nfrom uwf.cli import entry\n"
                  f"sys.argv = ['uwf', *{argv!r}]\n"
                  "try:\n    entry.uwf()\nexcept SystemExit:\n    pass\n"
-                 "print(json.dumps(sorted({'argparse', 'gettext', 'locale', 'signal'}"
-                 " & set(sys.modules))))")
+                 "print(json.dumps(sorted({'argparse', 'gettext', 'locale', 'signal',"
+                 " 'uwf.invoker.ids'} & set(sys.modules))))")
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                               check=True, cwd=tmp_path, timeout=60)
         return list(json.loads(done.stdout.splitlines()[-1]))
