@@ -1,7 +1,7 @@
 """`uwf workflow show NAME` on a ~10-event store vs a 1,000,000-event store.
 
     python bench/show.py [--quick | --events N] [--runs R] [--dir DIR] [--fresh] [--wait-quiet S]
-                         [--no-bytecode-cache] [--instructions]
+                         [--no-bytecode-cache] [--instructions [--baseline-tree DIR]]
 
 Each figure is the median wall time, and the median CPU time (the child's user +
 system), of R real child processes (R >= 15): `uwf --store SMALL workflow show
@@ -16,6 +16,11 @@ Targets: show(1M) / show(10) <= 1.25 (issue 6), and show <= 3.5 x `python -c pas
 (issue 30, item 6; it was 6 x in issue 21). Beside them, the floor: the same
 interpreter importing msgspec as the CLI does (without typing_extensions,
 `uwf.cli.entry.lean_msgspec`), the one dependency every command needs.
+
+With `--baseline-tree DIR` (an older uwf's source, say `git archive REV uwf | tar -x -C
+DIR`), the instructions section also counts the same `uwf workflow show` with that
+tree first on PYTHONPATH (the same console script, interpreter and stores): a before
+and after from one run.
 """
 
 from __future__ import annotations
@@ -78,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also count each command's instructions under valgrind's "
                              "callgrind (median of 3): a figure the machine's load cannot "
                              "blur")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="with --instructions: also count `uwf workflow show` with "
+                             "this older uwf source tree (holding uwf/) on PYTHONPATH")
     args = parser.parse_args(argv)
     if args.quick:
         args.events = 200_000
@@ -149,11 +157,28 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"the floor {median(times['floor']) / python:.2f} x)")
     if args.instructions:
         counted = {label: instructions(argv, env) for label, argv in commands.items()}
+        if args.baseline_tree is not None:
+            older = baseline_env(env, args.baseline_tree)
+            for label in ("small", "big"):
+                check(run_measured(commands[label], env=older), f"baseline {label}")  # warm
+                counted[f"before-{label}"] = instructions(commands[label], older)
+            rows[2:2] = [(f"  with {args.baseline_tree}, {small_seq:,} events", "before-small"),
+                         (f"  with {args.baseline_tree}, {big_seq:,} events", "before-big")]
         section("instructions (valgrind --tool=callgrind, user space, median of 3)")
         for label, key in rows:
             print(f"{label:<36} {counted[key] / 1e6:10.1f} M  "
                   f"{counted[key] / counted['python']:6.2f} x python -c pass")
     return 0
+
+
+def baseline_env(env: dict[str, str] | None, tree: Path) -> dict[str, str]:
+    """`env` with the older uwf source `tree` first on PYTHONPATH (checked to hold uwf/)."""
+    if not (tree / "uwf" / "__init__.py").is_file():
+        sys.exit(f"bench: {tree} holds no uwf/ package")
+    older = dict(os.environ if env is None else env)
+    older["PYTHONPATH"] = os.pathsep.join(
+        [str(tree.resolve()), *filter(None, [older.get("PYTHONPATH")])])
+    return older
 
 
 def instructions(argv: Sequence[str], env: dict[str, str] | None) -> int:

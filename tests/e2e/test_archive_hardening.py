@@ -228,16 +228,17 @@ def test_sigterm_while_follow_starts_exits_0(fleet: Fleet, tmp_path: Path, delay
 
 
 
-# A module the console script imports after its handler is installed (uwf.cli.render
-# imports argparse), shadowed on PYTHONPATH: it sends the process SIGTERM while it is
-# imported, then is the real argparse. So the signal lands, every run, while the
+# A module the console script imports after its handler is installed (uwf.cli.entry
+# imports msgspec right after; argparse, once this hook, is no longer loaded by a plain
+# command line: uwf.cli.quickparse), shadowed on PYTHONPATH: it sends the process
+# SIGTERM while it is imported, then is the real msgspec. So the signal lands, every run, while the
 # commands' modules load (issue 32: 16 of 16 SIGTERMs in the first 0.2 s exited 143).
 SIGTERM_WHILE_IMPORTED = """
 import importlib, os, signal, sys
 os.kill(os.getpid(), signal.SIGTERM)
 sys.path.remove(os.path.dirname(os.path.abspath(__file__)))
-del sys.modules["argparse"]
-sys.modules["argparse"] = importlib.import_module("argparse")
+del sys.modules["msgspec"]
+sys.modules["msgspec"] = importlib.import_module("msgspec")
 """
 
 
@@ -249,7 +250,7 @@ def test_sigterm_while_the_modules_load_waits_for_the_command(
     a plain sync 143; never the default action's death by signal."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "argparse.py").write_text(SIGTERM_WHILE_IMPORTED, "utf-8")
+    (shadow / "msgspec.py").write_text(SIGTERM_WHILE_IMPORTED, "utf-8")
     folder = tmp_path / "archive"
     done = fleet.cli.processes().call("uwf", ["archive", "sync", str(folder), *args], b"",
                                       env={"PYTHONPATH": str(shadow)})

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from uwf.cli import main as uwf_cli
-from uwf.cli.parsing import named
+from uwf.cli.quickparse import named
 from uwf.config.args import NoArgs
 from uwf.invoker.spec import Command, Group, Lazy
 
@@ -23,7 +23,7 @@ from uwf.invoker.spec import Command, Group, Lazy
 # from the invoker below it (uwf.invoker.ids makes id arguments whole; it reads the
 # store only for an id's prefix).
 CLI_CORE = {"uwf.cli", "uwf.cli.entry", "uwf.cli.termination", "uwf.cli.process",
-            "uwf.cli.main", "uwf.cli.render", "uwf.cli.parsing",
+            "uwf.cli.main", "uwf.cli.render", "uwf.cli.parsing", "uwf.cli.quickparse",
             "uwf.invoker", "uwf.invoker.spec", "uwf.invoker.context", "uwf.invoker.ids",
             "uwf.invoker.invoke", "uwf.invoker.params", "uwf.invoker.text"}
 SURFACE = ("uwf.cli", "uwf.invoker")
@@ -93,6 +93,27 @@ def test_the_console_script_imports_msgspec_without_typing_extensions(
     assert '"name": "solve-issue"' in done.stdout
     assert loaded == ["msgspec"]
     assert later == "typing_extensions"
+
+
+def test_the_console_script_reads_a_plain_command_line_without_argparse(
+        store_with_workflow: Path, tmp_path: Path) -> None:
+    """`uwf workflow show NAME` (the console script) is read by `uwf.cli.quickparse`:
+    argparse, and the gettext and locale its messages bring, stay unloaded, and so do
+    `signal` (the SIGTERM handler takes `_signal`) and the id lookup (`uwf.invoker.ids`:
+    the command takes no id); `--help` still loads argparse."""
+    def loaded(argv: list[str]) -> list[str]:
+        probe = ("import json, sys\nfrom uwf.cli import entry\n"
+                 f"sys.argv = ['uwf', *{argv!r}]\n"
+                 "try:\n    entry.uwf()\nexcept SystemExit:\n    pass\n"
+                 "print(json.dumps(sorted({'argparse', 'gettext', 'locale', 'signal',"
+                 " 'uwf.invoker.ids'} & set(sys.modules))))")
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              check=True, cwd=tmp_path, timeout=60)
+        return list(json.loads(done.stdout.splitlines()[-1]))
+
+    assert loaded(["--store", str(store_with_workflow), "workflow", "show",
+                   "solve-issue"]) == []
+    assert "argparse" in loaded(["workflow", "show", "--help"])
 
 
 def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:

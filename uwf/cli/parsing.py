@@ -16,6 +16,7 @@ import msgspec
 
 from uwf import __version__
 from uwf.cli.process import process_redactor
+from uwf.cli.quickparse import named
 from uwf.config.args import Args
 from uwf.errors import EXIT_USAGE
 from uwf.invoker.context import GLOBAL_OPTIONS
@@ -177,34 +178,11 @@ def command_parsers(group: Group) -> dict[tuple[str, ...], argparse.ArgumentPars
     return leaves
 
 
-# The global options before a command, and whether each takes a value.
-_GLOBALS = {"--store": True, "--json": False, "--format": True, "--now": True}
-
-
-def named(group: Group, argv: Sequence[str]) -> Command[Any] | None:
-    """The command `argv` names, read as argparse reads it (global options and their
-    values first, abbreviated or not); None when that takes argparse itself (help, an
-    unknown or incomplete command, anything unusual)."""
-    at = 0
-    while at < len(argv) and argv[at].startswith("-"):
-        name, equals, _ = argv[at].partition("=")
-        found = [option for option in _GLOBALS if option.startswith(name)]
-        if len(name) < 3 or not name.startswith("--") or len(found) != 1:
-            return None
-        at += 2 if _GLOBALS[found[0]] and not equals else 1
-    words = tuple(argv[at:at + 2])
-    if not words:
-        return None
-    for command in group.named(words[0]):  # only the declarations that may hold it
-        if words[:len(command.path)] == command.path:
-            return command
-    return None
-
-
 def parse(group: Group, argv: Sequence[str] | None) -> tuple[Command[Any], Args,
                                                             argparse.Namespace]:
     """The command, its arguments as its Struct, and the global options; a usage
-    error (one line, exit 2) for anything argparse or the Struct refuses."""
+    error (one line, exit 2) for anything argparse or the Struct refuses. (The
+    console reads the plain shapes without argparse first: `uwf.cli.quickparse`.)"""
     given = sys.argv[1:] if argv is None else list(argv)
     command = named(group, given)
     return parse_with(build_parser(group, command), given)

@@ -9,12 +9,13 @@ traceback unless UWF_DEBUG=1. Secret values are masked in both.
 
 from __future__ import annotations
 
-import argparse
-import json
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from uwf.cli.process import process_redactor, working_folder
 from uwf.cli.termination import TERMINATION as _TERMINATION
@@ -27,13 +28,14 @@ from uwf.invoker.spec import Command, Group
 from uwf.payload import Plain, to_payload
 
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from uwf.cli.progress import Bars
     from uwf.engine.feature import Feature
     from uwf.redact import Redact
 
-from uwf.cli.parsing import parse
+from uwf.cli.quickparse import Options, quick_parse
 from uwf.invoker.text import masked, one_line
 
 # -- output ----------------------------------------------------------------------------
@@ -62,7 +64,37 @@ def terminal_bars(environ: Mapping[str, str]) -> Bars | None:
 
 
 def dump_json(payload: Any) -> str:
+    """`json.dumps(payload, ensure_ascii=False, indent=2)`, written by msgspec when that
+    gives the same text (plain JSON values: no float in exponent form, no NaN, no key
+    but a string, nothing but dict, list, str, int, bool, None); `json` (about 5 million
+    instructions to import) only for the rest."""
+    if _msgspec_writes_alike(payload):
+        try:
+            return msgspec.json.format(msgspec.json.encode(payload), indent=2).decode()
+        except (TypeError, ValueError, msgspec.EncodeError):  # a lone surrogate, ...
+            pass
+    import json
+
     return json.dumps(payload, ensure_ascii=False, indent=2)
+
+
+_PLAIN = frozenset((str, int, bool, type(None)))
+
+
+def _msgspec_writes_alike(value: Any) -> bool:
+    """Whether msgspec writes `value` as `json.dumps` does (they differ in a float's
+    exponent, `1e16` against `1e+16`, and in NaN, which json writes and msgspec nulls)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is float:
+        return math.isfinite(value) and "e" not in repr(value)
+    if kind is list or kind is tuple:
+        return all(_msgspec_writes_alike(item) for item in value)
+    if kind is dict:
+        return all(type(key) is str and _msgspec_writes_alike(item)
+                   for key, item in value.items())
+    return False
 
 
 def panel(payload: Any, indent: str = "") -> str:
@@ -130,7 +162,11 @@ def scalar(value: Any) -> str:
     """A string as is; null as `-`; true, false and numbers as JSON writes them."""
     if value is None:
         return "-"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        return value
+    import json  # a terminal's panel only
+
+    return json.dumps(value, ensure_ascii=False)
 
 
 def table(rows: Sequence[Any]) -> str:
@@ -198,7 +234,7 @@ def run(group: Group, argv: Sequence[str] | None = None,
     args: Args | None = None
     try:
         try:
-            command, args, options = parse(group, argv)
+            command, args, options = _parse(group, argv)
         except SystemExit as exc:  # --help, or a usage error printed: no exception leaks
             if isinstance(exc, Terminated):
                 raise
@@ -213,7 +249,20 @@ def run(group: Group, argv: Sequence[str] | None = None,
         return exc.exit_code(command, args)
 
 
-def _run(command: Command[Any], args: Args, options: argparse.Namespace, group: Group, *,
+def _parse(group: Group, argv: Sequence[str] | None
+           ) -> tuple[Command[Any], Args, Options | argparse.Namespace]:
+    """The command line read: its plain shapes without argparse (`uwf.cli.quickparse`),
+    the rest by argparse (`uwf.cli.parsing`, imported only then)."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if (quick := quick_parse(group, given)) is not None:
+        return quick
+    from uwf.cli.parsing import parse
+
+    return parse(group, given)
+
+
+def _run(command: Command[Any], args: Args, options: Options | argparse.Namespace,
+         group: Group, *,
          environ: Mapping[str, str] | None = None,
          features: Sequence[Feature] | None = None, cwd: Path | None = None) -> int:
     json_flag = getattr(options, "json", False) is True or _option(options, "format") == "json"
@@ -288,7 +337,7 @@ def console(group: Group, argv: Sequence[str] | None = None,
     sys.exit(run(group, None, environ, features))
 
 
-def _option(options: argparse.Namespace, name: str) -> str | None:
+def _option(options: Options | argparse.Namespace, name: str) -> str | None:
     value = getattr(options, name, None)
     return value if isinstance(value, str) else None
 

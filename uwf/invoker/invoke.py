@@ -69,8 +69,6 @@ def invoke(command: Command[Any], args: Args, context: Context, *,
     collected into a list, each JSON line parsed. With `progress`, the store's catch-up,
     the steps taken and each line collected are said to it, numbered so that the count
     only grows."""
-    from uwf.invoker.ids import whole_ids
-
     notify = _Notifier(progress)
     store = context.store if progress is not None else None
     if store is not None:
@@ -78,7 +76,11 @@ def invoke(command: Command[Any], args: Args, context: Context, *,
         store.progress = notify.counting("views caught up")
         store.steps = notify.counting("steps taken")
     try:
-        result = command.handler(whole_ids(args, context), context)
+        if any(param.ids for param in params(command.args)):  # else ids stay unloaded
+            from uwf.invoker.ids import whole_ids
+
+            args = whole_ids(args, context)
+        result = command.handler(args, context)
         if not command.streams:
             return result
         if each_line is not None:

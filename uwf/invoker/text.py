@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from uwf.redact import Redact
 
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+# Compiled on first use (`re`'s cache), not at import: compiling it is some 3 million
+# instructions, and a command that succeeds prints no error line.
+_UNPRINTABLE = r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]"
 
 
 def one_line(text: str) -> str:
     """`text` as one line: a control character a value brought in (a file name, an
     argument) is shown escaped, as Python writes it (`\\n`, `\\x1e`)."""
-    return _UNPRINTABLE.sub(lambda found: repr(found[0])[1:-1], text)
+    return re.sub(_UNPRINTABLE, lambda found: repr(found[0])[1:-1], text)
 
 
 def masked(text: str, redact: Redact | None) -> str:
