@@ -442,9 +442,9 @@ def test_a_features_commands_and_results_are_cheap_to_import() -> None:
 
 
 # A function below the edge that uses one part of the store (its CAS, its journal, its
-# log, its views) takes that part, not the whole store (issue 33, item 4). These modules
-# still have such functions, as many as named; the count may only go down.
-ONE_PART_TAKERS = {"uwf.queue.pgcalls": 2}
+# log, its views) takes that part, not the whole store (issue 33, item 4). Modules named
+# here may still have such functions, as many as named; the count may only go down.
+ONE_PART_TAKERS: dict[str, int] = {}  # none left
 
 
 def one_part_takers(source: str) -> list[str]:

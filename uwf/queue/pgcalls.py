@@ -58,6 +58,7 @@ from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
 
 if TYPE_CHECKING:
+    from uwf.engine.journal import Journal
     from uwf.engine.pglog import PgLog, Procedure
     from uwf.store import Store
 
@@ -375,27 +376,27 @@ END $proc$"""
 
 # -- calling them ------------------------------------------------------------------------
 
-def _server(store: Store) -> tuple[PgLog, dict[str, str]] | None:
+def _server(journal: Journal) -> tuple[PgLog, dict[str, str]] | None:
     """The log and the views' signatures when the store is on a server whose views can
     be folded there (no secrets to redact: that is Python's)."""
     from uwf.engine.pglog import PgLog
 
-    log = store.journal.log
-    if not isinstance(log, PgLog) or store.journal.redact is not None:
+    log = journal.log
+    if not isinstance(log, PgLog) or journal.redact is not None:
         return None
     from uwf.engine.pgviews import PgViewStore  # psycopg is there: the log is on a server
 
-    views = store.journal.views
+    views = journal.views
     if not isinstance(views, PgViewStore):
         return None
     signatures = views.signatures()
     return (log, signatures) if {"queue", "sched"} <= signatures.keys() else None
 
 
-def _moved(store: Store) -> None:
+def _moved(journal: Journal) -> None:
     """The head this call moved is not the one a one-call write kept (uwf/engine/pgwrite.py):
     it looks again rather than try a call bound to fail first."""
-    first = store.journal.first
+    first = journal.first
     if isinstance(first, OneCall):
         first.forget()
 
@@ -425,7 +426,7 @@ def _ulids(now: int, count: int) -> list[str]:
 
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
     """`sched.lease` in one round trip; None: run it the ordinary way."""
-    server = _server(store)
+    server = _server(store.journal)
     if server is None or limit is None or not 1 <= limit <= MOST or session == "":
         return None
     log, signatures = server
@@ -435,7 +436,7 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
                                        lease_ids, _ulids(now, limit)])
     if got is None or got[0] != "ok":
         return None
-    _moved(store)
+    _moved(store.journal)
     _status, moved_to, keys, expires, attempts = got
     now = now if moved_to is None else moved_to  # the log's later instant, if so
     return Leased(now=format_ts(now), granted=len(keys), leases=[
@@ -449,7 +450,7 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
     """`sched.complete` in one round trip; None: run it the ordinary way."""
     from uwf.queue.service import record
 
-    server = _server(store)
+    server = _server(store.journal)
     if server is None:
         return None
     log, signatures = server
@@ -463,6 +464,6 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
                                           lease_id, run, ids, middle])
     if got is None or got[0] != "ok":
         return None
-    _moved(store)
+    _moved(store.journal)
     entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
     return record(entry)
