@@ -14,14 +14,12 @@ PYTHONHASHSEED=0. Side B is the work tree; with --base, side A is that commit's 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, callgrind_sides
+from common import REPO, callgrind_sides, callgrind_total, side_env
 
 CHILD = """
 import shutil, sys
@@ -42,20 +40,13 @@ store.close()
 def instructions(writes: int, uwf_path: Path | None, work: Path) -> int:
     """The total instructions of a child that makes 50 + `writes` writes."""
     out = work / f"callgrind-{writes}.out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
-    env.update(UWF_DURABILITY="none", PYTHONHASHSEED="0")
-    if uwf_path is not None:
-        env["PYTHONPATH"] = str(uwf_path)
-    else:
-        env.pop("PYTHONPATH", None)
+    env = side_env(uwf_path, "none")
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                     sys.executable, "-c", CHILD, str(writes), str(work / "store"),
                     str(REPO / "bench")], env=env, cwd="/", check=True, capture_output=True)
-    found = re.search(rb"^(?:summary|totals): (\d+)", out.read_bytes(), re.MULTILINE)
+    total = callgrind_total(out)
     out.unlink()
-    if found is None:
-        sys.exit(f"bench: no total in callgrind's output {out}")
-    return int(found.group(1))
+    return total
 
 
 def main(argv: Sequence[str] | None = None) -> int:

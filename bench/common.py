@@ -172,6 +172,29 @@ def callgrind_sides(base: str | None, work: Path) -> dict[str, Path | None]:
     return sides if base is None else {base: code_of(base, work / "base"), **sides}
 
 
+def side_env(uwf_path: Path | None, durability: str) -> dict[str, str]:
+    """The environment of an instruction count's child: no UWF_ variable of this shell
+    but UWF_DURABILITY=`durability`, hashing seeded, and the side's code first on
+    PYTHONPATH (`uwf_path`; None: the work tree as installed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
+    env.update(UWF_DURABILITY=durability, PYTHONHASHSEED="0")
+    if uwf_path is not None:
+        env["PYTHONPATH"] = str(uwf_path)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def callgrind_total(out: Path) -> int:
+    """The instructions callgrind counted in all, from its output file `out`."""
+    import re
+
+    found = re.search(rb"^(?:summary|totals): (\d+)", out.read_bytes(), re.MULTILINE)
+    if found is None:
+        sys.exit(f"bench: no total in callgrind's output {out}")
+    return int(found.group(1))
+
+
 def settings_of(step: Callable[..., Any], store: Any) -> dict[str, Any]:
     """`settings=` for uwf's `run_thread` or `step_thread` when it takes them: an A/B
     bench also runs an older commit's code, from before it did."""

@@ -17,14 +17,12 @@ put first on PYTHONPATH. Needs valgrind.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, callgrind_sides
+from common import REPO, callgrind_sides, callgrind_total, side_env
 
 CHILD = """
 import os, shutil, sys
@@ -60,21 +58,14 @@ store.close()
 def instructions(steps: int, uwf_path: Path | None, work: Path) -> int:
     """The total instructions of a child that steps 10 + `steps` steps."""
     out = work / f"callgrind-{steps}.out"
-    env = {**os.environ, "UWF_DURABILITY": "none", "PYTHONHASHSEED": "0"}
-    env = {k: v for k, v in env.items() if not k.startswith("UWF_") or k == "UWF_DURABILITY"}
-    if uwf_path is not None:
-        env["PYTHONPATH"] = str(uwf_path)
-    else:
-        env.pop("PYTHONPATH", None)
+    env = side_env(uwf_path, "none")
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                     sys.executable, "-c", CHILD, str(steps), str(work / "store"),
                     str(REPO / "bench")], env=env, cwd="/", check=True,
                    capture_output=True)
-    found = re.search(rb"^(?:summary|totals): (\d+)", out.read_bytes(), re.MULTILINE)
+    total = callgrind_total(out)
     out.unlink()
-    if found is None:
-        sys.exit(f"bench: no total in callgrind's output {out}")
-    return int(found.group(1))
+    return total
 
 
 def per_step(steps: int, uwf_path: Path | None, work: Path) -> float:

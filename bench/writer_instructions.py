@@ -15,15 +15,13 @@ out). PYTHONHASHSEED=0. Side B is the work tree; with --base, side A is that com
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import callgrind_sides, uwf_exe
+from common import callgrind_sides, callgrind_total, side_env, uwf_exe
 from queue_bench import POLICY_MAX, fill_store, new_store
 
 CLIENT = """
@@ -41,12 +39,7 @@ store.close()
 
 def instructions(cycles: int, filled: int, uwf_path: Path | None, work: Path) -> int:
     """The writer's total instructions over `cycles` lease+complete cycles of a client."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWF_")}
-    env.update(UWF_DURABILITY="fsync", PYTHONHASHSEED="0")
-    if uwf_path is not None:
-        env["PYTHONPATH"] = str(uwf_path)
-    else:
-        env.pop("PYTHONPATH", None)
+    env = side_env(uwf_path, "fsync")
     root = work / "store"
     new_store(root, env, POLICY_MAX)
     fill_store(root, work, filled, {**env, "UWF_DURABILITY": "none"})
@@ -63,11 +56,9 @@ def instructions(cycles: int, filled: int, uwf_path: Path | None, work: Path) ->
                    cwd="/", check=True)
     writer.send_signal(signal.SIGTERM)
     writer.communicate()
-    found = re.search(rb"^(?:summary|totals): (\d+)", out.read_bytes(), re.MULTILINE)
-    if found is None:
-        sys.exit(f"bench: no total in callgrind's output {out}")
+    total = callgrind_total(out)
     out.rename(work / f"kept-{cycles}.out")  # for callgrind_annotate
-    return int(found.group(1))
+    return total
 
 
 def main(argv: Sequence[str] | None = None) -> None:
