@@ -7,6 +7,9 @@ from pathlib import Path
 
 from uwf.store import Store
 
+# Three well-formed node hashes, for the events a view test writes that name nodes.
+HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
+
 
 def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
     db = sqlite3.connect(path)

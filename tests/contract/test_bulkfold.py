@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.contract.test_views import HASHES, T, U, event_data
+from tests.contract.test_views import T, U, event_data
+from tests.viewkit import HASHES
 from uwf.engine import bulkfold
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.logkit import append
+from tests.viewkit import HASHES
 from uwf.cas.backends import MemoryBlobs
 from uwf.cas.store import Cas
 from uwf.config.settings import process_settings
@@ -44,7 +45,6 @@ from uwf.threads.events import (
 )
 from uwf.workflows.events import WorkflowRegistered
 
-HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 CATALOG = event_catalog()
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract.test_views import HASHES
-from tests.viewkit import replays_alike
+from tests.viewkit import HASHES, replays_alike
 from uwf.engine.events import NewEvent
 from uwf.engine.held import HOLD_WRITES, STREAK
 from uwf.engine.journal import Outcome, Views

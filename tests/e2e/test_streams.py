@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, Cli
 from tests.contract import test_views
 from tests.logkit import append, envelopes
+from tests.viewkit import HASHES
 from uwf.engine.events import Envelope, LogRepaired, NewEvent, encode_line
 from uwf.engine.journal import Outcome, Views
 from uwf.engine.viewspec import STREAMS
@@ -29,7 +30,6 @@ from uwf.store import Store, event_catalog
 from uwf.threads.events import ThreadEnded, ThreadStarted
 from uwf.workflows.events import WorkflowRegistered
 
-HASHES = test_views.HASHES
 T = "thread/01JD0000000000000000000001"
 CATALOG = event_catalog()
 # The memory and the file store alike (and PostgreSQL views), as the views' tests

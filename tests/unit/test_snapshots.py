@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cli
+from tests.viewkit import HASHES
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
 from uwf.engine.log import LogLine
@@ -30,7 +31,6 @@ from uwf.threads.events import (
 )
 from uwf.workflows.events import WorkflowRegistered
 
-HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 NOW = "2030-01-01T00:00:00.000Z"
 # What a reader prints, through every view: the runs (and their search index and kept
 # counts), the threads, the workflows, one run's steps, and the registry's own account.

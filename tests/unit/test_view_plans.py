@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cli
+from tests.viewkit import HASHES
 from uwf.engine.events import EventData, NewEvent
 from uwf.engine.journal import Outcome
 from uwf.engine.viewstore import SqliteViewStore
@@ -32,7 +33,6 @@ from uwf.threads.events import (
 )
 from uwf.workflows.events import WorkflowRegistered
 
-HASHES = ["70D2DHWNFR6T8", "07M38PX0M6M1C", "0HMFKR60QCWK5"]
 VIEWS = ("runs", "threads", "steps")
 # Every listing of those views, as the CLI asks for it.
 READS = (
