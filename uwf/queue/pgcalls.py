@@ -418,12 +418,6 @@ def _middle(envelope: Envelope) -> bytes:
     return raw[len(_OPEN):-len(_CLOSE)]
 
 
-def _ulids(now: int, count: int) -> list[str]:
-    """`count` new ids of the instant `now` (uwf/engine/ulids.py, as the journal's: not
-    python-ulid, whose import a process's first lease paid, ~2 ms)."""
-    return new_ulids(now, count)
-
-
 def lease(store: Store, limit: int | None, session: str | None) -> Leased | None:
     """`sched.lease` in one round trip; None: run it the ordinary way."""
     server = _server(store.journal)
@@ -431,9 +425,9 @@ def lease(store: Store, limit: int | None, session: str | None) -> Leased | None
         return None
     log, signatures = server
     now = store.clock()
-    lease_ids = _ulids(now, limit)  # the k-th lease granted takes the k-th
+    lease_ids = new_ulids(now, limit)  # the k-th lease granted takes the k-th
     got = log.call(lease_procedure(), [*_head_args(log, now, signatures), session, limit,
-                                       lease_ids, _ulids(now, limit)])
+                                       lease_ids, new_ulids(now, limit)])
     if got is None or got[0] != "ok":
         return None
     _moved(store.journal)
@@ -455,7 +449,7 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
         return None
     log, signatures = server
     now = store.clock()
-    ids = _ulids(now, 1)
+    ids = new_ulids(now, 1)
     middle = _middle(Envelope(
         seq=0, id=ids[0], ts=format_ts(now), type=QueueCompleted.type,
         subject=f"queue/{entry_id}", batch=(1, 1),

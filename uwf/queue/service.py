@@ -153,12 +153,6 @@ def _messaging(entry: QueueEntry) -> dict[str, Any]:
             "received_seq": entry.received_seq, "undelivered": entry.undelivered}
 
 
-def new_ids(ms: int, count: int) -> list[str]:
-    """`count` ULIDs of time `ms`, increasing: entries one command adds keep their order
-    (the queue's last tie-break is the id)."""
-    return new_ulids(ms, count)
-
-
 # -- add ---------------------------------------------------------------------------
 
 class _Resolver:
@@ -325,7 +319,9 @@ def _write_added(store: Store, entries: Sequence[QueueAdded]) -> tuple[list[str]
     were added)."""
 
     def decide(views: Views) -> Outcome[tuple[list[str], int]]:
-        minted = new_ids(store.clock(), len(entries))
+        # Increasing: entries one command adds keep their order (the queue's last
+        # tie-break is the id).
+        minted = new_ulids(store.clock(), len(entries))
         if all(data.key is None for data in entries):  # each is new: one id each
             return _added(views, minted, [NewEvent(f"queue/{entry_id}", data) for
                                           entry_id, data in zip(minted, entries, strict=True)])
