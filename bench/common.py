@@ -195,13 +195,17 @@ def callgrind_total(out: Path) -> int:
     return int(found.group(1))
 
 
-def settings_of(step: Callable[..., Any], store: Any) -> dict[str, Any]:
-    """`settings=` for uwf's `run_thread` or `step_thread` when it takes them: an A/B
-    bench also runs an older commit's code, from before it did."""
+def takes(function: Callable[..., Any], name: str) -> bool:
+    """Whether `function` has a parameter `name`: an A/B bench also runs an older
+    commit's code, whose signatures may be older."""
     import inspect
 
-    return ({"settings": store.settings}
-            if "settings" in inspect.signature(step).parameters else {})
+    return name in inspect.signature(function).parameters
+
+
+def settings_of(step: Callable[..., Any], store: Any) -> dict[str, Any]:
+    """`settings=` for uwf's `run_thread` or `step_thread` when it takes them."""
+    return {"settings": store.settings} if takes(step, "settings") else {}
 
 
 def _cpu_times() -> tuple[int, int]:

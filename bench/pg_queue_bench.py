@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import logging
 import os
 import shutil
@@ -75,6 +74,7 @@ from common import (
     pressure,
     print_header,
     section,
+    takes,
     verdict,
 )
 from queue_bench import (
@@ -390,8 +390,7 @@ def _appends(server: Server, at: str, count: int) -> tuple[float, float, float]:
         cpu = time.process_time()
         start = time.perf_counter()
         # The journal, or the store for an older commit's `set_policy` (an A/B's base).
-        target: Any = (store.journal if "journal" in inspect.signature(sched.set_policy).parameters
-                       else store)
+        target: Any = store.journal if takes(sched.set_policy, "journal") else store
         for n in range(count):
             sched.set_policy(target, {"maxConcurrent": 64 + n % 2})
         wall = time.perf_counter() - start
