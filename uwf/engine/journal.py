@@ -385,7 +385,8 @@ class Journal:
                 if not sync:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
-                            for hash_, data in nodes), *outcome.events]
+                            for hash_, data in nodes), *outcome.events] if nodes else \
+                    outcome.events
                 spelled = (outcome.spell(head, now)
                            if outcome.spell and head.seq and not held.writes else None)
                 if spelled is None or nodes:
