@@ -4,6 +4,7 @@ torn tails, incomplete batches and the pending-repair note."""
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 
 from tests.logkit import append
 from uwf.engine.events import LogRepaired, NewEvent
-from uwf.engine.filelog import FileLog
+from uwf.engine.filelog import OPENSSL_AFTER, FileLog
+from uwf.engine.log import digest
 from uwf.engine.segments import PENDING_NOTE
 from uwf.errors import StoreBusy
 from uwf.store import event_catalog
@@ -301,3 +303,19 @@ def test_a_waiter_given_up_on_lets_the_lock_go_when_it_gets_it(tmp_path: Path) -
         os.close(fd)
     append(log, registered("after"))
     assert log.head().seq == 1
+
+
+def test_a_log_that_has_appended_many_batches_digests_as_before(tmp_path: Path) -> None:
+    """After OPENSSL_AFTER appends a FileLog digests with OpenSSL's SHA-256: the same
+    digests (each line's `prev` is the one before it's, the head the last line's)."""
+    log = make(tmp_path)
+    heads = [append(log, registered(f"w{n}"), registered(f"v{n}"))
+             for n in range(OPENSSL_AFTER + 3)]
+    assert log.digest is not digest
+    lines = [line.raw for line in log.read()]
+    assert len(lines) == 2 * len(heads)
+    for before, line in itertools.pairwise(lines):
+        assert json.loads(line)["prev"] == digest(before)
+    assert heads[-1].digest == digest(lines[-1]) == log.head().digest
+    again = FileLog(tmp_path / "events", tmp_path / "lock")  # reads it afresh
+    assert again.head() == heads[-1]

@@ -171,3 +171,35 @@ def test_a_read_after_another_process_wrote_is_not_served_from_the_held_states(
     assert store.journal.reader().get("workflows", "w4").hash == HASHES[1]
     store.close()
     replays_alike(root)
+
+
+def test_a_cut_back_to_this_process_s_last_line_is_still_recorded(root: Path) -> None:
+    """A writer whose own line is still the log's last skips the tail's scan
+    (`_FileSession.own`), but not the repair note: another writer that cut a torn tail
+    back to exactly that line and was killed before recording it left the note, so the
+    next write records `log.repaired` first."""
+    from uwf.engine.events import LogRepaired
+    from uwf.engine.filelog import FileLog
+    from uwf.engine.tailcut import cut_tail
+
+    store = Store.open(root)
+    for number in range(STREAK + 2):  # held: the tail is this process's own
+        put(store, f"w{number}")
+    head = store.log.head()
+    segment = max((root / "events").glob("*.jsonl"))
+    size = segment.stat().st_size
+    with segment.open("ab") as torn:  # a writer killed mid-line
+        torn.write(b'{"seq":')
+    other_log = FileLog(root / "events", root / "lock")
+    cut_tail(other_log.segments, segment.name, size + 7, size, reasons=("torn last line",),
+             unrecorded=[])  # noted and cut; the writer is killed before recording it
+    other_log.close()
+    assert segment.stat().st_size == size  # the log's last line is this process's again
+    put(store, "after")
+    lines = [line.raw for line in store.log.read(head.seq)]
+    assert len(lines) == 2
+    assert LogRepaired.type.encode() in lines[0]
+    assert b'"after"' in lines[1]
+    assert not (root / "events" / "repair.pending").exists()
+    store.close()
+    replays_alike(root)

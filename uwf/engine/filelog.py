@@ -20,11 +20,8 @@ import bisect
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
-from itertools import islice
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import msgspec
 
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import (
@@ -32,7 +29,6 @@ from uwf.engine.log import (
     Checkpoint,
     LogLine,
     LogProblem,
-    LogSession,
     digest,
     polled_wait,
 )
@@ -46,34 +42,24 @@ from uwf.engine.spans import (
     find,
     seq_of,
 )
-from uwf.errors import Corrupt, StoreBusy
+from uwf.engine.tailcut import check_whole, cut_tail, read_note, recorded_tail, tail_info
+from uwf.errors import StoreBusy
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+# Appends of one FileLog after which it digests lines with OpenSSL's SHA-256 (hashlib's,
+# ~1.4 µs less a line) instead of CPython's own (`events.digest`), whose module loads in
+# a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
+# of times. The digests are the same.
+OPENSSL_AFTER = 64
 
 
-class _TailInfo(msgspec.Struct):
-    seq: int
-    batch: tuple[int, int]
+def _openssl_digest() -> Callable[[bytes], str]:
+    from hashlib import sha256
 
+    def openssl_digest(line: bytes) -> str:
+        return sha256(line).hexdigest()[:32]
 
-class _LastRepair(msgspec.Struct):
-    type: str
-    data: LogRepaired
-
-
-_tail_decoder = msgspec.json.Decoder(_TailInfo)
-_repair_decoder = msgspec.json.Decoder(LogRepaired)
-_last_repair_decoder = msgspec.json.Decoder(_LastRepair)
-_notes_decoder = msgspec.json.Decoder(list[LogRepaired])
-
-
-def _tail_info(raw: bytes, where: str) -> _TailInfo:
-    try:
-        return _tail_decoder.decode(raw)
-    except msgspec.DecodeError:
-        raise Corrupt(
-            f"the last line of {where} is not a valid event", "run `uwf log verify` to inspect it"
-        ) from None
+    return openssl_digest
 
 
 class FileLog:
@@ -103,6 +89,9 @@ class FileLog:
         self._tail_hint: Span | None = None
         self._tail_file: tuple[int, int] | None = None  # its segment's (device, inode)
         self._known: tuple[Span, Checkpoint] | None = None  # a span's checkpoint, once
+        self._after: tuple[Span, str | None] | None = None  # the tail hint's next segment
+        self.digest: Callable[[bytes], str] = digest  # a line's (`OPENSSL_AFTER`)
+        self._appends = 0
 
     def _checkpoint(self, span: Span) -> Checkpoint:
         """The checkpoint of the line `span` holds (its seq and digest), computed once for
@@ -110,7 +99,7 @@ class FileLog:
         known = self._known
         if known is not None and known[0] is span:
             return known[1]
-        checkpoint = Checkpoint(_tail_info(span.raw, span.segment).seq, digest(span.raw))
+        checkpoint = Checkpoint(tail_info(span.raw, span.segment).seq, self.digest(span.raw))
         self._known = span, checkpoint
         return checkpoint
 
@@ -205,26 +194,13 @@ class FileLog:
 
     # -- writing -----------------------------------------------------------
 
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[LogSession]:
+    def exclusive(self) -> _Section:
         """The writers' section. Its appends are fsynced after the lock is let go (a
         group commit: the next writer appends while this one waits for the disk, and
         the kernel serves fsyncs of one file that overlap together), and before the
         section's caller goes on, so nothing is acknowledged before it is durable. A
         writer that appends after lines not yet fsynced has its own fsync cover them."""
-        if not self._thread_lock.acquire(timeout=self.lock_timeout):
-            raise StoreBusy(f"store is busy: another thread held the log for "
-                            f"{self.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
-        session = _FileSession(self)
-        try:  # the file lock taken and given back without a context manager's cost
-            waited = self.segments.take(self.lock_timeout)
-            try:
-                yield session
-            finally:
-                self.segments.let_go(waited)
-        finally:
-            self._thread_lock.release()
-            session.settle()
+        return _Section(self)
 
     # -- finding lines -----------------------------------------------------
 
@@ -239,8 +215,11 @@ class FileLog:
         if hint is None or found is None or found.st_size != hint.end or \
                 (found.st_dev, found.st_ino) != self._tail_file:
             return None
-        seq = seq_of(hint.raw)
-        if seq is None or self.segments.exists(segment_name(seq + 1)):
+        after = self._after
+        if after is None or after[0] is not hint:  # the next segment's name, once a hint
+            seq = seq_of(hint.raw)
+            self._after = after = hint, None if seq is None else segment_name(seq + 1)
+        if after[1] is None or self.segments.exists(after[1]):
             return None
         return hint
 
@@ -269,6 +248,37 @@ class FileLog:
 
     def close(self) -> None:
         self.segments.close()
+
+
+class _Section:
+    """`FileLog.exclusive`'s context: this process's threads queued, the file lock
+    taken; on leaving, the lock let go, then the section's appends fsynced (a class,
+    not a generator's context manager: a third of the cost, every write)."""
+
+    __slots__ = ("log", "session", "waited")
+
+    def __init__(self, log: FileLog) -> None:
+        self.log = log
+
+    def __enter__(self) -> _FileSession:
+        log = self.log
+        if not log._thread_lock.acquire(timeout=log.lock_timeout):
+            raise StoreBusy(f"store is busy: another thread held the log for "
+                            f"{log.lock_timeout:g}s", "retry, or raise UWF_LOCK_TIMEOUT")
+        self.session = session = _FileSession(log)
+        try:  # the file lock taken and given back without a context manager's cost
+            self.waited = log.segments.take(log.lock_timeout)
+        except BaseException:
+            log._thread_lock.release()
+            raise
+        return session
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.log.segments.let_go(self.waited)
+        finally:
+            self.log._thread_lock.release()
+            self.session.settle()
 
 
 class _FileSession:
@@ -309,6 +319,19 @@ class _FileSession:
         fd, self._unsynced = self._unsynced, None
         return fd
 
+    def own(self) -> Checkpoint | None:
+        """The head, when the log's last line is still the one this process appended or
+        scanned last and no repair note waits: `recover` would cut and record nothing.
+        The section is set at it (no scan); None: `tail` and `recover` look."""
+        log = self.log
+        known = log._known
+        hint = log._still_last()
+        if hint is None or known is None or known[0] is not hint or \
+                self.segments.exists(PENDING_NOTE):
+            return None
+        self._head_span, self._file, self._head = hint, log._tail_file, known[1]
+        return known[1]
+
     def _scan_tail(self) -> tuple[str, int, int, tuple[str, ...], Span | None]:
         """(segment, size, cut, reasons, last kept line): bytes from `cut` to `size`
         were never acknowledged; the kept line is None when it lies before the cut's
@@ -336,7 +359,7 @@ class _FileSession:
         last = next(backward(self.segments, name, cut), None)
         kept = last
         if last is not None:
-            k, n = _tail_info(last.raw, name).batch
+            k, n = tail_info(last.raw, name).batch
             if k < n:
                 # Walk back over the k lines of the incomplete batch: they all go.
                 spans = backward(self.segments, name, cut)
@@ -347,24 +370,13 @@ class _FileSession:
                 reasons = (*reasons, f"batch cut after {k} of {n} lines")
                 kept = None
         if cut == 0 and len(names) > 1:
-            self._check_whole(names[-2], name)
+            check_whole(self.segments, names[-2], name)
         self._scan = (name, size, cut, reasons, kept)
         found = self.segments.stat(name)
         if kept is not None and cut == size and found is not None and found.st_size == size:
             self.log._tail_hint = kept
             self._file = self.log._tail_file = (found.st_dev, found.st_ino)
         return self._scan
-
-    def _check_whole(self, previous: str, name: str) -> None:
-        """A cut that empties the last segment leaves the one before it as the log's
-        end: it must end with a whole line closing a whole batch, as a writer left it
-        before rotating. Otherwise the log was altered; nothing is cut."""
-        end = complete_end(self.segments, previous)
-        last = next(backward(self.segments, previous, end), None)
-        k, n = (1, 1) if last is None else _tail_info(last.raw, previous).batch
-        if end < self.segments.size(previous) or k < n:
-            raise Corrupt(f"segment {previous} ends mid-line or mid-batch, and {name} "
-                          "follows it: the log was altered", "run `uwf log verify`")
 
     def tail(self) -> Checkpoint | None:
         name, _, _, _, kept = self._scan_tail()
@@ -379,8 +391,8 @@ class _FileSession:
         # The note lists the cuts made and not yet known to be recorded. Those whose
         # record already ends the log were recorded by a writer that died before it
         # could clear the note.
-        noted = self._noted()
-        recorded = self._recorded_tail(len(noted)) if noted else []
+        noted = read_note(self.segments)
+        recorded = recorded_tail(self.segments, len(noted)) if noted else []
         unrecorded = [repair for repair in noted if repair not in recorded]
         if cut < size:
             # A note for this very cut means its writer died before truncating: the
@@ -389,7 +401,8 @@ class _FileSession:
             same = (name, cut, len(tail), digest(tail))
             unrecorded = [r for r in unrecorded
                           if (r.segment, r.offset, r.dropped_bytes, r.digest) != same]
-            unrecorded.append(self._cut(name, size, cut, reasons, unrecorded))
+            unrecorded.append(cut_tail(self.segments, name, size, cut,
+                                       reasons=reasons, unrecorded=unrecorded))
             kept = self._file = None
         elif noted and not unrecorded:
             self.segments.set_pending(None)
@@ -401,57 +414,6 @@ class _FileSession:
         self._head_span = span
         self._head = GENESIS if span is None else self.log._checkpoint(span)
         return self._head, unrecorded
-
-    def _noted(self) -> list[LogRepaired]:
-        note = self.segments.pending()
-        if note is None:
-            return []
-        try:
-            return _notes_decoder.decode(note)
-        except msgspec.DecodeError:
-            pass
-        try:
-            return [_repair_decoder.decode(note)]  # a note of one cut, as first written
-        except msgspec.DecodeError:
-            raise Corrupt(f"the repair note {self.segments.events_dir / PENDING_NOTE} is "
-                          "damaged: it should list the torn tails cut and not yet recorded",
-                          "run `uwf log verify`; once the log's tail is whole, remove the "
-                          "note and retry") from None
-
-    def _recorded_tail(self, count: int) -> list[LogRepaired]:
-        """The `log.repaired` data among the log's last `count` lines."""
-        found: list[LogRepaired] = []
-        for span in islice(self._last_spans(), count):
-            try:
-                last_event = _last_repair_decoder.decode(span.raw)
-            except msgspec.DecodeError:
-                continue
-            if last_event.type == LogRepaired.type:
-                found.append(last_event.data)
-        return found
-
-    def _last_spans(self) -> Iterator[Span]:
-        for name in reversed(self.segments.names()):
-            yield from backward(self.segments, name, complete_end(self.segments, name))
-
-    def _cut(self, name: str, size: int, cut: int, reasons: tuple[str, ...],
-             unrecorded: list[LogRepaired]) -> LogRepaired:
-        dropped = self.segments.read(name, cut, size)
-        repair = LogRepaired(
-            segment=name,
-            offset=cut,
-            dropped_bytes=len(dropped),
-            dropped_lines=dropped.count(b"\n") + (0 if dropped.endswith(b"\n") else 1),
-            digest=digest(dropped),
-            reason="; ".join(reasons),
-        )
-        # Noted (with any earlier unrecorded cut) before the bytes go.
-        self.segments.set_pending(msgspec.json.encode([*unrecorded, repair]))
-        if cut == 0:
-            self.segments.remove(name)
-        else:
-            self.segments.truncate(name, cut)
-        return repair
 
     def append(self, lines: Sequence[bytes]) -> Checkpoint:
         if self._head is None:
@@ -493,6 +455,10 @@ class _FileSession:
         self._head_span = Span(name, end - len(last) - 1, end, last)
         self.log._hint = self.log._tail_hint = self._head_span
         self._file = self.log._tail_file = self.segments.identity(name)
-        self._head = Checkpoint(self._head.seq + len(lines), digest(last))
+        log = self.log
+        log._appends += 1
+        if log._appends == OPENSSL_AFTER:
+            log.digest = _openssl_digest()
+        self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
         self.log._known = self._head_span, self._head
         return self._head

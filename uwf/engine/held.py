@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from uwf.engine.filelog import _FileSession
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
 from uwf.engine.rounds import _recorded, enter
@@ -164,6 +165,12 @@ def entered(journal: Journal, session: LogSession) -> tuple[Checkpoint, Held | N
     behind it by this journal's held fold only), and that held fold when it is still
     usable (the log's tail is its last write, the views where it started)."""
     held = journal.take_held()
+    if held is not None and isinstance(session, _FileSession):
+        # The log's last line still this process's own, no note: no scan, no recovery.
+        own = session.own()
+        if own is not None and own == held.head and held.current(
+                own, journal.views.checkpoints(), len(journal._folded)):
+            return own, held
     tail = session.tail()
     # The views where the held fold started: nothing to read or fold (one look at their
     # checkpoints), only a torn tail after it to cut and record.

@@ -385,7 +385,8 @@ class Journal:
                 if not sync:
                     session.defer_sync()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
-                            for hash_, data in nodes), *outcome.events]
+                            for hash_, data in nodes), *outcome.events] if nodes else \
+                    outcome.events
                 spelled = (outcome.spell(head, now)
                            if outcome.spell and head.seq and not held.writes else None)
                 if spelled is None or nodes:
@@ -456,7 +457,8 @@ class Journal:
     def envelopes(self, head: Checkpoint, events: Sequence[NewEvent], ms: int
                   ) -> tuple[list[Envelope], list[bytes]]:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
-        and their bytes, chained."""
+        and their bytes, chained (the last line's digest, the new head's, is not
+        computed here: the caller's append or checkpoint does, once)."""
         stamp = self._stamp  # a command's instant, spelled once a millisecond
         if stamp[0] != ms:
             self._stamp = stamp = (ms, format_ts(ms))
@@ -466,6 +468,7 @@ class Journal:
         prev = head.digest
         # As one new_ulid(ms) an event, spelled faster (many).
         ids = [new_ulid(ms)] if len(events) == 1 else new_ulids(ms, len(events))
+        last = len(events) - 1
         for index, event in enumerate(events):
             envelope = Envelope(
                 seq=head.seq + index + 1, id=ids[index], ts=ts,
@@ -473,7 +476,8 @@ class Journal:
                 data=self._redacted(event.data), prev=prev,
             )
             raw = encode_line(envelope)
-            prev = digest(raw)
+            if index < last:
+                prev = digest(raw)
             envelopes.append(envelope)
             raws.append(raw)
         return envelopes, raws

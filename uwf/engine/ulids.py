@@ -38,6 +38,9 @@ class _Last:
     def __init__(self) -> None:
         self.value = 0
         self.lock = threading.Lock()
+        # An id's first 22 characters (all but its low 20 bits) as last spelled, with
+        # those bits: the ids of a millisecond share them (`new_ulid`).
+        self.prefix: tuple[int, str] = (-1, "")
 
     def take(self, ms: int, count: int) -> int:
         """The first of `count` ids of time `ms`; the last of them is kept."""
@@ -61,8 +64,15 @@ def _text(value: int) -> str:
 
 
 def new_ulid(ms: int) -> str:
-    """A ULID of time `ms`, after every earlier one of the same millisecond."""
-    return _text(_LAST.take(ms, 1))
+    """A ULID of time `ms`, after every earlier one of the same millisecond (the
+    first 22 characters spelled once for the ids that share them, as `new_ulids`)."""
+    last = _LAST
+    value = last.take(ms, 1)
+    prefix = last.prefix
+    if prefix[0] != value >> 20:
+        last.prefix = prefix = (value >> 20, _text(value)[:22])
+    low = value & 0xFFFFF
+    return prefix[1] + _PAIRS[low >> 10] + _PAIRS[low & 1023]
 
 
 def new_ulids(ms: int, count: int) -> list[str]:
