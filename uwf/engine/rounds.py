@@ -31,9 +31,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from uwf.engine.events import FORMAT_VERSION, LogRepaired, NewEvent, StoreCreated, digest
+from uwf.engine.clock import format_ts
+from uwf.engine.events import (
+    FORMAT_VERSION,
+    Envelope,
+    LogRepaired,
+    NewEvent,
+    StoreCreated,
+    digest,
+    encode_line,
+)
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
+from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import Row
 from uwf.errors import UwfError
 
@@ -141,12 +151,19 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
     unsaved = memory.unsaved or Unsaved(head)
     projections = journal.projections
     names = set(projections)
+    # Every event a round folds is new (its seq past every view's checkpoint): no view
+    # has folded it, so one `since` of zeros serves every call (`Fold.apply`).
+    since = dict.fromkeys(projections, 0)
     views = memory.views(head)  # one for the round: it reads the memory as it moves
     local = journal._local
     fold = journal.fold
+    before = unsaved.before
+    changed = unsaved.changed
+    streams = unsaved.streams
+    clock = journal.clock
     try:
         for decide in decides:
-            now = journal.clock()
+            now = clock()
             views.head = head
             local.deciding = True
             try:
@@ -156,26 +173,24 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
                 continue
             finally:
                 local.deciding = False
-            if outcome.events:
-                events = list(outcome.events)
+            events = outcome.events
+            if events:
                 if head.seq == 0:
-                    events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
-                made, lines = journal.envelopes(head, events, now)
+                    events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)),
+                              *events]
+                made, lines, last = envelopes(journal, head, events, now)
                 states = fold.prefetch(made, known)
-                before = unsaved.before
                 for key, state in states.items():
                     if key not in before:  # the row the views hold (at `start`)
                         before[key] = None if state is None else \
                             projections[key[0]].row(state)
-                since = dict.fromkeys(projections, head.seq)
                 for envelope in made:
                     fold.apply(states, envelope, since, names, known)
                 memory.change(states)
-                unsaved.changed.update(states)
-                unsaved.streams.extend((envelope.subject, envelope.seq)
-                                       for envelope in made)
+                changed.update(states)
+                streams.extend([(envelope.subject, envelope.seq) for envelope in made])
                 raws.extend(lines)
-                head = Checkpoint(made[-1].seq, digest(lines[-1]))
+                head = Checkpoint(made[-1].seq, last)
             if outcome.then is not None:
                 views.head = head
                 results.append(outcome.then(views))
@@ -191,6 +206,33 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
         memory.forget()  # what it holds may be ahead of the log now
         raise
     return results
+
+
+def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int
+              ) -> tuple[list[Envelope], list[bytes], str]:
+    """`Journal.envelopes` (the same lines, byte for byte: tests/unit/test_rounds.py),
+    with the last line's digest, which the chain computed already (a round's head),
+    and one id a call made with `new_ulid` whatever the count of events."""
+    stamp = journal._stamp  # a command's instant, spelled once a millisecond
+    if stamp[0] != ms:
+        journal._stamp = stamp = (ms, format_ts(ms))
+    ts = stamp[1]
+    count = len(events)
+    ids = [new_ulid(ms)] if count == 1 else new_ulids(ms, count)
+    redact = journal.redact is not None
+    made: list[Envelope] = []
+    raws: list[bytes] = []
+    prev = head.digest
+    seq = head.seq
+    for index, event in enumerate(events):
+        data = journal._redacted(event.data) if redact else event.data
+        envelope = Envelope(seq + index + 1, ids[index], ts, data.type, event.subject,
+                            (index + 1, count), data, prev)
+        raw = encode_line(envelope)
+        prev = digest(raw)
+        made.append(envelope)
+        raws.append(raw)
+    return made, raws, prev
 
 
 def flush(journal: Journal, memory: Memory) -> bool:

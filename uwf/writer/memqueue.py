@@ -49,6 +49,7 @@ class QueueMemory:
         self.leased: dict[ColumnValue, dict[str, ColumnValue]] = {}  # session -> expiry
         self.extra: dict[Key, Any] = {}  # other views' states the round changed
         self.reloads = 0  # whole reads from the views (a test looks)
+        self._views: MemoryViews | None = None  # one for every round, moved to its head
 
     # -- kept in step with the log -------------------------------------------------
 
@@ -156,7 +157,11 @@ class QueueMemory:
                 del self.leased[columns[_SESSION]]
 
     def views(self, head: Checkpoint) -> Views:
-        return MemoryViews(self, head)
+        views = self._views
+        if views is None:
+            views = self._views = MemoryViews(self, head)
+        views.head = head
+        return views
 
     # -- the reads a lease makes ---------------------------------------------------
 

@@ -43,7 +43,6 @@ from uwf.engine.writerlink import (
     SOCKET_NAME,
     UNSERVED,
     Call,
-    Done,
     Refused,
     address,
     decode_call,
@@ -54,7 +53,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
-from uwf.writer.owned import own_head
+from uwf.writer.owned import OwnTail
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -66,6 +65,22 @@ FLUSH_IDLE = 0.005
 FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
 _encoder = msgspec.msgpack.Encoder()
+
+
+class _DoneOf(msgspec.Struct, tag="done", frozen=True):
+    """A `Done` as it is framed: the result's own msgpack in place of its `Raw` (the
+    same bytes, encoded once: tests/unit/test_writer_frames.py)."""
+
+    result: Any
+
+
+def done_frame(result: Any) -> bytes:
+    """The frame of a `Done` of `result`: its length, then the msgpack, made in one
+    buffer (no `Raw` of the result encoded first, then copied into the frame)."""
+    buffer = bytearray(HEADER.size)
+    _encoder.encode_into(_DoneOf(result), buffer, HEADER.size)
+    HEADER.pack_into(buffer, 0, len(buffer) - HEADER.size)
+    return bytes(buffer)
 
 
 class Served(msgspec.Struct, kw_only=True):
@@ -80,16 +95,17 @@ class Served(msgspec.Struct, kw_only=True):
 class _Counted:
     """A round's exclusive section, noting whether anything was appended in it."""
 
-    def __init__(self, session: LogSession) -> None:
+    def __init__(self, session: LogSession, own: OwnTail) -> None:
         self.session = session
         self.appended = False
         self.fd: int | None = None  # the segment appended to, not yet fsynced (`unsynced`)
+        self._own = own
 
     def tail(self) -> Checkpoint | None:
         return self.session.tail()
 
     def own_head(self) -> Checkpoint | None:
-        return own_head(self.session)
+        return self._own.head(self.session)
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         return self.session.recover()
@@ -113,6 +129,7 @@ class DeferredLog:
         self.durable = log.durable
         self.told = log.told
         self._round: _Counted | None = None
+        self._own = OwnTail()  # the paths of the writer's own tail, spelled once a head
 
     @contextlib.contextmanager
     def round(self) -> Iterator[_Counted]:
@@ -120,7 +137,7 @@ class DeferredLog:
         fsync left to the caller (`sync`), as every section's here."""
         with self.inner.exclusive() as session:
             session.defer_sync()
-            self._round = counted = _Counted(session)
+            self._round = counted = _Counted(session, self._own)
             try:
                 yield counted
             except BaseException:  # no call of the round is answered as done
@@ -201,12 +218,12 @@ def check_servable(store: Store) -> Path:
     return store.root
 
 
-def _answer(peer: _Peer, reply: Any) -> None:
-    """Send a reply (from the syncer's thread). A client gone meanwhile is let go by
-    the loop when it reads the end of its stream: its call stands, as a command's
-    whose process was killed after its write."""
+def _answer(peer: _Peer, reply: bytes | Refused) -> None:
+    """Send a reply (from the syncer's thread), framed already or not. A client gone
+    meanwhile is let go by the loop when it reads the end of its stream: its call
+    stands, as a command's whose process was killed after its write."""
     with contextlib.suppress(OSError):
-        peer.sock.sendall(frame(reply))
+        peer.sock.sendall(reply if isinstance(reply, bytes) else frame(reply))
 
 
 def _guarded(op: str, decide: Decide) -> Decide:
@@ -393,16 +410,16 @@ class Writer:
         self._syncer.submit(replies, fd, appended and self.log.durable)
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
-                 ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
-        """Every call's reply, and the round's section (whether it appended anything, the
-        segment it appended to: not yet durable).
+                 ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
+        """Every call's reply (a result framed already), and the round's section (whether
+        it appended anything, the segment it appended to: not yet durable).
 
         Batched (the default): every call that names a served operation is decided in
         one round of the write protocol (`rounds.decide_round`: one tail check, each
         decided against the queue held in memory, one append, one views commit)."""
         if not self.batch:
             return self._one_by_one(calls)
-        replies: list[Done | Refused | None] = []
+        replies: list[Refused | None] = []
         decides: list[Decide] = []
         for _peer, call in calls:
             decide, refused = self._decision(call)
@@ -410,16 +427,18 @@ class Writer:
             if decide is not None:
                 decides.append(decide)
         with self.log.round() as section:
-            results = iter(decide_round(self.store.journal, section, decides, self.memory,
-                                        defer=self.defer))
-        answered: list[tuple[_Peer, Done | Refused]] = []
+            results = decide_round(self.store.journal, section, decides, self.memory,
+                                   defer=self.defer)
+        answered: list[tuple[_Peer, bytes | Refused]] = []
+        at = 0
         for (peer, _call), early in zip(calls, replies, strict=True):
-            reply = early
-            if reply is None:
-                result = next(results)
-                reply = refusal(result) if isinstance(result, UwfError) else \
-                    Done(msgspec.Raw(_encoder.encode(result)))
-            answered.append((peer, reply))
+            if early is not None:
+                answered.append((peer, early))
+                continue
+            result = results[at]
+            at += 1
+            answered.append((peer, refusal(result) if isinstance(result, UwfError)
+                             else done_frame(result)))
         return answered, section
 
     def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
@@ -439,7 +458,7 @@ class Writer:
         return _guarded(call.op, op.decision(args)), None
 
     def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
-                    ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
+                    ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Each call through its in-process function, one section for the round (the
         writer before its batch mode, kept to measure against)."""
         with self.log.round() as section:
@@ -447,7 +466,7 @@ class Writer:
         self.memory.forget()
         return replies, section
 
-    def _run(self, call: Call | None) -> Done | Refused:
+    def _run(self, call: Call | None) -> bytes | Refused:
         _decide, refused = self._decision(call)
         if refused is not None:
             return refused
@@ -461,7 +480,7 @@ class Writer:
             traceback.print_exc(file=sys.stderr)
             return refusal(UwfError(f"the writer failed running {call.op}: {exc!r}",
                                     "see the writer's stderr"))
-        return Done(msgspec.Raw(_encoder.encode(result)))
+        return done_frame(result)
 
     def close(self) -> None:
         """Answer what is pending; stop listening (the socket removed first, so no client
