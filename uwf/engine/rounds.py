@@ -139,9 +139,12 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
 
 
 def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide],
-                 memory: Memory, *, defer: bool = False) -> list[Any | UwfError]:
+                 memory: Memory, *, defer: bool = False,
+                 line_digest: Callable[[bytes], str] = digest) -> list[Any | UwfError]:
     """`write_round` in an exclusive section the caller holds (the resident writer's
-    round: uwf/writer/server.py)."""
+    round: uwf/writer/server.py). `line_digest`: `events.digest` or the same digest
+    taken faster (a process that runs long: hashlib's SHA-256, whose import a command
+    line would pay, uwf/writer/server.py)."""
     head = _at_head(journal, session, memory)
     if memory.head != head:
         memory.catch_up(journal, head)
@@ -178,7 +181,7 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
                 if head.seq == 0:
                     events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)),
                               *events]
-                made, lines, last = envelopes(journal, head, events, now)
+                made, lines, last = envelopes(journal, head, events, now, line_digest)
                 states = fold.prefetch(made, known)
                 for key, state in states.items():
                     if key not in before:  # the row the views hold (at `start`)
@@ -208,7 +211,8 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
     return results
 
 
-def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int
+def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int,
+              line_digest: Callable[[bytes], str] = digest
               ) -> tuple[list[Envelope], list[bytes], str]:
     """`Journal.envelopes` (the same lines, byte for byte: tests/unit/test_rounds.py),
     with the last line's digest, which the chain computed already (a round's head),
@@ -229,7 +233,7 @@ def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms
         envelope = Envelope(seq + index + 1, ids[index], ts, data.type, event.subject,
                             (index + 1, count), data, prev)
         raw = encode_line(envelope)
-        prev = digest(raw)
+        prev = line_digest(raw)
         made.append(envelope)
         raws.append(raw)
     return made, raws, prev

@@ -72,6 +72,22 @@ def frame(message: Call | Done | Refused) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+class _DoneOf(msgspec.Struct, tag="done", frozen=True):
+    """A `Done` as it is framed: the result's own msgpack in place of its `Raw` (the
+    same bytes, encoded once: tests/unit/test_writer_frames.py)."""
+
+    result: Any
+
+
+def done_frame(result: Any) -> bytes:
+    """The frame of a `Done` of `result`: its length, then the msgpack, made in one
+    buffer (no `Raw` of the result encoded first, then copied into the frame)."""
+    buffer = bytearray(HEADER.size)
+    _encoder.encode_into(_DoneOf(result), buffer, HEADER.size)
+    HEADER.pack_into(buffer, 0, len(buffer) - HEADER.size)
+    return bytes(buffer)
+
+
 def decode_call(body: bytes) -> Call:
     return _call_decoder.decode(body)
 

@@ -27,15 +27,14 @@ import select
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from uwf.engine.clock import system_clock
-from uwf.engine.events import LogRepaired
-from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
 from uwf.engine.rounds import Decide, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
@@ -46,14 +45,15 @@ from uwf.engine.writerlink import (
     Refused,
     address,
     decode_call,
+    done_frame,
     frame,
     refusal,
 )
 from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
+from uwf.writer.deferred import DeferredLog, _Counted
 from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
-from uwf.writer.owned import OwnTail
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -64,23 +64,12 @@ LOCK_NAME = "writer.lock"
 FLUSH_IDLE = 0.005
 FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
-_encoder = msgspec.msgpack.Encoder()
 
 
-class _DoneOf(msgspec.Struct, tag="done", frozen=True):
-    """A `Done` as it is framed: the result's own msgpack in place of its `Raw` (the
-    same bytes, encoded once: tests/unit/test_writer_frames.py)."""
-
-    result: Any
-
-
-def done_frame(result: Any) -> bytes:
-    """The frame of a `Done` of `result`: its length, then the msgpack, made in one
-    buffer (no `Raw` of the result encoded first, then copied into the frame)."""
-    buffer = bytearray(HEADER.size)
-    _encoder.encode_into(_DoneOf(result), buffer, HEADER.size)
-    HEADER.pack_into(buffer, 0, len(buffer) - HEADER.size)
-    return bytes(buffer)
+def chain_digest(line: bytes) -> str:
+    """`events.digest` by hashlib's SHA-256 (OpenSSL's: about half the CPU of CPython's
+    own on a log line; its import, which a command line avoids, is paid once here)."""
+    return sha256(line).hexdigest()[:32]
 
 
 class Served(msgspec.Struct, kw_only=True):
@@ -90,110 +79,6 @@ class Served(msgspec.Struct, kw_only=True):
     calls: int = 0
     rounds: int = 0
     fsyncs: int = 0
-
-
-class _Counted:
-    """A round's exclusive section, noting whether anything was appended in it."""
-
-    def __init__(self, session: LogSession, own: OwnTail) -> None:
-        self.session = session
-        self.appended = False
-        self.fd: int | None = None  # the segment appended to, not yet fsynced (`unsynced`)
-        self._own = own
-
-    def tail(self) -> Checkpoint | None:
-        return self.session.tail()
-
-    def own_head(self) -> Checkpoint | None:
-        return self._own.head(self.session)
-
-    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
-        return self.session.recover()
-
-    def append(self, lines: Sequence[bytes]) -> Checkpoint:
-        self.appended = self.appended or bool(lines)
-        return self.session.append(lines)
-
-    def defer_sync(self) -> None:
-        self.session.defer_sync()
-
-
-class DeferredLog:
-    """The store's log as the writer's commands see it: inside `round()`, every command's
-    exclusive section is the round's one (the lock taken once a round); outside it, each
-    command has its own. Either way no section fsyncs (`LogSession.defer_sync`): the
-    syncer's `sync` does, once for many rounds."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.inner = log
-        self.durable = log.durable
-        self.told = log.told
-        self._round: _Counted | None = None
-        self._own = OwnTail()  # the paths of the writer's own tail, spelled once a head
-
-    @contextlib.contextmanager
-    def round(self) -> Iterator[_Counted]:
-        """One exclusive section for a round of commands, ended with the round; its
-        fsync left to the caller (`sync`), as every section's here."""
-        with self.inner.exclusive() as session:
-            session.defer_sync()
-            self._round = counted = _Counted(session, self._own)
-            try:
-                yield counted
-            except BaseException:  # no call of the round is answered as done
-                fd = unsynced(session)
-                if fd is not None:
-                    os.close(fd)
-                raise
-            else:
-                counted.fd = unsynced(session)
-            finally:
-                self._round = None
-
-    def head(self) -> Checkpoint:
-        return self.inner.head()
-
-    def read(self, after: int = 0) -> Iterator[LogLine]:
-        return self.inner.read(after)
-
-    def read_reverse(self) -> Iterator[LogLine]:
-        return self.inner.read_reverse()
-
-    def line(self, seq: int) -> bytes | None:
-        return self.inner.line(seq)
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[LogSession]:
-        if self._round is not None:
-            yield self._round
-            return
-        with self.inner.exclusive() as session:
-            session.defer_sync()
-            yield session
-
-    def problems(self) -> list[LogProblem]:
-        return self.inner.problems()
-
-    def describe(self) -> dict[str, int]:
-        return self.inner.describe()
-
-    def wait(self, after: int, timeout: float) -> bool:
-        return self.inner.wait(after, timeout)
-
-    def sync(self) -> None:
-        self.inner.sync()
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
-
-
-def unsynced(session: LogSession) -> int | None:
-    """The descriptor of the segment `session` appended to and did not fsync, now the
-    caller's to fdatasync and close (None: none, or a log that does not say)."""
-    take = getattr(session, "take_unsynced", None)
-    return None if take is None else take()
 
 
 class _Peer:
@@ -428,7 +313,7 @@ class Writer:
                 decides.append(decide)
         with self.log.round() as section:
             results = decide_round(self.store.journal, section, decides, self.memory,
-                                   defer=self.defer)
+                                   defer=self.defer, line_digest=chain_digest)
         answered: list[tuple[_Peer, bytes | Refused]] = []
         at = 0
         for (peer, _call), early in zip(calls, replies, strict=True):
