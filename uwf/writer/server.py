@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from uwf.engine.clock import system_clock
-from uwf.engine.rounds import Decide, decide_round, flush
+from uwf.engine.rounds import Decide, Stamps, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -156,6 +156,7 @@ class Writer:
         # The loop's poll: each descriptor's peer (None: the listener), no selectors
         # layer between epoll and the loop (a call's wake-up is its hot path).
         self._poll = select.epoll()
+        self._stamps = Stamps()  # the events' ts, a second spelled once
         self._peers: dict[int, _Peer | None] = {}
 
     def start(self) -> None:
@@ -313,7 +314,8 @@ class Writer:
                 decides.append(decide)
         with self.log.round() as section:
             results = decide_round(self.store.journal, section, decides, self.memory,
-                                   defer=self.defer, line_digest=chain_digest)
+                                   defer=self.defer, line_digest=chain_digest,
+                                   stamp=self._stamps)
         answered: list[tuple[_Peer, bytes | Refused]] = []
         at = 0
         for (peer, _call), early in zip(calls, replies, strict=True):
