@@ -18,9 +18,9 @@ to cut or record), and the round appends after it. Anything else (another proces
 appended, or left a torn tail when it was killed, or a note) gives None and the round
 takes the full entry (`rounds.enter`), which catches up.
 
-Three system calls (a `stat` and two `access`), with the paths they name spelled once
-for a head (`OwnTail`), not through the log's general tail hint (which parses the
-line's seq and spells the next segment's name each time).
+Three system calls (a `stat` and two `access`), on paths kept from round to round
+(`OwnTail`), not through the log's general tail hint (which parses the line's seq
+again each time).
 """
 
 from __future__ import annotations
@@ -34,23 +34,23 @@ from uwf.engine.spans import Span
 
 
 class OwnTail:
-    """The paths `own_head` looks at, for the last (span, checkpoint) it was asked
-    about: the segment the span is in, the one that would follow it, the repair note."""
+    """The paths `own_head` looks at: the segment the writer's last line is in and the
+    repair note spelled once (each is the same for many rounds), the segment that
+    would follow that line spelled each round (its name is the next line's seq)."""
 
     def __init__(self) -> None:
-        self._for: tuple[Span, Checkpoint] | None = None
-        self._paths: tuple[str, str, str] = ("", "", "")
+        self._segment = ("", "")  # (name, path)
+        self._note = ""
 
     def paths(self, session: _FileSession, known: tuple[Span, Checkpoint]
               ) -> tuple[str, str, str]:
-        if self._for is not known:
-            segments = session.segments
-            span, checkpoint = known
-            self._paths = (segments._path(span.segment),
-                           segments._path(segment_name(checkpoint.seq + 1)),
-                           segments._path(PENDING_NOTE))
-            self._for = known
-        return self._paths
+        segments = session.segments
+        name = known[0].segment
+        if self._segment[0] != name:
+            self._segment = name, segments._path(name)
+            self._note = segments._path(PENDING_NOTE)
+        return (self._segment[1], segments._path(segment_name(known[1].seq + 1)),
+                self._note)
 
     def head(self, session: LogSession) -> Checkpoint | None:
         """The log's head when its last line is still the one this process appended or
