@@ -226,7 +226,9 @@ def _huey_worker(path: str, count: int, barrier: Any, out: Any) -> None:
 def _pq_open(path: str, synchronous: str) -> Any:
     from persistqueue import SQLiteAckQueue
 
-    queue: Any = SQLiteAckQueue(path, multithreading=True, auto_resume=False)
+    # A busy timeout past its default 10 s: on a loaded machine a getter waited longer
+    # for another process's write and failed the run with `database is locked`.
+    queue: Any = SQLiteAckQueue(path, multithreading=True, auto_resume=False, timeout=120)
     for conn in (queue._getter, queue._putter):
         conn.execute(f"PRAGMA synchronous={synchronous}")
     return queue

@@ -26,8 +26,8 @@ class Parts:
 
     def __init__(self, cli: Cli) -> None:
         from uwf.store import Store
+        from uwf.writer.deferred import DeferredLog
         from uwf.writer.memqueue import QueueMemory
-        from uwf.writer.server import DeferredLog
 
         self.store = Store.open(cli.home)
         self.store.writer = None

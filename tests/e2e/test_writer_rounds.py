@@ -188,8 +188,8 @@ def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: P
 
 def _writer_parts(cli: Cli) -> tuple[Any, Any, Any]:
     from uwf.store import Store
+    from uwf.writer.deferred import DeferredLog
     from uwf.writer.memqueue import QueueMemory
-    from uwf.writer.server import DeferredLog
 
     store = Store.open(cli.home)
     store.writer = None

@@ -31,9 +31,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from uwf.engine.events import FORMAT_VERSION, LogRepaired, NewEvent, StoreCreated, digest
+from uwf.engine.clock import format_ts
+from uwf.engine.events import (
+    FORMAT_VERSION,
+    Envelope,
+    LogRepaired,
+    NewEvent,
+    StoreCreated,
+    digest,
+    encode_line,
+)
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
+from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import Row
 from uwf.errors import UwfError
 
@@ -97,6 +107,26 @@ class _Known(Mapping[Key, Any]):
         return 0
 
 
+_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1000))
+
+
+class Stamps:
+    """Event stamps (`clock.format_ts`, byte for byte) for a process that writes many
+    seconds: the second spelled once (six integer formats), each millisecond of it one
+    join (tests/unit/test_rounds.py)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, ms: int) -> str:
+        second, millis = divmod(ms, 1000)
+        if second != self._second:
+            self._prefix = format_ts(second * 1000)[:-5]  # without ".000Z"
+            self._second = second
+        return self._prefix + _MILLIS[millis]
+
+
 class _Missing:
     def __repr__(self) -> str:
         return "MISSING"
@@ -129,9 +159,14 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
 
 
 def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide],
-                 memory: Memory, *, defer: bool = False) -> list[Any | UwfError]:
+                 memory: Memory, *, defer: bool = False,
+                 line_digest: Callable[[bytes], str] = digest,
+                 stamp: Callable[[int], str] | None = None) -> list[Any | UwfError]:
     """`write_round` in an exclusive section the caller holds (the resident writer's
-    round: uwf/writer/server.py)."""
+    round: uwf/writer/server.py). `line_digest`: `events.digest` or the same digest
+    taken faster (a process that runs long: hashlib's SHA-256, whose import a command
+    line would pay, uwf/writer/server.py); `stamp`: the events' `ts` of an instant
+    (`Stamps`; None: `format_ts`, once a millisecond)."""
     head = _at_head(journal, session, memory)
     if memory.head != head:
         memory.catch_up(journal, head)
@@ -141,12 +176,19 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
     unsaved = memory.unsaved or Unsaved(head)
     projections = journal.projections
     names = set(projections)
+    # Every event a round folds is new (its seq past every view's checkpoint): no view
+    # has folded it, so one `since` of zeros serves every call (`Fold.apply`).
+    since = dict.fromkeys(projections, 0)
     views = memory.views(head)  # one for the round: it reads the memory as it moves
     local = journal._local
     fold = journal.fold
+    before = unsaved.before
+    changed = unsaved.changed
+    streams = unsaved.streams
+    clock = journal.clock
     try:
         for decide in decides:
-            now = journal.clock()
+            now = clock()
             views.head = head
             local.deciding = True
             try:
@@ -156,26 +198,25 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
                 continue
             finally:
                 local.deciding = False
-            if outcome.events:
-                events = list(outcome.events)
+            events = outcome.events
+            if events:
                 if head.seq == 0:
-                    events.insert(0, NewEvent("store", StoreCreated(format=FORMAT_VERSION)))
-                made, lines = journal.envelopes(head, events, now)
+                    events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)),
+                              *events]
+                made, lines, last = envelopes(journal, head, events, now, line_digest=line_digest,
+                                              stamp=stamp)
                 states = fold.prefetch(made, known)
-                before = unsaved.before
                 for key, state in states.items():
                     if key not in before:  # the row the views hold (at `start`)
                         before[key] = None if state is None else \
                             projections[key[0]].row(state)
-                since = dict.fromkeys(projections, head.seq)
                 for envelope in made:
                     fold.apply(states, envelope, since, names, known)
                 memory.change(states)
-                unsaved.changed.update(states)
-                unsaved.streams.extend((envelope.subject, envelope.seq)
-                                       for envelope in made)
+                changed.update(states)
+                streams.extend([(envelope.subject, envelope.seq) for envelope in made])
                 raws.extend(lines)
-                head = Checkpoint(made[-1].seq, digest(lines[-1]))
+                head = Checkpoint(made[-1].seq, last)
             if outcome.then is not None:
                 views.head = head
                 results.append(outcome.then(views))
@@ -191,6 +232,38 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
         memory.forget()  # what it holds may be ahead of the log now
         raise
     return results
+
+
+def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int, *,
+              line_digest: Callable[[bytes], str] = digest,
+              stamp: Callable[[int], str] | None = None
+              ) -> tuple[list[Envelope], list[bytes], str]:
+    """`Journal.envelopes` (the same lines, byte for byte: tests/unit/test_rounds.py),
+    with the last line's digest, which the chain computed already (a round's head),
+    and one id a call made with `new_ulid` whatever the count of events."""
+    if stamp is not None:
+        ts = stamp(ms)
+    else:
+        spelled = journal._stamp  # a command's instant, spelled once a millisecond
+        if spelled[0] != ms:
+            journal._stamp = spelled = (ms, format_ts(ms))
+        ts = spelled[1]
+    count = len(events)
+    ids = [new_ulid(ms)] if count == 1 else new_ulids(ms, count)
+    redact = journal.redact is not None
+    made: list[Envelope] = []
+    raws: list[bytes] = []
+    prev = head.digest
+    seq = head.seq
+    for index, event in enumerate(events):
+        data = journal._redacted(event.data) if redact else event.data
+        envelope = Envelope(seq + index + 1, ids[index], ts, data.type, event.subject,
+                            (index + 1, count), data, prev)
+        raw = encode_line(envelope)
+        prev = line_digest(raw)
+        made.append(envelope)
+        raws.append(raw)
+    return made, raws, prev
 
 
 def flush(journal: Journal, memory: Memory) -> bool:

@@ -21,7 +21,7 @@ import os
 import struct
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
@@ -56,7 +56,6 @@ class Refused(msgspec.Struct, tag="refused", frozen=True):
 
 Reply = Done | Refused
 _call_decoder = msgspec.msgpack.Decoder(Call)
-_reply_decoder = msgspec.msgpack.Decoder(Reply)
 _encoder = msgspec.msgpack.Encoder()
 
 # The refusals a reply may name, rebuilt as the same class (its exit code with it).
@@ -70,6 +69,23 @@ KINDS: dict[str, type[UwfError]] = {
 def frame(message: Call | Done | Refused) -> bytes:
     body = _encoder.encode(message)
     return HEADER.pack(len(body)) + body
+
+
+class DoneAs(msgspec.Struct, Generic[T], tag="done", frozen=True):
+    """A `Done` as it is framed and read: the result's own msgpack in place of its
+    `Raw` (the same bytes, encoded once: tests/unit/test_writer_frames.py), decoded as
+    its type in the same pass as the reply (`WriterLink.call`)."""
+
+    result: T
+
+
+def done_frame(result: Any) -> bytes:
+    """The frame of a `Done` of `result`: its length, then the msgpack, made in one
+    buffer (no `Raw` of the result encoded first, then copied into the frame)."""
+    buffer = bytearray(HEADER.size)
+    _encoder.encode_into(DoneAs(result), buffer, HEADER.size)
+    HEADER.pack_into(buffer, 0, len(buffer) - HEADER.size)
+    return bytes(buffer)
 
 
 def decode_call(body: bytes) -> Call:
@@ -133,7 +149,8 @@ class WriterLink:
         self._local = threading.local()  # this thread's connection: `_local.sock`
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()  # every thread's, closed by `close`
-        self._decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}  # by result
+        # A reply of each result type, read in one pass: DoneAs[result] | Refused.
+        self._decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
 
     def call(self, op: str, args: dict[str, Any], result: type[T]) -> T | None:
         """The writer's result of `op`, or its refusal raised; None when no writer
@@ -167,16 +184,17 @@ class WriterLink:
                 f"the writer of {self.root} stopped before it answered {op}: the command "
                 "may or may not have been applied",
                 "look at the state (`uwf queue show ID`, `uwf log tail`) before you retry")
-        reply = _reply_decoder.decode(body)
+        decoder = self._decoders.get(result)
+        if decoder is None:
+            decoder = self._decoders[result] = msgspec.msgpack.Decoder(
+                DoneAs[result] | Refused)  # type: ignore[valid-type]
+        reply = decoder.decode(body)
         if isinstance(reply, Refused):
             if reply.kind == UNSERVED:
                 return None  # an operation this writer does not know: nothing was done
             kind = KINDS.get(reply.kind, UwfError)
             raise kind(reply.what, reply.next_action)
-        decoder = self._decoders.get(result)
-        if decoder is None:
-            decoder = self._decoders[result] = msgspec.msgpack.Decoder(result)
-        return decoder.decode(reply.result)  # type: ignore[no-any-return]
+        return reply.result  # type: ignore[no-any-return]
 
     def _connect(self) -> socket.socket | None:
         import socket

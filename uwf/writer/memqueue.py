@@ -29,6 +29,7 @@ from uwf.queue.projection import DEFAULT_POOL, POLICY_KEY, QUEUE_ORDER, QueueEnt
 
 HELD = ("queue", "sched")
 _STATUS, _SESSION, _EXPIRES, _READY_POOL = 0, 3, 6, 8  # the queue view's columns
+_NOT_LEASED: Any = object()  # (a leased entry's session may be None: no session)
 
 
 class NotHeld(UwfError):
@@ -47,8 +48,12 @@ class QueueMemory:
         self.policy: Any = None
         self.ready: dict[str, list[tuple[int, str, str]]] = {}  # pool -> queue order
         self.leased: dict[ColumnValue, dict[str, ColumnValue]] = {}  # session -> expiry
+        # Where `_put` placed each entry: its ready pool and queue-order tuple (None:
+        # not ready), its session when leased (else _NOT_LEASED), for `_drop`.
+        self._placed: dict[str, tuple[Any, Any, Any]] = {}
         self.extra: dict[Key, Any] = {}  # other views' states the round changed
         self.reloads = 0  # whole reads from the views (a test looks)
+        self._views: MemoryViews | None = None  # one for every round, moved to its head
 
     # -- kept in step with the log -------------------------------------------------
 
@@ -77,6 +82,7 @@ class QueueMemory:
     def _load(self) -> None:
         self.reloads += 1
         self.entries.clear()
+        self._placed.clear()
         self.ready.clear()
         self.leased.clear()
         self.extra.clear()
@@ -131,32 +137,39 @@ class QueueMemory:
         self.entries[key] = entry
         columns = self._columns(entry)
         pool = columns[_READY_POOL]
+        order = None
         if pool is not None:
-            bisect.insort(self.ready.setdefault(pool, []),
-                          (entry.priority, entry.enqueued_at, key))
+            order = (entry.priority, entry.enqueued_at, key)
+            bisect.insort(self.ready.setdefault(pool, []), order)
+        session = _NOT_LEASED
         if columns[_STATUS] == "leased":
-            self.leased.setdefault(columns[_SESSION], {})[key] = columns[_EXPIRES]
+            session = columns[_SESSION]
+            self.leased.setdefault(session, {})[key] = columns[_EXPIRES]
+        self._placed[key] = (pool, order, session)
 
     def _drop(self, key: str) -> None:
-        entry = self.entries.pop(key, None)
-        if entry is None:
+        """`key` out of the entries and out of the indexes `_put` placed it in (as it
+        noted them: no column of the entry computed again)."""
+        if self.entries.pop(key, None) is None:
             return
-        columns = self._columns(entry)
-        pool = columns[_READY_POOL]
+        pool, order, session = self._placed.pop(key)
         if pool is not None:
-            order = self.ready[pool]
-            at = bisect.bisect_left(order, (entry.priority, entry.enqueued_at, key))
-            del order[at]
-            if not order:
+            ready = self.ready[pool]
+            del ready[bisect.bisect_left(ready, order)]
+            if not ready:
                 del self.ready[pool]
-        if columns[_STATUS] == "leased":
-            leases = self.leased[columns[_SESSION]]
+        if session is not _NOT_LEASED:
+            leases = self.leased[session]
             del leases[key]
             if not leases:
-                del self.leased[columns[_SESSION]]
+                del self.leased[session]
 
     def views(self, head: Checkpoint) -> Views:
-        return MemoryViews(self, head)
+        views = self._views
+        if views is None:
+            views = self._views = MemoryViews(self, head)
+        views.head = head
+        return views
 
     # -- the reads a lease makes ---------------------------------------------------
 

@@ -27,34 +27,33 @@ import select
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from uwf.engine.clock import system_clock
-from uwf.engine.events import LogRepaired
-from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
-from uwf.engine.rounds import Decide, decide_round, flush
+from uwf.engine.rounds import Decide, Stamps, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
     SOCKET_NAME,
     UNSERVED,
     Call,
-    Done,
     Refused,
     address,
     decode_call,
+    done_frame,
     frame,
     refusal,
 )
 from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
+from uwf.writer.deferred import DeferredLog, _Counted
 from uwf.writer.memqueue import QueueMemory
 from uwf.writer.ops import OPS
-from uwf.writer.owned import own_head
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -65,7 +64,12 @@ LOCK_NAME = "writer.lock"
 FLUSH_IDLE = 0.005
 FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
-_encoder = msgspec.msgpack.Encoder()
+
+
+def chain_digest(line: bytes) -> str:
+    """`events.digest` by hashlib's SHA-256 (OpenSSL's: about half the CPU of CPython's
+    own on a log line; its import, which a command line avoids, is paid once here)."""
+    return sha256(line).hexdigest()[:32]
 
 
 class Served(msgspec.Struct, kw_only=True):
@@ -75,108 +79,6 @@ class Served(msgspec.Struct, kw_only=True):
     calls: int = 0
     rounds: int = 0
     fsyncs: int = 0
-
-
-class _Counted:
-    """A round's exclusive section, noting whether anything was appended in it."""
-
-    def __init__(self, session: LogSession) -> None:
-        self.session = session
-        self.appended = False
-        self.fd: int | None = None  # the segment appended to, not yet fsynced (`unsynced`)
-
-    def tail(self) -> Checkpoint | None:
-        return self.session.tail()
-
-    def own_head(self) -> Checkpoint | None:
-        return own_head(self.session)
-
-    def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
-        return self.session.recover()
-
-    def append(self, lines: Sequence[bytes]) -> Checkpoint:
-        self.appended = self.appended or bool(lines)
-        return self.session.append(lines)
-
-    def defer_sync(self) -> None:
-        self.session.defer_sync()
-
-
-class DeferredLog:
-    """The store's log as the writer's commands see it: inside `round()`, every command's
-    exclusive section is the round's one (the lock taken once a round); outside it, each
-    command has its own. Either way no section fsyncs (`LogSession.defer_sync`): the
-    syncer's `sync` does, once for many rounds."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.inner = log
-        self.durable = log.durable
-        self.told = log.told
-        self._round: _Counted | None = None
-
-    @contextlib.contextmanager
-    def round(self) -> Iterator[_Counted]:
-        """One exclusive section for a round of commands, ended with the round; its
-        fsync left to the caller (`sync`), as every section's here."""
-        with self.inner.exclusive() as session:
-            session.defer_sync()
-            self._round = counted = _Counted(session)
-            try:
-                yield counted
-            except BaseException:  # no call of the round is answered as done
-                fd = unsynced(session)
-                if fd is not None:
-                    os.close(fd)
-                raise
-            else:
-                counted.fd = unsynced(session)
-            finally:
-                self._round = None
-
-    def head(self) -> Checkpoint:
-        return self.inner.head()
-
-    def read(self, after: int = 0) -> Iterator[LogLine]:
-        return self.inner.read(after)
-
-    def read_reverse(self) -> Iterator[LogLine]:
-        return self.inner.read_reverse()
-
-    def line(self, seq: int) -> bytes | None:
-        return self.inner.line(seq)
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[LogSession]:
-        if self._round is not None:
-            yield self._round
-            return
-        with self.inner.exclusive() as session:
-            session.defer_sync()
-            yield session
-
-    def problems(self) -> list[LogProblem]:
-        return self.inner.problems()
-
-    def describe(self) -> dict[str, int]:
-        return self.inner.describe()
-
-    def wait(self, after: int, timeout: float) -> bool:
-        return self.inner.wait(after, timeout)
-
-    def sync(self) -> None:
-        self.inner.sync()
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
-
-
-def unsynced(session: LogSession) -> int | None:
-    """The descriptor of the segment `session` appended to and did not fsync, now the
-    caller's to fdatasync and close (None: none, or a log that does not say)."""
-    take = getattr(session, "take_unsynced", None)
-    return None if take is None else take()
 
 
 class _Peer:
@@ -201,12 +103,12 @@ def check_servable(store: Store) -> Path:
     return store.root
 
 
-def _answer(peer: _Peer, reply: Any) -> None:
-    """Send a reply (from the syncer's thread). A client gone meanwhile is let go by
-    the loop when it reads the end of its stream: its call stands, as a command's
-    whose process was killed after its write."""
+def _answer(peer: _Peer, reply: bytes | Refused) -> None:
+    """Send a reply (from the syncer's thread), framed already or not. A client gone
+    meanwhile is let go by the loop when it reads the end of its stream: its call
+    stands, as a command's whose process was killed after its write."""
     with contextlib.suppress(OSError):
-        peer.sock.sendall(frame(reply))
+        peer.sock.sendall(reply if isinstance(reply, bytes) else frame(reply))
 
 
 def _guarded(op: str, decide: Decide) -> Decide:
@@ -254,6 +156,7 @@ class Writer:
         # The loop's poll: each descriptor's peer (None: the listener), no selectors
         # layer between epoll and the loop (a call's wake-up is its hot path).
         self._poll = select.epoll()
+        self._stamps = Stamps()  # the events' ts, a second spelled once
         self._peers: dict[int, _Peer | None] = {}
 
     def start(self) -> None:
@@ -393,16 +296,16 @@ class Writer:
         self._syncer.submit(replies, fd, appended and self.log.durable)
 
     def _decided(self, calls: list[tuple[_Peer, Call | None]]
-                 ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
-        """Every call's reply, and the round's section (whether it appended anything, the
-        segment it appended to: not yet durable).
+                 ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
+        """Every call's reply (a result framed already), and the round's section (whether
+        it appended anything, the segment it appended to: not yet durable).
 
         Batched (the default): every call that names a served operation is decided in
         one round of the write protocol (`rounds.decide_round`: one tail check, each
         decided against the queue held in memory, one append, one views commit)."""
         if not self.batch:
             return self._one_by_one(calls)
-        replies: list[Done | Refused | None] = []
+        replies: list[Refused | None] = []
         decides: list[Decide] = []
         for _peer, call in calls:
             decide, refused = self._decision(call)
@@ -410,16 +313,19 @@ class Writer:
             if decide is not None:
                 decides.append(decide)
         with self.log.round() as section:
-            results = iter(decide_round(self.store.journal, section, decides, self.memory,
-                                        defer=self.defer))
-        answered: list[tuple[_Peer, Done | Refused]] = []
+            results = decide_round(self.store.journal, section, decides, self.memory,
+                                   defer=self.defer, line_digest=chain_digest,
+                                   stamp=self._stamps)
+        answered: list[tuple[_Peer, bytes | Refused]] = []
+        at = 0
         for (peer, _call), early in zip(calls, replies, strict=True):
-            reply = early
-            if reply is None:
-                result = next(results)
-                reply = refusal(result) if isinstance(result, UwfError) else \
-                    Done(msgspec.Raw(_encoder.encode(result)))
-            answered.append((peer, reply))
+            if early is not None:
+                answered.append((peer, early))
+                continue
+            result = results[at]
+            at += 1
+            answered.append((peer, refusal(result) if isinstance(result, UwfError)
+                             else done_frame(result)))
         return answered, section
 
     def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
@@ -439,7 +345,7 @@ class Writer:
         return _guarded(call.op, op.decision(args)), None
 
     def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
-                    ) -> tuple[list[tuple[_Peer, Done | Refused]], _Counted]:
+                    ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Each call through its in-process function, one section for the round (the
         writer before its batch mode, kept to measure against)."""
         with self.log.round() as section:
@@ -447,7 +353,7 @@ class Writer:
         self.memory.forget()
         return replies, section
 
-    def _run(self, call: Call | None) -> Done | Refused:
+    def _run(self, call: Call | None) -> bytes | Refused:
         _decide, refused = self._decision(call)
         if refused is not None:
             return refused
@@ -461,7 +367,7 @@ class Writer:
             traceback.print_exc(file=sys.stderr)
             return refusal(UwfError(f"the writer failed running {call.op}: {exc!r}",
                                     "see the writer's stderr"))
-        return Done(msgspec.Raw(_encoder.encode(result)))
+        return done_frame(result)
 
     def close(self) -> None:
         """Answer what is pending; stop listening (the socket removed first, so no client

@@ -90,22 +90,37 @@ class Syncer:
     def _durable(self, rounds: Sequence[tuple[Replies, int | None, bool]]) -> None:
         """One fsync for `rounds` (the last descriptor's: the segments before it were
         fsynced when the next one started), then their replies in order."""
-        fds = [fd for _, fd, _ in rounds if fd is not None]
+        last: int | None = None
+        earlier: list[int] = []
+        appended = False
+        for _, fd, wrote in rounds:
+            if fd is not None:
+                if last is not None:
+                    earlier.append(last)
+                last = fd
+            appended = appended or wrote
         try:
-            if self.failed is None and any(appended for _, _, appended in rounds):
+            if self.failed is None and appended:
                 try:
-                    if fds:
-                        os.fdatasync(fds[-1])
+                    if last is not None:
+                        os.fdatasync(last)
                     else:
                         self._sync()
                     self.fsyncs += 1
                 except OSError as exc:
                     self.failed = str(exc)
         finally:
-            for fd in fds:
+            if last is not None:
+                earlier.append(last)
+            for fd in earlier:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        for replies, _, _ in rounds:
-            for peer, reply in replies:
-                self._send(peer, reply if self.failed is None
-                           else self._failure(self.failed))
+        send = self._send
+        if self.failed is None:
+            for replies, _, _ in rounds:
+                for peer, reply in replies:
+                    send(peer, reply)
+        else:
+            for replies, _, _ in rounds:
+                for peer, _reply in replies:
+                    send(peer, self._failure(self.failed))
