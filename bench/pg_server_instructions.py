@@ -13,29 +13,41 @@ backends' instruction counts over the difference of cycles is a cycle's, its con
 set-up and warm-up left out. The same for pgproto.py's procedure (`PROTO_SQL`: the
 prototype issue 31 measured, a lease and a complete with a fraction of uwf's
 semantics) and for the floor (bench/pg_queue_bench.py's FLOOR_SQL: two calls a cycle
-that lock, insert one line and commit twice) in the same cluster. To measure another
-commit, put its snapshot first on PYTHONPATH (see bench/common.py's `code_version`).
+that lock, insert one line and commit twice) in the same cluster. And, counted an
+append: uwf's durable append (`append`: `sched.set_policy`, one event, as
+bench/pg_queue_bench.py's appends) and its primitive (`insert`: one line inserted by one
+statement, autocommit: PRIMITIVE_SQL). To measure another commit, put its snapshot
+first on PYTHONPATH (see bench/common.py's `code_version`). UWF_BENCH_PG_PORT: another
+port for the cluster (two of these benches at once).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from common import REPO, add_common_args, code_version, env_with, fresh_dir
-from pg_queue_bench import FLOOR_LINE, FLOOR_SQL, fill_pg_store
+from pg_queue_bench import (
+    FLOOR_LINE,
+    FLOOR_SQL,
+    PRIMITIVE_LINE,
+    PRIMITIVE_SQL,
+    fill_pg_store,
+)
 
 sys.path.append(str(REPO))  # after PYTHONPATH: a snapshot there is what runs
 from tests.pgkit import Server, pg_bin  # the tests' throw-away server
 
 WARM = 20
-PORT = 5498
+APPENDS = ("append", "insert")  # sides counted an append, not a lease+complete cycle
+PORT = int(os.environ.get("UWF_BENCH_PG_PORT", "5498"))  # another port: two benches at once
 # The prototype's procedure (../shared/perf-prototypes/pgproto.py's `uwf_lease_p` and
 # `uwf_complete_p`, its DDL as it is there): a lease and a complete each one CALL that
 # takes a lock, appends one chained line, moves one count and one queue row (one index),
@@ -167,6 +179,34 @@ def _floor_cycles(url: str, count: int) -> int:
         return int(conn.info.backend_pid)
 
 
+def _append_cycles(url: str, count: int) -> int:
+    """`count` durable appends (`sched.set_policy`, one `sched.policy-set` event each, as
+    bench/pg_queue_bench.py's appends) on a connection of its own; its backend's pid."""
+    from uwf.queue import sched
+    from uwf.store import Store
+
+    store = Store.open(url)
+    try:
+        store.read()
+        pid = store.journal.log.db.reader.info.backend_pid  # type: ignore[attr-defined]
+        for n in range(WARM + count):
+            sched.set_policy(store.journal, {"maxConcurrent": 64 + n % 2})
+        return int(pid)
+    finally:
+        store.close()
+
+
+def _primitive_cycles(url: str, count: int) -> int:
+    """The appends' primitive (bench/pg_queue_bench.py's PRIMITIVE_SQL: one line inserted
+    by one statement, autocommit)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(WARM + count):
+            conn.execute("INSERT INTO primitive_lines (line) VALUES (%b)", (PRIMITIVE_LINE,))
+        return int(conn.info.backend_pid)
+
+
 def _proto_cycles(url: str, count: int) -> int:
     import psycopg
 
@@ -184,6 +224,44 @@ def _instructions(out: Path, pid: int) -> int:
         if line.startswith("summary:"):
             return int(line.split()[1])
     raise SystemExit(f"no summary in callgrind's output of backend {pid}")
+
+
+@contextlib.contextmanager
+def under_callgrind(server: Server, work: Path, *urls: str) -> Iterator[Path]:
+    """`server` (stopped) started again under callgrind (every backend counted on its
+    own, in the folder yielded: `<pid>.out`), fsync off, autovacuum off; stopped after.
+    Each database of `urls` is connected to once first: a database's first backend after
+    the start reads the catalogs and writes the relation cache's file (~11 M
+    instructions), which no measured run should count."""
+    import psycopg
+
+    out = work / "callgrind"
+    out.mkdir()
+    data = server.folder / "data"
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if prefix:
+        shutil.chown(out, "postgres")
+    with (work / "valgrind.log").open("w") as log:
+        postmaster = subprocess.Popen(
+            [*prefix, "valgrind", "--tool=callgrind", "--trace-children=yes",
+             f"--callgrind-out-file={out}/%p.out", str(server.bin / "postgres"), "-D",
+             str(data), "-k", str(server.socket_dir), "-c", "listen_addresses=", "-p",
+             str(PORT), "-c", "fsync=off", "-c", "full_page_writes=off", "-c",
+             "autovacuum=off"], stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(600):
+            try:
+                psycopg.connect(urls[0], connect_timeout=5).close()
+                break
+            except psycopg.OperationalError:
+                time.sleep(1)
+        for url in urls[1:]:
+            psycopg.connect(url).close()
+        yield out
+    finally:
+        subprocess.run([*prefix, str(server.bin / "pg_ctl"), "-D", str(data), "-m", "fast",
+                        "-w", "stop"], capture_output=True, check=False)
+        postmaster.wait(timeout=600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -208,45 +286,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with psycopg.connect(floor_url, autocommit=True) as conn:
         conn.execute(FLOOR_SQL)
+        conn.execute(PRIMITIVE_SQL)
     with psycopg.connect(proto_url, autocommit=True) as conn:
         conn.execute(PROTO_SQL)
         conn.execute(PROTO_FILL.format(count=args.entries + 2 * (WARM + args.long)))
         conn.execute("VACUUM ANALYZE q")
     server.stop()
-    out = work / "callgrind"
-    out.mkdir()
-    data = server.folder / "data"
-    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if prefix:
-        shutil.chown(out, "postgres")
-    with (work / "valgrind.log").open("w") as log:
-        postmaster = subprocess.Popen(
-            [*prefix, "valgrind", "--tool=callgrind", "--trace-children=yes",
-             f"--callgrind-out-file={out}/%p.out", str(server.bin / "postgres"), "-D",
-             str(data), "-k", str(server.socket_dir), "-c", "listen_addresses=", "-p",
-             str(PORT), "-c", "fsync=off", "-c", "full_page_writes=off", "-c",
-             "autovacuum=off"], stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        for _ in range(600):
-            try:
-                psycopg.connect(uwf_url, connect_timeout=5).close()
-                break
-            except psycopg.OperationalError:
-                time.sleep(1)
-        os.environ.update(UWF_DURABILITY="fsync", UWF_LOCK_TIMEOUT="60")
-        sides: dict[str, tuple[Callable[[str, int], int], str]] = {
-            "uwf-pg": (_uwf_cycles, uwf_url), "pgproto": (_proto_cycles, proto_url),
-            "floor": (_floor_cycles, floor_url)}
+    os.environ.update(UWF_DURABILITY="fsync", UWF_LOCK_TIMEOUT="60")
+    sides: dict[str, tuple[Callable[[str, int], int], str]] = {
+        "uwf-pg": (_uwf_cycles, uwf_url), "pgproto": (_proto_cycles, proto_url),
+        "floor": (_floor_cycles, floor_url), "append": (_append_cycles, uwf_url),
+        "insert": (_primitive_cycles, floor_url)}
+    with under_callgrind(server, work, uwf_url, proto_url, floor_url) as out:
         pids = {(side, count): run(url, count) for side, (run, url) in sides.items()
                 for count in (args.short, args.long)}
-    finally:
-        subprocess.run([*prefix, str(server.bin / "pg_ctl"), "-D", str(data), "-m", "fast",
-                        "-w", "stop"], capture_output=True, check=False)
-        postmaster.wait(timeout=600)
     for side in sides:
         spent = (_instructions(out, pids[(side, args.long)])
                  - _instructions(out, pids[(side, args.short)]))
-        print(f"{side:>7}: {spent / (args.long - args.short):>12,.0f} instructions a cycle "
+        unit = "an append" if side in APPENDS else "a cycle"
+        print(f"{side:>7}: {spent / (args.long - args.short):>12,.0f} instructions {unit} "
               "in its backend")
     if args.keep:
         print("callgrind's files kept:", ", ".join(
