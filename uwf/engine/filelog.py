@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from uwf.engine.events import LogRepaired
+from uwf.engine.events import LogRepaired, openssl_digester
 from uwf.engine.log import (
     GENESIS,
     Checkpoint,
@@ -51,15 +51,6 @@ DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 # a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
 # of times. The digests are the same.
 OPENSSL_AFTER = 64
-
-
-def _openssl_digest() -> Callable[[bytes], str]:
-    from hashlib import sha256
-
-    def openssl_digest(line: bytes) -> str:
-        return sha256(line).hexdigest()[:32]
-
-    return openssl_digest
 
 
 class FileLog:
@@ -458,7 +449,7 @@ class _FileSession:
         log = self.log
         log._appends += 1
         if log._appends == OPENSSL_AFTER:
-            log.digest = _openssl_digest()
+            log.digest = openssl_digester()
         self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
         self.log._known = self._head_span, self._head
         return self._head

@@ -28,13 +28,13 @@ import socket
 import sys
 import traceback
 from collections.abc import Callable
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from uwf.engine.clock import system_clock
+from uwf.engine.events import openssl_digester
 from uwf.engine.rounds import Decide, Stamps, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
@@ -66,10 +66,9 @@ FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
 
 
-def chain_digest(line: bytes) -> str:
-    """`events.digest` by hashlib's SHA-256 (OpenSSL's: about half the CPU of CPython's
-    own on a log line; its import, which a command line avoids, is paid once here)."""
-    return sha256(line).hexdigest()[:32]
+# The chain's digest in a round: hashlib's SHA-256, whose import a command line avoids
+# and a writer pays once.
+chain_digest = openssl_digester()
 
 
 class Served(msgspec.Struct, kw_only=True):
