@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -42,18 +42,19 @@ from uwf.engine.events import (
     encode_line,
 )
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
-from uwf.engine.freshness import Freshness, measure
 from uwf.engine.held import STREAK, Held, commit_held, entered, settle, versions
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.readviews import Views as Views  # noqa: PLC0414 (re-exported)
 from uwf.engine.rounds import Decide, Memory, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
-from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
-from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import STREAMS, Row, ViewStore
 from uwf.errors import Corrupt, StoreUnavailable, UsageError, UwfError
 from uwf.redact import Redact, redact_value
+
+if TYPE_CHECKING:
+    from uwf.engine.freshness import Freshness
+    from uwf.engine.spelled import Speller
 
 T = TypeVar("T")
 REOPENS = 10  # tries of a catch-up whose views cannot be opened or written (`refresh`)
@@ -314,6 +315,8 @@ class Journal:
     def freshness(self) -> Freshness:
         """Each view valid | stale | absent | mismatch | unreadable, changing nothing
         (but for this process's held fold, committed first)."""
+        from uwf.engine.freshness import measure  # a read uses none of it
+
         self.flush()
         return measure(self.log, self.views, list(self.projections), self._check_match)
 
@@ -457,6 +460,8 @@ class Journal:
                   ) -> tuple[list[Envelope], list[bytes]]:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained."""
+        from uwf.engine.ulids import new_ulid, new_ulids  # a read mints no id
+
         stamp = self._stamp  # a command's instant, spelled once a millisecond
         if stamp[0] != ms:
             self._stamp = stamp = (ms, format_ts(ms))
