@@ -116,6 +116,35 @@ def test_the_console_script_reads_a_plain_command_line_without_argparse(
     assert "argparse" in loaded(["workflow", "show", "--help"])
 
 
+def test_the_console_script_imports_pathlib_without_urllib_parse(
+        store_with_workflow: Path, tmp_path: Path) -> None:
+    """`lean_pathlib`: `uwf workflow show` (the console script) loads neither urllib.parse
+    (nor the ipaddress it brings) nor the modules a write or a freshness check uses
+    (ids, the freshness measure, the speller, the in-memory views); `Path.as_uri`
+    still answers as urllib.parse's `quote_from_bytes` spells it, and a later
+    `import urllib.parse` gets the real module."""
+    probe = ("import json, sys\nfrom uwf.cli import entry\n"
+             f"sys.argv = ['uwf', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             "'show', 'solve-issue']\n"
+             "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
+             "loaded = sorted({'urllib.parse', 'ipaddress', 'nt', '_winapi', "
+             "'uwf.engine.ulids', 'uwf.engine.freshness', 'uwf.engine.spelled', "
+             "'uwf.engine.memviews'} & set(sys.modules))\n"
+             "from pathlib import Path\n"
+             "uri = Path('/a b/\u00e9?#%').as_uri()\n"
+             "import urllib.parse\n"
+             "print(json.dumps([code, loaded, uri, urllib.parse.quote_from_bytes.__module__,"
+             " hasattr(urllib.parse, 'urlsplit')]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60)
+    code, loaded, uri, module, whole = json.loads(done.stdout.splitlines()[-1])
+    assert code in (0, None), done.stderr
+    assert '"name": "solve-issue"' in done.stdout
+    assert loaded == []
+    assert uri == "file:///a%20b/%C3%A9%3F%23%25"
+    assert (module, whole) == ("urllib.parse", True)
+
+
 def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:
     """`lean_msgspec`'s claim: what msgspec takes from typing_extensions is, on this
     Python, typing's own. Every Struct of every feature's events and views, read both
