@@ -316,7 +316,6 @@ class Journal:
         """Each view valid | stale | absent | mismatch | unreadable, changing nothing
         (but for this process's held fold, committed first)."""
         from uwf.engine.freshness import measure  # a read uses none of it
-
         self.flush()
         return measure(self.log, self.views, list(self.projections), self._check_match)
 
@@ -461,7 +460,6 @@ class Journal:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained."""
         from uwf.engine.ulids import new_ulid, new_ulids  # a read mints no id
-
         stamp = self._stamp  # a command's instant, spelled once a millisecond
         if stamp[0] != ms:
             self._stamp = stamp = (ms, format_ts(ms))
