@@ -7,6 +7,7 @@ which modules load, never how long they take."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,19 @@ def test_the_console_script_imports_pathlib_without_urllib_parse(
     assert loaded == []
     assert uri == "file:///a%20b/%C3%A9%3F%23%25"
     assert (module, whole) == ("urllib.parse", True)
+
+
+def test_lean_pathlib_imports_a_pathlib_wanting_more_of_urllib_parse_the_plain_way(
+        tmp_path: Path) -> None:
+    """A pathlib that takes more than `quote_from_bytes` from urllib.parse (here one on
+    the path first) is imported the plain way: no ImportError at start-up."""
+    (tmp_path / "pathlib.py").write_text("from urllib.parse import quote_from_bytes, urlsplit\n")
+    probe = ("import sys\nfrom uwf.cli.entry import lean_pathlib\nlean_pathlib()\n"
+             "import pathlib\nprint(pathlib.urlsplit('http://x/y').netloc)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.stdout.strip() == "x"
 
 
 def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:

@@ -44,18 +44,23 @@ def lean_pathlib() -> None:
     imports, tries five imports from `nt` and `_winapi`, each a search of every
     `sys.path` entry that fails on Linux: they fail at once here. Nothing else
     changes: a module that imports urllib.parse later gets the real one (the
-    stand-in is taken out of `sys.modules` again). A no-op when either is loaded.
+    stand-in is taken out of `sys.modules` again); a pathlib that wants more of
+    urllib.parse is imported the plain way. A no-op when either is loaded.
     """
     if "pathlib" in sys.modules or "urllib.parse" in sys.modules:
         return
     stand_in = type(sys)("urllib.parse")
     stand_in.quote_from_bytes = _quote_from_bytes  # type: ignore[attr-defined]
-    absent = [name for name in ("nt", "_winapi") if name not in sys.modules]
+    # (On Windows ntpath is os.path, loaded with the interpreter: nothing is made absent.)
+    absent = [] if "ntpath" in sys.modules else [
+        name for name in ("nt", "_winapi") if name not in sys.modules]
     sys.modules["urllib.parse"] = stand_in
     for name in absent:
         sys.modules[name] = None  # type: ignore[assignment]  # import fails at once
     try:
         import pathlib  # noqa: F401
+    except ImportError:  # a pathlib that takes more from urllib.parse: the plain import
+        sys.modules.pop("pathlib", None)
     finally:
         del sys.modules["urllib.parse"]
         for name in absent:
