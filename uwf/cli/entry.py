@@ -75,13 +75,38 @@ def _quote_from_bytes(bs: bytes, safe: str = "/") -> str:
 
 
 def uwf() -> None:
-    """The `uwf` executable."""
+    """The `uwf` executable: `uwf workflow show NAME` read without msgspec when it can be
+    (`uwf.cli.fastshow`), else the ordinary path."""
     install_termination()
+    if _fast_show():
+        return
     lean_msgspec()
     lean_pathlib()
     from uwf.cli.main import main
 
     main()
+
+
+def _fast_show() -> bool:
+    """Whether `uwf.cli.fastshow` printed the command's output (exit 0); the SIGTERM
+    handler's signal, if one came meanwhile, is left to the ordinary path to act on."""
+    import os
+
+    from uwf.cli.fastshow import workflow_show
+
+    text = workflow_show(sys.argv[1:], os.environ)
+    if text is None:
+        return False
+    from uwf.cli.termination import TERMINATION
+
+    if signum := TERMINATION.release():  # as `uwf.cli.render.run` does
+        sys.exit(128 + signum)
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # as the ordinary path: exit 0, quiet at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return True
 
 
 def json_cas() -> None:
