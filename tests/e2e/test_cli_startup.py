@@ -79,9 +79,10 @@ def test_workflow_show_loads_none_of_the_costly_helpers(store_with_workflow: Pat
 def test_the_console_script_imports_msgspec_without_typing_extensions(
         store_with_workflow: Path, tmp_path: Path) -> None:
     """`uwf` (the console script, `uwf.cli.entry`) leaves typing_extensions, and the
-    `inspect` it brings, unloaded; a module imported later still gets it."""
+    `inspect` it brings, unloaded; a module imported later still gets it. (`--json`: a
+    command line `uwf.cli.fastshow` declines, so msgspec is imported.)"""
     probe = ("import json, sys\nfrom uwf.cli import entry\n"
-             f"sys.argv = ['uwf', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
              "'show', 'solve-issue']\n"
              "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
              "loaded = sorted({'typing_extensions', 'inspect', 'msgspec'} & set(sys.modules))\n"
@@ -112,7 +113,7 @@ def test_the_console_script_reads_a_plain_command_line_without_argparse(
                               check=True, cwd=tmp_path, timeout=60)
         return list(json.loads(done.stdout.splitlines()[-1]))
 
-    assert loaded(["--store", str(store_with_workflow), "workflow", "show",
+    assert loaded(["--json", "--store", str(store_with_workflow), "workflow", "show",
                    "solve-issue"]) == []
     assert "argparse" in loaded(["workflow", "show", "--help"])
 
@@ -125,7 +126,7 @@ def test_the_console_script_imports_pathlib_without_urllib_parse(
     still answers as urllib.parse's `quote_from_bytes` spells it, and a later
     `import urllib.parse` gets the real module."""
     probe = ("import json, sys\nfrom uwf.cli import entry\n"
-             f"sys.argv = ['uwf', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
              "'show', 'solve-issue']\n"
              "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
              "loaded = sorted({'urllib.parse', 'ipaddress', 'nt', '_winapi', "
