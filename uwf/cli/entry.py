@@ -1,8 +1,9 @@
 """The console scripts `uwf` and `json-cas`: each installs the SIGTERM handler
 (`uwf.cli.termination`) first thing, before the commands' modules are imported, then
 imports msgspec without typing_extensions (`lean_msgspec`) and pathlib without
-urllib.parse (`lean_pathlib`), and runs its binary's `main`. This module imports only
-the handler's (`_signal`, `sys`).
+urllib.parse (`lean_pathlib`), and runs its binary's `main`; `uwf workflow show NAME`
+is first offered to `uwf.cli.fastshow`, which answers it without msgspec when the
+store's views are current. This module imports only the handler's (`_signal`, `sys`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def uwf() -> None:
 def _fast_show() -> bool:
     """Whether `uwf.cli.fastshow` printed the command's output (exit 0); the SIGTERM
     handler's signal, if one came meanwhile, is left to the ordinary path to act on."""
+    if "show" not in sys.argv[1:]:  # no other command loads the module
+        return False
     import os
 
     from uwf.cli.fastshow import workflow_show
