@@ -128,7 +128,13 @@ def test_every_case_it_does_not_know_goes_the_ordinary_way(
     _declines(["--json", *it], env, work, monkeypatch)
     _declines([*it, "--format", "yaml"], env, work, monkeypatch)
     _declines(it, {**env, "UWF_NOW": "2026-01-01T00:00:00Z"}, work, monkeypatch)
-    _declines(it, {**env, "SOME_API_KEY": "a-secret-value"}, work, monkeypatch)
+    # A secret of the environment: masked in the output by the ordinary path, and
+    # one JSON would escape; one the output does not hold changes nothing.
+    _declines(it, {**env, "SOME_API_KEY": "issue resolution"}, work, monkeypatch)
+    _declines(it, {**env, "SOME_TOKEN": 'not "there"'}, work, monkeypatch)
+    away = {**env, "SOME_API_KEY": "not-in-the-output", "SHORT_KEY": "issue"}
+    assert fastshow.workflow_show(it, away) is not None
+    assert console(it, away, work)[:2] == ordinary(it, away, work)
     config = work / "home" / ".config" / "uwf"
     config.mkdir(parents=True)
     (config / ".env").write_text("X=an-env-secret\n")
@@ -180,3 +186,4 @@ def test_what_it_knows_is_what_its_owners_say(store: Path) -> None:
     assert fastshow.REPO_LAYOUTS == discovery.REPO_LAYOUTS
     assert fastshow.FILE_SUFFIXES == discovery.WORKFLOW_FILE_SUFFIXES
     assert fastshow.SECRET_SUFFIXES == secrets.SECRET_SUFFIXES
+    assert fastshow.MIN_SECRET == secrets.MIN_LENGTH

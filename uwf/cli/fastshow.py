@@ -6,8 +6,10 @@ log, and prints what the ordinary path prints, byte for byte; for anything else 
 declines (None), having written nothing, and the ordinary path runs. It declines on:
 any command line but `[--store DIR] workflow show NAME` (NAME a workflow name that is
 no hash and no file name); stdout a terminal (a panel); any `UWF_*` variable but
-UWF_HOME; anything the redactor would mask (a config file or its `.env`, a variable
-named like a secret, `UWF_API_KEY_ENV`); a store on a server; a workflow file of that
+UWF_HOME; a config file or its `.env` (their secrets are masked in the output); a
+secret of the environment (a variable named like one, of 8 characters or more, as
+uwf.config.secrets has them) that the output holds, or that JSON would escape; a
+store on a server; a workflow file of that
 name in the repo's `.workflows/` or `.workflow/` folders (from the working folder up
 to the repo's top); a log whose last line is torn or whose folder holds anything but
 segments; views whose checkpoint rows are not all at the log's last line, at the
@@ -37,6 +39,7 @@ REPO_FOLDERS = (".workflows", ".workflow")
 REPO_LAYOUTS = ("{name}.yaml", "{name}.yml", "{name}/index.yaml", "{name}/index.yml")
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")  # uwf.config.secrets
+MIN_SECRET = 8  # a shorter value is not masked (uwf.config.secrets.MIN_LENGTH)
 # Each view's signature and the stream index's, as this uwf's views store them (the
 # `checkpoints` table): a store whose rows say otherwise is caught up the ordinary way.
 SIGNATURES = {
@@ -75,7 +78,8 @@ def workflow_show(argv: Sequence[str], environ: Mapping[str, str]) -> str | None
 
 def _show(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     parsed = _command_line(argv)
-    if parsed is None or sys.stdout.isatty() or not _plain(environ):
+    secrets = _secrets(environ)
+    if parsed is None or sys.stdout.isatty() or secrets is None:
         return None
     store, name = parsed
     root = _store_root(store, environ)
@@ -104,7 +108,17 @@ def _show(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
         return None
     int(node["timestamp"])  # a node file the ordinary path reads (else: it says why)
     shown = {"workflow": node_name, "name": payload["name"], "definition": payload}
-    return json.dumps(shown, ensure_ascii=False, indent=2)
+    text = json.dumps(shown, ensure_ascii=False, indent=2)
+    # A secret JSON writes as it is (no quote, backslash or control character) that the
+    # text does not hold is in none of its strings either: nothing would be masked.
+    if any(secret in text or _escaped(secret) for secret in secrets):
+        return None
+    return text
+
+
+def _escaped(text: str) -> bool:
+    """Whether `json.dumps(ensure_ascii=False)` writes `text` otherwise than as it is."""
+    return any(char in '"\\' or char < " " for char in text)
 
 
 def _command_line(argv: Sequence[str]) -> tuple[str | None, str] | None:
@@ -126,22 +140,26 @@ def _command_line(argv: Sequence[str]) -> tuple[str | None, str] | None:
     return store, name
 
 
-def _plain(environ: Mapping[str, str]) -> bool:
-    """No setting changes the read or its text: no UWF_* but UWF_HOME, no secret to mask,
-    no config file (nor its `.env`)."""
+def _secrets(environ: Mapping[str, str]) -> list[str] | None:
+    """The environment's secrets the output would be masked for (uwf.config.secrets:
+    a variable named like one, 8 characters or more), or None when a setting changes the
+    read or its text: a UWF_* variable but UWF_HOME, a config file or its `.env`."""
+    secrets = []
     for key, value in environ.items():
         if key.startswith("UWF_") and key != "UWF_HOME":
-            return False
-        if key.upper().endswith(SECRET_SUFFIXES) and value:
-            return False
+            return None
+        if key.upper().endswith(SECRET_SUFFIXES) and len(value) >= MIN_SECRET:
+            secrets.append(value)
     if "HOME" not in environ:
-        return False
+        return None
     home = environ["HOME"]
     xdg = environ.get("XDG_CONFIG_HOME")
     folder = (os.path.join(_user(xdg, home), "uwf") if xdg
               else os.path.join(home, ".config", "uwf"))
-    return not (os.path.lexists(os.path.join(folder, "config.yaml"))
-                or os.path.lexists(os.path.join(folder, ".env")))
+    if (os.path.lexists(os.path.join(folder, "config.yaml"))
+            or os.path.lexists(os.path.join(folder, ".env"))):
+        return None
+    return secrets
 
 
 def _user(path: str, home: str) -> str:
