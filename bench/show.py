@@ -15,7 +15,11 @@ The 1M log is the one bench/rebuild.py generates (reused when present).
 Targets: show(1M) / show(10) <= 1.25 (issue 6), and show <= 3.5 x `python -c pass`
 (issue 30, item 6; it was 6 x in issue 21). Beside them, the floor: the same
 interpreter importing msgspec as the CLI does (without typing_extensions,
-`uwf.cli.entry.lean_msgspec`), the one dependency every command needs.
+`uwf.cli.entry.lean_msgspec`), the one dependency every command needs; and the
+floor of a read without msgspec (bench/showfloor.py: the checks and reads such a
+path would make at the least, with the standard library, xxhash and uwf's hashing
+module; not built: docs/benchmarks.md says why), its output checked to be byte for
+byte the command's.
 
 With `--baseline-tree DIR` (an older uwf's source, say `git archive REV uwf | tar -x -C
 DIR`), the instructions section also counts the same `uwf workflow show` with that
@@ -108,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "big": [exe, "--store", str(big.root), "workflow", "show", "wf-0042"],
         "python": [sys.executable, "-c", "pass"],
         "floor": [sys.executable, "-c", FLOOR],
+        "bare": [sys.executable, str(Path(__file__).with_name("showfloor.py")),
+                 str(small.root), "wf-0002"],
     }
     for label in ("small", "big"):
         first = run_measured(commands[label], env=env)  # warm the caches; check the output
@@ -116,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.exit(f"bench: unexpected show output for {label}")
     run_measured(commands["python"], env=env)
     run_measured(commands["floor"], env=env)
+    shown = run_measured(commands["small"], env=env).out
+    bare = run_measured(commands["bare"], env=env)
+    check(bare, "bare")
+    if bare.out != shown:
+        sys.exit("bench: showfloor.py does not print what uwf workflow show prints")
 
     begin(args.wait_quiet)
     times: dict[str, list[float]] = {label: [] for label in commands}
@@ -137,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [(f"uwf workflow show, {small_seq:,} events", "small"),
             (f"uwf workflow show, {big_seq:,} events", "big"),
             ("python -c pass", "python"),
-            ("python importing msgspec (the floor)", "floor")]
+            ("python importing msgspec (the floor)", "floor"),
+            ("the read without msgspec (showfloor)", "bare")]
     for label, key in rows:
         values = times[key]
         print(f"{label:<36} wall {fmt_ms(median(values)):>10}  "
@@ -168,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label, key in rows:
             print(f"{label:<36} {counted[key] / 1e6:10.1f} M  "
                   f"{counted[key] / counted['python']:6.2f} x python -c pass")
+        counted_worst = max(counted["small"], counted["big"]) / counted["python"]
+        print(f"target show <= {TARGET_VS_PYTHON:g} x python -c pass, in instructions: "
+              f"{verdict(counted_worst <= TARGET_VS_PYTHON)} ({counted_worst:.2f} x)")
     return 0
 
 

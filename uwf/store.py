@@ -37,7 +37,6 @@ from uwf.engine.fold import Progress
 from uwf.engine.held import HOLD_WRITES
 from uwf.engine.journal import Journal, Views
 from uwf.engine.log import EventLog, MemoryLog
-from uwf.engine.memviews import MemoryViewStore
 from uwf.engine.nodeview import NodeRecords, NodesProjection
 from uwf.engine.projection import StructProjection
 from uwf.engine.snapshot import SqliteSnapshots
@@ -212,6 +211,8 @@ class Store(msgspec.Struct):
         """The in-memory twin of every part, for tests and embedding. `settings` (default:
         this process's) give its services their environment, working folder and config;
         the clock is `clock`, never theirs; `features` as for `open`."""
+        from uwf.engine.memviews import MemoryViewStore  # a folder's store uses none of it
+
         listed = valid(default_features() if features is None else features)
         projections = all_projections(listed)
         views = MemoryViewStore([projection.spec() for projection in projections])

@@ -7,6 +7,7 @@ which modules load, never how long they take."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_the_console_script_imports_msgspec_without_typing_extensions(
     """`uwf` (the console script, `uwf.cli.entry`) leaves typing_extensions, and the
     `inspect` it brings, unloaded; a module imported later still gets it."""
     probe = ("import json, sys\nfrom uwf.cli import entry\n"
-             f"sys.argv = ['uwf', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
              "'show', 'solve-issue']\n"
              "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
              "loaded = sorted({'typing_extensions', 'inspect', 'msgspec'} & set(sys.modules))\n"
@@ -111,9 +112,51 @@ def test_the_console_script_reads_a_plain_command_line_without_argparse(
                               check=True, cwd=tmp_path, timeout=60)
         return list(json.loads(done.stdout.splitlines()[-1]))
 
-    assert loaded(["--store", str(store_with_workflow), "workflow", "show",
+    assert loaded(["--json", "--store", str(store_with_workflow), "workflow", "show",
                    "solve-issue"]) == []
     assert "argparse" in loaded(["workflow", "show", "--help"])
+
+
+def test_the_console_script_imports_pathlib_without_urllib_parse(
+        store_with_workflow: Path, tmp_path: Path) -> None:
+    """`lean_pathlib`: `uwf workflow show` (the console script) loads neither urllib.parse
+    (nor the ipaddress it brings) nor the modules a write or a freshness check uses
+    (ids, the freshness measure, the speller, the in-memory views); `Path.as_uri`
+    still answers as urllib.parse's `quote_from_bytes` spells it, and a later
+    `import urllib.parse` gets the real module."""
+    probe = ("import json, sys\nfrom uwf.cli import entry\n"
+             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
+             "'show', 'solve-issue']\n"
+             "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
+             "loaded = sorted({'urllib.parse', 'ipaddress', 'nt', '_winapi', "
+             "'uwf.engine.ulids', 'uwf.engine.freshness', 'uwf.engine.spelled', "
+             "'uwf.engine.memviews'} & set(sys.modules))\n"
+             "from pathlib import Path\n"
+             "uri = Path('/a b/\u00e9?#%').as_uri()\n"
+             "import urllib.parse\n"
+             "print(json.dumps([code, loaded, uri, urllib.parse.quote_from_bytes.__module__,"
+             " hasattr(urllib.parse, 'urlsplit')]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60)
+    code, loaded, uri, module, whole = json.loads(done.stdout.splitlines()[-1])
+    assert code in (0, None), done.stderr
+    assert '"name": "solve-issue"' in done.stdout
+    assert loaded == []
+    assert uri == "file:///a%20b/%C3%A9%3F%23%25"
+    assert (module, whole) == ("urllib.parse", True)
+
+
+def test_lean_pathlib_imports_a_pathlib_wanting_more_of_urllib_parse_the_plain_way(
+        tmp_path: Path) -> None:
+    """A pathlib that takes more than `quote_from_bytes` from urllib.parse (here one on
+    the path first) is imported the plain way: no ImportError at start-up."""
+    (tmp_path / "pathlib.py").write_text("from urllib.parse import quote_from_bytes, urlsplit\n")
+    probe = ("import sys\nfrom uwf.cli.entry import lean_pathlib\nlean_pathlib()\n"
+             "import pathlib\nprint(pathlib.urlsplit('http://x/y').netloc)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.stdout.strip() == "x"
 
 
 def test_msgspec_reads_type_hints_alike_without_typing_extensions(tmp_path: Path) -> None:

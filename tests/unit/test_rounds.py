@@ -6,6 +6,7 @@ instant as `format_ts` does."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 
 import pytest
@@ -51,6 +52,8 @@ def test_a_rounds_lines_are_the_journals(store: Store, monkeypatch: pytest.Monke
     assert lines == want_lines
     assert made == want_made
     assert last == digest(lines[-1])  # the head a round moves to
+    chained = [json.loads(line)["prev"] for line in lines]  # each line's prev its own
+    assert chained == [head.digest, *(digest(line) for line in lines[:-1])]
 
 
 def test_stamps_spell_as_format_ts() -> None:

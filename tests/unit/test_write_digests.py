@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.viewkit import HASHES, replays_alike
-from uwf.engine import journal
+from uwf.engine import journal, rounds
 from uwf.engine.events import NewEvent, digest
 from uwf.engine.journal import Outcome
 from uwf.store import Store
@@ -30,6 +30,7 @@ def test_a_write_of_three_events_digests_three_lines(tmp_path: Path,
         return digest(line)
 
     monkeypatch.setattr(journal, "digest", counted)
+    monkeypatch.setattr(rounds, "digest", counted)  # the envelopes' chain
     monkeypatch.setattr(store.journal.log, "digest", counted)
     events = [NewEvent(f"workflow/w{n}", WorkflowRegistered(f"w{n}", HASHES[0], None))
               for n in range(3)]

@@ -24,12 +24,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
 from uwf.engine.bulkfold import PlannedFold
-from uwf.engine.clock import Clock, format_ts
+from uwf.engine.clock import Clock
 from uwf.engine.events import (
     FORMAT_VERSION,
     CasNode,
@@ -39,21 +39,21 @@ from uwf.engine.events import (
     NewEvent,
     StoreCreated,
     digest,
-    encode_line,
 )
 from uwf.engine.fold import NOTHING, Folded, Key, Progress, Projection
-from uwf.engine.freshness import Freshness, measure
 from uwf.engine.held import STREAK, Held, commit_held, entered, settle, versions
 from uwf.engine.log import GENESIS, Checkpoint, EventLog, LogLine, LogSession
 from uwf.engine.readviews import Views as Views  # noqa: PLC0414 (re-exported)
-from uwf.engine.rounds import Decide, Memory, write_round
+from uwf.engine.rounds import Decide, Memory, envelopes, write_round
 from uwf.engine.snapshot import Snapshot, Snapshots, usable
-from uwf.engine.spelled import Speller
 from uwf.engine.streams import Streams
-from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import STREAMS, Row, ViewStore
 from uwf.errors import Corrupt, StoreUnavailable, UsageError, UwfError
 from uwf.redact import Redact, redact_value
+
+if TYPE_CHECKING:
+    from uwf.engine.freshness import Freshness
+    from uwf.engine.spelled import Speller
 
 T = TypeVar("T")
 REOPENS = 10  # tries of a catch-up whose views cannot be opened or written (`refresh`)
@@ -314,6 +314,7 @@ class Journal:
     def freshness(self) -> Freshness:
         """Each view valid | stale | absent | mismatch | unreadable, changing nothing
         (but for this process's held fold, committed first)."""
+        from uwf.engine.freshness import measure  # a read uses none of it
         self.flush()
         return measure(self.log, self.views, list(self.projections), self._check_match)
 
@@ -459,28 +460,8 @@ class Journal:
         """The events as the lines that follow `head`, stamped `ms`: their envelopes
         and their bytes, chained (the last line's digest, the new head's, is not
         computed here: the caller's append or checkpoint does, once)."""
-        stamp = self._stamp  # a command's instant, spelled once a millisecond
-        if stamp[0] != ms:
-            self._stamp = stamp = (ms, format_ts(ms))
-        ts = stamp[1]
-        envelopes: list[Envelope] = []
-        raws: list[bytes] = []
-        prev = head.digest
-        # As one new_ulid(ms) an event, spelled faster (many).
-        ids = [new_ulid(ms)] if len(events) == 1 else new_ulids(ms, len(events))
-        last = len(events) - 1
-        for index, event in enumerate(events):
-            envelope = Envelope(
-                seq=head.seq + index + 1, id=ids[index], ts=ts,
-                type=event.data.type, subject=event.subject, batch=(index + 1, len(events)),
-                data=self._redacted(event.data), prev=prev,
-            )
-            raw = encode_line(envelope)
-            if index < last:
-                prev = digest(raw)
-            envelopes.append(envelope)
-            raws.append(raw)
-        return envelopes, raws
+        made, raws, _ = envelopes(self, head, events, ms, last_digest=False)
+        return made, raws
 
     def _redacted(self, data: EventData) -> EventData:
         # A node record is as its hash says: a payload is masked before it is hashed

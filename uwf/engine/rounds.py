@@ -43,7 +43,6 @@ from uwf.engine.events import (
 )
 from uwf.engine.fold import Key
 from uwf.engine.log import Checkpoint, LogSession
-from uwf.engine.ulids import new_ulid, new_ulids
 from uwf.engine.viewspec import Row
 from uwf.errors import UwfError
 
@@ -235,12 +234,16 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
 
 
 def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int, *,
-              line_digest: Callable[[bytes], str] = digest,
-              stamp: Callable[[int], str] | None = None
+              line_digest: Callable[[bytes], str] | None = None,
+              stamp: Callable[[int], str] | None = None, last_digest: bool = True
               ) -> tuple[list[Envelope], list[bytes], str]:
-    """`Journal.envelopes` (the same lines, byte for byte: tests/unit/test_rounds.py),
-    with the last line's digest, which the chain computed already (a round's head),
-    and one id a call made with `new_ulid` whatever the count of events."""
+    """The events as the lines that follow `head`, stamped `ms` (`stamp`'s spelling, or
+    the journal's, once a millisecond): their envelopes, their bytes, chained, and the
+    last line's digest (a round's new head) — or, without `last_digest`, the digest its
+    `prev` holds, the caller's append or checkpoint taking the last one once."""
+    from uwf.engine.ulids import new_ulid, new_ulids  # a read mints no id
+
+    chain = digest if line_digest is None else line_digest  # `events.digest` by default
     if stamp is not None:
         ts = stamp(ms)
     else:
@@ -255,12 +258,14 @@ def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms
     raws: list[bytes] = []
     prev = head.digest
     seq = head.seq
+    chained = count if last_digest else count - 1
     for index, event in enumerate(events):
         data = journal._redacted(event.data) if redact else event.data
         envelope = Envelope(seq + index + 1, ids[index], ts, data.type, event.subject,
                             (index + 1, count), data, prev)
         raw = encode_line(envelope)
-        prev = line_digest(raw)
+        if index < chained:
+            prev = chain(raw)
         made.append(envelope)
         raws.append(raw)
     return made, raws, prev
