@@ -12,8 +12,10 @@ as one part per view (its table made without secondary indexes, which the commit
 after the load: uwf/engine/viewrows.py). Memory stays flat in the log's length: when the
 states held pass BOUND, the oldest held (first folded) of each view are written, down
 to KEEP, as a part of their own; a state wanted again after it was written is read back
-from the views being written (a filter of fixed size, `Seen`, says which keys may have
-been), and its row is then updated, not inserted.
+from the views being written (a filter of fixed size says which keys may have been),
+and its row is then updated, not inserted. Those read-backs wait: an event for such a
+key is held, with the key's later ones, until the next part (or DEFER events held), and
+the keys are then read in one pass in key order and their events folded by `apply`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from uwf.engine import fold
 from uwf.engine.events import Envelope, EventCatalog
-from uwf.engine.fold import CREATED, Fold, Folded, Key, Projection, Seen, refuse_next
+from uwf.engine.fold import CREATED, Fold, Folded, Projection, refuse_next
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.projection import StructProjection
@@ -33,13 +35,15 @@ from uwf.engine.viewspec import NewRows, Part, Row, Rows, ViewStore, ascii_lower
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
 CHECK_EVERY = 1_024  # events between two looks at how many states are held
+DEFER = 20_000  # events held for keys read back, before they are read and folded
+SEEN_SLOTS = 1 << 23  # the filter of keys written: one byte a slot
 
 Apply = Callable[[Any, Envelope], Any]
 Over = Callable[[Any, Envelope, Any], Any]
 # What an event of one type does to one view: the view's states, its name, the key
-# function, its fold, its fold over a base's new state (and that base's name), and
-# whether it is itself a base.
-_Step = tuple[dict[str, Any], str, Callable[[Envelope], str], Apply, Over | None,
+# function (None: the same as the view's before, whose key is taken), its fold, its fold
+# over a base's new state (and that base's name), and whether it is itself a base.
+_Step = tuple[dict[str, Any], str, Callable[[Envelope], str] | None, Apply, Over | None,
               str | None, bool]
 _ABSENT: Any = object()
 
@@ -100,20 +104,31 @@ class BulkFold:
         self.plans: dict[str, tuple[_Step, ...]] = {}
         for event_type, routed in routes.items():
             steps: list[_Step] = []
+            last: object = None
             for projection in routed:  # a base before the views folded over it
                 name = projection.name
                 base, over_fold = over.get(name, (None, None))
                 if over_fold is not None:
                     plan_over = getattr(projection, "planned_over", None)
                     over_fold = (plan_over and plan_over(event_type)) or over_fold
-                steps.append((self.states[name], name, projection.key,
+                # Two views keyed alike (a run and its thread) take the key once.
+                same = getattr(projection.key, "__func__", projection.key)
+                steps.append((self.states[name], name, None if same is last else projection.key,
                               planned(projection, event_type), over_fold, base,
                               name in bases))
+                last = same
             self.plans[event_type] = tuple(steps)
         # Rows the views hold for states read back (a part updates them), by view.
         self.stored: dict[str, dict[str, Row | None]] = {name: {} for name in projections}
-        self.seen = Seen(projections)
+        # The keys a part wrote, by view: a byte a slot of the key's own hash (a `str`
+        # keeps it, so the states' dict does not hash it again), offset by the view's.
+        self.seen = bytearray(SEEN_SLOTS)
+        self.salts = {name: hash(name) for name in projections}
         self.written = False  # whether a part was written (then a key may be read back)
+        # Events for keys a part may have written, held to be folded once they are read
+        # back (`_read_back`), by view and key, in log order; and how many.
+        self.deferred: dict[str, dict[str, list[Envelope]]] = {name: {} for name in projections}
+        self.held = 0
 
     def parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool = True
               ) -> Iterator[Part]:
@@ -158,22 +173,24 @@ class BulkFold:
             for event in batch:
                 plan = plans.get(event.type)
                 if plan is not None:
-                    bases: dict[str, tuple[str, Any]] | None = None
+                    key = ""
+                    base_name: str | None = None  # the base folded last, its key, new state
+                    base_key = ""
+                    base_new: Any = None
                     for states, name, key_of, apply, over, base, is_base in plan:
-                        key = key_of(event)
+                        if key_of is not None:
+                            key = key_of(event)
                         state = states.get(key, _ABSENT)
                         if state is _ABSENT:
-                            state = self._missing(name, key)
-                        if over is not None and bases is not None:
-                            folded_base = bases.get(base)  # type: ignore[arg-type]
-                            if folded_base is not None and folded_base[0] == key:
-                                states[key] = over(state, event, folded_base[1])
+                            if self.written and self._deferred(name, key, event):
                                 continue
+                            state = None
+                        if over is not None and base_name == base and base_key == key:
+                            states[key] = over(state, event, base_new)
+                            continue
                         states[key] = new = apply(state, event)
                         if is_base:
-                            if bases is None:
-                                bases = {}
-                            bases[name] = (key, new)
+                            base_name, base_key, base_new = name, key, new
                 if streams:
                     add((event.subject, event.seq))
             done = seq, prev  # the last complete batch's end
@@ -181,6 +198,8 @@ class BulkFold:
             if count >= CHECK_EVERY:
                 since_part += count
                 count = 0
+                if self.held >= DEFER:
+                    self._read_back()
                 if (sum(map(len, self.states.values())) > BOUND
                         or since_part >= stretch_lines):
                     since_part = 0
@@ -195,22 +214,50 @@ class BulkFold:
     def _given(self, keep: int, index: list[tuple[str, int]]) -> Iterator[Part]:
         """`_part`'s rows as parts: the new rows with the stream entries, then the rows
         of states read back (keys apart from the first's), when there are any."""
+        self._read_back()
         changes, again = self._part(keep)
         yield changes, index
         if any(again.values()):
             yield again, []
 
-    def _missing(self, name: str, key: str) -> Any:
-        """The state of a key not held: None, unless a part wrote it (read back)."""
-        if not self.written or not self.seen.may_hold((name, key)):
-            return None
-        raw = self.views.load(name, key)
-        if raw is None:
-            return None
-        projection = self.projections[name]
-        state = projection.decode(raw)
-        self.stored[name][key] = projection.row(state)
-        return state
+    def _deferred(self, name: str, key: str, event: Envelope) -> bool:
+        """Hold `event` for a key of `name` that a part may have written (or whose earlier
+        events are held already), to fold once it is read back; whether it is held."""
+        waiting = self.deferred[name]
+        held = waiting.get(key)
+        if held is None:
+            if not self.seen[(hash(key) + self.salts[name]) & (SEEN_SLOTS - 1)]:
+                return False
+            waiting[key] = held = []
+        held.append(event)
+        self.held += 1
+        return True
+
+    def _read_back(self) -> None:
+        """The states of the keys held (`_deferred`), read back from the views being
+        written a view at a time (in key order: one pass), their rows kept as `before`
+        (a part updates them), then their held events folded by `apply` in log order."""
+        if not self.held:
+            return
+        for name, waiting in self.deferred.items():
+            if not waiting:
+                continue
+            projection = self.projections[name]
+            decode, row, apply = projection.decode, projection.row, projection.apply
+            found = self.views.load_many(name, list(waiting))
+            states = self.states[name]
+            stored = self.stored[name]
+            for key, events in waiting.items():
+                raw = found.get(key)
+                state = None
+                if raw is not None:
+                    state = decode(raw)
+                    stored[key] = row(state)
+                for event in events:
+                    state = apply(state, event)
+                states[key] = state
+            waiting.clear()
+        self.held = 0
 
     def _part(self, keep: int) -> tuple[dict[str, Rows | NewRows], dict[str, Rows]]:
         """The rows of the oldest states held, all but about `keep` of them (each view
@@ -220,7 +267,7 @@ class BulkFold:
         held = sum(map(len, self.states.values()))
         changes: dict[str, Rows | NewRows] = {}
         again: dict[str, Rows] = {}
-        written: list[Key] = []
+        seen, salts, mask = self.seen, self.salts, SEEN_SLOTS - 1
         for name, states in self.states.items():
             if not states:
                 changes[name] = Rows({}, {})
@@ -239,13 +286,14 @@ class BulkFold:
                     state = pop(key)
                     rows[key] = None if state is None else row(state)
                     before[key] = stored.pop(key)
-                    written.append((name, key))
+                    seen[(hash(key) + salts[name]) & mask] = 1
                 again[name] = Rows(rows, before)
                 keys = [key for key in keys if key in states]
             new = NewRows([made(key, state) for key in keys
                            if (state := pop(key)) is not None])  # None: never written
-            written.extend((name, row[0]) for row in new.inserts)
+            salt = salts[name]
+            for inserts in new.inserts:
+                seen[(hash(inserts[0]) + salt) & mask] = 1
             changes[name] = new
-        self.seen.add(written)
         self.written = True
         return changes, again
