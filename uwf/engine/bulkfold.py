@@ -56,6 +56,12 @@ def planned(projection: Projection, event_type: str) -> Apply:
     return projection.apply if made is None else made
 
 
+def _key_function(projection: Projection) -> object:
+    """The function behind a projection's `key`: two views with the same one key an
+    event alike."""
+    return getattr(projection.key, "__func__", projection.key)
+
+
 def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
     """A state's row as the table takes it, (key, value, *columns, text as stored: ASCII
     lowercased): `projection.row`'s parts, spelled into one tuple (not a `Row`, then a
@@ -105,14 +111,17 @@ class BulkFold:
         for event_type, routed in routes.items():
             steps: list[_Step] = []
             last: object = None
-            for projection in routed:  # a base before the views folded over it
+            # A base before the views folded over it; those keyed as one of them are
+            # next to it (the key taken once: a run's and its thread's are the same).
+            over_keys = {_key_function(p) for p in routed if p.name in over}
+            for projection in sorted(routed, key=lambda p: (
+                    p.name in over, _key_function(p) in over_keys)):
                 name = projection.name
                 base, over_fold = over.get(name, (None, None))
                 if over_fold is not None:
                     plan_over = getattr(projection, "planned_over", None)
                     over_fold = (plan_over and plan_over(event_type)) or over_fold
-                # Two views keyed alike (a run and its thread) take the key once.
-                same = getattr(projection.key, "__func__", projection.key)
+                same = _key_function(projection)
                 steps.append((self.states[name], name, None if same is last else projection.key,
                               planned(projection, event_type), over_fold, base,
                               name in bases))

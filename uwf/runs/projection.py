@@ -85,8 +85,8 @@ class RunsProjection(StructProjection):
         super().__init__()
         self._threads = ThreadsProjection()
 
-    def key(self, event: Envelope) -> str:
-        return event.subject.removeprefix("thread/")
+    # The thread's own: a full replay (uwf/engine/bulkfold.py) takes the key once for both.
+    key = ThreadsProjection.key
 
     def column_values(self, state: RunState) -> tuple[ColumnValue, ...]:
         thread = state.thread
