@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import attrgetter
 from typing import Any
 
 from uwf.engine import fold
@@ -77,6 +78,21 @@ def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
 
     encode, values, text = projection.encode, projection.column_values, projection.search_text
     lower = ascii_lower
+    kind = type(projection)
+    columns = projection.spec().columns
+    if (kind.search_text is StructProjection.search_text and columns
+            and kind.column_values is StructProjection.column_values):
+        # No search text ("" stored) and the columns the state's own fields: taken by
+        # one C-level getter (most rows of a replay are of such views: the steps').
+        get = attrgetter(*columns)
+        if len(columns) == 1:
+            def one(key: str, state: Any) -> tuple[Any, ...]:
+                return (key, encode(state), get(state), "")
+            return one
+
+        def plain(key: str, state: Any) -> tuple[Any, ...]:
+            return (key, encode(state), *get(state), "")
+        return plain
 
     def fast(key: str, state: Any) -> tuple[Any, ...]:
         return (key, encode(state), *values(state), lower(text(state)))
