@@ -252,3 +252,42 @@ def test_a_replay_cut_short_with_the_journal_off_leaves_no_views(
     store.journal.rebuild_views(snapshot=False)
     store.close()
     assert dumped(root) == incremental
+
+
+@pytest.mark.parametrize("defer", [1, 20_000])
+def test_states_read_back_are_read_a_view_at_a_time_in_one_pass(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, defer: int) -> None:
+    """A replay whose states are written in parts before their later events (archives of
+    runs long ended) holds those events and reads their keys back a view at a time, in
+    one statement a chunk of keys, not one a key, and leaves the rows a fold command by
+    command leaves, however few events it holds before it reads (`DEFER`)."""
+    from uwf.engine.viewstore import SqliteViewStore
+
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    root = tmp_path / "s"
+    logged(root, 60)
+    store = Store.open(root)
+    for number in range(0, 60, 2):
+        thread = f"thread/01J00000000000000000{number:06d}"
+        store.journal.write(lambda _views, t=thread: Outcome(  # type: ignore[misc]
+            [NewEvent(t, ThreadEnded("end")), NewEvent(t, RunArchived("old"))]))
+    store.close()
+    incremental = dumped(root)
+    single: list[str] = []
+    real = SqliteViewStore.load
+
+    def counted(self: SqliteViewStore, view: str, key: str) -> bytes | None:
+        single.append(f"{view}/{key}")
+        return real(self, view, key)
+
+    monkeypatch.setattr(SqliteViewStore, "load", counted)
+    with monkeypatch.context() as patched:
+        patched.setattr(bulkfold, "BOUND", 10)
+        patched.setattr(bulkfold, "KEEP", 2)
+        patched.setattr(bulkfold, "CHECK_EVERY", 1)
+        patched.setattr(bulkfold, "DEFER", defer)
+        store = Store.open(root)
+        store.journal.rebuild_views(snapshot=False)
+        store.close()
+    assert single == []
+    assert dumped(root) == incremental
