@@ -13,9 +13,7 @@ after the load: uwf/engine/viewrows.py). Memory stays flat in the log's length: 
 states held pass BOUND, the oldest held (first folded) of each view are written, down
 to KEEP, as a part of their own; a state wanted again after it was written is read back
 from the views being written (a filter of fixed size says which keys may have been),
-and its row is then updated, not inserted. Those read-backs wait: an event for such a
-key is held, with the key's later ones, until the next part (or DEFER events held), and
-the keys are then read in one pass in key order and their events folded by `apply`.
+and its row is then updated, not inserted.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from uwf.engine.viewspec import NewRows, Part, Row, Rows, ViewStore, ascii_lower
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
 CHECK_EVERY = 1_024  # events between two looks at how many states are held
-DEFER = 20_000  # events held for keys read back, before they are read and folded
 SEEN_BITS = 26  # the filter of keys written: 2 ** 26 bits (8 MiB), two of them a key
 
 Apply = Callable[[Any, Envelope], Any]
@@ -61,9 +58,9 @@ class _Written:
     """The keys a replay's parts wrote, as a filter of fixed size (memory flat in the
     log's length): two bits of 2 ** SEEN_BITS a key, taken from its hash. A key whose
     bits are not both set was never written, so its state is None without a read of the
-    views (every new key but about 1 in 2,000 at 720,000 keys written; one bit a byte, as
-    `fold.Seen` keeps, wrongly holds 1 in 12, whose events then wait for a read-back
-    that finds nothing)."""
+    views (every new key but about 1 in 2,000 at 720,000 keys written; a byte a key, as
+    `fold.Seen` keeps, wrongly holds 1 in 12, each then read back from the views in
+    vain: 28,000 reads at 1.04M events)."""
 
     __slots__ = ("_bits",)
 
@@ -75,6 +72,15 @@ class _Written:
         low, high = hashed & mask, (hashed >> SEEN_BITS) & mask
         bits[low >> 3] |= 1 << (low & 7)
         bits[high >> 3] |= 1 << (high & 7)
+
+    def add_rows(self, rows: Iterable[tuple[Any, ...]], salt: int) -> None:
+        """`add` of each row's key (its first field), offset by `salt`."""
+        bits, mask, shift = self._bits, (1 << SEEN_BITS) - 1, SEEN_BITS
+        for row in rows:
+            hashed = hash(row[0]) + salt
+            low, high = hashed & mask, (hashed >> shift) & mask
+            bits[low >> 3] |= 1 << (low & 7)
+            bits[high >> 3] |= 1 << (high & 7)
 
     def may_hold(self, hashed: int) -> bool:
         bits, mask = self._bits, (1 << SEEN_BITS) - 1
@@ -175,10 +181,6 @@ class BulkFold:
         self.seen = _Written()
         self.salts = {name: hash(name) for name in projections}
         self.written = False  # whether a part was written (then a key may be read back)
-        # Events for keys a part may have written, held to be folded once they are read
-        # back (`_read_back`), by view and key, in log order; and how many.
-        self.deferred: dict[str, dict[str, list[Envelope]]] = {name: {} for name in projections}
-        self.held = 0
 
     def parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool = True
               ) -> Iterator[Part]:
@@ -232,9 +234,7 @@ class BulkFold:
                             key = key_of(event)
                         state = states.get(key, _ABSENT)
                         if state is _ABSENT:
-                            if self.written and self._deferred(name, key, event):
-                                continue
-                            state = None
+                            state = self._missing(name, key) if self.written else None
                         if over is not None and base_name == base and base_key == key:
                             states[key] = over(state, event, base_new)
                             continue
@@ -248,8 +248,6 @@ class BulkFold:
             if count >= CHECK_EVERY:
                 since_part += count
                 count = 0
-                if self.held >= DEFER:
-                    self._read_back()
                 if (sum(map(len, self.states.values())) > BOUND
                         or since_part >= stretch_lines):
                     since_part = 0
@@ -264,50 +262,23 @@ class BulkFold:
     def _given(self, keep: int, index: list[tuple[str, int]]) -> Iterator[Part]:
         """`_part`'s rows as parts: the new rows with the stream entries, then the rows
         of states read back (keys apart from the first's), when there are any."""
-        self._read_back()
         changes, again = self._part(keep)
         yield changes, index
         if any(again.values()):
             yield again, []
 
-    def _deferred(self, name: str, key: str, event: Envelope) -> bool:
-        """Hold `event` for a key of `name` that a part may have written (or whose earlier
-        events are held already), to fold once it is read back; whether it is held."""
-        waiting = self.deferred[name]
-        held = waiting.get(key)
-        if held is None:
-            if not self.seen.may_hold(hash(key) + self.salts[name]):
-                return False
-            waiting[key] = held = []
-        held.append(event)
-        self.held += 1
-        return True
-
-    def _read_back(self) -> None:
-        """The states of the keys held (`_deferred`), read back from the views being
-        written a view at a time (in key order: one pass), their rows kept as `before`
-        (a part updates them), then their held events folded by `apply` in log order."""
-        if not self.held:
-            return
-        for name, waiting in self.deferred.items():
-            if not waiting:
-                continue
-            projection = self.projections[name]
-            decode, row, apply = projection.decode, projection.row, projection.apply
-            found = self.views.load_many(name, list(waiting))
-            states = self.states[name]
-            stored = self.stored[name]
-            for key, events in waiting.items():
-                raw = found.get(key)
-                state = None
-                if raw is not None:
-                    state = decode(raw)
-                    stored[key] = row(state)
-                for event in events:
-                    state = apply(state, event)
-                states[key] = state
-            waiting.clear()
-        self.held = 0
+    def _missing(self, name: str, key: str) -> Any:
+        """The state of a key not held once a part was written: None, unless the part
+        wrote it (read back)."""
+        if not self.seen.may_hold(hash(key) + self.salts[name]):
+            return None
+        raw = self.views.load(name, key)
+        if raw is None:
+            return None
+        projection = self.projections[name]
+        state = projection.decode(raw)
+        self.stored[name][key] = projection.row(state)
+        return state
 
     def _part(self, keep: int) -> tuple[dict[str, Rows | NewRows], dict[str, Rows]]:
         """The rows of the oldest states held, all but about `keep` of them (each view
@@ -317,7 +288,7 @@ class BulkFold:
         held = sum(map(len, self.states.values()))
         changes: dict[str, Rows | NewRows] = {}
         again: dict[str, Rows] = {}
-        mark, salts = self.seen.add, self.salts
+        mark, mark_all, salts = self.seen.add, self.seen.add_rows, self.salts
         for name, states in self.states.items():
             if not states:
                 changes[name] = Rows({}, {})
@@ -341,9 +312,7 @@ class BulkFold:
                 keys = [key for key in keys if key in states]
             new = NewRows([made(key, state) for key in keys
                            if (state := pop(key)) is not None])  # None: never written
-            salt = salts[name]
-            for inserts in new.inserts:
-                mark(hash(inserts[0]) + salt)
+            mark_all(new.inserts, salts[name])
             changes[name] = new
         self.written = True
         return changes, again
