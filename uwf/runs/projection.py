@@ -22,7 +22,7 @@ from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchiv
 from uwf.runs.rules import derive, derived_of, evolve
 from uwf.runs.state import RunState, add_usage
 from uwf.threads.events import THREAD_EVENTS, ThreadStarted, ThreadStepped
-from uwf.threads.projection import ThreadsProjection, ThreadState
+from uwf.threads.projection import ThreadsProjection, ThreadState, thread_key
 
 _replace = msgspec.structs.replace
 # The `deadline` column of a run with no step in flight: after any clock reading, so
@@ -85,8 +85,7 @@ class RunsProjection(StructProjection):
         super().__init__()
         self._threads = ThreadsProjection()
 
-    # The thread's own: a full replay (uwf/engine/bulkfold.py) takes the key once for both.
-    key = ThreadsProjection.key
+    key = thread_key  # the thread's own
 
     def column_values(self, state: RunState) -> tuple[ColumnValue, ...]:
         thread = state.thread
