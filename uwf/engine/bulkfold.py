@@ -181,6 +181,7 @@ class BulkFold:
         self.seen = _Written()
         self.salts = {name: hash(name) for name in projections}
         self.written = False  # whether a part was written (then a key may be read back)
+        self.ending = False  # whether the part written is the last
 
     def parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool = True
               ) -> Iterator[Part]:
@@ -257,6 +258,7 @@ class BulkFold:
                     add = index.append
         if done[0]:
             folded.head = Checkpoint(*done)
+            self.ending = True
             yield from self._given(0, index)
 
     def _given(self, keep: int, index: list[tuple[str, int]]) -> Iterator[Part]:
@@ -312,7 +314,8 @@ class BulkFold:
                 keys = [key for key in keys if key in states]
             new = NewRows([made(key, state) for key in keys
                            if (state := pop(key)) is not None])  # None: never written
-            mark_all(new.inserts, salts[name])
+            if not self.ending:  # nothing is read back after the last part
+                mark_all(new.inserts, salts[name])
             changes[name] = new
         self.written = True
         return changes, again
