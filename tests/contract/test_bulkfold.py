@@ -252,3 +252,4 @@ def test_a_replay_cut_short_with_the_journal_off_leaves_no_views(
     store.journal.rebuild_views(snapshot=False)
     store.close()
     assert dumped(root) == incremental
+

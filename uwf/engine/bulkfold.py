@@ -12,19 +12,20 @@ as one part per view (its table made without secondary indexes, which the commit
 after the load: uwf/engine/viewrows.py). Memory stays flat in the log's length: when the
 states held pass BOUND, the oldest held (first folded) of each view are written, down
 to KEEP, as a part of their own; a state wanted again after it was written is read back
-from the views being written (a filter of fixed size, `Seen`, says which keys may have
-been), and its row is then updated, not inserted.
+from the views being written (a filter of fixed size says which keys may have been),
+and its row is then updated, not inserted.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import attrgetter
 from typing import Any
 
 from uwf.engine import fold
 from uwf.engine.events import Envelope, EventCatalog
-from uwf.engine.fold import CREATED, Fold, Folded, Key, Projection, Seen, refuse_next
+from uwf.engine.fold import CREATED, Fold, Folded, Projection, refuse_next
 from uwf.engine.gcpause import paused
 from uwf.engine.log import Checkpoint, LogLine
 from uwf.engine.projection import StructProjection
@@ -33,13 +34,14 @@ from uwf.engine.viewspec import NewRows, Part, Row, Rows, ViewStore, ascii_lower
 BOUND = 30_000  # states held, all views together, before the oldest are written ...
 KEEP = 10_000  # ... down to this many
 CHECK_EVERY = 1_024  # events between two looks at how many states are held
+SEEN_BITS = 26  # the filter of keys written: 2 ** 26 bits (8 MiB), two of them a key
 
 Apply = Callable[[Any, Envelope], Any]
 Over = Callable[[Any, Envelope, Any], Any]
 # What an event of one type does to one view: the view's states, its name, the key
-# function, its fold, its fold over a base's new state (and that base's name), and
-# whether it is itself a base.
-_Step = tuple[dict[str, Any], str, Callable[[Envelope], str], Apply, Over | None,
+# function (None: the same as the view's before, whose key is taken), its fold, its fold
+# over a base's new state (and that base's name), and whether it is itself a base.
+_Step = tuple[dict[str, Any], str, Callable[[Envelope], str] | None, Apply, Over | None,
               str | None, bool]
 _ABSENT: Any = object()
 
@@ -50,6 +52,46 @@ def planned(projection: Projection, event_type: str) -> Apply:
     plan = getattr(projection, "planned", None)
     made: Apply | None = None if plan is None else plan(event_type)
     return projection.apply if made is None else made
+
+
+class _Written:
+    """The keys a replay's parts wrote, as a filter of fixed size (memory flat in the
+    log's length): two bits of 2 ** SEEN_BITS a key, taken from its hash. A key whose
+    bits are not both set was never written, so its state is None without a read of the
+    views (every new key but about 1 in 2,000 at 720,000 keys written; a byte a key, as
+    `fold.Seen` keeps, wrongly holds 1 in 12, each then read back from the views in
+    vain: 28,000 reads at 1.04M events)."""
+
+    __slots__ = ("_bits",)
+
+    def __init__(self) -> None:
+        self._bits = bytearray(1 << (SEEN_BITS - 3))
+
+    def add(self, hashed: int) -> None:
+        bits, mask = self._bits, (1 << SEEN_BITS) - 1
+        low, high = hashed & mask, (hashed >> SEEN_BITS) & mask
+        bits[low >> 3] |= 1 << (low & 7)
+        bits[high >> 3] |= 1 << (high & 7)
+
+    def add_rows(self, rows: Iterable[tuple[Any, ...]], salt: int) -> None:
+        """`add` of each row's key (its first field), offset by `salt`."""
+        bits, mask, shift = self._bits, (1 << SEEN_BITS) - 1, SEEN_BITS
+        for row in rows:
+            hashed = hash(row[0]) + salt
+            low, high = hashed & mask, (hashed >> shift) & mask
+            bits[low >> 3] |= 1 << (low & 7)
+            bits[high >> 3] |= 1 << (high & 7)
+
+    def may_hold(self, hashed: int) -> bool:
+        bits, mask = self._bits, (1 << SEEN_BITS) - 1
+        low, high = hashed & mask, (hashed >> SEEN_BITS) & mask
+        return bool(bits[low >> 3] >> (low & 7) & 1 and bits[high >> 3] >> (high & 7) & 1)
+
+
+def _key_function(projection: Projection) -> object:
+    """The function behind a projection's `key`: two views with the same one key an
+    event alike."""
+    return getattr(projection.key, "__func__", projection.key)
 
 
 def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
@@ -67,6 +109,21 @@ def inserted(projection: Projection) -> Callable[[str, Any], tuple[Any, ...]]:
 
     encode, values, text = projection.encode, projection.column_values, projection.search_text
     lower = ascii_lower
+    kind = type(projection)
+    columns = projection.spec().columns
+    if (kind.search_text is StructProjection.search_text and columns
+            and kind.column_values is StructProjection.column_values):
+        # No search text ("" stored) and the columns the state's own fields: taken by
+        # one C-level getter (most rows of a replay are of such views: the steps').
+        get = attrgetter(*columns)
+        if len(columns) == 1:
+            def one(key: str, state: Any) -> tuple[Any, ...]:
+                return (key, encode(state), get(state), "")
+            return one
+
+        def plain(key: str, state: Any) -> tuple[Any, ...]:
+            return (key, encode(state), *get(state), "")
+        return plain
 
     def fast(key: str, state: Any) -> tuple[Any, ...]:
         return (key, encode(state), *values(state), lower(text(state)))
@@ -100,20 +157,31 @@ class BulkFold:
         self.plans: dict[str, tuple[_Step, ...]] = {}
         for event_type, routed in routes.items():
             steps: list[_Step] = []
-            for projection in routed:  # a base before the views folded over it
+            last: object = None
+            # A base before the views folded over it; those keyed as one of them are
+            # next to it (the key taken once: a run's and its thread's are the same).
+            over_keys = {_key_function(p) for p in routed if p.name in over}
+            for projection in sorted(routed, key=lambda p: (
+                    p.name in over, _key_function(p) in over_keys)):
                 name = projection.name
                 base, over_fold = over.get(name, (None, None))
                 if over_fold is not None:
                     plan_over = getattr(projection, "planned_over", None)
                     over_fold = (plan_over and plan_over(event_type)) or over_fold
-                steps.append((self.states[name], name, projection.key,
+                same = _key_function(projection)
+                steps.append((self.states[name], name, None if same is last else projection.key,
                               planned(projection, event_type), over_fold, base,
                               name in bases))
+                last = same
             self.plans[event_type] = tuple(steps)
         # Rows the views hold for states read back (a part updates them), by view.
         self.stored: dict[str, dict[str, Row | None]] = {name: {} for name in projections}
-        self.seen = Seen(projections)
+        # The keys a part wrote, by view: `_Written` over the key's own hash (a `str`
+        # keeps it, so the states' dict does not hash it again), offset by the view's.
+        self.seen = _Written()
+        self.salts = {name: hash(name) for name in projections}
         self.written = False  # whether a part was written (then a key may be read back)
+        self.ending = False  # whether the part written is the last
 
     def parts(self, lines: Iterator[LogLine], folded: Folded, *, streams: bool = True
               ) -> Iterator[Part]:
@@ -158,22 +226,22 @@ class BulkFold:
             for event in batch:
                 plan = plans.get(event.type)
                 if plan is not None:
-                    bases: dict[str, tuple[str, Any]] | None = None
+                    key = ""
+                    base_name: str | None = None  # the base folded last, its key, new state
+                    base_key = ""
+                    base_new: Any = None
                     for states, name, key_of, apply, over, base, is_base in plan:
-                        key = key_of(event)
+                        if key_of is not None:
+                            key = key_of(event)
                         state = states.get(key, _ABSENT)
                         if state is _ABSENT:
-                            state = self._missing(name, key)
-                        if over is not None and bases is not None:
-                            folded_base = bases.get(base)  # type: ignore[arg-type]
-                            if folded_base is not None and folded_base[0] == key:
-                                states[key] = over(state, event, folded_base[1])
-                                continue
+                            state = self._missing(name, key) if self.written else None
+                        if over is not None and base_name == base and base_key == key:
+                            states[key] = over(state, event, base_new)
+                            continue
                         states[key] = new = apply(state, event)
                         if is_base:
-                            if bases is None:
-                                bases = {}
-                            bases[name] = (key, new)
+                            base_name, base_key, base_new = name, key, new
                 if streams:
                     add((event.subject, event.seq))
             done = seq, prev  # the last complete batch's end
@@ -190,6 +258,7 @@ class BulkFold:
                     add = index.append
         if done[0]:
             folded.head = Checkpoint(*done)
+            self.ending = True
             yield from self._given(0, index)
 
     def _given(self, keep: int, index: list[tuple[str, int]]) -> Iterator[Part]:
@@ -201,8 +270,9 @@ class BulkFold:
             yield again, []
 
     def _missing(self, name: str, key: str) -> Any:
-        """The state of a key not held: None, unless a part wrote it (read back)."""
-        if not self.written or not self.seen.may_hold((name, key)):
+        """The state of a key not held once a part was written: None, unless the part
+        wrote it (read back)."""
+        if not self.seen.may_hold(hash(key) + self.salts[name]):
             return None
         raw = self.views.load(name, key)
         if raw is None:
@@ -220,7 +290,7 @@ class BulkFold:
         held = sum(map(len, self.states.values()))
         changes: dict[str, Rows | NewRows] = {}
         again: dict[str, Rows] = {}
-        written: list[Key] = []
+        mark, mark_all, salts = self.seen.add, self.seen.add_rows, self.salts
         for name, states in self.states.items():
             if not states:
                 changes[name] = Rows({}, {})
@@ -239,13 +309,13 @@ class BulkFold:
                     state = pop(key)
                     rows[key] = None if state is None else row(state)
                     before[key] = stored.pop(key)
-                    written.append((name, key))
+                    mark(hash(key) + salts[name])
                 again[name] = Rows(rows, before)
                 keys = [key for key in keys if key in states]
             new = NewRows([made(key, state) for key in keys
                            if (state := pop(key)) is not None])  # None: never written
-            written.extend((name, row[0]) for row in new.inserts)
+            if not self.ending:  # nothing is read back after the last part
+                mark_all(new.inserts, salts[name])
             changes[name] = new
-        self.seen.add(written)
         self.written = True
         return changes, again

@@ -22,7 +22,7 @@ from uwf.runs.events import RUN_EVENTS, RunArchived, RunRerunLinked, RunUnarchiv
 from uwf.runs.rules import derive, derived_of, evolve
 from uwf.runs.state import RunState, add_usage
 from uwf.threads.events import THREAD_EVENTS, ThreadStarted, ThreadStepped
-from uwf.threads.projection import ThreadsProjection, ThreadState
+from uwf.threads.projection import ThreadsProjection, ThreadState, thread_key
 
 _replace = msgspec.structs.replace
 # The `deadline` column of a run with no step in flight: after any clock reading, so
@@ -85,8 +85,7 @@ class RunsProjection(StructProjection):
         super().__init__()
         self._threads = ThreadsProjection()
 
-    def key(self, event: Envelope) -> str:
-        return event.subject.removeprefix("thread/")
+    key = thread_key  # the thread's own
 
     def column_values(self, state: RunState) -> tuple[ColumnValue, ...]:
         thread = state.thread
@@ -123,11 +122,12 @@ class RunsProjection(StructProjection):
         from hashlib import sha256
 
         apply_over = self.apply_over
+        encode = msgspec.json.Encoder().encode  # `encode_line`'s, without its call
 
         def source(previous: str, event: Envelope) -> str:
-            line = encode_line(Envelope(event.seq, event.id, event.ts, event.type,
-                                        event.subject, event.batch, event.data, event.prev))
-            return sha256(previous.encode() + b"\n" + line).hexdigest()[:32]
+            line = encode(Envelope(event.seq, event.id, event.ts, event.type,
+                                   event.subject, event.batch, event.data, event.prev))
+            return sha256(b"%s\n%s" % (previous.encode(), line)).hexdigest()[:32]
 
         if event_type not in _MOVES:  # a start: the record made (or a thread started again)
             def begun(state: RunState | None, event: Envelope, thread_after: object

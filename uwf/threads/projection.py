@@ -24,6 +24,12 @@ __all__ = ["FAILURE_MESSAGE_CHARS", "Asked", "InFlight", "LastFailure", "ThreadS
            "ThreadsProjection"]
 
 
+def thread_key(_projection: object, event: Envelope) -> str:
+    """The thread an event changes: its subject's id (the `threads` and the `runs` views'
+    `key`, one function, so a full replay takes it once for both: uwf/engine/bulkfold.py)."""
+    return event.subject.removeprefix("thread/")
+
+
 class ThreadsProjection(StructProjection):
     name: ClassVar[str] = "threads"
     # 6: waiting, and the head's question; 7: no `repo` and `created_at` columns (no read
@@ -44,8 +50,7 @@ class ThreadsProjection(StructProjection):
     def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
         return (state.state, 0 if state.done else 1, state.name, state.workflow)
 
-    def key(self, event: Envelope) -> str:
-        return event.subject.removeprefix("thread/")
+    key = thread_key
 
     def apply(self, state: ThreadState | None, event: Envelope) -> ThreadState | None:
         return evolve(state, event)

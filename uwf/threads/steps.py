@@ -8,6 +8,7 @@ uwf chose. An incremental rerun compares it, found by the StepNode's hash.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import msgspec
@@ -80,6 +81,38 @@ class StepsProjection(StructProjection):
                             message=data.message, exit_status=data.exit_status,
                             stderr=data.stderr, node=data.node)
         return state
+
+    def planned(self, event_type: str) -> Callable[[StepState | None, Envelope],
+                                                   StepState | None] | None:
+        """`apply` for events of one type, for a full replay (uwf/engine/bulkfold.py):
+        the same states, without the lookup of the event's kind."""
+        return _PLANNED.get(event_type)
+
+
+def _started(state: StepState | None, event: Envelope) -> StepState | None:
+    data: ThreadStepStarted = event.data
+    return StepState(event.subject.removeprefix("thread/"), data.step_id, data.role,
+                     data.agent, data.edge_prompt, event.ts)
+
+
+def _stepped(state: StepState | None, event: Envelope) -> StepState | None:
+    data: ThreadStepped = event.data
+    base = state or StepState(event.subject.removeprefix("thread/"), data.step_id, data.role)
+    return _replace(base, outcome="reused" if data.reused else "stepped", head=data.head,
+                    status=data.status, reused=data.reused, usage=data.usage,
+                    ended_at=event.ts)
+
+
+def _failed(state: StepState | None, event: Envelope) -> StepState | None:
+    data: ThreadStepFailed = event.data
+    base = state or StepState(event.subject.removeprefix("thread/"), data.step_id, data.role)
+    return _replace(base, outcome="failed", reason=data.reason, ended_at=event.ts,
+                    message=data.message, exit_status=data.exit_status, stderr=data.stderr,
+                    node=data.node)
+
+
+_PLANNED = {ThreadStepStarted.type: _started, ThreadStepped.type: _stepped,
+            ThreadStepFailed.type: _failed}
 
 
 def thread_steps(thread: str) -> tuple[tuple[str, str, str], ...]:
