@@ -221,9 +221,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     EVERY_CALL_A_PROCESS[0] = bool(config.getoption("--cli-processes"))
+    compile_uwf()
     config.addinivalue_line(
         "markers", "cli_processes: the `cli` fixture runs each call as a real process "
         "(crash, signals, concurrency across processes, the console scripts' own wiring)")
+
+
+def compile_uwf() -> None:
+    """uwf's bytecode written before any test starts a process: every `uwf`, agent and
+    script a test starts then loads uwf as an installed uwf loads it (pip compiles a
+    wheel's modules when it installs them; an editable install or a clean clone has no
+    `.pyc`). Without it, a shell that exports PYTHONDONTWRITEBYTECODE=1 (as the ones
+    here do) has each of the run's ~1,500 processes compile every uwf module it imports,
+    again: ~60 % more instructions for a uwf-mock step (docs/benchmarks.md). Files whose
+    bytecode is current are only looked at; the xdist workers and their controller may
+    all call it (each `.pyc` is written to a temporary name and renamed into place)."""
+    import compileall
+
+    import uwf
+
+    compileall.compile_dir(Path(uwf.__file__).parent, quiet=1)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -110,8 +110,9 @@ class Kit:
         return path
 
     def mock_script(self, script: dict[str, Any] | None = None, name: str = "mock.yaml") -> Path:
+        """The script written as JSON (which is YAML): uwf-mock reads it without PyYAML."""
         path = self.tmp / name
-        path.write_text(yaml.safe_dump(script or MOCK_SCRIPT), "utf-8")
+        path.write_text(json.dumps(script or MOCK_SCRIPT), "utf-8")
         return path
 
     def agent(self, name: str, body: str) -> Path:

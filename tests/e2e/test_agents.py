@@ -5,6 +5,7 @@ and uwf-subflow running a child workflow."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -86,6 +87,30 @@ def test_agent_resolution_order(cli: Cli, tmp_path: Path) -> None:
     agents = [e["data"]["agent"] for e in kit.events("thread.step_started")]
     assert agents == ["a", "b", "c", command_line, "a"]
     assert kit.show(thread)["done"] is True
+
+
+def test_a_staged_mock_step_loads_no_yaml_and_no_store(cli: Cli, tmp_path: Path) -> None:
+    """uwf-mock, run by `uwf thread step` as a real process, reads its context from and
+    writes its nodes to its staging folder: with a JSON script it loads no PyYAML, and
+    the kit loads no store, thread service, log or SQLite (every agent process of a
+    step would pay for their imports). The agent process lists its modules as it exits."""
+    kit = make_kit(cli, tmp_path, mock=False)
+    loaded = tmp_path / "loaded.txt"
+    probe = ("import atexit, runpy, sys\n"
+             f"atexit.register(lambda: open({str(loaded)!r}, 'w').write(' '.join(sys.modules)))\n"
+             "sys.argv = ['uwf-mock', *sys.argv[1:]]\n"
+             "runpy.run_module('uwf.agents.mock', run_name='__main__')\n")
+    kit.write_config({"agents": {"mock": {"command": sys.executable,
+                                          "args": ["-c", probe, str(kit.mock_script())]}},
+                      "defaultAgent": "mock"})
+    kit.put_workflow()
+    thread = kit.start()
+    kit.ok("thread", "step", thread)
+    assert kit.show(thread)["currentRole"] == "developer"
+    modules = set(loaded.read_text().split())
+    assert {"uwf.agents.kit", "uwf.threads.staging"} <= modules
+    assert not modules & {"yaml", "sqlite3", "uwf.store", "uwf.threads.agent",
+                          "uwf.threads.service", "uwf.engine.journal", "uwf.engine.filelog"}
 
 
 def test_agent_context_and_submit(cli: Cli, tmp_path: Path) -> None:

@@ -60,11 +60,13 @@ def _staged(env: Mapping[str, str]) -> Any:
     if not env.get("UWF_STEP_DIR"):
         return None
     from uwf.config.secrets import load_redactor
-    from uwf.config.settings import Settings
+    from uwf.config.settings import config_path
+    from uwf.engine.clock import clock_from
     from uwf.threads.staging import open_staged
 
-    settings = Settings.from_env(env, None)
-    return open_staged(env, settings.clock, load_redactor(env, settings.config_path))
+    # The clock and the config file alone (UWF_NOW, UWF_CONFIG): the store's settings
+    # (`Settings.from_env`) would load its log's modules, which a staged agent never uses.
+    return open_staged(env, clock_from(None, env), load_redactor(env, config_path(env)))
 
 
 def _store(env: Mapping[str, str]) -> Any:
@@ -90,15 +92,17 @@ def context(thread: str, role: str,
     None gives the default: UWF_HISTORY, else the config's historyLimit, else 20.
     Settings come from `env`, by default `environment()`.
     """
-    from uwf.payload import to_payload
-    from uwf.threads.agent import agent_context
-
     env = environment() if env is None else env
     staged = _staged(env)
     if staged is not None:
         from uwf.threads.staging import staged_context
 
         return staged_context(staged, thread, role, history_limit)
+    # Only an agent run by hand reads the store: a staged one (under `uwf thread
+    # step`) never imports it, nor the thread service it comes through.
+    from uwf.payload import to_payload
+    from uwf.threads.agent import agent_context
+
     store = _store(env)
     context: dict[str, Any] = to_payload(agent_context(store, thread, role, history_limit,
                                                        settings=store.settings, env=env))
@@ -114,8 +118,6 @@ def submit(thread: str, role: str, output: Any, detail: str = "", *,
     output, is what the step spent: kept in the detail, summed per run.
     Settings come from `env`, by default `environment()`.
     """
-    from uwf.threads.agent import submit_step
-
     env = environment() if env is None else env
     started = env.get("UWF_STEP_STARTED_MS")
     started_ms = int(started) if started and started.isdigit() else None
@@ -127,6 +129,8 @@ def submit(thread: str, role: str, output: Any, detail: str = "", *,
         return staged_submit(staged, thread, role, output, detail, detail_ref=detail_ref,
                              agent=agent, started_at_ms=started_ms,
                              completed_at_ms=staged.cas.clock(), usage=usage)
+    from uwf.threads.agent import submit_step
+
     return submit_step(
         _store(env), thread, role, output, detail, detail_ref=detail_ref,
         agent=agent, started_at_ms=started_ms, usage=usage,
