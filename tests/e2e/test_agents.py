@@ -92,8 +92,9 @@ def test_agent_resolution_order(cli: Cli, tmp_path: Path) -> None:
 def test_a_staged_mock_step_loads_no_yaml_and_no_store(cli: Cli, tmp_path: Path) -> None:
     """uwf-mock, run by `uwf thread step` as a real process, reads its context from and
     writes its nodes to its staging folder: with a JSON script it loads no PyYAML, and
-    the kit loads no store, thread service, log or SQLite (every agent process of a
-    step would pay for their imports). The agent process lists its modules as it exits."""
+    the kit loads no store, thread service, log or SQLite, nor the staging's
+    command-side shutil and tempfile (every agent process of a step would pay for their
+    imports). The agent process lists its modules as it exits."""
     kit = make_kit(cli, tmp_path, mock=False)
     loaded = tmp_path / "loaded.txt"
     probe = ("import atexit, runpy, sys\n"
@@ -110,7 +111,8 @@ def test_a_staged_mock_step_loads_no_yaml_and_no_store(cli: Cli, tmp_path: Path)
     modules = set(loaded.read_text().split())
     assert {"uwf.agents.kit", "uwf.threads.staging"} <= modules
     assert not modules & {"yaml", "sqlite3", "uwf.store", "uwf.threads.agent",
-                          "uwf.threads.service", "uwf.engine.journal", "uwf.engine.filelog"}
+                          "uwf.threads.service", "uwf.engine.journal", "uwf.engine.filelog",
+                          "shutil", "tempfile"}  # the command's side of the staging only
 
 
 def test_agent_context_and_submit(cli: Cli, tmp_path: Path) -> None:

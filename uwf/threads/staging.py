@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +83,8 @@ def stage(context: StepContext, store_cas: Cas, clock: Callable[[], int],
     """A new staging folder for the step `context` describes (the caller `remove`s
     it), in the command's TMPDIR (`environ`, the settings' copy) when that is a folder,
     else the system's temp folder. The folders a killed step left there go first."""
+    import tempfile  # the command's side only: a staged agent loads none of it
+
     from uwf.payload import to_payload
 
     chosen = environ.get("TMPDIR")
@@ -146,6 +146,8 @@ def sweep(parent: Path, wall: Callable[[], int] = system_clock) -> int:
     its `remove` never ran): OWNER no longer locked, or never made and older than a
     day by the `wall` clock (epoch ms; never the store's clock, which may be fixed,
     while a folder's age is the file system's). How many were removed."""
+    import shutil
+
     removed = 0
     try:
         entries = list(os.scandir(parent))
@@ -189,6 +191,8 @@ def bring_in(folder: Path, store_cas: Cas, hash_: str) -> None:
 
 def remove(staging: Staging) -> None:
     """Remove the folder, then let its lock go (so no sweep takes it meanwhile)."""
+    import shutil
+
     shutil.rmtree(staging.folder, ignore_errors=True)
     os.close(staging.lock)
 
