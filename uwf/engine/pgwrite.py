@@ -258,11 +258,11 @@ class OneCall:
         after = {**reads.kept, **{(view, key): None if row is None else row.value
                                   for view, changed in rows.items()
                                   for key, row in changed.items()}}
+        new = Checkpoint(envelopes[-1].seq, digest(lines[-1]))  # the head once written
         result = outcome.result
         if outcome.then is not None:
             then_reads = _Reads(self.views, after, after=True)
-            result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections,
-                                        Checkpoint(envelopes[-1].seq, digest(lines[-1]))))
+            result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections, new))
         ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
         got = self.log.call(write_procedure(self.views), self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
@@ -271,7 +271,6 @@ class OneCall:
             raise _NotHere
         if got[0] != "ok":
             raise _Moved
-        new = Checkpoint(envelopes[-1].seq, digest(lines[-1]))
         self._known = _Known(new, ends[-1], after if len(after) <= KEPT else {})
         return (result,)
 
