@@ -10,23 +10,22 @@ from collections.abc import Iterator, Sequence
 
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
-from uwf.writer.owned import OwnTail
+from uwf.writer.owned import own_head
 
 
 class _Counted:
     """A round's exclusive section, noting whether anything was appended in it."""
 
-    def __init__(self, session: LogSession, own: OwnTail) -> None:
+    def __init__(self, session: LogSession) -> None:
         self.session = session
         self.appended = False
         self.fd: int | None = None  # the segment appended to, not yet fsynced (`unsynced`)
-        self._own = own
 
     def tail(self) -> Checkpoint | None:
         return self.session.tail()
 
     def own_head(self) -> Checkpoint | None:
-        return self._own.head(self.session)
+        return own_head(self.session)
 
     def recover(self) -> tuple[Checkpoint, list[LogRepaired]]:
         return self.session.recover()
@@ -50,7 +49,6 @@ class DeferredLog:
         self.durable = log.durable
         self.told = log.told
         self._round: _Counted | None = None
-        self._own = OwnTail()  # the paths of the writer's own tail, spelled once a head
 
     @contextlib.contextmanager
     def round(self) -> Iterator[_Counted]:
@@ -58,7 +56,7 @@ class DeferredLog:
         fsync left to the caller (`sync`), as every section's here."""
         with self.inner.exclusive() as session:
             session.defer_sync()
-            self._round = counted = _Counted(session, self._own)
+            self._round = counted = _Counted(session)
             try:
                 yield counted
             except BaseException:  # no call of the round is answered as done
