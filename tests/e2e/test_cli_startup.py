@@ -76,14 +76,21 @@ def test_workflow_show_loads_none_of_the_costly_helpers(store_with_workflow: Pat
     assert {"shutil", "_hashlib", "cbor2", "dataclasses"} & modules == set()
 
 
+def _shown_by_the_console_script(store: Path) -> str:
+    """A probe's first lines: `uwf --json --store STORE workflow show solve-issue` run by
+    the console script (`uwf.cli.entry.uwf`) in the probe's process, its exit code kept
+    in `code`."""
+    return ("import json, sys\nfrom uwf.cli import entry\n"
+            f"sys.argv = ['uwf', '--json', '--store', {str(store)!r}, 'workflow', "
+            "'show', 'solve-issue']\n"
+            "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n")
+
+
 def test_the_console_script_imports_msgspec_without_typing_extensions(
         store_with_workflow: Path, tmp_path: Path) -> None:
     """`uwf` (the console script, `uwf.cli.entry`) leaves typing_extensions, and the
     `inspect` it brings, unloaded; a module imported later still gets it."""
-    probe = ("import json, sys\nfrom uwf.cli import entry\n"
-             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
-             "'show', 'solve-issue']\n"
-             "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
+    probe = (_shown_by_the_console_script(store_with_workflow) +
              "loaded = sorted({'typing_extensions', 'inspect', 'msgspec'} & set(sys.modules))\n"
              "import typing_extensions\n"
              "print(json.dumps([code, loaded, typing_extensions.__name__]))")
@@ -124,10 +131,7 @@ def test_the_console_script_imports_pathlib_without_urllib_parse(
     (ids, the freshness measure, the speller, the in-memory views); `Path.as_uri`
     still answers as urllib.parse's `quote_from_bytes` spells it, and a later
     `import urllib.parse` gets the real module."""
-    probe = ("import json, sys\nfrom uwf.cli import entry\n"
-             f"sys.argv = ['uwf', '--json', '--store', {str(store_with_workflow)!r}, 'workflow', "
-             "'show', 'solve-issue']\n"
-             "try:\n    entry.uwf()\nexcept SystemExit as done:\n    code = done.code\n"
+    probe = (_shown_by_the_console_script(store_with_workflow) +
              "loaded = sorted({'urllib.parse', 'ipaddress', 'nt', '_winapi', "
              "'uwf.engine.ulids', 'uwf.engine.freshness', 'uwf.engine.spelled', "
              "'uwf.engine.memviews'} & set(sys.modules))\n"
