@@ -65,27 +65,13 @@ class StepsProjection(StructProjection):
         return f"{event.subject.removeprefix('thread/')}/{data.step_id}"
 
     def apply(self, state: StepState | None, event: Envelope) -> StepState | None:
-        data = event.data
-        thread = event.subject.removeprefix("thread/")
-        if isinstance(data, ThreadStepStarted):
-            return StepState(thread, data.step_id, data.role, data.agent, data.edge_prompt,
-                             event.ts)
-        if isinstance(data, ThreadStepped):
-            base = state or StepState(thread, data.step_id, data.role)
-            return _replace(base, outcome="reused" if data.reused else "stepped",
-                            head=data.head, status=data.status, reused=data.reused,
-                            usage=data.usage, ended_at=event.ts)
-        if isinstance(data, ThreadStepFailed):
-            base = state or StepState(thread, data.step_id, data.role)
-            return _replace(base, outcome="failed", reason=data.reason, ended_at=event.ts,
-                            message=data.message, exit_status=data.exit_status,
-                            stderr=data.stderr, node=data.node)
-        return state
+        fold = _PLANNED.get(event.type)
+        return state if fold is None else fold(state, event)
 
     def planned(self, event_type: str) -> Callable[[StepState | None, Envelope],
                                                    StepState | None] | None:
         """`apply` for events of one type, for a full replay (uwf/engine/bulkfold.py):
-        the same states, without the lookup of the event's kind."""
+        the same function, without the lookup of the event's type."""
         return _PLANNED.get(event_type)
 
 
