@@ -1,7 +1,7 @@
 """A writer's round spells its lines as the journal does (uwf/engine/rounds.py): the
 same envelopes and bytes for the same events at the same instant with the same ids,
-the chain's last digest handed back rather than taken again, and `Stamps` spelling an
-instant as `format_ts` does."""
+the chain's last digest handed back rather than taken again, and `clock.Stamps`
+spelling an instant as `format_ts` does."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from collections.abc import Callable
 import pytest
 
 from uwf.engine import ulids
-from uwf.engine.clock import format_ts
+from uwf.engine.clock import Stamps, format_ts
 from uwf.engine.events import NewEvent, digest
 from uwf.engine.log import Checkpoint
-from uwf.engine.rounds import Stamps, envelopes
+from uwf.engine.rounds import envelopes
 from uwf.queue.events import QueueCompleted, QueueReleased
 from uwf.store import Store
 from uwf.writer.server import chain_digest
@@ -45,11 +45,11 @@ def test_a_rounds_lines_are_the_journals(store: Store, monkeypatch: pytest.Monke
     reset()
     want_made, want_lines = journal.envelopes(head, events, MS)
     reset()
-    journal._stamp = (0, "")
+    journal.stamps = Stamps()  # the second spelled again
     made, lines, last = envelopes(journal, head, events, MS,
-                                  line_digest=chain_digest if fast else digest,
-                                  stamp=Stamps() if fast else None)
+                                  line_digest=chain_digest if fast else digest)
     assert lines == want_lines
+    assert {envelope.ts for envelope in made} == {format_ts(MS)}
     assert made == want_made
     assert last == digest(lines[-1])  # the head a round moves to
     chained = [json.loads(line)["prev"] for line in lines]  # each line's prev its own

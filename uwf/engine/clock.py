@@ -106,3 +106,22 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
     day = day_of_year - (153 * month_index + 2) // 5 + 1
     month = month_index + 3 if month_index < 10 else month_index - 9
     return year_of_era + era * 400 + (month <= 2), month, day
+
+
+class Stamps:
+    """Event stamps (`format_ts`, byte for byte) for a process that writes many: the
+    second spelled once, each millisecond of it one format (tests/unit/test_rounds.py).
+    A journal holds one (`Journal.stamps`)."""
+
+    __slots__ = ("_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, ms: int) -> str:
+        second, millis = divmod(ms, 1000)
+        if second != self._second:
+            self._prefix = format_ts(second * 1000)[:-5]  # without ".000Z"
+            self._second = second
+        return f"{self._prefix}.{millis:03d}Z"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import msgspec
 
 from uwf.engine.bulkfold import PlannedFold
-from uwf.engine.clock import Clock
+from uwf.engine.clock import Clock, Stamps
 from uwf.engine.events import (
     FORMAT_VERSION,
     CasNode,
@@ -116,7 +116,7 @@ class Journal:
         self._folded = (*self.projections, STREAMS)
         self._names = set(self.projections)
         self._unfolded = dict.fromkeys(self.projections, 0)  # a write folds into every view
-        self._stamp = (-1, "")
+        self.stamps = Stamps()  # the events' `ts`, a second spelled once
         self.fold = PlannedFold(views, self.projections, catalog)
         self._local = threading.local()  # `decide` running in this thread
         self._streams = Streams(log, views, catalog.decode)

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from uwf.engine.clock import format_ts
 from uwf.engine.events import (
     FORMAT_VERSION,
     Envelope,
@@ -106,26 +105,6 @@ class _Known(Mapping[Key, Any]):
         return 0
 
 
-_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1000))
-
-
-class Stamps:
-    """Event stamps (`clock.format_ts`, byte for byte) for a process that writes many
-    seconds: the second spelled once (six integer formats), each millisecond of it one
-    join (tests/unit/test_rounds.py)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self, ms: int) -> str:
-        second, millis = divmod(ms, 1000)
-        if second != self._second:
-            self._prefix = format_ts(second * 1000)[:-5]  # without ".000Z"
-            self._second = second
-        return self._prefix + _MILLIS[millis]
-
-
 class _Missing:
     def __repr__(self) -> str:
         return "MISSING"
@@ -159,13 +138,11 @@ def write_round(journal: Journal, decides: Sequence[Decide], memory: Memory, *,
 
 def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide],
                  memory: Memory, *, defer: bool = False,
-                 line_digest: Callable[[bytes], str] = digest,
-                 stamp: Callable[[int], str] | None = None) -> list[Any | UwfError]:
+                 line_digest: Callable[[bytes], str] = digest) -> list[Any | UwfError]:
     """`write_round` in an exclusive section the caller holds (the resident writer's
     round: uwf/writer/server.py). `line_digest`: `events.digest` or the same digest
     taken faster (a process that runs long: hashlib's SHA-256, whose import a command
-    line would pay, uwf/writer/server.py); `stamp`: the events' `ts` of an instant
-    (`Stamps`; None: `format_ts`, once a millisecond)."""
+    line would pay, uwf/writer/server.py)."""
     head = _at_head(journal, session, memory)
     if memory.head != head:
         memory.catch_up(journal, head)
@@ -202,8 +179,8 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
                 if head.seq == 0:
                     events = [NewEvent("store", StoreCreated(format=FORMAT_VERSION)),
                               *events]
-                made, lines, last = envelopes(journal, head, events, now, line_digest=line_digest,
-                                              stamp=stamp)
+                made, lines, last = envelopes(journal, head, events, now,
+                                              line_digest=line_digest)
                 states = fold.prefetch(made, known)
                 for key, state in states.items():
                     if key not in before:  # the row the views hold (at `start`)
@@ -235,22 +212,16 @@ def decide_round(journal: Journal, session: LogSession, decides: Sequence[Decide
 
 def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms: int, *,
               line_digest: Callable[[bytes], str] | None = None,
-              stamp: Callable[[int], str] | None = None, last_digest: bool = True
+              last_digest: bool = True
               ) -> tuple[list[Envelope], list[bytes], str]:
-    """The events as the lines that follow `head`, stamped `ms` (`stamp`'s spelling, or
-    the journal's, once a millisecond): their envelopes, their bytes, chained, and the
+    """The events as the lines that follow `head`, stamped `ms` (`Journal.stamps`):
+    their envelopes, their bytes, chained, and the
     last line's digest (a round's new head) — or, without `last_digest`, the digest its
     `prev` holds, the caller's append or checkpoint taking the last one once."""
     from uwf.engine.ulids import new_ulid, new_ulids  # a read mints no id
 
     chain = digest if line_digest is None else line_digest  # `events.digest` by default
-    if stamp is not None:
-        ts = stamp(ms)
-    else:
-        spelled = journal._stamp  # a command's instant, spelled once a millisecond
-        if spelled[0] != ms:
-            journal._stamp = spelled = (ms, format_ts(ms))
-        ts = spelled[1]
+    ts = journal.stamps(ms)
     count = len(events)
     ids = [new_ulid(ms)] if count == 1 else new_ulids(ms, count)
     redact = journal.redact is not None

@@ -35,7 +35,7 @@ import msgspec
 
 from uwf.engine.clock import system_clock
 from uwf.engine.events import openssl_digester
-from uwf.engine.rounds import Decide, Stamps, decide_round, flush
+from uwf.engine.rounds import Decide, decide_round, flush
 from uwf.engine.writerlink import (
     HEADER,
     MAX_FRAME,
@@ -155,7 +155,6 @@ class Writer:
         # The loop's poll: each descriptor's peer (None: the listener), no selectors
         # layer between epoll and the loop (a call's wake-up is its hot path).
         self._poll = select.epoll()
-        self._stamps = Stamps()  # the events' ts, a second spelled once
         self._peers: dict[int, _Peer | None] = {}
 
     def start(self) -> None:
@@ -313,8 +312,7 @@ class Writer:
                 decides.append(decide)
         with self.log.round() as section:
             results = decide_round(self.store.journal, section, decides, self.memory,
-                                   defer=self.defer, line_digest=chain_digest,
-                                   stamp=self._stamps)
+                                   defer=self.defer, line_digest=chain_digest)
         answered: list[tuple[_Peer, bytes | Refused]] = []
         at = 0
         for (peer, _call), early in zip(calls, replies, strict=True):
