@@ -123,39 +123,45 @@ class RunsProjection(StructProjection):
 
         apply_over = self.apply_over
         encode = msgspec.json.Encoder().encode  # `encode_line`'s, without its call
-
-        def source(previous: str, event: Envelope) -> str:
-            line = encode(Envelope(event.seq, event.id, event.ts, event.type,
-                                   event.subject, event.batch, event.data, event.prev))
-            return sha256(b"%s\n%s" % (previous.encode(), line)).hexdigest()[:32]
+        # `fingerprint`, spelled out in each function below (a call less an event).
 
         if event_type not in _MOVES:  # a start: the record made (or a thread started again)
             def begun(state: RunState | None, event: Envelope, thread_after: object
                       ) -> RunState | None:
                 if not isinstance(thread_after, ThreadState):
                     return None
-                return evolve(state, event, thread_after, source(
-                    GENESIS_PREV if state is None else state.source_fingerprint, event))
+                previous = GENESIS_PREV if state is None else state.source_fingerprint
+                line = encode(Envelope(event.seq, event.id, event.ts, event.type,
+                                       event.subject, event.batch, event.data, event.prev))
+                return evolve(state, event, thread_after, sha256(
+                    b"%s\n%s" % (previous.encode(), line)).hexdigest()[:32])
             return begun
 
         def moved(state: RunState | None, event: Envelope, thread_after: object
                   ) -> RunState | None:
-            if state is None or not isinstance(thread_after, ThreadState):
+            if state is None or type(thread_after) is not ThreadState:
                 return apply_over(state, event, thread_after)
             # `evolve` of a thread event (no run event) over a run recorded, spelled out.
-            return _replace(state, thread=thread_after,
-                            source_fingerprint=source(state.source_fingerprint, event))
+            line = encode(Envelope(event.seq, event.id, event.ts, event.type, event.subject,
+                                   event.batch, event.data, event.prev))
+            return _replace(state, thread=thread_after, source_fingerprint=sha256(
+                b"%s\n%s" % (state.source_fingerprint.encode(), line)).hexdigest()[:32])
 
         def stepped(state: RunState | None, event: Envelope, thread_after: object
                     ) -> RunState | None:
-            if state is None or not isinstance(thread_after, ThreadState):
+            if state is None or type(thread_after) is not ThreadState:
                 return apply_over(state, event, thread_after)
             data: ThreadStepped = event.data
+            line = encode(Envelope(event.seq, event.id, event.ts, event.type, event.subject,
+                                   event.batch, data, event.prev))
+            source = sha256(b"%s\n%s" % (state.source_fingerprint.encode(), line)
+                            ).hexdigest()[:32]
+            if data.usage is None and data.reused is None:
+                return _replace(state, thread=thread_after, source_fingerprint=source)
             usage = state.usage if data.usage is None else add_usage(state.usage, data.usage)
             return _replace(state, thread=thread_after,
                             reused_steps=state.reused_steps + int(data.reused is not None),
-                            usage=usage, source_fingerprint=source(state.source_fingerprint,
-                                                                   event))
+                            usage=usage, source_fingerprint=source)
 
         return stepped if event_type == ThreadStepped.type else moved
 
