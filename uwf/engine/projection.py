@@ -30,6 +30,7 @@ class StructProjection:
     counted: ClassVar[tuple[str, ...]] = ()
     text: ClassVar[bool] = False
     sparse: ClassVar[tuple[str, ...]] = ()
+    indexes_on_read: ClassVar[bool] = False  # `ViewSpec.on_read`
 
     def __init__(self) -> None:
         self._encoder = msgspec.json.Encoder()
@@ -39,7 +40,7 @@ class StructProjection:
 
     def spec(self) -> ViewSpec:
         return ViewSpec(self.name, self.version, self.columns, self.indexes, self.counted,
-                        self.text, self.types, self.sparse)
+                        self.text, self.types, self.sparse, self.indexes_on_read)
 
     def key(self, event: Envelope) -> str:
         raise NotImplementedError

@@ -19,6 +19,7 @@ between processes, and a PostgreSQL store's views live in the database beside it
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sqlite3
@@ -103,6 +104,7 @@ class SqliteSnapshots:
         self.busy_timeout = busy_timeout
         self._signatures = {spec.name: spec.signature for spec in specs}
         self._signatures[STREAMS] = STREAMS_SIGNATURE
+        self._on_read = [spec.name for spec in specs if spec.on_read]
 
     def kept(self) -> list[Path]:
         """The snapshot files, oldest first."""
@@ -159,7 +161,7 @@ class SqliteSnapshots:
                         source.backup(target)  # one step: one read transaction
                         # A copy of a WAL file is a WAL file; a snapshot is read alone.
                         target.execute("PRAGMA journal_mode=DELETE")
-                        _without_fulltext(target)
+                        _lean(target, self._on_read)
                         rows = target.execute(ckptrows.SELECT).fetchall()
                     finally:
                         target.close()
@@ -260,17 +262,26 @@ class SqliteSnapshots:
             temporary.unlink(missing_ok=True)
 
 
-def _without_fulltext(db: sqlite3.Connection) -> None:
+def _lean(db: sqlite3.Connection, on_read: Sequence[str]) -> None:
     """The snapshot without the views' full-text indexes, made again on the first text
-    search after a restore (uwf/engine/fulltext.py): a smaller file to copy at each
-    restore (a ninth of the views of the run mix), for one more pass when it is kept."""
+    search after a restore (uwf/engine/fulltext.py), nor the indexes of the views that
+    make theirs on their first read (uwf/engine/readindex.py: the runs' and the threads',
+    ~100 MiB of the run mix's 609): a smaller file to copy at each restore, for one more
+    pass when it is kept (none when the views had none: a snapshot of views no listing
+    read since they were rebuilt)."""
     tables = [name for name, in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'f\\_%' "
         "ESCAPE '\\' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
-    if not tables:
+    indexes = [name for name, in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'i\\_%' "
+        "ESCAPE '\\' AND tbl_name IN (SELECT 'v_' || value FROM json_each(?))",
+        (json.dumps(list(on_read)),))]
+    if not tables and not indexes:
         return
     for name in tables:
         db.execute(f'DROP TABLE "{name}"')
+    for name in indexes:
+        db.execute(f'DROP INDEX "{name}"')
     db.execute("VACUUM")
 
 

@@ -92,7 +92,10 @@ def create_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
 def index_table(db: sqlite3.Connection, spec: ViewSpec) -> None:
     """A new table's indexes, made once its rows are loaded: building an index from a
     full table (one sort) costs less than keeping it row by row. Its full-text index is
-    made on the first text search (uwf/engine/fulltext.py)."""
+    made on the first text search (uwf/engine/fulltext.py); a view whose indexes are
+    made on its first read (`ViewSpec.on_read`) gets none here (uwf/engine/readindex.py)."""
+    if spec.on_read:
+        return
     name = spec.name
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(column_sql(spec, column) for column in index)

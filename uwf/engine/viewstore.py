@@ -25,7 +25,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from uwf.engine import ckptrows, fulltext
+from uwf.engine import ckptrows, fulltext, readindex
 from uwf.engine.log import Checkpoint
 from uwf.engine.sqliteguard import Guard
 from uwf.engine.sqlquery import (
@@ -118,6 +118,7 @@ class SqliteViewStore:
         self._local.db = db
         self._local.tables = set()
         self._local.matches = {}
+        self._local.indexed = {}  # readindex.ensure's
         self._local.checkpoints = None
         with self._all_lock:
             self._all.append(db)
@@ -181,7 +182,7 @@ class SqliteViewStore:
     def close(self) -> None:
         with self._all_lock:
             for db in self._all:
-                _optimize(db)
+                readindex.optimize(db)
                 db.close()
             self._all.clear()
         self._local = threading.local()
@@ -270,6 +271,7 @@ class SqliteViewStore:
             db = self._reader(spec.name)
             if db is None:
                 return []
+            readindex.ensure(db, spec, self._local.indexed)
             match = fts_match(query.text)
             # Many matches: walk the order's index to the page's end, testing each row's
             # text, rather than fetch and sort every match (a common word among 100,000
@@ -297,6 +299,7 @@ class SqliteViewStore:
                 row = db.execute("SELECT coalesce(sum(n), 0) FROM counts WHERE view = ? AND "
                                  "col = ?", (query.view, counted[0])).fetchone()
                 return int(row[0])
+            readindex.ensure(db, self.specs[query.view], self._local.indexed)
             match = fts_match(query.text)
             if match is not None and not self._searchable(db, query.view):
                 where, params = where_sql(self.specs[query.view], query, scan=True)
@@ -482,19 +485,3 @@ def _identity(path: Path) -> tuple[tuple[int, int] | None, ...]:
             found.append((stat.st_dev, stat.st_ino))
     return tuple(found)
 
-
-def _optimize(db: sqlite3.Connection) -> None:
-    """Let SQLite refresh its statistics of the tables this connection queried when they
-    have none or have grown much since (`PRAGMA optimize`, a sampled ANALYZE: ~25 ms at
-    100,000 runs, nothing most times). Without them it guesses, and picks, say, the
-    (derived, deadline) range for `run list --status running` and sorts 15,000 runs
-    instead of walking (derived, created_at) to the page's end. Best effort, never
-    waiting for a writer: a busy or read-only file keeps the statistics it has."""
-    try:
-        if db.in_transaction:
-            return
-        db.execute("PRAGMA busy_timeout = 0")
-        db.execute("PRAGMA analysis_limit = 1000")
-        db.execute("PRAGMA optimize")
-    except sqlite3.Error:
-        pass

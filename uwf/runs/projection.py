@@ -79,6 +79,7 @@ class RunsProjection(StructProjection):
         ("archived", "created_at", "key"), ("repo", "created_at", "key"),
         ("workflow", "created_at", "key"), ("workflow_hash", "created_at", "key"))
     counted: ClassVar[tuple[str, ...]] = ("derived", "archived", "repo")
+    indexes_on_read: ClassVar[bool] = True  # listings' only: made by the first one
     text: ClassVar[bool] = True
 
     def __init__(self) -> None:

@@ -46,6 +46,7 @@ class ThreadsProjection(StructProjection):
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("open", "key"), ("state", "key"), ("name", "key"), ("workflow", "key"))
     counted: ClassVar[tuple[str, ...]] = ("state",)
+    indexes_on_read: ClassVar[bool] = True  # listings' only: made by the first one
 
     def column_values(self, state: ThreadState) -> tuple[ColumnValue, ...]:
         return (state.state, 0 if state.done else 1, state.name, state.workflow)

@@ -1,0 +1,134 @@
+"""The runs' and the threads' secondary indexes are made by their first read by a
+column, not by the replay that loads them (uwf/engine/readindex.py, docs/format.md
+"Views"): a full replay leaves those views without them, the first listing makes them,
+a views file this process may not write is read without them (the same rows), and a
+snapshot keeps those views' rows without them, whatever indexes the views had."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+from tests.unit.test_view_plans import write_runs
+from uwf.engine import readindex
+from uwf.store import Store
+
+ON_READ = ("v_runs", "v_threads")
+
+
+def indexes(root: Path, name: str = "views.sqlite3") -> dict[str, set[str]]:
+    """The secondary indexes (`i_*`) of each table, by table."""
+    db = sqlite3.connect(root / "views" / name)
+    try:
+        found: dict[str, set[str]] = {}
+        for index, table in db.execute(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND "
+                "name LIKE 'i\\_%' ESCAPE '\\'"):
+            found.setdefault(table, set()).add(index)
+        return found
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    monkeypatch.setenv("UWF_NOW", "2030-01-01T00:00:00.000Z")
+    monkeypatch.setenv("UWF_HOME", str(tmp_path / "s"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return Cli(tmp_path / "s", dict(os.environ))
+
+
+def replayed(env: Cli) -> None:
+    store = Store.open(env.home)
+    write_runs(store, 12)
+    store.journal.rebuild_views(snapshot=False)
+    store.close()
+
+
+def test_a_replay_leaves_them_out_and_the_first_listing_makes_them(env: Cli) -> None:
+    replayed(env)
+    made = indexes(env.home)
+    assert not any(made.get(table) for table in ON_READ), made
+    assert made.get("v_steps") == {"i_steps_0"}  # made at the load, as before
+    listed = env.run("run", "list", "--limit", "5")
+    assert listed.code in (0, 1), listed.err  # (1: the test's heads are in no CAS)
+    made = indexes(env.home)
+    assert len(made["v_runs"]) == 7, made
+    assert "v_threads" not in made  # the runs' listing made the runs' only
+    threads = env.run("thread", "list")
+    assert threads.code in (0, 1), threads.err
+    assert len(indexes(env.home)["v_threads"]) == 4
+
+
+def test_a_file_it_may_not_write_is_read_without_them(env: Cli) -> None:
+    replayed(env)
+    expected = env.run("--json", "run", "list", "--status", "failed", "--limit", "50")
+    again = Store.open(env.home)
+    again.journal.rebuild_views(snapshot=False)  # without the indexes again
+    again.close()
+    views = env.home / "views"
+    for path in views.iterdir():
+        path.chmod(0o444)
+    views.chmod(0o555)
+    try:
+        if os.access(views / "views.sqlite3", os.W_OK):
+            pytest.skip("running as a user who may write read-only files")
+        read = env.run("--json", "run", "list", "--status", "failed", "--limit", "50")
+    finally:
+        views.chmod(0o755)
+        for path in views.iterdir():
+            path.chmod(0o644)
+    assert (read.code, read.out) == (expected.code, expected.out)
+    assert not indexes(env.home).get("v_runs")
+
+
+def test_a_snapshot_holds_those_views_without_them(env: Cli) -> None:
+    replayed(env)
+    for argv in (("run", "list"), ("thread", "list")):
+        assert env.run(*argv).code in (0, 1)
+    assert len(indexes(env.home)["v_runs"]) == 7
+    before = env.run("--json", "run", "list", "--repo", "/repo2")
+    kept = env.run("registry", "snapshot")
+    assert kept.code == 0, kept.err
+    [snapshot] = [path.name for path in (env.home / "views").glob("snapshot-*.sqlite3")]
+    held = indexes(env.home, snapshot)
+    assert not any(held.get(table) for table in ON_READ), held
+    assert held.get("v_steps") == {"i_steps_0"}
+    rebuilt = env.run("registry", "rebuild")
+    assert rebuilt.code == 0, rebuilt.err
+    after = env.run("--json", "run", "list", "--repo", "/repo2")
+    assert (after.code, after.out) == (before.code, before.out)
+    assert len(indexes(env.home)["v_runs"]) == 7
+
+
+def test_a_connection_that_may_not_write_reads_on_and_looks_again(env: Cli) -> None:
+    replayed(env)
+    opened = Store.open(env.home)
+    spec = opened.journal.projections["runs"].spec()
+    opened.close()
+    path = env.home / "views" / "views.sqlite3"
+    read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    known: dict[str, int] = {}
+    try:
+        readindex.ensure(read_only, spec, known)
+        assert known == {}  # not found made: the next read looks again
+        assert readindex.missing(read_only, spec)
+        inside = sqlite3.connect(path, isolation_level=None)
+        inside.execute("BEGIN")
+        readindex.ensure(inside, spec, known)  # inside a transaction: not made
+        inside.execute("ROLLBACK")
+        assert known == {}
+        assert readindex.missing(inside, spec)
+        readindex.ensure(inside, spec, known)
+        assert not readindex.missing(inside, spec)
+        assert set(known) == {"runs"}
+        inside.close()
+    finally:
+        read_only.close()
