@@ -40,9 +40,10 @@ Apply = Callable[[Any, Envelope], Any]
 Over = Callable[[Any, Envelope, Any], Any]
 # What an event of one type does to one view: the view's states, its name, the key
 # function (None: the same as the view's before, whose key is taken), its fold, its fold
-# over a base's new state (and that base's name), and whether it is itself a base.
+# over a base's new state (and that base's name), whether it is itself a base, and the
+# view's salt of its keys' hashes in `_Written`.
 _Step = tuple[dict[str, Any], str, Callable[[Envelope], str] | None, Apply, Over | None,
-              str | None, bool]
+              str | None, bool, int]
 _ABSENT: Any = object()
 
 
@@ -62,20 +63,20 @@ class _Written:
     `fold.Seen` keeps, wrongly holds 1 in 12, each then read back from the views in
     vain: 28,000 reads at 1.04M events)."""
 
-    __slots__ = ("_bits",)
+    __slots__ = ("bits",)
 
     def __init__(self) -> None:
-        self._bits = bytearray(1 << (SEEN_BITS - 3))
+        self.bits = bytearray(1 << (SEEN_BITS - 3))
 
     def add(self, hashed: int) -> None:
-        bits, mask = self._bits, (1 << SEEN_BITS) - 1
+        bits, mask = self.bits, (1 << SEEN_BITS) - 1
         low, high = hashed & mask, (hashed >> SEEN_BITS) & mask
         bits[low >> 3] |= 1 << (low & 7)
         bits[high >> 3] |= 1 << (high & 7)
 
     def add_rows(self, rows: Iterable[tuple[Any, ...]], salt: int) -> None:
         """`add` of each row's key (its first field), offset by `salt`."""
-        bits, mask, shift = self._bits, (1 << SEEN_BITS) - 1, SEEN_BITS
+        bits, mask, shift = self.bits, (1 << SEEN_BITS) - 1, SEEN_BITS
         for row in rows:
             hashed = hash(row[0]) + salt
             low, high = hashed & mask, (hashed >> shift) & mask
@@ -83,7 +84,9 @@ class _Written:
             bits[high >> 3] |= 1 << (high & 7)
 
     def may_hold(self, hashed: int) -> bool:
-        bits, mask = self._bits, (1 << SEEN_BITS) - 1
+        """Whether a key (its hash, offset) may have been written (`BulkFold._parts`
+        looks the same way, inlined: no call a new key)."""
+        bits, mask = self.bits, (1 << SEEN_BITS) - 1
         low, high = hashed & mask, (hashed >> SEEN_BITS) & mask
         return bool(bits[low >> 3] >> (low & 7) & 1 and bits[high >> 3] >> (high & 7) & 1)
 
@@ -171,7 +174,7 @@ class BulkFold:
                 same = _key_function(projection)
                 steps.append((self.states[name], name, None if same is last else projection.key,
                               planned(projection, event_type), over_fold, base,
-                              name in bases))
+                              name in bases, hash(name)))
                 last = same
             self.plans[event_type] = tuple(steps)
         # Rows the views hold for states read back (a part updates them), by view.
@@ -203,6 +206,9 @@ class BulkFold:
         decode = self.catalog.decode
         plans = self.plans
         seq, prev = folded.head
+        # `_Written.may_hold`, inlined: whether a key not held may have been written.
+        bits, mask, shift = self.seen.bits, (1 << SEEN_BITS) - 1, SEEN_BITS
+        written = self.written
         pending: list[Envelope] = []
         done: tuple[int, str] = folded.head
         count = 0
@@ -230,12 +236,19 @@ class BulkFold:
                     base_name: str | None = None  # the base folded last, its key, new state
                     base_key = ""
                     base_new: Any = None
-                    for states, name, key_of, apply, over, base, is_base in plan:
+                    for states, name, key_of, apply, over, base, is_base, salt in plan:
                         if key_of is not None:
                             key = key_of(event)
                         state = states.get(key, _ABSENT)
                         if state is _ABSENT:
-                            state = self._missing(name, key) if self.written else None
+                            state = None
+                            if written:
+                                low = hash(key) + salt
+                                high = (low >> shift) & mask
+                                low &= mask
+                                if (bits[low >> 3] >> (low & 7) & 1
+                                        and bits[high >> 3] >> (high & 7) & 1):
+                                    state = self._read_back(name, key)
                         if over is not None and base_name == base and base_key == key:
                             states[key] = over(state, event, base_new)
                             continue
@@ -254,6 +267,7 @@ class BulkFold:
                     since_part = 0
                     folded.head = Checkpoint(*done)
                     yield from self._given(KEEP, index)
+                    written = True
                     index = []
                     add = index.append
         if done[0]:
@@ -269,11 +283,9 @@ class BulkFold:
         if any(again.values()):
             yield again, []
 
-    def _missing(self, name: str, key: str) -> Any:
-        """The state of a key not held once a part was written: None, unless the part
-        wrote it (read back)."""
-        if not self.seen.may_hold(hash(key) + self.salts[name]):
-            return None
+    def _read_back(self, name: str, key: str) -> Any:
+        """The state of a key not held that a part may have written (`_Written` holds
+        it: `_parts` looks, inlined): read back from the views, None when none wrote it."""
         raw = self.views.load(name, key)
         if raw is None:
             return None
