@@ -16,7 +16,10 @@ rotating order, `--repeat` times:
 - `snapshot`: `uwf registry rebuild` with the snapshot kept: it is restored over the
   views file (SQLite's backup API) and the 1 % tail folded;
 - `reader`: the views file deleted, `uwf run list --limit 1`: a fresh reader copies the
-  snapshot in and folds the tail;
+  snapshot in and folds the tail (and makes the runs' indexes: a snapshot holds the
+  runs' and the threads' rows without them, uwf/engine/readindex.py);
+- after each `snapshot`, `first`: the first `uwf run list --limit 1` on the views it
+  left, which makes the runs' indexes (the cost a rebuild leaves to its first listing);
 Baselines in the same run: `full`, `uwf registry rebuild` with the snapshot moved aside
 (the whole log replayed: once, unless `--no-full`); `cp`, copying the snapshot file
 (`cp`, the floor of any restore); `start`, `uwf workflow list` (interpreter, imports,
@@ -170,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = rebuild()
         if json.loads(result.out).get("fromSnapshot") != seq:
             sys.exit(f"bench: the rebuild did not restore the snapshot: {result.out!r}")
+        listed = run_measured([uwf_exe(), "--store", str(root), "--json", "run", "list",
+                               "--limit", "1"], env=env, own_rss=True)
+        check(listed, "run list")
+        results["first"].append(listed)
         return result
 
     def reader() -> RunResult:
@@ -207,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check(run_measured([uwf_exe(), "--store", str(root), "registry", "refresh"], env=env),
           "refresh")  # views present for the first in-place restore
     begin(args.wait_quiet)
-    results: dict[str, list[RunResult]] = {name: [] for name in (*sides, "full")}
+    results: dict[str, list[RunResult]] = {name: [] for name in (*sides, "full", "first")}
     if not args.no_full:
         results["full"].append(full())
         print(f"  full replay: {results['full'][-1].wall:.2f} s ({load()})", flush=True)
@@ -224,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'':34} {'wall':>8} {'CPU-s':>7} {'events/s eq.':>13} {'per CPU-s':>11} "
           f"{'peak RSS':>10}")
     labels = {"snapshot": "rebuild: snapshot + tail", "reader": "fresh reader: snapshot + tail",
+              "first": "then the first `run list`",
               "full": "baseline: rebuild, whole log", "cp": "baseline: cp of the snapshot",
               "start": "baseline: `uwf workflow list`"}
     for name, label in labels.items():
@@ -233,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpu = median([r.cpu for r in results[name]])
         rss = max(r.maxrss_kib for r in results[name])
         rates = (f"{fmt_rate(events / wall):>13} {fmt_rate(events / cpu):>11}"
-                 if name not in ("cp", "start") else f"{'':>13} {'':>11}")
+                 if name not in ("cp", "start", "first") else f"{'':>13} {'':>11}")
         print(f"{label:34} {wall:7.2f}s {cpu:7.2f} {rates} {fmt_mib(rss):>10}")
     wall = median([r.wall for r in results["snapshot"]])
     peak = max(r.maxrss_kib for r in results["snapshot"]) / 1024

@@ -1,8 +1,9 @@
-"""The runs' and the threads' secondary indexes are made by their first read by a
-column, not by the replay that loads them (uwf/engine/readindex.py, docs/format.md
-"Views"): a full replay leaves those views without them, the first listing makes them,
-a views file this process may not write is read without them (the same rows), and a
-snapshot keeps those views' rows without them, whatever indexes the views had."""
+"""The runs' and the threads' secondary indexes are made by the first reads that may be
+planned on them, not by the replay that loads them (uwf/engine/readindex.py,
+docs/format.md "Views"): a full replay leaves those views without them, a listing
+makes those it may use (`run list` its order's, `--status` its filter's), a views
+file this process may not write is read without them (the same rows), and a snapshot
+keeps those views' rows without them, whatever indexes the views had."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from tests.conftest import Cli
 from tests.unit.test_view_plans import write_runs
 from uwf.engine import readindex
+from uwf.engine.viewspec import Query
 from uwf.store import Store
 
 ON_READ = ("v_runs", "v_threads")
@@ -60,11 +62,15 @@ def test_a_replay_leaves_them_out_and_the_first_listing_makes_them(env: Cli) -> 
     listed = env.run("run", "list", "--limit", "5")
     assert listed.code in (0, 1), listed.err  # (1: the test's heads are in no CAS)
     made = indexes(env.home)
-    assert len(made["v_runs"]) == 7, made
+    assert made["v_runs"] == {"i_runs_0"}, made  # (created_at, key): its order's
     assert "v_threads" not in made  # the runs' listing made the runs' only
+    failed = env.run("run", "list", "--status", "failed", "--limit", "5")
+    assert failed.code in (0, 1), failed.err
+    # (derived, created_at, key) and (derived, deadline): led by the filter's column
+    assert indexes(env.home)["v_runs"] == {"i_runs_0", "i_runs_1", "i_runs_2"}
     threads = env.run("thread", "list")
     assert threads.code in (0, 1), threads.err
-    assert len(indexes(env.home)["v_threads"]) == 4
+    assert indexes(env.home)["v_threads"] == {"i_threads_0"}  # (open, key)
 
 
 def test_a_file_it_may_not_write_is_read_without_them(env: Cli) -> None:
@@ -91,9 +97,9 @@ def test_a_file_it_may_not_write_is_read_without_them(env: Cli) -> None:
 
 def test_a_snapshot_holds_those_views_without_them(env: Cli) -> None:
     replayed(env)
-    for argv in (("run", "list"), ("thread", "list")):
+    for argv in (("run", "list"), ("thread", "list"), ("run", "list", "--repo", "/repo2")):
         assert env.run(*argv).code in (0, 1)
-    assert len(indexes(env.home)["v_runs"]) == 7
+    assert indexes(env.home)["v_runs"] == {"i_runs_0", "i_runs_4"}
     before = env.run("--json", "run", "list", "--repo", "/repo2")
     kept = env.run("registry", "snapshot")
     assert kept.code == 0, kept.err
@@ -105,7 +111,7 @@ def test_a_snapshot_holds_those_views_without_them(env: Cli) -> None:
     assert rebuilt.code == 0, rebuilt.err
     after = env.run("--json", "run", "list", "--repo", "/repo2")
     assert (after.code, after.out) == (before.code, before.out)
-    assert len(indexes(env.home)["v_runs"]) == 7
+    assert indexes(env.home)["v_runs"] == {"i_runs_0", "i_runs_4"}  # its order, its filter
 
 
 def test_a_connection_that_may_not_write_reads_on_and_looks_again(env: Cli) -> None:
@@ -115,20 +121,19 @@ def test_a_connection_that_may_not_write_reads_on_and_looks_again(env: Cli) -> N
     opened.close()
     path = env.home / "views" / "views.sqlite3"
     read_only = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    known: dict[str, int] = {}
+    query = Query("runs", (("repo", "=", "/repo1"),), order=("created_at",))
+    known: dict[str, tuple[int, set[str]]] = {}
     try:
-        readindex.ensure(read_only, spec, known)
-        assert known == {}  # not found made: the next read looks again
-        assert readindex.missing(read_only, spec)
+        readindex.ensure(read_only, spec, query, known)
+        assert readindex.present(read_only, spec) == set()  # goes by the table
         inside = sqlite3.connect(path, isolation_level=None)
         inside.execute("BEGIN")
-        readindex.ensure(inside, spec, known)  # inside a transaction: not made
+        readindex.ensure(inside, spec, query, known)  # inside a transaction: not made
         inside.execute("ROLLBACK")
-        assert known == {}
-        assert readindex.missing(inside, spec)
-        readindex.ensure(inside, spec, known)
-        assert not readindex.missing(inside, spec)
-        assert set(known) == {"runs"}
+        assert readindex.present(inside, spec) == set()
+        readindex.ensure(inside, spec, query, known)  # the next read tries again
+        assert readindex.present(inside, spec) == {"i_runs_0", "i_runs_4"}
+        assert known["runs"][1] == {"i_runs_0", "i_runs_4"}
         inside.close()
     finally:
         read_only.close()

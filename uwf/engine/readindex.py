@@ -1,10 +1,11 @@
-"""A view's secondary indexes in the SQLite view store made on its first read by a
-column (a listing, a count), not by the commit that loads the view anew, for the views
-that say so (`ViewSpec.on_read`: the `runs` and `threads` views, whose indexes serve
-listings only). A full replay then loads their rows and stops (making the runs' and
-the threads' 11 indexes was ~0.8 CPU-s of a 1.04M-event replay), and a snapshot holds
-their rows without them (~100 MiB of the run mix's 609): the first listing after a
-rebuild or a restore makes them, in a write transaction of its own.
+"""A view's secondary indexes in the SQLite view store made by the first reads that
+may be planned on them (a listing, a count with a filter), not by the commit that
+loads the view anew, for the views that say so (`ViewSpec.on_read`: the `runs` and
+`threads` views, whose indexes serve listings only). A full replay then loads their
+rows and stops (making the runs' and the threads' 11 indexes was ~0.9 CPU-s of a
+1.04M-event replay), and a snapshot holds their rows without them (~100 MiB of the
+run mix's 609): a read after a rebuild or a restore makes the indexes it may be
+planned on (`serving`), in a write transaction of its own.
 
 While they are absent every commit has fewer index entries to write, and a read that
 cannot make them (a views file this process may not write, a read inside a write
@@ -15,47 +16,67 @@ the connection closes, as every table's (`optimize`)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from uwf.engine.sqlquery import column_sql, partial_sql
-from uwf.engine.viewspec import ViewSpec
+from uwf.engine.viewspec import Query, ViewSpec, order_terms
 
 
-def statements(spec: ViewSpec) -> list[str]:
-    """The view's secondary indexes, one CREATE INDEX each (IF NOT EXISTS)."""
+def statements(spec: ViewSpec, numbers: Iterable[int] | None = None) -> list[str]:
+    """The view's secondary indexes (those `numbers`, or all), one CREATE INDEX each (IF
+    NOT EXISTS)."""
     name = spec.name
+    chosen = range(len(spec.indexes)) if numbers is None else numbers
     return [f'CREATE INDEX IF NOT EXISTS "i_{name}_{number}" ON "v_{name}" '
-            f'({", ".join(column_sql(spec, column) for column in index)})'
-            f"{partial_sql(spec, index)}" for number, index in enumerate(spec.indexes)]
+            f'({", ".join(column_sql(spec, column) for column in spec.indexes[number])})'
+            f"{partial_sql(spec, spec.indexes[number])}" for number in chosen]
 
 
-def missing(db: sqlite3.Connection, spec: ViewSpec) -> bool:
-    """Whether any of the view's secondary indexes is absent."""
-    row = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
-                     "tbl_name = ? AND name LIKE 'i\\_%' ESCAPE '\\'",
-                     (f"v_{spec.name}",)).fetchone()
-    return int(row[0]) < len(spec.indexes)
+def serving(spec: ViewSpec, query: Query) -> list[int]:
+    """The indexes a query may be planned on: those led by a column it filters by, and
+    those whose columns begin its order (`run list` alone: `(created_at, key)`). The
+    others could serve it no better than its table (SQLite reads an index from its first
+    column), so a read makes only these: the first `run list` one index, not seven."""
+    filtered = {column for column, _, _ in query.where}
+    order = tuple(term.lstrip("-") for term in order_terms(query.order))
+    return [number for number, index in enumerate(spec.indexes)
+            if index[0] in filtered or order[:len(index)] == index]
 
 
-def ensure(db: sqlite3.Connection, spec: ViewSpec, known: dict[str, int]) -> None:
-    """Make the view's indexes when it makes them on its first read and one is absent.
-    `known`: the schema version at which each view was last found indexed (this
-    connection's), so a read looks at `sqlite_master` only when the schema changed (a
-    rebuild, a restore); a read that cannot make them (read-only, inside a
-    transaction) looks again next time."""
+def present(db: sqlite3.Connection, spec: ViewSpec) -> set[str]:
+    """The names of the view's secondary indexes there now."""
+    return {name for name, in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND "
+        "name LIKE 'i\\_%' ESCAPE '\\'", (f"v_{spec.name}",))}
+
+
+def ensure(db: sqlite3.Connection, spec: ViewSpec, query: Query,
+           known: dict[str, tuple[int, set[str]]]) -> None:
+    """Make the indexes `query` may be planned on (`serving`) that are absent, when the
+    view makes its indexes on its first reads (`ViewSpec.on_read`). `known`: by view,
+    the schema version and the indexes there at it (this connection's), so a read looks
+    at `sqlite_master` only when the schema changed (a rebuild, a restore, an index
+    made); a read that cannot make them (read-only, inside a transaction) goes by the
+    table, and the next one tries again."""
     if not spec.on_read or not spec.indexes:
         return
+    wanted = serving(spec, query)
+    if not wanted:
+        return
     version = int(db.execute("PRAGMA schema_version").fetchone()[0])
-    if known.get(spec.name) == version:
-        return
-    if missing(db, spec) and not _make(db, spec):
-        return
-    known[spec.name] = int(db.execute("PRAGMA schema_version").fetchone()[0])
+    seen = known.get(spec.name)
+    if seen is None or seen[0] != version:
+        seen = known[spec.name] = (version, present(db, spec))
+    absent = [number for number in wanted if f"i_{spec.name}_{number}" not in seen[1]]
+    if absent and _make(db, spec, absent):
+        known[spec.name] = (int(db.execute("PRAGMA schema_version").fetchone()[0]),
+                            present(db, spec))
 
 
-def _make(db: sqlite3.Connection, spec: ViewSpec) -> bool:
-    """The view's indexes made, in a write transaction of their own; whether they are
-    there now (False, changing nothing, inside a transaction or on a file this process
-    cannot write)."""
+def _make(db: sqlite3.Connection, spec: ViewSpec, numbers: list[int]) -> bool:
+    """Those indexes of the view made, in a write transaction of their own; whether they
+    are there now (False, changing nothing, inside a transaction or on a file this
+    process cannot write)."""
     if db.in_transaction:
         return False
     try:
@@ -69,7 +90,7 @@ def _make(db: sqlite3.Connection, spec: ViewSpec) -> bool:
                       (f"v_{spec.name}",)).fetchone() is None:
             db.execute("ROLLBACK")
             return False
-        for statement in statements(spec):
+        for statement in statements(spec, numbers):
             db.execute(statement)
         db.execute("COMMIT")
     except sqlite3.OperationalError as exc:

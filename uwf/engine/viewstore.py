@@ -271,7 +271,7 @@ class SqliteViewStore:
             db = self._reader(spec.name)
             if db is None:
                 return []
-            readindex.ensure(db, spec, self._local.indexed)
+            readindex.ensure(db, spec, query, self._local.indexed)
             match = fts_match(query.text)
             # Many matches: walk the order's index to the page's end, testing each row's
             # text, rather than fetch and sort every match (a common word among 100,000
@@ -299,7 +299,7 @@ class SqliteViewStore:
                 row = db.execute("SELECT coalesce(sum(n), 0) FROM counts WHERE view = ? AND "
                                  "col = ?", (query.view, counted[0])).fetchone()
                 return int(row[0])
-            readindex.ensure(db, self.specs[query.view], self._local.indexed)
+            readindex.ensure(db, self.specs[query.view], query, self._local.indexed)
             match = fts_match(query.text)
             if match is not None and not self._searchable(db, query.view):
                 where, params = where_sql(self.specs[query.view], query, scan=True)
