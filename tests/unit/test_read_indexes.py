@@ -137,3 +137,28 @@ def test_a_connection_that_may_not_write_reads_on_and_looks_again(env: Cli) -> N
         inside.close()
     finally:
         read_only.close()
+
+
+def test_a_snapshot_an_earlier_uwf_took_with_them_is_restored_as_it_is(env: Cli) -> None:
+    """An earlier uwf's snapshot holds every index: the same views (no version moved),
+    restored with them, and read the same."""
+    replayed(env)
+    before = env.run("--json", "run", "list", "--status", "failed")
+    kept = env.run("registry", "snapshot")
+    assert kept.code == 0, kept.err
+    [snapshot] = (env.home / "views").glob("snapshot-*.sqlite3")
+    opened = Store.open(env.home)
+    specs = [opened.journal.projections[name].spec() for name in ("runs", "threads")]
+    opened.close()
+    db = sqlite3.connect(snapshot)
+    for spec in specs:
+        for statement in readindex.statements(spec):
+            db.execute(statement)
+    db.commit()
+    db.close()
+    rebuilt = env.run("--json", "registry", "rebuild")
+    assert rebuilt.code == 0, rebuilt.err
+    assert '"fromSnapshot"' in rebuilt.out
+    assert len(indexes(env.home)["v_runs"]) == 7
+    after = env.run("--json", "run", "list", "--status", "failed")
+    assert (after.code, after.out) == (before.code, before.out)
