@@ -5,8 +5,9 @@ restore it and fold only the log's tail.
 A snapshot is a page-for-page copy of the views file made with SQLite's backup API in
 one read transaction (every view, the kept counts and the stream index as a commit left
 them, rowids included; the full-text indexes left out, made again on the first text
-search), written under a temporary name, fsynced, renamed into place and its folder
-fsynced: it is whole or absent. `<seq>` is
+search, and the runs' and the threads' secondary indexes, made again by the first read
+that may use each: uwf/engine/readindex.py), written under a temporary name,
+fsynced, renamed into place and its folder fsynced: it is whole or absent. `<seq>` is
 its lowest view checkpoint; only the newest is kept. Before one is used, the journal
 checks each checkpoint it holds against the log (the line at seq has the digest): a
 snapshot of a log since cut or rewritten is refused, and the whole log is replayed.
@@ -19,7 +20,6 @@ between processes, and a PostgreSQL store's views live in the database beside it
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import sqlite3
@@ -272,10 +272,10 @@ def _lean(db: sqlite3.Connection, on_read: Sequence[str]) -> None:
     tables = [name for name, in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'f\\_%' "
         "ESCAPE '\\' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+    tables_of = [f"v_{view}" for view in on_read]
     indexes = [name for name, in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'i\\_%' "
-        "ESCAPE '\\' AND tbl_name IN (SELECT 'v_' || value FROM json_each(?))",
-        (json.dumps(list(on_read)),))]
+        f"ESCAPE '\\' AND tbl_name IN ({', '.join('?' * len(tables_of))})", tables_of)]
     if not tables and not indexes:
         return
     for name in tables:

@@ -74,9 +74,9 @@ class ViewSpec(msgspec.Struct, frozen=True, dict=True):
     # index), so a row written while it is NULL costs that index nothing. A query uses
     # such an index when it compares the column (`=`, `<`, `>`...), never for `IS NULL`.
     sparse: tuple[str, ...] = ()
-    # Its secondary indexes made on its first read by a column, not when a replay loads
-    # it (uwf/engine/readindex.py; a SQLite store's). Not part of `signature`: the rows
-    # are the same either way, and views with the indexes made read the same.
+    # Its secondary indexes each made by the first read that may be planned on it, not
+    # when a replay loads the view (uwf/engine/readindex.py; a SQLite store's). Not part
+    # of `signature`: the rows are the same either way, and read the same.
     on_read: bool = False
 
     def __post_init__(self) -> None:
