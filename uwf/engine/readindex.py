@@ -1,9 +1,10 @@
 """A view's secondary indexes in the SQLite view store made by the first reads that
 may be planned on them (a listing, a count with a filter), not by the commit that
 loads the view anew, for the views that say so (`ViewSpec.on_read`: the `runs` and
-`threads` views, whose indexes serve listings only). A full replay then loads their
-rows and stops (making the runs' and the threads' 11 indexes was ~0.9 CPU-s of a
-1.04M-event replay), and a snapshot holds their rows without them (~100 MiB of the
+`threads` views, whose indexes serve listings, and the `steps` view, whose index
+serves a rerun's and a fork's lookup by StepNode, each read before its write). A full
+replay then loads their rows and stops (making those 12 indexes was ~1.2 CPU-s of a
+1.04M-event replay), and a snapshot holds their rows without them (~125 MiB of the
 run mix's 609): a read after a rebuild or a restore makes the indexes it may be
 planned on (`serving`), in a write transaction of its own.
 

@@ -5,8 +5,8 @@ restore it and fold only the log's tail.
 A snapshot is a page-for-page copy of the views file made with SQLite's backup API in
 one read transaction (every view, the kept counts and the stream index as a commit left
 them, rowids included; the full-text indexes left out, made again on the first text
-search, and the runs' and the threads' secondary indexes, made again by the first read
-that may use each: uwf/engine/readindex.py), written under a temporary name,
+search, and the runs', the threads' and the steps' secondary indexes, made again by
+the first read that may use each: uwf/engine/readindex.py), written under a temporary name,
 fsynced, renamed into place and its folder fsynced: it is whole or absent. `<seq>` is
 its lowest view checkpoint; only the newest is kept. Before one is used, the journal
 checks each checkpoint it holds against the log (the line at seq has the digest): a
@@ -265,10 +265,10 @@ class SqliteSnapshots:
 def _lean(db: sqlite3.Connection, on_read: Sequence[str]) -> None:
     """The snapshot without the views' full-text indexes, made again on the first text
     search after a restore (uwf/engine/fulltext.py), nor the indexes of the views that
-    make theirs on their first read (uwf/engine/readindex.py: the runs' and the threads',
-    ~100 MiB of the run mix's 609): a smaller file to copy at each restore, for one more
-    pass when it is kept (none when the views had none: a snapshot of views no listing
-    read since they were rebuilt)."""
+    make theirs on their first read (uwf/engine/readindex.py: the runs', the threads'
+    and the steps', ~125 MiB of the run mix's 609): a smaller file to copy at each
+    restore, for one more pass when it is kept (none when the views had none: a
+    snapshot of views no read used since they were rebuilt)."""
     tables = [name for name, in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'f\\_%' "
         "ESCAPE '\\' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]

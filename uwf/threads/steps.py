@@ -59,6 +59,9 @@ class StepsProjection(StructProjection):
     types: ClassVar[tuple[str, ...]] = ("text",)
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("head", "key"),)
     sparse: ClassVar[tuple[str, ...]] = ("head",)
+    # `head`'s index is read by a rerun's and a fork's lookup of a StepNode's step, both
+    # before their write: made by the first (uwf/engine/readindex.py)
+    indexes_on_read: ClassVar[bool] = True
 
     def key(self, event: Envelope) -> str:
         data: ThreadStepStarted | ThreadStepped | ThreadStepFailed = event.data
