@@ -134,7 +134,13 @@ def test_a_connection_that_may_not_write_reads_on_and_looks_again(env: Cli) -> N
     try:
         readindex.ensure(read_only, spec, query, known)
         assert readindex.present(read_only, spec) == set()  # goes by the table
-        inside = sqlite3.connect(path, isolation_level=None)
+        inside = sqlite3.connect(path, isolation_level=None, timeout=0)
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # another process's commit, held past the wait
+        readindex.ensure(inside, spec, query, known)  # busy: not made, no error
+        writer.execute("ROLLBACK")
+        writer.close()
+        assert readindex.present(inside, spec) == set()
         inside.execute("BEGIN")
         readindex.ensure(inside, spec, query, known)  # inside a transaction: not made
         inside.execute("ROLLBACK")

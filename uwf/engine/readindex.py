@@ -9,8 +9,9 @@ run mix's 609): a read after a rebuild or a restore makes the indexes it may be
 planned on (`serving`), in a write transaction of its own.
 
 While they are absent every commit has fewer index entries to write, and a read that
-cannot make them (a views file this process may not write, a read inside a write
-transaction) goes by the table: the same rows, found more slowly. Once made, SQLite
+cannot make them (a views file this process may not write, or a writer holds past the
+busy timeout; a read inside a write transaction) goes by the table: the same rows,
+found more slowly. Once made, SQLite
 keeps them in every commit. Their statistics (`PRAGMA optimize`) are refreshed when
 the connection closes, as every table's (`optimize`)."""
 
@@ -57,8 +58,8 @@ def ensure(db: sqlite3.Connection, spec: ViewSpec, query: Query,
     view makes its indexes on its first reads (`ViewSpec.on_read`). `known`: by view,
     the schema version and the indexes there at it (this connection's), so a read looks
     at `sqlite_master` only when the schema changed (a rebuild, a restore, an index
-    made); a read that cannot make them (read-only, inside a transaction) goes by the
-    table, and the next one tries again."""
+    made); a read that cannot make them (read-only, busy past the timeout, inside a
+    transaction) goes by the table, and the next one tries again."""
     if not spec.on_read or not spec.indexes:
         return
     wanted = serving(spec, query)
@@ -108,8 +109,10 @@ def _make(db: sqlite3.Connection, spec: ViewSpec, numbers: list[int]) -> bool:
 
 
 def _read_only(exc: sqlite3.OperationalError) -> bool:
+    """Whether the index cannot be made now: a file this process may not write, or one a
+    writer held past the busy timeout (the read goes by the table; the next one tries)."""
     text = str(exc).lower()
-    return "readonly" in text or "read-only" in text
+    return any(word in text for word in ("readonly", "read-only", "locked", "busy"))
 
 
 def optimize(db: sqlite3.Connection) -> None:
