@@ -41,10 +41,8 @@ from uwf.engine.writerlink import (
     MAX_FRAME,
     SOCKET_NAME,
     UNSERVED,
-    Call,
     Refused,
     address,
-    decode_call,
     done_frame,
     frame,
     refusal,
@@ -53,7 +51,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.deferred import DeferredLog, _Counted
 from uwf.writer.memqueue import QueueMemory
-from uwf.writer.ops import OPS
+from uwf.writer.ops import OPS, Incoming, read_call
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -212,7 +210,7 @@ class Writer:
                 self.flush()
             else:
                 timeout = min(timeout, FLUSH_IDLE)
-        calls: list[tuple[_Peer, Call | None]] = []
+        calls: list[tuple[_Peer, Incoming | None]] = []
         peers = self._peers
         for fd, _mask in self._poll.poll(timeout):
             peer = peers.get(fd)
@@ -241,7 +239,7 @@ class Writer:
             self._peers[sock.fileno()] = _Peer(sock)
             self._poll.register(sock.fileno(), select.EPOLLIN)
 
-    def _read(self, peer: _Peer) -> list[tuple[_Peer, Call | None]]:
+    def _read(self, peer: _Peer) -> list[tuple[_Peer, Incoming | None]]:
         """The whole calls `peer` has sent (None: one that does not decode)."""
         try:
             data = peer.sock.recv(1 << 16)
@@ -251,7 +249,7 @@ class Writer:
             self._drop(peer)
             return []
         pending = peer.pending + data
-        found: list[tuple[_Peer, Call | None]] = []
+        found: list[tuple[_Peer, Incoming | None]] = []
         while len(pending) >= HEADER.size:
             size = HEADER.unpack_from(pending)[0]
             if size > MAX_FRAME:
@@ -262,7 +260,7 @@ class Writer:
             body = pending[HEADER.size:HEADER.size + size]
             pending = pending[HEADER.size + size:]
             try:
-                found.append((peer, decode_call(body)))
+                found.append((peer, read_call(body)))
             except msgspec.DecodeError:
                 found.append((peer, None))
         peer.pending = pending
@@ -276,7 +274,7 @@ class Writer:
         with contextlib.suppress(OSError):
             peer.sock.close()
 
-    def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
+    def _round(self, calls: list[tuple[_Peer, Incoming | None]]) -> None:
         """Run every call, then hand the replies to the syncer, which sends them once an
         fsync covers the round's lines (`Syncer`)."""
         fd: int | None = None
@@ -293,7 +291,7 @@ class Writer:
         self.served.rounds += 1
         self._syncer.submit(replies, fd, appended and self.log.durable)
 
-    def _decided(self, calls: list[tuple[_Peer, Call | None]]
+    def _decided(self, calls: list[tuple[_Peer, Incoming | None]]
                  ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Every call's reply (a result framed already), and the round's section (whether
         it appended anything, the segment it appended to: not yet durable).
@@ -325,7 +323,7 @@ class Writer:
                              else done_frame(result)))
         return answered, section
 
-    def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
+    def _decision(self, call: Incoming | None) -> tuple[Decide | None, Refused | None]:
         """A call's decision, or the refusal it gets before any is made."""
         if call is None:
             return None, refusal(UsageError("the writer could not read a call",
@@ -334,14 +332,14 @@ class Writer:
         if op is None:  # an operation of a newer uwf: the client decides it itself
             return None, Refused(UNSERVED, f"this writer does not serve {call.op}")
         try:
-            args = msgspec.convert(call.args, op.args)
+            args = op.read(call.args)
         except msgspec.ValidationError as exc:
             return None, refusal(UsageError(
                 f"the writer refused the arguments of {call.op}: {exc}",
                 "use the uwf the writer runs"))
         return _guarded(call.op, op.decision(args)), None
 
-    def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
+    def _one_by_one(self, calls: list[tuple[_Peer, Incoming | None]]
                     ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Each call through its in-process function, one section for the round (the
         writer before its batch mode, kept to measure against)."""
@@ -350,14 +348,14 @@ class Writer:
         self.memory.forget()
         return replies, section
 
-    def _run(self, call: Call | None) -> bytes | Refused:
+    def _run(self, call: Incoming | None) -> bytes | Refused:
         _decide, refused = self._decision(call)
         if refused is not None:
             return refused
         assert call is not None
         op = OPS[call.op]
         try:
-            result = op.run(self.store, msgspec.convert(call.args, op.args))
+            result = op.run(self.store, op.read(call.args))
         except UwfError as exc:
             return refusal(exc)
         except Exception as exc:  # a bug: said here in full, to the client in a line
