@@ -54,15 +54,23 @@ def test_a_round_hands_its_segment_on_and_a_failed_one_closes_it(
         section.recover()
         section.append([line()])
     assert _lock_is_free(lock)
-    assert section.appended and section.fd is not None
+    assert section.appended
+    assert section.fd is not None
     os.fstat(section.fd)  # open, the syncer's to fdatasync and close
     os.close(section.fd)
 
+    entered = []
+
+    def fail() -> None:
+        with log.round() as failed:
+            entered.append(failed)
+            failed.recover()
+            failed.append([line()])
+            raise RuntimeError("a bug in a fold")
+
     before = _open_fds()
-    with pytest.raises(RuntimeError), log.round() as failed:
-        failed.recover()
-        failed.append([line()])
-        raise RuntimeError("a bug in a fold")
+    with pytest.raises(RuntimeError):
+        fail()
     assert _lock_is_free(lock)
-    assert failed.fd is None
+    assert entered[0].fd is None
     assert _open_fds() == before  # the segment's descriptor for the syncer closed

@@ -131,7 +131,7 @@ class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
     def __init__(self, store: Store, *, batch: bool = True, defer: bool = True,
-                 inline: bool = False) -> None:
+                 inline: bool = False, together: bool = True) -> None:
         self.root = check_servable(store)
         # A round decided in memory as one unit (else each call through its in-process
         # function, one section a round), its views' commit deferred to the next idle
@@ -139,8 +139,14 @@ class Writer:
         # docs/benchmarks.md. `inline`: a round of one call, nothing else on its way to
         # the disk, made durable in the loop's thread rather than the syncer's (measured
         # slower on a loaded disk, so not the default: docs/benchmarks.md).
+        # `together`: while two clients or more are connected, each round is made
+        # durable in the loop's thread (the calls that come meanwhile wait on the socket
+        # and make the next round together: fewer rounds, and no hand-off, a call), as
+        # the floor of bench/writer_floor.py does; measured in docs/benchmarks.md ("the
+        # writer against its floor"). A lone client's rounds go to the syncer.
         self.batch = batch
         self.defer = batch and defer
+        self.together = together
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
@@ -289,7 +295,8 @@ class Writer:
             replies, appended = [(peer, refusal(failed)) for peer, _ in calls], False
         self.served.calls += len(calls)
         self.served.rounds += 1
-        self._syncer.submit(replies, fd, appended and self.log.durable)
+        self._syncer.submit(replies, fd, appended and self.log.durable,
+                            here=self.together and len(self._peers) > 2)  # (the listener)
 
     def _decided(self, calls: list[tuple[_Peer, Incoming | None]]
                  ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
