@@ -157,6 +157,46 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
     whole_and_replayable(cli)
 
 
+@pytest.mark.parametrize(("together", "clients"), [(True, 2), (False, 2), (True, 1)])
+def test_rounds_of_several_clients_are_made_durable_in_the_loops_thread(
+        cli: Cli, tmp_path: Path, together: bool, clients: int) -> None:
+    """While two clients or more are connected (`together`, the default), a round is
+    fdatasynced and answered by the loop itself, as the floor of bench/writer_floor.py
+    is (the calls that come meanwhile make the next round), never handed to the
+    syncer's thread; without `together`, or with one client, it is handed over."""
+    import socket
+
+    from uwf.engine.writerlink import address
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=2, ceiling=2)
+    writer = Writer(Store.open(cli.home), together=together)
+    writer.start()
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a second client, silent
+    try:
+        if clients == 2:
+            path, dir_fd = address(cli.home)
+            idle.connect(path)
+            if dir_fd is not None:
+                os.close(dir_fd)
+            while len(writer._peers) < 2:  # the listener's, then the idle client's
+                writer._once(1.0)
+        sender, output = lease_served(writer, cli, tmp_path)
+        reply = json.loads(output.readline())
+        assert sender.wait(timeout=60) == 0
+        syncer = writer._syncer
+        syncer.stop()  # a round handed over is answered and counted by now
+        here = together and clients == 2
+        assert (syncer.inline, syncer.fsyncs) == ((1, 1) if here else (0, 1))
+    finally:
+        idle.close()
+        writer.close()
+    assert reply["done"]["leases"][0]["id"] in {
+        event["subject"].removeprefix("queue/") for event in events(cli, "queue.leased")}
+    whole_and_replayable(cli)
+
+
 def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: Path
                                                           ) -> None:
     """The deferred rows are committed when the loop is idle: no call has come and no
