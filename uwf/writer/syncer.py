@@ -1,5 +1,6 @@
-"""The resident writer's fsyncs: a group commit of whole rounds behind its loop (or,
-with `inline`, a lone round's in the loop itself).
+"""The resident writer's fsyncs: a group commit of whole rounds behind its loop (or, a
+round the loop says to make durable `here`, or with `inline` a lone round, in the loop
+itself).
 
 The loop (uwf/writer/server.py) runs a round of calls and hands its replies here with
 the descriptor of the segment it appended to (None: nothing appended, or a log that
