@@ -197,6 +197,57 @@ def test_rounds_of_several_clients_are_made_durable_in_the_loops_thread(
     whole_and_replayable(cli)
 
 
+@pytest.mark.parametrize("calls", [2, 3])
+def test_a_round_of_more_than_two_calls_is_handed_to_the_syncer(cli: Cli, calls: int
+                                                               ) -> None:
+    """With several clients connected, a round of two calls is made durable in the
+    loop; one of three (`server.TOGETHER_CALLS`) goes to the syncer, so that the loop
+    decides the next calls while the disk works. Each call gets its lease either way."""
+    import socket
+
+    import msgspec
+
+    from uwf.engine.writerlink import HEADER, Call, Done, Reply, address, frame, read_exact
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=4, ceiling=4)
+    writer = Writer(Store.open(cli.home))
+    writer.start()
+    socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(calls)]
+    try:
+        path, dir_fd = address(cli.home)
+        for sock in socks:
+            sock.connect(path)
+        if dir_fd is not None:
+            os.close(dir_fd)
+        while len(writer._peers) < calls + 1:  # every client accepted (and the listener)
+            writer._once(1.0)
+        for sock in socks:  # all sent before the loop looks: one round
+            sock.sendall(frame(Call("queue.lease", {"limit": 1, "session": None})))
+        while writer.served.calls < calls:
+            writer._once(1.0)
+        leased = set()
+        for sock in socks:
+            header = read_exact(sock, HEADER.size)
+            assert header is not None
+            body = read_exact(sock, HEADER.unpack(header)[0])
+            assert body is not None
+            reply = msgspec.msgpack.decode(body, type=Reply)
+            assert isinstance(reply, Done)
+            leased.add(msgspec.msgpack.decode(reply.result)["leases"][0]["id"])
+        syncer = writer._syncer
+        syncer.stop()
+        assert writer.served.rounds == 1
+        assert (syncer.inline, syncer.fsyncs) == ((1, 1) if calls == 2 else (0, 1))
+    finally:
+        for sock in socks:
+            sock.close()
+        writer.close()
+    assert len(leased) == calls
+    whole_and_replayable(cli)
+
+
 def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: Path
                                                           ) -> None:
     """The deferred rows are committed when the loop is idle: no call has come and no

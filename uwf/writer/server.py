@@ -62,6 +62,9 @@ LOCK_NAME = "writer.lock"
 # commit then, on a slow disk, would come every few rounds instead of every 64th),
 # after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
 FLUSH_IDLE = 0.005
+# The most calls a round made durable in the loop's own thread may hold (`Writer.together`):
+# a bigger one is worth the disk's time overlapped with the next round's decisions.
+TOGETHER_CALLS = 2
 FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
 
@@ -141,11 +144,14 @@ class Writer:
         # docs/benchmarks.md. `inline`: a round of one call, nothing else on its way to
         # the disk, made durable in the loop's thread rather than the syncer's (measured
         # slower on a loaded disk, so not the default: docs/benchmarks.md).
-        # `together`: while two clients or more are connected, each round is made
-        # durable in the loop's thread (the calls that come meanwhile wait on the socket
-        # and make the next round together: fewer rounds, and no hand-off, a call), as
-        # the floor of bench/writer_floor.py does; measured in docs/benchmarks.md ("the
-        # writer against its floor"). A lone client's rounds go to the syncer.
+        # `together`: while two clients or more are connected, a small round (at most
+        # TOGETHER_CALLS calls) with nothing else on its way to the disk is made durable
+        # in the loop's thread (the calls that come meanwhile wait on the socket and make
+        # the next round together: fewer rounds, and no hand-off, a call), as the floor
+        # of bench/writer_floor.py does; a bigger round goes to the syncer, so that the
+        # loop decides the next calls while the disk works (measured in
+        # docs/benchmarks.md, "the writer against its floor"). A lone client's rounds go
+        # to the syncer.
         self.batch = batch
         self.defer = batch and defer
         self.together = together
@@ -298,7 +304,8 @@ class Writer:
         self.served.calls += len(calls)
         self.served.rounds += 1
         self._syncer.submit(replies, fd, appended and self.log.durable,
-                            here=self.together and len(self._peers) > 2)  # (the listener)
+                            here=self.together and len(calls) <= TOGETHER_CALLS
+                            and len(self._peers) > 2)  # (one of them the listener)
 
     def _decided(self, calls: list[tuple[_Peer, Incoming | None]]
                  ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
