@@ -10,8 +10,8 @@ go to the syncer (uwf/writer/syncer.py), which makes the log durable (`EventLog.
 one fsync of the last segment covers every line written
 before it, for every round handed to it meanwhile) and only then sends them, while
 the loop runs the next round; while two clients or more are connected, the loop makes
-a round durable and answers it itself, and the calls that come meanwhile make the next
-round together (`Writer.together`). Nothing is acknowledged before an fsync that covers
+a small round durable and answers it itself, and the calls that come meanwhile make the
+next round together (`Writer.together`). Nothing is acknowledged before an fsync that covers
 its lines; a refusal waits for it too (it may have read a line of an earlier round).
 
 The writers' lock stays the protocol: a process that does not use the writer (an older
