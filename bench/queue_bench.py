@@ -25,6 +25,9 @@
      after it, untimed) that decides them and fsyncs once a round of calls; its CPU
      in the timed loop (from /proc, between the barrier and the last client's end)
      counts in the cycle's, with every client's;
+   - floor (with --writer): the same P processes and calls against a server that
+     decides nothing, one write + fdatasync a round (bench/writer_floor.py): what
+     a writer of this shape pays before its own work, the limit its figures meet;
    Figures are medians over the rounds; uwf/peer ratios are in cycles/s, uwf/raw
    in commands/s (2 per cycle). uwf's writers' lock is instrumented (a wrapper
    around `FileSegments.lock` and the module's `time.sleep`): the share of wall
@@ -75,6 +78,7 @@ from common import (
     uwf_exe,
     verdict,
 )
+from writer_floor import run_floor
 
 RAW_TARGET = 0.5
 # Issue 30's: cycles/s >= 0.85 x huey at P = 1 and >= 2 x at P = 2, 4, 8; CPU per cycle of
@@ -368,7 +372,8 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
 
     figures: dict[tuple[int, str], list[float]] = {}
     extra: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    sides = ["uwf", *(["writer"] if with_writer else []), "raw", "huey", "persist-queue"]
+    sides = ["uwf", *(["writer", "floor"] if with_writer else []), "raw", "huey",
+             "persist-queue"]
     for index in range(rounds):
         for procs in procs_list:
             shift = (index + procs) % len(sides)
@@ -378,6 +383,9 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
                     rate = got["done"] / got["wall"]
                 elif side == "writer":
                     got = run_writer_procs(stores[procs], procs, total, env)
+                    rate = got["done"] / got["wall"]
+                elif side == "floor":
+                    got = run_floor(work, procs, total, line_len, run_procs)
                     rate = got["done"] / got["wall"]
                 elif side == "raw":
                     raw_path = work / f"raw-{procs}.jsonl"
@@ -436,6 +444,15 @@ def cycles(work: Path, procs_list: list[int], total: int, rounds: int,
                   f"the writer's included: {wloop:,.0f} us (the writer's own {wown:,.0f}; "
                   f"target <= {CPU_TARGET_US}: {verdict(wloop <= CPU_TARGET_US)}); "
                   f"{per_round:.2f} calls a round, {per_fsync:.2f} an fsync")
+            fruns = extra[(procs, "floor")]
+            floor = median(figures[(procs, "floor")])
+            print(f"    the floor (bench/writer_floor.py: the same calls, nothing decided, "
+                  f"one write + fdatasync a round): {floor:,.0f} cycles/s, "
+                  f"{floor / huey:.2f} x huey; CPU per cycle, every process, "
+                  f"{median([r['loop_cpu'] / r['done'] for r in fruns]) * 1e6:,.0f} us "
+                  f"(the server's {median([r['writer_cpu'] / r['done'] for r in fruns]) * 1e6:,.0f}"
+                  f"); {median([r['calls_per_round'] for r in fruns]):.2f} calls a round; "
+                  f"the writer {writer / floor:.2f} x the floor's rate")
             print(f"    issue 30 through the writer: >= {want} x huey at P={procs}: "
                   f"{verdict(writer >= want * huey)}")
         dupes = [r["dupes"] for r in extra[(procs, "persist-queue")]]

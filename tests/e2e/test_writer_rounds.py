@@ -157,6 +157,97 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
     whole_and_replayable(cli)
 
 
+@pytest.mark.parametrize(("together", "clients"), [(True, 2), (False, 2), (True, 1)])
+def test_rounds_of_several_clients_are_made_durable_in_the_loops_thread(
+        cli: Cli, tmp_path: Path, together: bool, clients: int) -> None:
+    """While two clients or more are connected (`together`, the default), a round is
+    fdatasynced and answered by the loop itself, as the floor of bench/writer_floor.py
+    is (the calls that come meanwhile make the next round), never handed to the
+    syncer's thread; without `together`, or with one client, it is handed over."""
+    import socket
+
+    from uwf.engine.writerlink import address
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=2, ceiling=2)
+    writer = Writer(Store.open(cli.home), together=together)
+    writer.start()
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a second client, silent
+    try:
+        if clients == 2:
+            path, dir_fd = address(cli.home)
+            idle.connect(path)
+            if dir_fd is not None:
+                os.close(dir_fd)
+            while len(writer._peers) < 2:  # the listener's, then the idle client's
+                writer._once(1.0)
+        sender, output = lease_served(writer, cli, tmp_path)
+        reply = json.loads(output.readline())
+        assert sender.wait(timeout=60) == 0
+        syncer = writer._syncer
+        syncer.stop()  # a round handed over is answered and counted by now
+        here = together and clients == 2
+        assert (syncer.inline, syncer.fsyncs) == ((1, 1) if here else (0, 1))
+    finally:
+        idle.close()
+        writer.close()
+    assert reply["done"]["leases"][0]["id"] in {
+        event["subject"].removeprefix("queue/") for event in events(cli, "queue.leased")}
+    whole_and_replayable(cli)
+
+
+@pytest.mark.parametrize("calls", [2, 3])
+def test_a_round_of_more_than_two_calls_is_handed_to_the_syncer(cli: Cli, calls: int
+                                                               ) -> None:
+    """With several clients connected, a round of two calls is made durable in the
+    loop; one of three (`server.TOGETHER_CALLS`) goes to the syncer, so that the loop
+    decides the next calls while the disk works. Each call gets its lease either way."""
+    import socket
+
+    import msgspec
+
+    from uwf.engine.writerlink import HEADER, Call, Done, Reply, address, frame, read_exact
+    from uwf.store import Store
+    from uwf.writer.server import Writer
+
+    prepared(cli, entries=4, ceiling=4)
+    writer = Writer(Store.open(cli.home))
+    writer.start()
+    socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(calls)]
+    try:
+        path, dir_fd = address(cli.home)
+        for sock in socks:
+            sock.connect(path)
+        if dir_fd is not None:
+            os.close(dir_fd)
+        while len(writer._peers) < calls + 1:  # every client accepted (and the listener)
+            writer._once(1.0)
+        for sock in socks:  # all sent before the loop looks: one round
+            sock.sendall(frame(Call("queue.lease", {"limit": 1, "session": None})))
+        while writer.served.calls < calls:
+            writer._once(1.0)
+        leased = set()
+        for sock in socks:
+            header = read_exact(sock, HEADER.size)
+            assert header is not None
+            body = read_exact(sock, HEADER.unpack(header)[0])
+            assert body is not None
+            reply = msgspec.msgpack.decode(body, type=Reply)
+            assert isinstance(reply, Done)
+            leased.add(msgspec.msgpack.decode(reply.result)["leases"][0]["id"])
+        syncer = writer._syncer
+        syncer.stop()
+        assert writer.served.rounds == 1
+        assert (syncer.inline, syncer.fsyncs) == ((1, 1) if calls == 2 else (0, 1))
+    finally:
+        for sock in socks:
+            sock.close()
+        writer.close()
+    assert len(leased) == calls
+    whole_and_replayable(cli)
+
+
 def test_no_views_commit_while_a_round_waits_for_its_fsync(cli: Cli, tmp_path: Path
                                                           ) -> None:
     """The deferred rows are committed when the loop is idle: no call has come and no

@@ -13,7 +13,7 @@ import pytest
 
 from uwf.engine import ulids
 from uwf.engine.clock import Stamps, format_ts
-from uwf.engine.events import NewEvent, digest
+from uwf.engine.events import Envelope, NewEvent, digest, encode_line
 from uwf.engine.log import Checkpoint
 from uwf.engine.rounds import envelopes
 from uwf.queue.events import QueueCompleted, QueueReleased
@@ -67,3 +67,22 @@ def test_stamps_spell_as_format_ts() -> None:
 def test_the_writers_digest_is_the_chains() -> None:
     for line in (b"", b"{}", b'{"seq":1}' * 100, "é✓".encode() * 999):
         assert chain_digest(line) == digest(line)
+
+
+def test_one_events_line_is_its_envelope(store: Store, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    """A round's usual call, one event, takes a path of its own (no lists of ids): its
+    envelope and line are the ones the event's fields make, chained after `head`."""
+    reset = _fixed_ids(monkeypatch)
+    head = Checkpoint(41, "ab" * 16)
+    event = NewEvent("queue/7", QueueCompleted(lease_id="lease 7"))
+    reset()
+    want = Envelope(42, ulids.new_ulid(MS), format_ts(MS), "queue.completed", "queue/7",
+                    (1, 1), event.data, head.digest)
+    for last_digest in (True, False):
+        reset()
+        made, lines, last = envelopes(store.journal, head, [event], MS,
+                                      last_digest=last_digest)
+        assert made == [want]
+        assert lines == [encode_line(want)]
+        assert last == (digest(lines[0]) if last_digest else head.digest)

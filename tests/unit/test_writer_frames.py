@@ -1,14 +1,16 @@
 """A writer's result crosses the socket in one frame made in one buffer
 (`writerlink.done_frame`): the very bytes of a `Done` holding the result's msgpack; a
-client reads a reply and its typed result in one pass (`DoneAs[result] | Refused`)."""
+client reads a reply and its typed result in one pass (`DoneAs[result] | Refused`); the
+writer reads a call's arguments once, as its operation's Struct (`ops.Op.read`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
+import pytest
 
-from uwf.engine.writerlink import HEADER, Done, DoneAs, Refused, Reply, done_frame, frame
+from uwf.engine.writerlink import HEADER, Call, Done, DoneAs, Refused, Reply, done_frame, frame
 from uwf.queue.results import Granted, Leased
 
 
@@ -37,3 +39,20 @@ def test_a_client_reads_a_reply_and_its_result_at_once() -> None:
     assert done.result == leased
     refused = Refused("NotFound", "no entry x", "run `uwf queue list`", 3)
     assert decoder.decode(frame(refused)[4:]) == refused
+
+
+def test_the_writer_reads_a_clients_call_as_its_operations_arguments() -> None:
+    from uwf.writer.ops import OPS, CompleteArgs, LeaseArgs, read_call
+
+    for op, args, want in (
+            ("queue.lease", {"limit": 1, "session": None}, LeaseArgs(1, None)),
+            ("queue.lease", {}, LeaseArgs()),
+            ("queue.complete", {"id": "i", "lease": "l", "run": "r"},
+             CompleteArgs(id="i", lease="l", run="r"))):
+        call = read_call(frame(Call(op, args))[HEADER.size:])  # as a client frames it
+        assert call.op == op
+        assert OPS[op].read(call.args) == want
+    for wrong in ({"limit": "one"}, {"limit": 1, "later": True}):
+        call = read_call(frame(Call("queue.lease", wrong))[HEADER.size:])
+        with pytest.raises(msgspec.ValidationError):
+            OPS["queue.lease"].read(call.args)

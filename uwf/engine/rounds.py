@@ -87,16 +87,20 @@ class _Known(Mapping[Key, Any]):
     """The memory as the fold's `known` (states as of the round's running head)."""
 
     def __init__(self, memory: Memory) -> None:
-        self._memory = memory
+        self._state = memory.state
 
     def __getitem__(self, key: Key) -> Any:
-        state = self._memory.state(key)
+        state = self._state(key)
         if state is MISSING:
             raise KeyError(key)
         return state
 
+    def get(self, key: Key, default: Any = None) -> Any:
+        state = self._state(key)  # one look, not Mapping's __getitem__ and its KeyError
+        return default if state is MISSING else state
+
     def __contains__(self, key: object) -> bool:
-        return self._memory.state(key) is not MISSING  # type: ignore[arg-type]
+        return self._state(key) is not MISSING  # type: ignore[arg-type]
 
     def __iter__(self) -> Any:
         return iter(())
@@ -218,13 +222,19 @@ def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms
     their envelopes, their bytes, chained, and the
     last line's digest (a round's new head) — or, without `last_digest`, the digest its
     `prev` holds, the caller's append or checkpoint taking the last one once."""
-    from uwf.engine.ulids import new_ulid, new_ulids  # a read mints no id
-
+    new_ulid, new_ulids = _minting()
     chain = digest if line_digest is None else line_digest  # `events.digest` by default
     ts = journal.stamps(ms)
     count = len(events)
-    ids = [new_ulid(ms)] if count == 1 else new_ulids(ms, count)
     redact = journal.redact is not None
+    if count == 1 and not redact:  # a call of the writer's: one event, no list of ids
+        event = events[0]
+        data = event.data
+        envelope = Envelope(head.seq + 1, new_ulid(ms), ts, data.type, event.subject,
+                            (1, 1), data, head.digest)
+        raw = encode_line(envelope)
+        return [envelope], [raw], chain(raw) if last_digest else head.digest
+    ids = [new_ulid(ms)] if count == 1 else new_ulids(ms, count)
     made: list[Envelope] = []
     raws: list[bytes] = []
     prev = head.digest
@@ -240,6 +250,19 @@ def envelopes(journal: Journal, head: Checkpoint, events: Sequence[NewEvent], ms
         made.append(envelope)
         raws.append(raw)
     return made, raws, prev
+
+
+_MINT: list[Any] = []  # ulids' minting functions, imported once on the first write
+
+
+def _minting() -> Any:
+    """`ulids.new_ulid` and `new_ulids`, imported on the first line made (a read mints no
+    id, and an import statement in `envelopes` cost a lookup every call)."""
+    if not _MINT:
+        from uwf.engine.ulids import new_ulid, new_ulids
+
+        _MINT.extend((new_ulid, new_ulids))
+    return _MINT
 
 
 def flush(journal: Journal, memory: Memory) -> bool:

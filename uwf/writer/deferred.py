@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
+from types import TracebackType
 
 from uwf.engine.events import LogRepaired
 from uwf.engine.log import Checkpoint, EventLog, LogLine, LogProblem, LogSession
@@ -38,6 +39,40 @@ class _Counted:
         self.session.defer_sync()
 
 
+class _Round:
+    """`DeferredLog.round`'s context (a class, not a generator's context manager: the
+    writer enters one a round)."""
+
+    __slots__ = ("counted", "log", "section")
+
+    def __init__(self, log: DeferredLog) -> None:
+        self.log = log
+
+    def __enter__(self) -> _Counted:
+        self.section = section = self.log.inner.exclusive()
+        session = section.__enter__()
+        try:
+            session.defer_sync()
+            self.log._round = self.counted = counted = _Counted(session)
+        except BaseException:
+            section.__exit__(None, None, None)
+            raise
+        return counted
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.log._round = None
+        counted = self.counted
+        try:
+            fd = unsynced(counted.session)
+            if kind is None:
+                counted.fd = fd
+            elif fd is not None:  # no call of the round is answered as done
+                os.close(fd)
+        finally:
+            self.section.__exit__(kind, exc, trace)
+
+
 class DeferredLog:
     """The store's log as the writer's commands see it: inside `round()`, every command's
     exclusive section is the round's one (the lock taken once a round); outside it, each
@@ -50,24 +85,10 @@ class DeferredLog:
         self.told = log.told
         self._round: _Counted | None = None
 
-    @contextlib.contextmanager
-    def round(self) -> Iterator[_Counted]:
+    def round(self) -> _Round:
         """One exclusive section for a round of commands, ended with the round; its
         fsync left to the caller (`sync`), as every section's here."""
-        with self.inner.exclusive() as session:
-            session.defer_sync()
-            self._round = counted = _Counted(session)
-            try:
-                yield counted
-            except BaseException:  # no call of the round is answered as done
-                fd = unsynced(session)
-                if fd is not None:
-                    os.close(fd)
-                raise
-            else:
-                counted.fd = unsynced(session)
-            finally:
-                self._round = None
+        return _Round(self)
 
     def head(self) -> Checkpoint:
         return self.inner.head()

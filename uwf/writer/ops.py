@@ -56,13 +56,30 @@ def _renew(store: Store, a: HeldArgs) -> Any:
     return sched.renew(store, a.id, a.lease)
 
 
-class Op(msgspec.Struct, frozen=True):
-    """An operation: its arguments, the in-process function, and its decision alone
-    (what a round of the writer runs: `uwf.engine.rounds`)."""
+class Incoming(msgspec.Struct, tag="call", frozen=True):
+    """A `Call` (uwf/engine/writerlink.py) as the writer reads it: its arguments' bytes
+    kept, read once as the operation's own Struct (`Op.read`), not as a dict first."""
 
-    args: type[msgspec.Struct]
-    run: Callable[[Store, Any], Any]
-    decision: Callable[[Any], Decide]
+    op: str
+    args: msgspec.Raw
+
+
+read_call = msgspec.msgpack.Decoder(Incoming).decode
+
+
+class Op:
+    """An operation: its arguments, the in-process function, and its decision alone
+    (what a round of the writer runs: `uwf.engine.rounds`); `read` makes its arguments
+    from a call's bytes (msgspec.ValidationError when they are not)."""
+
+    __slots__ = ("args", "decision", "read", "run")
+
+    def __init__(self, args: type[msgspec.Struct], run: Callable[[Store, Any], Any],
+                 decision: Callable[[Any], Decide]) -> None:
+        self.args = args
+        self.run = run
+        self.decision = decision
+        self.read: Callable[[msgspec.Raw], Any] = msgspec.msgpack.Decoder(args).decode
 
 
 OPS: dict[str, Op] = {

@@ -9,8 +9,10 @@ out and its views' commit deferred to an idle moment (`flush`). The round's repl
 go to the syncer (uwf/writer/syncer.py), which makes the log durable (`EventLog.sync`:
 one fsync of the last segment covers every line written
 before it, for every round handed to it meanwhile) and only then sends them, while
-the loop runs the next round. Nothing is acknowledged before an fsync that covers its
-lines; a refusal waits for it too (it may have read a line of an earlier round).
+the loop runs the next round; while two clients or more are connected, the loop makes
+a small round durable and answers it itself, and the calls that come meanwhile make the
+next round together (`Writer.together`). Nothing is acknowledged before an fsync that covers
+its lines; a refusal waits for it too (it may have read a line of an earlier round).
 
 The writers' lock stays the protocol: a process that does not use the writer (an older
 uwf, a client that found none, `uwf registry rebuild`) takes it between two of the
@@ -41,10 +43,8 @@ from uwf.engine.writerlink import (
     MAX_FRAME,
     SOCKET_NAME,
     UNSERVED,
-    Call,
     Refused,
     address,
-    decode_call,
     done_frame,
     frame,
     refusal,
@@ -53,7 +53,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.deferred import DeferredLog, _Counted
 from uwf.writer.memqueue import QueueMemory
-from uwf.writer.ops import OPS
+from uwf.writer.ops import OPS, Incoming, read_call
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -62,6 +62,9 @@ LOCK_NAME = "writer.lock"
 # commit then, on a slow disk, would come every few rounds instead of every 64th),
 # after FLUSH_ROUNDS rounds, or once FLUSH_ROWS entities changed, whichever first.
 FLUSH_IDLE = 0.005
+# The most calls a round made durable in the loop's own thread may hold (`Writer.together`):
+# a bigger one is worth the disk's time overlapped with the next round's decisions.
+TOGETHER_CALLS = 2
 FLUSH_ROUNDS = 64
 FLUSH_ROWS = 4096
 
@@ -133,7 +136,7 @@ class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
     def __init__(self, store: Store, *, batch: bool = True, defer: bool = True,
-                 inline: bool = False) -> None:
+                 inline: bool = False, together: bool = True) -> None:
         self.root = check_servable(store)
         # A round decided in memory as one unit (else each call through its in-process
         # function, one section a round), its views' commit deferred to the next idle
@@ -141,8 +144,17 @@ class Writer:
         # docs/benchmarks.md. `inline`: a round of one call, nothing else on its way to
         # the disk, made durable in the loop's thread rather than the syncer's (measured
         # slower on a loaded disk, so not the default: docs/benchmarks.md).
+        # `together`: while two clients or more are connected, a small round (at most
+        # TOGETHER_CALLS calls) with nothing else on its way to the disk is made durable
+        # in the loop's thread (the calls that come meanwhile wait on the socket and make
+        # the next round together: fewer rounds, and no hand-off, a call), as the floor
+        # of bench/writer_floor.py does; a bigger round goes to the syncer, so that the
+        # loop decides the next calls while the disk works (measured in
+        # docs/benchmarks.md, "the writer against its floor"). A lone client's rounds go
+        # to the syncer.
         self.batch = batch
         self.defer = batch and defer
+        self.together = together
         self.store = store
         store.writer = None  # its commands run here, never sent back to itself
         self.log = DeferredLog(store.journal.log)
@@ -212,7 +224,7 @@ class Writer:
                 self.flush()
             else:
                 timeout = min(timeout, FLUSH_IDLE)
-        calls: list[tuple[_Peer, Call | None]] = []
+        calls: list[tuple[_Peer, Incoming | None]] = []
         peers = self._peers
         for fd, _mask in self._poll.poll(timeout):
             peer = peers.get(fd)
@@ -241,7 +253,7 @@ class Writer:
             self._peers[sock.fileno()] = _Peer(sock)
             self._poll.register(sock.fileno(), select.EPOLLIN)
 
-    def _read(self, peer: _Peer) -> list[tuple[_Peer, Call | None]]:
+    def _read(self, peer: _Peer) -> list[tuple[_Peer, Incoming | None]]:
         """The whole calls `peer` has sent (None: one that does not decode)."""
         try:
             data = peer.sock.recv(1 << 16)
@@ -251,7 +263,7 @@ class Writer:
             self._drop(peer)
             return []
         pending = peer.pending + data
-        found: list[tuple[_Peer, Call | None]] = []
+        found: list[tuple[_Peer, Incoming | None]] = []
         while len(pending) >= HEADER.size:
             size = HEADER.unpack_from(pending)[0]
             if size > MAX_FRAME:
@@ -262,7 +274,7 @@ class Writer:
             body = pending[HEADER.size:HEADER.size + size]
             pending = pending[HEADER.size + size:]
             try:
-                found.append((peer, decode_call(body)))
+                found.append((peer, read_call(body)))
             except msgspec.DecodeError:
                 found.append((peer, None))
         peer.pending = pending
@@ -276,7 +288,7 @@ class Writer:
         with contextlib.suppress(OSError):
             peer.sock.close()
 
-    def _round(self, calls: list[tuple[_Peer, Call | None]]) -> None:
+    def _round(self, calls: list[tuple[_Peer, Incoming | None]]) -> None:
         """Run every call, then hand the replies to the syncer, which sends them once an
         fsync covers the round's lines (`Syncer`)."""
         fd: int | None = None
@@ -291,9 +303,11 @@ class Writer:
             replies, appended = [(peer, refusal(failed)) for peer, _ in calls], False
         self.served.calls += len(calls)
         self.served.rounds += 1
-        self._syncer.submit(replies, fd, appended and self.log.durable)
+        self._syncer.submit(replies, fd, appended and self.log.durable,
+                            here=self.together and len(calls) <= TOGETHER_CALLS
+                            and len(self._peers) > 2)  # (one of them the listener)
 
-    def _decided(self, calls: list[tuple[_Peer, Call | None]]
+    def _decided(self, calls: list[tuple[_Peer, Incoming | None]]
                  ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Every call's reply (a result framed already), and the round's section (whether
         it appended anything, the segment it appended to: not yet durable).
@@ -325,7 +339,7 @@ class Writer:
                              else done_frame(result)))
         return answered, section
 
-    def _decision(self, call: Call | None) -> tuple[Decide | None, Refused | None]:
+    def _decision(self, call: Incoming | None) -> tuple[Decide | None, Refused | None]:
         """A call's decision, or the refusal it gets before any is made."""
         if call is None:
             return None, refusal(UsageError("the writer could not read a call",
@@ -334,14 +348,14 @@ class Writer:
         if op is None:  # an operation of a newer uwf: the client decides it itself
             return None, Refused(UNSERVED, f"this writer does not serve {call.op}")
         try:
-            args = msgspec.convert(call.args, op.args)
+            args = op.read(call.args)
         except msgspec.ValidationError as exc:
             return None, refusal(UsageError(
                 f"the writer refused the arguments of {call.op}: {exc}",
                 "use the uwf the writer runs"))
         return _guarded(call.op, op.decision(args)), None
 
-    def _one_by_one(self, calls: list[tuple[_Peer, Call | None]]
+    def _one_by_one(self, calls: list[tuple[_Peer, Incoming | None]]
                     ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
         """Each call through its in-process function, one section for the round (the
         writer before its batch mode, kept to measure against)."""
@@ -350,14 +364,14 @@ class Writer:
         self.memory.forget()
         return replies, section
 
-    def _run(self, call: Call | None) -> bytes | Refused:
+    def _run(self, call: Incoming | None) -> bytes | Refused:
         _decide, refused = self._decision(call)
         if refused is not None:
             return refused
         assert call is not None
         op = OPS[call.op]
         try:
-            result = op.run(self.store, msgspec.convert(call.args, op.args))
+            result = op.run(self.store, op.read(call.args))
         except UwfError as exc:
             return refusal(exc)
         except Exception as exc:  # a bug: said here in full, to the client in a line

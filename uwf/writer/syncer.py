@@ -1,5 +1,6 @@
-"""The resident writer's fsyncs: a group commit of whole rounds behind its loop (or,
-with `inline`, a lone round's in the loop itself).
+"""The resident writer's fsyncs: a group commit of whole rounds behind its loop (or, a
+round the loop says to make durable `here`, or with `inline` a lone round, in the loop
+itself).
 
 The loop (uwf/writer/server.py) runs a round of calls and hands its replies here with
 the descriptor of the segment it appended to (None: nothing appended, or a log that
@@ -58,11 +59,13 @@ class Syncer:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, replies: Replies, fd: int | None, appended: bool) -> None:
+    def submit(self, replies: Replies, fd: int | None, appended: bool, *,
+               here: bool = False) -> None:
         """Answer a round once an fsync covers it: `fd` is the segment it appended to
-        (the caller's no more: closed here), `appended` whether it appended at all."""
+        (the caller's no more: closed here), `appended` whether it appended at all;
+        `here`: in the caller's thread when nothing else is on its way to the disk."""
         # A lone round, nothing else on its way to the disk: nothing to overlap.
-        if self._inline and len(replies) <= 1 and not self.busy:
+        if not self.busy and (here or (self._inline and len(replies) <= 1)):
             self.inline += 1
             self._durable([(replies, fd, appended)])
             return
