@@ -4,10 +4,14 @@ views, its `log verify` check."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from uwf.engine.feature import Check, Feature
 from uwf.queue.events import QUEUE_EVENTS
 from uwf.queue.projection import QueueProjection, SchedProjection
+
+if TYPE_CHECKING:
+    from uwf.engine.pgoverlay import Overlay
 
 
 def _check(made: Mapping[str, Check]) -> Check:
@@ -17,5 +21,13 @@ def _check(made: Mapping[str, Check]) -> Check:
     return QueueOrder(made)
 
 
+def _overlays() -> Mapping[str, Overlay]:
+    """On PostgreSQL, the entry's fields a server-side lease and complete write as columns
+    (its module loaded by a store on a server only)."""
+    from uwf.queue.pgentry import overlay
+
+    return {"queue": overlay()}
+
+
 FEATURE = Feature(name="queue", events=QUEUE_EVENTS, views=(QueueProjection, SchedProjection),
-                  check=_check)
+                  check=_check, overlays=_overlays)
