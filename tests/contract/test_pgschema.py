@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.conftest import EXAMPLE
@@ -18,6 +19,7 @@ from uwf.engine.pgviews import PgViewStore
 from uwf.errors import OldFormat, StoreUnavailable
 from uwf.queue import pgcalls, pgentry, sched
 from uwf.queue.projection import QueueProjection
+from uwf.queue.rules import Policy
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
 from uwf.store import Store
@@ -147,21 +149,24 @@ def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
 
 def at_schema_6(url: str) -> None:
     """The database as schema 6 held it: a queue entry's row its whole JSON (what a
-    read builds from an overlay, written into `value`), no overlay's columns."""
+    read builds from an overlay, written into `value`), no overlay's columns, the
+    policy not kept parsed."""
     columns = ", ".join(f"DROP COLUMN {name}" for name, _ in pgentry.COLUMNS)
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f"UPDATE uwf_v_queue SET value = {pgentry.overlay().value_sql} "
                            "WHERE e_at IS NOT NULL")
         connection.execute(f"ALTER TABLE uwf_v_queue {columns}")
+        connection.execute("ALTER TABLE uwf_v_sched DROP COLUMN e_policy")
+        connection.execute("DROP FUNCTION uwf_json(bytea)")
         connection.execute("DELETE FROM uwf_migrations WHERE version = 7")
         connection.execute("UPDATE uwf_schema SET version = 6")
 
 
-def overlay_columns(url: str) -> list[str]:
+def overlay_columns(url: str) -> list[tuple[str, str]]:
     with psycopg.connect(url, autocommit=True) as connection:
-        return sorted(name for name, in connection.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = "
-            "'uwf_v_queue' AND column_name LIKE 'e\\_%'"))
+        return sorted(connection.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE "
+            "table_name IN ('uwf_v_queue', 'uwf_v_sched') AND column_name LIKE 'e\\_%'"))
 
 
 def test_a_populated_schema_6_database_is_migrated_to_7(pg_url: str, tmp_path: Path) -> None:
@@ -192,7 +197,12 @@ def test_a_populated_schema_6_database_is_migrated_to_7(pg_url: str, tmp_path: P
     store = Store.open(pg_url)
     try:
         assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
-        assert overlay_columns(pg_url) == sorted(name for name, _ in pgentry.COLUMNS)
+        assert overlay_columns(pg_url) == sorted([*(("uwf_v_queue", name) for name, _ in
+                                                    pgentry.COLUMNS),
+                                                  ("uwf_v_sched", "e_policy")])
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            assert connection.execute("SELECT e_policy FROM uwf_v_sched").fetchall() == [
+                (msgspec.to_builtins(Policy(max_concurrent=2)),)]
         assert list(store.journal.views.scan("queue")) == before
         assert verify_views(store).ok
         held = [QueueProjection().decode(value) for _, value in before]

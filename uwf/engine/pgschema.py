@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uwf import __version__
-from uwf.engine import pgckpt, pgcounts, pglogrow
+from uwf.engine import pgckpt, pgcounts, pglogrow, pgoverlay
 
 if TYPE_CHECKING:
     import psycopg
@@ -73,12 +73,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "a queue entry's fields a server-side lease and complete change kept as "
                  "columns beside its JSON, not written into it (issue 31): `uwf_v_queue`'s "
                  "overlay (uwf/engine/pgoverlay.py, uwf/queue/pgentry.py), empty in every "
-                 "row a schema-6 uwf wrote (its JSON is the whole entry)", (
-        # The queue's overlay as schema 7 made it (`pgentry.overlay().add_sql`, held to it
-        # by tests/contract/test_pgschema.py); no table yet: made with them.
+                 "row a schema-6 uwf wrote (its JSON is the whole entry); the policy kept "
+                 "parsed, `uwf_v_sched.e_policy` (generated from its row's JSON)", (
+        # The overlays as schema 7 made them (`pgentry.overlay().add_sql`, `POLICY`'s: held
+        # to them by tests/contract/test_pgschema.py); no table yet: made with them.
+        pgoverlay.JSON,
         "ALTER TABLE IF EXISTS uwf_v_queue ADD COLUMN IF NOT EXISTS e_at text, "
         "ADD COLUMN IF NOT EXISTS e_lease text, ADD COLUMN IF NOT EXISTS e_run text, "
         "ADD COLUMN IF NOT EXISTS e_events int",
+        "ALTER TABLE IF EXISTS uwf_v_sched ADD COLUMN IF NOT EXISTS e_policy jsonb GENERATED "
+        "ALWAYS AS (uwf_json(value) -> 'policy') STORED",
     )),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION

@@ -22,11 +22,11 @@ def _check(made: Mapping[str, Check]) -> Check:
 
 
 def _overlays() -> Mapping[str, Overlay]:
-    """On PostgreSQL, the entry's fields a server-side lease and complete write as columns
-    (its module loaded by a store on a server only)."""
-    from uwf.queue.pgentry import overlay
+    """On PostgreSQL, the entry's fields a server-side lease and complete write as columns,
+    the policy kept parsed (its module loaded by a store on a server only)."""
+    from uwf.queue.pgentry import POLICY, overlay
 
-    return {"queue": overlay()}
+    return {"queue": overlay(), "sched": POLICY}
 
 
 FEATURE = Feature(name="queue", events=QUEUE_EVENTS, views=(QueueProjection, SchedProjection),

@@ -50,7 +50,7 @@ from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.engine.ulids import new_ulids
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgentry import CHANGED, entry, overlay
+from uwf.queue.pgentry import CHANGED, POLICY, entry, overlay
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry
@@ -246,7 +246,7 @@ DECLARE{_DECLARE}
 BEGIN
 {enter(LOG_LOCK)}
   -- The policy and the pools in one statement (each statement is set up on every call).
-  SELECT (SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' FROM uwf_v_sched v
+  SELECT (SELECT v.e_policy FROM uwf_v_sched v
            WHERE v.key = 'policy'),
          CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
            -- A pool's label as stored (json.dumps): one with an escape (a quote, a
@@ -393,7 +393,8 @@ def _server(journal: Journal) -> tuple[PgLog, dict[str, str]] | None:
     if not isinstance(views, PgViewStore):
         return None
     signatures = views.signatures()
-    if views.overlays.get("queue") != overlay() or not {"queue", "sched"} <= signatures.keys():
+    if (views.overlays.get("queue") != overlay() or views.overlays.get("sched") != POLICY
+            or not {"queue", "sched"} <= signatures.keys()):
         return None  # the queue's row not as the procedures write it
     return log, signatures
 

@@ -50,6 +50,11 @@ def overlay() -> Overlay:
     return Overlay(COLUMNS, _value_sql())
 
 
+# The sched view's one row: its policy kept parsed, for the lease to read.
+POLICY = Overlay((("e_policy", "jsonb GENERATED ALWAYS AS (uwf_json(value) -> 'policy') "
+                               "STORED"),))
+
+
 def entry(value: bytes, *, ts: str, status: str, lease: Lease | None, run_json: str | None,
           events: int) -> QueueEntry:
     """The entry a read builds from `value` and an overlay holding these."""
