@@ -9,10 +9,10 @@ row's value from the two (`value_sql`: `value` itself when the overlay is empty)
 ordinary way's writes (`PgViewStore.commit`, the one-call write of
 uwf/engine/pgwrite.py) write the whole value and empty the overlay (`resets`).
 
-An overlay's column may also be generated (`GENERATED ALWAYS AS (...) STORED`): a
-field the server reads parsed, computed from `value` when a row is written (the sched
-view's policy as `jsonb`: a lease read and parsed its JSON every time, ~56,000
-instructions a cycle). `JSON` (`uwf_json`) is the immutable parse such a column names.
+An overlay may also keep what the server reads parsed, once after each write (the
+sched view's policy as `jsonb`: a lease read and parsed its JSON every time, ~56,000
+instructions a cycle). Not a generated column: an upsert computes one twice, for the
+row proposed and for the row updated (+110,000 instructions a `sched.set_policy`).
 
 What a row's overlay holds and how the value is built from it is the feature's
 (the queue's: uwf/queue/pgentry.py); this module is the shape the view store knows:
@@ -24,11 +24,6 @@ schema-6 database's by migration 7 (uwf/engine/pgschema.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-# A row's value parsed as JSON, for a generated column (which may name only immutable
-# functions: `convert_from` is stable; a view's database is UTF-8, uwf/engine/pgdb.py).
-JSON = ("CREATE OR REPLACE FUNCTION uwf_json(bytea) RETURNS jsonb LANGUAGE sql IMMUTABLE "
-        "PARALLEL SAFE AS $$SELECT convert_from($1, 'UTF8')::jsonb$$")
 
 
 @dataclass(frozen=True)
@@ -56,8 +51,7 @@ class Overlay:
 
     def resets(self) -> str:
         """The assignments of an upsert's update emptying the overlay."""
-        return "".join(f", {name} = NULL" for name, kind in self.columns
-                       if " GENERATED " not in kind)
+        return "".join(f", {name} = NULL" for name, _ in self.columns)
 
 
 def value_sql(overlay: Overlay | None) -> str:

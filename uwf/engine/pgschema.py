@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uwf import __version__
-from uwf.engine import pgckpt, pgcounts, pglogrow, pgoverlay
+from uwf.engine import pgckpt, pgcounts, pglogrow
 
 if TYPE_CHECKING:
     import psycopg
@@ -74,15 +74,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "columns beside its JSON, not written into it (issue 31): `uwf_v_queue`'s "
                  "overlay (uwf/engine/pgoverlay.py, uwf/queue/pgentry.py), empty in every "
                  "row a schema-6 uwf wrote (its JSON is the whole entry); the policy kept "
-                 "parsed, `uwf_v_sched.e_policy` (generated from its row's JSON)", (
+                 "parsed, `uwf_v_sched.e_policy` (NULL until a lease parses it)", (
         # The overlays as schema 7 made them (`pgentry.overlay().add_sql`, `POLICY`'s: held
         # to them by tests/contract/test_pgschema.py); no table yet: made with them.
-        pgoverlay.JSON,
         "ALTER TABLE IF EXISTS uwf_v_queue ADD COLUMN IF NOT EXISTS e_at text, "
         "ADD COLUMN IF NOT EXISTS e_lease text, ADD COLUMN IF NOT EXISTS e_run text, "
         "ADD COLUMN IF NOT EXISTS e_events int",
-        "ALTER TABLE IF EXISTS uwf_v_sched ADD COLUMN IF NOT EXISTS e_policy jsonb GENERATED "
-        "ALWAYS AS (uwf_json(value) -> 'policy') STORED",
+        "ALTER TABLE IF EXISTS uwf_v_sched ADD COLUMN IF NOT EXISTS e_policy jsonb",
     )),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION

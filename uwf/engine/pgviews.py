@@ -66,7 +66,6 @@ from uwf.errors import Corrupt, StoreBusy
 Connection = psycopg.Connection[Any]
 Rows = list[tuple[Any, ...]]
 _META = (
-    pgoverlay.JSON,
     *pgckpt.CREATE,
     pgcounts.CREATE,
     'CREATE TABLE IF NOT EXISTS uwf_streams (subject text COLLATE "C" NOT NULL, '

@@ -241,13 +241,14 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int; n int; pol jsonb; total int; label text; ceiling int; active int; r record; pools text[];
+  k int; n int; pol jsonb; unparsed boolean; total int; label text; ceiling int;
+  active int; r record; pools text[];
   keys text[]; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
-  -- The policy and the pools in one statement (each statement is set up on every call).
-  SELECT (SELECT v.e_policy FROM uwf_v_sched v
-           WHERE v.key = 'policy'),
+  -- The policy (kept parsed in its row's overlay: uwf/queue/pgentry.py) and the pools
+  -- in one statement (each statement is set up on every call).
+  SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,
          CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
            -- A pool's label as stored (json.dumps): one with an escape (a quote, a
            -- backslash, anything past ASCII) keeps its backslash here and is refused
@@ -257,7 +258,11 @@ BEGIN
                FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
                  AND starts_with(c.key, {quote(pool_key)}) AND c.value::bigint > 0) x
              ORDER BY x.label <> '', x.label COLLATE "C") END
-    INTO pol, pools;
+    INTO pol, unparsed, pools FROM (SELECT) one LEFT JOIN uwf_v_sched v ON v.key = 'policy';
+  IF unparsed THEN  -- written since it was last parsed: parsed once, kept
+    UPDATE uwf_v_sched v SET e_policy = convert_from(v.value, 'UTF8')::jsonb -> 'policy'
+     WHERE v.key = 'policy' RETURNING v.e_policy INTO pol;
+  END IF;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
     SELECT count(*) INTO total FROM uwf_v_queue q
      WHERE q.c_status = 'leased' AND q.c_lease_expires > p_now;

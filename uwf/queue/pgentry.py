@@ -50,9 +50,9 @@ def overlay() -> Overlay:
     return Overlay(COLUMNS, _value_sql())
 
 
-# The sched view's one row: its policy kept parsed, for the lease to read.
-POLICY = Overlay((("e_policy", "jsonb GENERATED ALWAYS AS (uwf_json(value) -> 'policy') "
-                               "STORED"),))
+# The sched view's one row: its policy kept parsed, for the lease to read (NULL: not
+# parsed since the row was written; the first lease after parses it and keeps it).
+POLICY = Overlay((("e_policy", "jsonb"),))
 
 
 def entry(value: bytes, *, ts: str, status: str, lease: Lease | None, run_json: str | None,
