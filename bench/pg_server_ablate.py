@@ -60,10 +60,6 @@ ABLATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         (r"head_ts := split_part\([^\n]*\n", "head_ts := p_ts;\n")]),
     "notify": ("the NOTIFY", [
         (r"'ok' \|\| pg_notify\('uwf_events', s::text\)::text", "'ok'")]),
-    "overlay": ("the overlay's columns written (e_at, e_lease, e_run; e_events kept, "
-                "as 1: the complete's answer reads it), each call", [
-        (r",\n      e_at = p_ts, e_events = coalesce\(e_events, 0\) \+ 1, [^\n]*\n",
-         ",\n      e_events = 1\n")]),
     "fields-x2": ("the entry's attempts found in its JSON (2 positions), doubled", [
         (r"at := ARRAY\[position[^;]*;", r"\g<0> \g<0>")]),
     "expr+10": ("ten trivial plpgsql expressions added to the complete", [

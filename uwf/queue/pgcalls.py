@@ -50,7 +50,7 @@ from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.engine.ulids import new_ulids
 from uwf.queue.events import QueueCompleted, QueueLeased
-from uwf.queue.pgentry import CHANGED, POLICY, entry, overlay
+from uwf.queue.pgentry import CHANGED, entry, overlay, policy
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
 from uwf.queue.projection import Lease, QueueEntry
@@ -398,7 +398,7 @@ def _server(journal: Journal) -> tuple[PgLog, dict[str, str]] | None:
     if not isinstance(views, PgViewStore):
         return None
     signatures = views.signatures()
-    if (views.overlays.get("queue") != overlay() or views.overlays.get("sched") != POLICY
+    if (views.overlays.get("queue") != overlay() or views.overlays.get("sched") != policy()
             or not {"queue", "sched"} <= signatures.keys()):
         return None  # the queue's row not as the procedures write it
     return log, signatures

@@ -1,6 +1,7 @@
 """A queue entry's row on PostgreSQL: its JSON as the ordinary way wrote it, and the
 fields a server-side lease or complete changes as columns beside it (schema 7, issue 31;
-the shape: uwf/engine/pgoverlay.py).
+the shape: uwf/engine/pgoverlay.py; its columns and SQL are declared with the queue's
+`Feature`, uwf/queue/feature.py, which the store reads them from).
 
 A lease and a complete (uwf/queue/pgcalls.py) write the entry's status, its lease's
 expiry, pool and live key (the view's declared columns, as before) and its overlay:
@@ -12,47 +13,35 @@ expiry, pool and live key (the view's declared columns, as before) and its overl
 - `e_events`: how many events these commands added to its `events`.
 
 Its `nextEligibleAtMs` is null once either has run. A read builds the entry's JSON
-from `value` and the overlay (`OVERLAY.value_sql`): msgspec's bytes, as a fold in
+from `value` and the overlay (`overlay().value_sql`): msgspec's bytes, as a fold in
 Python writes them (tests/contract/test_pgentry.py; `registry verify` compares every
 row with a replay's). `entry` does the same in Python, for a complete's answer.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 
 import msgspec
 
 from uwf.engine.pgoverlay import Overlay
 from uwf.queue.entry import Lease, QueueEntry
-from uwf.queue.pgjson import Splice
+from uwf.queue.feature import ENTRY_CHANGED as CHANGED
+from uwf.queue.feature import ENTRY_COLUMNS as COLUMNS
+from uwf.queue.feature import overlays
 
-# The fields the overlay holds (by attribute name), as `Splice` edits them at read.
-CHANGED = ("updated_at", "status", "run", "lease", "next_eligible_at_ms", "events")
-COLUMNS = (("e_at", "text"), ("e_lease", "text"), ("e_run", "text"), ("e_events", "int"))
-
-
-def _value_sql() -> str:
-    edit = Splice(QueueEntry, "value", "x.at", changed=CHANGED, read=("run", "events"))
-    built = edit.value({
-        "updated_at": "to_json(e_at)::text", "status": "to_json(c_status)::text",
-        "run": f"coalesce(e_run, {edit.read('run')})", "lease": "e_lease",
-        "next_eligible_at_ms": "NULL",
-        "events": f"({edit.read('events')}::bigint + e_events)::text"})
-    return (f"CASE WHEN e_at IS NULL THEN value ELSE (SELECT {built} FROM "
-            f"(SELECT {edit.positions()} AS at) x) END")
+__all__ = ["CHANGED", "COLUMNS", "entry", "overlay", "policy"]
 
 
-@functools.cache
 def overlay() -> Overlay:
-    """The queue view's overlay (made once a process: its SQL is generated)."""
-    return Overlay(COLUMNS, _value_sql())
+    """The queue view's overlay (its SQL made once a process: `feature.overlays`)."""
+    return overlays()["queue"]
 
 
-# The sched view's one row: its policy kept parsed, for the lease to read (NULL: not
-# parsed since the row was written; the first lease after parses it and keeps it).
-POLICY = Overlay((("e_policy", "jsonb"),))
+def policy() -> Overlay:
+    """The sched view's: the policy kept parsed (NULL: not parsed since the row was
+    written; the first lease after parses it and keeps it)."""
+    return overlays()["sched"]
 
 
 def entry(value: bytes, *, ts: str, status: str, lease: Lease | None, run_json: str | None,
