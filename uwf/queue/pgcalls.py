@@ -224,7 +224,7 @@ def lease_procedure() -> Procedure:
     # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
     # The default pool is '' (no session: `sched`'s DEFAULT_POOL), a session's label never
     # empty (`lease` sends a session of "" the ordinary way).
-    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
+    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND label ~ '["\\\\]') THEN
       o_status := 'label'; RETURN;
     END IF;
     ceiling := coalesce(CASE WHEN label <> ''
@@ -247,18 +247,26 @@ DECLARE{_DECLARE}
 BEGIN
 {enter(LOG_LOCK)}
   -- The policy (kept parsed in its row's overlay: uwf/queue/pgentry.py) and the pools
-  -- in one statement (each statement is set up on every call).
+  -- in one statement (each statement is set up on every call). The pools with ready
+  -- entries: the first and the last label of the ready pools' index (two index
+  -- lookups); when they differ, every pool is listed from the kept counts below.
   SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,
-         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
-           -- A pool's label as stored (json.dumps): one with an escape (a quote, a
-           -- backslash, anything past ASCII) keeps its backslash here and is refused
-           -- below, so no JSON is parsed.
-           ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
+         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session]
+              WHEN m.lo IS NULL THEN '{{}}'::text[] WHEN m.lo = m.hi THEN ARRAY[m.lo] END
+    INTO pol, unparsed, pools
+    FROM (SELECT min(q.c_ready_pool) AS lo, max(q.c_ready_pool) AS hi FROM uwf_v_queue q
+           WHERE q.c_ready_pool IS NOT NULL AND p_session IS NULL) m
+    LEFT JOIN uwf_v_sched v ON v.key = 'policy';
+  IF pools IS NULL THEN  -- several pools, in their order ('' first, then by label)
+    -- A pool's label as stored (json.dumps): one with an escape (a quote, a
+    -- backslash, anything past ASCII) keeps its backslash here and is refused
+    -- below, so no JSON is parsed.
+    pools := ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
                  length(c.key) - {len(pool_key) + 1}) AS label
                FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
                  AND starts_with(c.key, {quote(pool_key)}) AND c.value::bigint > 0) x
-             ORDER BY x.label <> '', x.label COLLATE "C") END
-    INTO pol, unparsed, pools FROM (SELECT) one LEFT JOIN uwf_v_sched v ON v.key = 'policy';
+             ORDER BY x.label <> '', x.label COLLATE "C");
+  END IF;
   IF unparsed THEN  -- written since it was last parsed: parsed once, kept
     UPDATE uwf_v_sched v SET e_policy = convert_from(v.value, 'UTF8')::jsonb -> 'policy'
      WHERE v.key = 'policy' RETURNING v.e_policy INTO pol;
