@@ -224,7 +224,7 @@ def lease_procedure() -> Procedure:
     # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
     # The default pool is '' (no session: `sched`'s DEFAULT_POOL), a session's label never
     # empty (`lease` sends a session of "" the ordinary way).
-    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND label ~ '["\\\\]') THEN
+    pool = f"""    IF label ~ '[^ -~]' OR (p_session IS NULL AND strpos(label, chr(92)) > 0) THEN
       o_status := 'label'; RETURN;
     END IF;
     ceiling := coalesce(CASE WHEN label <> ''
@@ -248,16 +248,18 @@ BEGIN
 {enter(LOG_LOCK)}
   -- The policy (kept parsed in its row's overlay: uwf/queue/pgentry.py) and the pools
   -- in one statement (each statement is set up on every call). The pools with ready
-  -- entries: the first and the last label of the ready pools' index (two index
-  -- lookups); when they differ, every pool is listed from the kept counts below.
+  -- entries: the last label of the ready pools' index (one lookup, at its end: its
+  -- start holds the entries leased since the last vacuum); '' there, the default
+  -- pool's, is the least label, so the only one. Else every pool is listed from the
+  -- kept counts below.
   SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,
          CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session]
-              WHEN m.lo IS NULL THEN '{{}}'::text[] WHEN m.lo = m.hi THEN ARRAY[m.lo] END
+              WHEN m.hi IS NULL THEN '{{}}'::text[] WHEN m.hi = '' THEN ARRAY[''] END
     INTO pol, unparsed, pools
-    FROM (SELECT min(q.c_ready_pool) AS lo, max(q.c_ready_pool) AS hi FROM uwf_v_queue q
+    FROM (SELECT max(q.c_ready_pool) AS hi FROM uwf_v_queue q
            WHERE q.c_ready_pool IS NOT NULL AND p_session IS NULL) m
     LEFT JOIN uwf_v_sched v ON v.key = 'policy';
-  IF pools IS NULL THEN  -- several pools, in their order ('' first, then by label)
+  IF pools IS NULL THEN  -- a pool of a session, or several ('' first, then by label)
     -- A pool's label as stored (json.dumps): one with an escape (a quote, a
     -- backslash, anything past ASCII) keeps its backslash here and is refused
     -- below, so no JSON is parsed.
