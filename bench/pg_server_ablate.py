@@ -50,9 +50,11 @@ ABLATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "policy": ("the lease's read of the policy kept parsed (its row joined)", [
         (r"SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,",
          "SELECT '{\"maxConcurrent\": 64}'::jsonb, false,"),
-        (r" FROM \(SELECT\) one LEFT JOIN uwf_v_sched v ON v.key = 'policy';", ";")]),
-    "pools": ("the lease's pools listed from the kept counts (`jsonb_each_text`)", [
-        (r"ARRAY\(SELECT x.label FROM .*?x.label COLLATE \"C\"\)", "ARRAY['']")]),
+        (r"\n    LEFT JOIN uwf_v_sched v ON v.key = 'policy';", ";")]),
+    "pools": ("the lease's pools found (the last label of the ready pools' index)", [
+        (r"FROM \(SELECT max\(q.c_ready_pool\) AS hi FROM uwf_v_queue q\s+WHERE "
+         r"q.c_ready_pool IS NOT NULL AND p_session IS NULL\) m",
+         "FROM (SELECT ''::text AS hi) m")]),
     "active": ("the lease's count of its pool's live leases (a statement)", [
         (r"SELECT count\(\*\) INTO active FROM uwf_v_queue q WHERE q.c_status = 'leased'"
          r"\s+AND q.c_session[^;]*;", "active := 0;")]),
