@@ -47,9 +47,14 @@ ABLATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "counts-expr": ("the kept counts' jsonb expression (`SET counts = counts`)", [
         (r"SET counts = jsonb_strip_nulls\(.*?\)\)\n     WHERE view = 'queue' RETURNING",
          "SET counts = counts\n     WHERE view = 'queue' RETURNING")]),
-    "policy": ("the lease's read and jsonb parse of the policy row", [
-        (r"\(SELECT convert_from\(v.value, 'UTF8'\)::jsonb -> 'policy' FROM uwf_v_sched v"
-         r"\s+WHERE v.key = 'policy'\)", "'{\"maxConcurrent\": 64}'::jsonb")]),
+    "policy": ("the lease's read of the policy kept parsed (its row joined)", [
+        (r"SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,",
+         "SELECT '{\"maxConcurrent\": 64}'::jsonb, false,"),
+        (r"\n    LEFT JOIN uwf_v_sched v ON v.key = 'policy';", ";")]),
+    "pools": ("the lease's pools found (the last label of the ready pools' index)", [
+        (r"FROM \(SELECT max\(q.c_ready_pool\) AS hi FROM uwf_v_queue q\s+WHERE "
+         r"q.c_ready_pool IS NOT NULL AND p_session IS NULL\) m",
+         "FROM (SELECT ''::text AS hi) m")]),
     "active": ("the lease's count of its pool's live leases (a statement)", [
         (r"SELECT count\(\*\) INTO active FROM uwf_v_queue q WHERE q.c_status = 'leased'"
          r"\s+AND q.c_session[^;]*;", "active := 0;")]),
@@ -57,9 +62,7 @@ ABLATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         (r"head_ts := split_part\([^\n]*\n", "head_ts := p_ts;\n")]),
     "notify": ("the NOTIFY", [
         (r"'ok' \|\| pg_notify\('uwf_events', s::text\)::text", "'ok'")]),
-    "splice-x2": ("the entry's JSON edited in place (new_value), doubled", [
-        (r"new_value := substring\(raw[^\n]*\n", r"\g<0>  \g<0>")]),
-    "fields-x2": ("the entry's fields found in its JSON (8 positions), doubled", [
+    "fields-x2": ("the entry's attempts found in its JSON (2 positions), doubled", [
         (r"at := ARRAY\[position[^;]*;", r"\g<0> \g<0>")]),
     "expr+10": ("ten trivial plpgsql expressions added to the complete", [
         (r"  s := h.seq \+ 1;\n", "  s := h.seq + 1;\n" + "  s := s + 0;\n" * 10)]),

@@ -192,7 +192,10 @@ class Store(msgspec.Struct):
             projections = all_projections(features)
             from uwf.engine.pgwrite import OneCall
 
-            views = PgViewStore(database, [projection.spec() for projection in projections])
+            overlays = {view: overlay for feature in features if feature.overlays
+                        for view, overlay in feature.overlays().items()}
+            views = PgViewStore(database, [projection.spec() for projection in projections],
+                                overlays)
             log = PgLog(database, durable=settings.durable)
             journal = Journal(log, views, projections, catalog_of(features), clock=clock,
                               redact=redact, first=OneCall(log, views))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.conftest import EXAMPLE
@@ -16,7 +17,9 @@ from uwf.engine import pgckpt, pgschema
 from uwf.engine.pgdb import PgDatabase
 from uwf.engine.pgviews import PgViewStore
 from uwf.errors import OldFormat, StoreUnavailable
-from uwf.queue import pgcalls, sched
+from uwf.queue import pgcalls, pgentry, sched
+from uwf.queue.projection import QueueProjection
+from uwf.queue.rules import Policy
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
 from uwf.store import Store
@@ -144,9 +147,87 @@ def test_the_composite_types_an_earlier_uwf_made_are_dropped(pg_url: str,
         store.close()
 
 
+def at_schema_6(url: str) -> None:
+    """The database as schema 6 held it: a queue entry's row its whole JSON (what a
+    read builds from an overlay, written into `value`), no overlay's columns, the
+    policy not kept parsed."""
+    columns = ", ".join(f"DROP COLUMN {name}" for name, _ in pgentry.COLUMNS)
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f"UPDATE uwf_v_queue SET value = {pgentry.overlay().value_sql} "
+                           "WHERE e_at IS NOT NULL")
+        connection.execute(f"ALTER TABLE uwf_v_queue {columns}")
+        connection.execute("ALTER TABLE uwf_v_sched DROP COLUMN e_policy")
+        connection.execute("DELETE FROM uwf_migrations WHERE version = 7")
+        connection.execute("UPDATE uwf_schema SET version = 6")
+
+
+def overlay_columns(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return sorted(connection.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE "
+            "table_name IN ('uwf_v_queue', 'uwf_v_sched') AND column_name LIKE 'e\\_%'"))
+
+
+def test_a_populated_schema_6_database_is_migrated_to_7(pg_url: str, tmp_path: Path) -> None:
+    """Schema 7: a populated schema-6 database's queue table gets the overlay's columns,
+    empty (each row's JSON is the whole entry): the rows read the same, a lease and a
+    complete write the overlay after, and an entry leased before is completed by the
+    server from the lease in its JSON."""
+    populated(pg_url, tmp_path)
+    store = Store.open(pg_url)
+    try:
+        done = pgcalls.lease(store, 1, None)
+        assert done is not None
+        assert pgcalls.complete(store, done.leases[0].id, done.leases[0].lease_id,
+                                "run-1") is not None
+        before = list(store.journal.views.scan("queue"))
+    finally:
+        store.close()
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        patched = connection.execute("SELECT count(*) FROM uwf_v_queue WHERE e_at IS NOT "
+                                     "NULL").fetchone()
+    assert patched == (2,)  # the lease of `populated`, and the complete above
+    at_schema_6(pg_url)
+    assert versions(pg_url) == (6, ALL[:-1])
+    assert overlay_columns(pg_url) == []
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        rows = connection.execute("SELECT key, value FROM uwf_v_queue ORDER BY key").fetchall()
+    assert [(key, bytes(value)) for key, value in rows] == before
+    store = Store.open(pg_url)
+    try:
+        assert versions(pg_url) == (pgschema.SCHEMA_VERSION, ALL)
+        assert overlay_columns(pg_url) == sorted([*(("uwf_v_queue", name) for name, _ in
+                                                    pgentry.COLUMNS),
+                                                  ("uwf_v_sched", "e_policy")])
+        policy = "SELECT e_policy FROM uwf_v_sched"
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            assert connection.execute(policy).fetchall() == [(None,)]  # not parsed yet
+        assert list(store.journal.views.scan("queue")) == before
+        assert verify_views(store).ok
+        held = [QueueProjection().decode(value) for _, value in before]
+        leased = [entry for entry in held if entry.lease is not None]
+        assert len(leased) == 1
+        assert leased[0].lease is not None
+        record = pgcalls.complete(store, leased[0].id, leased[0].lease.id, None)
+        assert record is not None  # the server's, its lease read from the JSON
+        assert record.status == "drained"
+        again = pgcalls.lease(store, 1, None)
+        assert again is not None
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            assert connection.execute(policy).fetchall() == [
+                (msgspec.to_builtins(Policy(max_concurrent=2)),)]
+        assert pgcalls.complete(store, again.leases[0].id, again.leases[0].lease_id,
+                                None) is not None
+        assert verify_log(store).ok
+        assert verify_views(store).ok
+    finally:
+        store.close()
+
+
 def at_schema_5(url: str) -> None:
     """The database as schema 5 held it: no `joined` on the checkpoints' rows, no
     trigger writing it."""
+    at_schema_6(url)
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TRIGGER uwf_views_joined ON uwf_views")
         connection.execute("DROP FUNCTION uwf_views_joined()")
@@ -172,7 +253,7 @@ def test_a_populated_schema_5_database_is_migrated_to_6(pg_url: str, tmp_path: P
     a view joined or left later changes it (the trigger), the commands then stale."""
     head = populated(pg_url, tmp_path)
     at_schema_5(pg_url)
-    assert versions(pg_url) == (5, ALL[:-1])
+    assert versions(pg_url) == (5, ALL[:-2])
     assert joined_column(pg_url) == (False, False)
     store = Store.open(pg_url)
     try:
@@ -246,7 +327,7 @@ def test_a_populated_schema_4_database_is_migrated_to_5(pg_url: str, tmp_path: P
         store.close()
     assert before["status"] == {"ready": 2, "leased": 1}
     at_schema_4(pg_url)
-    assert versions(pg_url) == (4, ALL[:-2])
+    assert versions(pg_url) == (4, ALL[:-3])
     assert log_checks(pg_url) == (["uwf_events_line_check", "uwf_events_seq_check"], [])
     store = Store.open(pg_url)
     try:

@@ -11,11 +11,15 @@ one process may be opened with two lists.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from uwf.engine.events import Envelope, EventCatalog, EventData, Upcaster
 from uwf.engine.projection import StructProjection
+
+if TYPE_CHECKING:
+    from uwf.engine.pgoverlay import Overlay
 
 # One `log verify` pass over a feature's events, made anew for each pass (it keeps what
 # it has seen: each subject's state under the feature's transition table): the problem
@@ -45,6 +49,9 @@ class Feature(msgspec.Struct, frozen=True, kw_only=True):
     # Other features' event types the check reads too (after their own feature's check).
     reads: tuple[type[EventData], ...] = ()
     upcasters: tuple[Upcaster, ...] = ()
+    # On PostgreSQL, the fields of its views that its server-side commands write as
+    # columns (uwf/engine/pgoverlay.py), by view: made only by a store on a server.
+    overlays: Callable[[], Mapping[str, Overlay]] | None = None
 
 
 def valid(features: Sequence[Feature]) -> tuple[Feature, ...]:

@@ -54,15 +54,16 @@ def column_type(spec: ViewSpec, column: str) -> str:
     return "text" if column == "key" else spec.types[spec.columns.index(column)]
 
 
-def create_sql(spec: ViewSpec, *, trigram: bool) -> tuple[str, list[str]]:
-    """The statement that creates the view's table, and those that create its declared
-    indexes and, with `trigram`, the search text's trigram index (run after a first
-    fill: building an index at once is faster than growing it row by row)."""
+def create_sql(spec: ViewSpec, *, trigram: bool, extra: str = "") -> tuple[str, list[str]]:
+    """The statement that creates the view's table (`extra`: more columns, an overlay's:
+    uwf/engine/pgoverlay.py), and those that create its declared indexes and, with
+    `trigram`, the search text's trigram index (run after a first fill: building an
+    index at once is faster than growing it row by row)."""
     name = spec.name
     columns = "".join(f', "c_{column}" {PG_TYPES[kind]}'
                       for column, kind in zip(spec.columns, spec.types, strict=True))
     create = (f'CREATE TABLE {table(name)} (key text COLLATE "C" PRIMARY KEY, '
-              f"value bytea NOT NULL{columns}, text text COLLATE \"C\" NOT NULL DEFAULT '')")
+              f"value bytea NOT NULL{columns}{extra}, text text COLLATE \"C\" NOT NULL DEFAULT '')")
     indexes = []
     for number, index in enumerate(spec.indexes):
         fields = ", ".join(f"{column_sql(spec, column)} NULLS FIRST" for column in index)
@@ -80,8 +81,9 @@ def copy_sql(spec: ViewSpec) -> str:
     return f"COPY {table(spec.name)} (key, value{columns}, text) FROM STDIN"
 
 
-def upsert_sql(spec: ViewSpec) -> str:
-    """One statement writing many rows, each column given as an array (`unnest`)."""
+def upsert_sql(spec: ViewSpec, resets: str = "") -> str:
+    """One statement writing many rows, each column given as an array (`unnest`);
+    `resets`: more assignments of the update (an overlay emptied)."""
     columns = "".join(f', "c_{column}"' for column in spec.columns)
     # Arrays go in binary (%b): psycopg's text form escapes each item in Python.
     arrays = ", ".join(["%b::text[]", "%b::bytea[]",
@@ -89,7 +91,7 @@ def upsert_sql(spec: ViewSpec) -> str:
     updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
     return (f"INSERT INTO {table(spec.name)} (key, value{columns}, text) "
             f"SELECT * FROM unnest({arrays}) ON CONFLICT (key) DO UPDATE SET "
-            f"value = excluded.value, text = excluded.text{updates}")
+            f"value = excluded.value, text = excluded.text{updates}{resets}")
 
 
 def searchable(text: str) -> str:

@@ -70,6 +70,18 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "(uwf/engine/pgckpt.py), so a command checks it in the one lookup of the "
                  "shared row it makes",
               pgckpt.MIGRATE),
+    Migration(7, "a queue entry's fields a server-side lease and complete change kept as "
+                 "columns beside its JSON, not written into it (issue 31): `uwf_v_queue`'s "
+                 "overlay (uwf/engine/pgoverlay.py, uwf/queue/pgentry.py), empty in every "
+                 "row a schema-6 uwf wrote (its JSON is the whole entry); the policy kept "
+                 "parsed, `uwf_v_sched.e_policy` (NULL until a lease parses it)", (
+        # The overlays as schema 7 made them (`pgentry.overlay().add_sql`, `POLICY`'s: held
+        # to them by tests/contract/test_pgschema.py); no table yet: made with them.
+        "ALTER TABLE IF EXISTS uwf_v_queue ADD COLUMN IF NOT EXISTS e_at text, "
+        "ADD COLUMN IF NOT EXISTS e_lease text, ADD COLUMN IF NOT EXISTS e_run text, "
+        "ADD COLUMN IF NOT EXISTS e_events int",
+        "ALTER TABLE IF EXISTS uwf_v_sched ADD COLUMN IF NOT EXISTS e_policy jsonb",
+    )),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version if MIGRATIONS else FIRST_VERSION
 

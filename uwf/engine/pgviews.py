@@ -31,10 +31,11 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
-from uwf.engine import ckptrows, pgckpt, pgcounts
+from uwf.engine import ckptrows, pgckpt, pgcounts, pgoverlay
 from uwf.engine.dburl import where
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgdb import PgDatabase
+from uwf.engine.pgoverlay import Overlay
 from uwf.engine.pgquery import (
     check_types,
     copy_sql,
@@ -85,11 +86,17 @@ _DAMAGED = (errors.UndefinedTable, errors.UndefinedColumn, errors.DatatypeMismat
 class PgViewStore:
     """The views of a store in its PostgreSQL database; one store serves many threads."""
 
-    def __init__(self, db: PgDatabase, specs: Sequence[ViewSpec]) -> None:
+    def __init__(self, db: PgDatabase, specs: Sequence[ViewSpec],
+                 overlays: Mapping[str, Overlay] | None = None) -> None:
         for spec in specs:
             check_types(spec)
         self.db = db
         self.specs = {spec.name: spec for spec in specs}
+        # A view's fields that server-side commands write as columns (uwf/engine/
+        # pgoverlay.py): its reads build the value from them.
+        self.overlays = dict(overlays or {})
+        self._values = {name: pgoverlay.value_sql(self.overlays.get(name))
+                        for name in self.specs}
         self._signatures = {name: signature(spec) for name, spec in self.specs.items()}
         self._signatures[STREAMS] = STREAMS_SIGNATURE
         self._tables: set[str] = set()  # views whose committed table was seen
@@ -237,15 +244,20 @@ class PgViewStore:
             connection = self._reader(view)
             return None if connection is None else connection.execute(sql, params).fetchall()
 
+    def _value(self, view: str) -> str:
+        """SQL: a row's value (an overlay's view's built from its columns)."""
+        return self._values.get(view, "value")
+
     def load(self, view: str, key: str) -> bytes | None:
-        rows = self._fetch(view, f"SELECT value FROM {table(view)} WHERE key = %s", (key,))
+        rows = self._fetch(view, f"SELECT {self._value(view)} FROM {table(view)} "
+                                 "WHERE key = %s", (key,))
         return rows[0][0] if rows else None
 
     def load_many(self, view: str, keys: Sequence[str]) -> dict[str, bytes]:
         if not keys:
             return {}
-        rows = self._fetch(view, f"SELECT key, value FROM {table(view)} WHERE key = "
-                                 "ANY(%b::text[])", (sorted(set(keys)),))
+        rows = self._fetch(view, f"SELECT key, {self._value(view)} FROM {table(view)} "
+                                 "WHERE key = ANY(%b::text[])", (sorted(set(keys)),))
         return dict(rows or ())
 
     def query(self, query: Query) -> list[tuple[str, bytes]]:
@@ -253,7 +265,8 @@ class PgViewStore:
         if query.text is not None and not spec.text:
             raise ValueError(f"view {spec.name} has no search text")
         where_clause, params = where_sql(spec, query)
-        sql = (f"SELECT key, value FROM {table(spec.name)}{where_clause} ORDER BY "
+        sql = (f"SELECT key, {self._value(spec.name)} FROM {table(spec.name)}"
+               f"{where_clause} ORDER BY "
                f"{order_sql(spec, query.order)} LIMIT %s OFFSET %s")
         rows = self._fetch(spec.name, sql, [*params, query.limit, query.offset])
         return [(key, value) for key, value in rows or ()]
@@ -290,7 +303,8 @@ class PgViewStore:
         return found
 
     def scan(self, view: str) -> Iterator[tuple[str, bytes]]:
-        rows = self._fetch(view, f"SELECT key, value FROM {table(view)} ORDER BY key")
+        rows = self._fetch(view, f"SELECT key, {self._value(view)} FROM {table(view)} "
+                                 "ORDER BY key")
         yield from rows or ()
 
     def stream(self, subject: str, after: int = 0, *, reverse: bool = False) -> list[int]:
@@ -377,7 +391,9 @@ class PgViewStore:
             connection.execute(f"DELETE FROM {table(name)}")
             return []
         connection.execute(f"DROP TABLE IF EXISTS {table(name)}")
-        create, indexes = create_sql(spec, trigram=self.trigram)
+        overlay = self.overlays.get(name)
+        create, indexes = create_sql(spec, trigram=self.trigram,
+                                     extra="" if overlay is None else overlay.create_sql())
         connection.execute(create)
         return indexes
 
@@ -409,7 +425,7 @@ class PgViewStore:
                 for key, row in upserts:
                     copy.write_row((key, row.value, *typed(spec, row.columns),
                                     searchable(row.text)))
-        sql = upsert_sql(spec)
+        sql = upsert_sql(spec, pgoverlay.resets(self.overlays.get(name)))
         for start in range(0, 0 if copied else len(upserts), _CHUNK):
             chunk = upserts[start:start + _CHUNK]
             values = [typed(spec, row.columns) for _, row in chunk]

@@ -344,18 +344,21 @@ def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
 
 
 def write_procedure(views: PgViewStore) -> Procedure:
-    return _procedure(tuple(views.specs.values()))
+    from uwf.engine.pgoverlay import resets
+
+    return _procedure(tuple(views.specs.values()),
+                      tuple(resets(views.overlays.get(name)) for name in views.specs))
 
 
 @functools.cache
-def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
+def _procedure(specs: tuple[ViewSpec, ...], resets: tuple[str, ...]) -> Procedure:
     """The procedure that checks the head, appends, and writes the rows given: one
     branch a view, generated from its spec."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
     from uwf.engine.pgquery import table
 
     branches = []
-    for spec in specs:
+    for spec, reset in zip(specs, resets, strict=True):  # reset: an overlay emptied
         name = spec.name.replace("'", "''")
         columns = "".join(f', "c_{column}"' for column in spec.columns)
         picked = "".join(
@@ -371,7 +374,8 @@ def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
       INSERT INTO {table(spec.name)} (key, value{columns}, text)
       SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_columns,
         p_texts) AS u(v, k, val, c, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
+      ON CONFLICT (key) DO UPDATE SET value = excluded.value,
+        text = excluded.text{updates}{reset};""")
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,

@@ -39,7 +39,6 @@ words the refusal: each refusal is still written once, in Python.
 from __future__ import annotations
 
 import functools
-import json
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -51,9 +50,10 @@ from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgwrite import CAN_FLUSH, FINISH, LOCK, OneCall
 from uwf.engine.ulids import new_ulids
 from uwf.queue.events import QueueCompleted, QueueLeased
+from uwf.queue.pgentry import CHANGED, entry, overlay, policy
 from uwf.queue.pgjson import Splice, json_text, renamed_first, struct_fields
 from uwf.queue.pgmoves import complete_counts, count_key, lease_counts, quote
-from uwf.queue.projection import Lease, QueueEntry, QueueProjection
+from uwf.queue.projection import Lease, QueueEntry
 from uwf.queue.results import EntryRecord, Granted, Leased
 from uwf.queue.rules import TERMINAL, TRANSITIONS, Policy, follows
 
@@ -157,24 +157,26 @@ def _subject(key: str) -> str:
     return f"'queue/' || {key}"
 
 
-def _write(key: str, status: str, lease_expires: str, returning: str = "", *,
+def _write(key: str, status: str, lease_expires: str, overlay: str, returning: str = "", *,
            several: bool) -> str:
     """SQL appending the line (`line`, `s`, `ends`) with its stream entry, and writing
-    the entry `key`'s (SQL) new state to its row: the value `new_value` (msgspec's bytes,
-    `_splice`), the declared columns as `QueueProjection.column_values` does for the
-    status `status` (a live entry's key stays its live key; never ready: no pool;
-    no backoff; the lease's expiry `lease_expires`); one statement. Then `prev` moves
-    past the line, and with `several` (a command writing more than one entry) the old
-    status and pool are kept for the counts' moves. `new_pool` stays NULL, as declared:
-    no command here makes an entry ready."""
+    the entry `key`'s (SQL) new state to its row: the declared columns as
+    `QueueProjection.column_values` does for the status `status` (a live entry's key
+    stays its live key; never ready: no pool; no backoff; the lease's expiry
+    `lease_expires`) and the overlay's columns (`overlay`, assignments: uwf/queue/
+    pgentry.py), its `value` left as it is; one statement. Then `prev` moves past the
+    line, and with `several` (a command writing more than one entry) the old status and
+    pool are kept for the counts' moves. The pool stays NULL, as declared: no command
+    here makes an entry ready."""
     live_statuses = [status for status in TRANSITIONS if status is not None
                      and status not in TERMINAL]
     return f"""
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends) VALUES (s, line, ends)),
       indexed AS (INSERT INTO uwf_streams (subject, seq) VALUES ({_subject(key)}, s))
-    UPDATE uwf_v_queue SET value = new_value, c_status = {quote(status)},
+    UPDATE uwf_v_queue SET c_status = {quote(status)},
       c_live_key = {"c_live_key" if status in live_statuses else "NULL"},
-      c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL
+      c_lease_expires = {lease_expires}, c_eligible_at = NULL, c_ready_pool = NULL,
+      e_at = p_ts, e_events = coalesce(e_events, 0) + 1, {overlay}
      WHERE key = {key}{returning};
     prev := left(encode(sha256(line), 'hex'), 32);""" + ("""
     IF n > 1 THEN
@@ -182,22 +184,22 @@ def _write(key: str, status: str, lease_expires: str, returning: str = "", *,
     END IF;""" if several else "")
 
 
-def _splice(kind: str, changed: tuple[str, ...], read: tuple[str, ...]) -> Splice:
-    """The entry's stored JSON (`raw`) edited for a `kind` command: what it changes of
-    a QueueEntry, checked against what `evolve` changes (the status it leads to is
-    live, so the entry's live key stays; never ready, so no pool)."""
+def _changes(kind: str, changed: tuple[str, ...]) -> None:
+    """What a `kind` command changes of a QueueEntry, checked against what the overlay
+    holds (uwf/queue/pgentry.py) and what `evolve` changes (the status it leads to is
+    not ready, so no pool; it follows only live statuses)."""
     moved = follows(_from(kind)[0]).get(kind)
     assert moved is not None
     assert moved != "ready"
     assert all(status not in TERMINAL for status in _from(kind)), kind
-    return Splice(QueueEntry, "raw", "at", changed=changed, read=read)
+    assert set(changed) <= set(CHANGED), changed
 
 
 # The variables every command's procedure declares.
 _DECLARE = """
   h record; head_ts text; flush boolean; done text; s bigint;
   ends bigint; prev text; line bytea; subject text; data_json text; raw bytea;
-  entry_key text; old_status text; old_pool text; new_value bytea; at int[];
+  entry_key text; old_status text; old_pool text; at int[];
   old_statuses text[]; old_pools text[];"""
 
 
@@ -215,8 +217,9 @@ def lease_procedure() -> Procedure:
     lease_json = renamed_first(data, json_text(Lease, {
         "id": "p_lease_ids[k]", "expires_at_ms": "o_expires", "attempt": "o_attempts[k]",
         "session": "p_session"}), "data_json")
-    edit = _splice("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"),
-                   ("attempts", "events"))
+    _changes("leased", ("updated_at", "status", "lease", "next_eligible_at_ms", "events"))
+    # The entry's attempts, read from its JSON (no command here changes them).
+    edit = Splice(QueueEntry, "raw", "at", changed=(), read=("attempts",))
     # A pool (`label`): refused when its label as read is not what it stands for (an
     # escape); its ceiling; its live leases, a range of the (status, lease_expires) index.
     # The default pool is '' (no session: `sched`'s DEFAULT_POOL), a session's label never
@@ -238,23 +241,38 @@ CREATE OR REPLACE PROCEDURE {{name}}(
   INOUT o_attempts int[] DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  k int; n int; pol jsonb; total int; label text; ceiling int; active int; r record; pools text[];
+  k int; n int; pol jsonb; unparsed boolean; total int; label text; ceiling int;
+  active int; r record; pools text[];
   keys text[]; prios bigint[]; enqs text[];
 BEGIN
 {enter(LOG_LOCK)}
-  -- The policy and the pools in one statement (each statement is set up on every call).
-  SELECT (SELECT convert_from(v.value, 'UTF8')::jsonb -> 'policy' FROM uwf_v_sched v
-           WHERE v.key = 'policy'),
-         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session] ELSE
-           -- A pool's label as stored (json.dumps): one with an escape (a quote, a
-           -- backslash, anything past ASCII) keeps its backslash here and is refused
-           -- below, so no JSON is parsed.
-           ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
+  -- The policy (kept parsed in its row's overlay: uwf/queue/pgentry.py) and the pools
+  -- in one statement (each statement is set up on every call). The pools with ready
+  -- entries: the last label of the ready pools' index (one lookup, at its end: its
+  -- start holds the entries leased since the last vacuum); '' there, the default
+  -- pool's, is the least label, so the only one. Else every pool is listed from the
+  -- kept counts below.
+  SELECT v.e_policy, v.key IS NOT NULL AND v.e_policy IS NULL,
+         CASE WHEN p_session IS NOT NULL THEN ARRAY[p_session]
+              WHEN m.hi IS NULL THEN '{{}}'::text[] WHEN m.hi = '' THEN ARRAY[''] END
+    INTO pol, unparsed, pools
+    FROM (SELECT max(q.c_ready_pool) AS hi FROM uwf_v_queue q
+           WHERE q.c_ready_pool IS NOT NULL AND p_session IS NULL) m
+    LEFT JOIN uwf_v_sched v ON v.key = 'policy';
+  IF pools IS NULL THEN  -- a pool of a session, or several ('' first, then by label)
+    -- A pool's label as stored (json.dumps): one with an escape (a quote, a
+    -- backslash, anything past ASCII) keeps its backslash here and is refused
+    -- below, so no JSON is parsed.
+    pools := ARRAY(SELECT x.label FROM (SELECT substr(c.key, {len(pool_key) + 1},
                  length(c.key) - {len(pool_key) + 1}) AS label
                FROM {COUNTS} t, jsonb_each_text(t.counts) c WHERE t.view = 'queue'
                  AND starts_with(c.key, {quote(pool_key)}) AND c.value::bigint > 0) x
-             ORDER BY x.label <> '', x.label COLLATE "C") END
-    INTO pol, pools;
+             ORDER BY x.label <> '', x.label COLLATE "C");
+  END IF;
+  IF unparsed THEN  -- written since it was last parsed: parsed once, kept
+    UPDATE uwf_v_sched v SET e_policy = convert_from(v.value, 'UTF8')::jsonb -> 'policy'
+     WHERE v.key = 'policy' RETURNING v.e_policy INTO pol;
+  END IF;
   IF pol ->> '{policy['max_total']}' IS NOT NULL THEN
     SELECT count(*) INTO total FROM uwf_v_queue q
      WHERE q.c_status = 'leased' AND q.c_lease_expires > p_now;
@@ -310,11 +328,7 @@ BEGIN
     data_json := {data};
     s := s + 1;
 {_line(QueueLeased.type, "entry_key")}
-    new_value := {edit.value({
-        "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(leased_status)),
-        "lease": lease_json, "next_eligible_at_ms": "NULL",
-        "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("entry_key", leased_status, "o_expires", several=True)}
+{_write("entry_key", leased_status, "o_expires", f"e_lease = {lease_json}", several=True)}
   END LOOP;
 {lease_counts(_from("leased"), _to("ready", "leased"))}
 {FINISH.format(channel=quote(CHANNEL))}
@@ -330,26 +344,33 @@ def complete_procedure() -> Procedure:
     held = _names(Lease)
     drained = _to("leased", "completed")
     data = json_text(QueueCompleted, {"lease_id": "p_lease_id", "run": "p_run"})
-    edit = _splice("completed", ("updated_at", "status", "run", "lease",
-                                 "next_eligible_at_ms", "events"), ("run", "events"))
-    held_by = edit.starts("lease", "'{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ','")
+    _changes("completed", ("updated_at", "status", "run", "lease", "next_eligible_at_ms",
+                           "events"))
+    # A lease granted the ordinary way is in the entry's JSON (its overlay empty).
+    edit = Splice(QueueEntry, "raw", "at", changed=(), read=("lease",))
+    held_by = "starts_with(held, '{\"" + held["id"] + "\":' || to_json(p_lease_id)::text || ',')"
     create = f"""
 CREATE OR REPLACE PROCEDURE {{name}}(
   p_durable boolean, p_lock_ms int, p_now bigint, p_ts text, p_joined text,
   p_key text, p_lease_id text, p_run text, p_ids text[], p_middle bytea,
   INOUT o_status text DEFAULT NULL, INOUT o_now bigint DEFAULT NULL,
-  INOUT o_value bytea DEFAULT NULL)
+  INOUT o_value bytea DEFAULT NULL, INOUT o_run text DEFAULT NULL,
+  INOUT o_events int DEFAULT NULL)
 LANGUAGE plpgsql AS $proc$
 DECLARE{_DECLARE}
-  expires bigint;
+  expires bigint; held text; whole boolean;
 BEGIN
 {enter(LOG_LOCK, " p_middle := NULL;")}
-  SELECT q.value, q.c_status, q.c_ready_pool, q.c_lease_expires
-    INTO raw, old_status, old_pool, expires FROM uwf_v_queue q WHERE q.key = p_key;
-  at := {edit.positions()};  -- NULLs when there is no row: refused below all the same
+  SELECT q.c_status, q.c_lease_expires, q.e_lease, q.e_at IS NULL
+    INTO old_status, expires, held, whole FROM uwf_v_queue q WHERE q.key = p_key;
+  IF held IS NULL AND whole THEN  -- leased the ordinary way: the lease in its JSON
+    SELECT q.value INTO raw FROM uwf_v_queue q WHERE q.key = p_key;
+    at := {edit.positions()};
+    IF 0 <> ALL(at) THEN held := {edit.read("lease")}; END IF;
+  END IF;
   -- The entry leased; the lease's id as msgspec wrote it (an id it escapes otherwise is
   -- refused here, and the ordinary way judges it); its expiry is the row's column.
-  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) OR 0 = ANY(at)
+  IF NOT FOUND OR old_status <> ALL({_sql_list(_from("completed"))}) OR held IS NULL
      OR expires IS NULL OR expires <= p_now OR NOT {held_by} THEN
     o_status := 'refused'; RETURN;
   END IF;
@@ -362,11 +383,8 @@ BEGIN
       || convert_to('"' || h.digest || '"}}', 'UTF8');
     ends := h.ends + octet_length(line) + 1;
   END IF;
-  new_value := {edit.value({
-      "updated_at": "to_json(p_ts)::text", "status": quote(json.dumps(drained)),
-      "run": f"coalesce(to_json(p_run)::text, {edit.read('run')})", "lease": "NULL",
-      "next_eligible_at_ms": "NULL", "events": f"({edit.read('events')}::bigint + 1)::text"})};
-{_write("p_key", drained, "NULL", " RETURNING value INTO o_value", several=False)}
+{_write("p_key", drained, "NULL", "e_lease = NULL, e_run = coalesce(to_json(p_run)::text, e_run)",
+        " RETURNING value, e_run, e_events INTO o_value, o_run, o_events", several=False)}
 {complete_counts(_from("completed"), _to("leased", "completed"))}
 {FINISH.format(channel=quote(CHANNEL))}
 END $proc$"""
@@ -390,7 +408,10 @@ def _server(journal: Journal) -> tuple[PgLog, dict[str, str]] | None:
     if not isinstance(views, PgViewStore):
         return None
     signatures = views.signatures()
-    return (log, signatures) if {"queue", "sched"} <= signatures.keys() else None
+    if (views.overlays.get("queue") != overlay() or views.overlays.get("sched") != policy()
+            or not {"queue", "sched"} <= signatures.keys()):
+        return None  # the queue's row not as the procedures write it
+    return log, signatures
 
 
 def _moved(journal: Journal) -> None:
@@ -459,5 +480,7 @@ def complete(store: Store, entry_id: str, lease_id: str, run: str | None
     if got is None or got[0] != "ok":
         return None
     _moved(store.journal)
-    entry: QueueEntry = QueueProjection().decode(bytes(got[2]))
-    return record(entry)
+    _status, moved_to, value, run_json, events = got
+    return record(entry(bytes(value), ts=format_ts(now if moved_to is None else moved_to),
+                        status=_to("leased", "completed"), lease=None, run_json=run_json,
+                        events=events))
