@@ -60,10 +60,10 @@ def test_one_statement_a_command(store: Store, statements: None) -> None:
     sched.set_policy(store.journal, {"maxConcurrent": 5})  # the procedure is made on first use
     sent = counted(store)
     shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
-    assert [called(text) for text in sent] == ["CALL uwf_write"]
+    assert [called(text) for text in sent] == ["SELECT uwf_write"]
     assert shown.policy.max_concurrent == 6
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
-    assert [called(text) for text in sent] == ["CALL uwf_write"] * 2
+    assert [called(text) for text in sent] == ["SELECT uwf_write"] * 2
     check_verified(store)
 
 

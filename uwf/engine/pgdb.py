@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from uwf.engine import pgschema
+from uwf.engine import pgarray, pgschema
 from uwf.engine.dburl import where
 from uwf.errors import OldFormat, StoreUnavailable, UsageError
 
@@ -98,6 +98,7 @@ class PgDatabase:
                 self.url, autocommit=autocommit, connect_timeout=10)
         except self._psycopg.Error as exc:
             raise self.unavailable(exc) from None
+        pgarray.register(connection)  # arrays built in one pass (uwf/engine/pgarray.py)
         return connection
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:

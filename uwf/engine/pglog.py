@@ -61,6 +61,7 @@ class Procedure:
     base: str
     params: tuple[str, ...]
     create: str
+    function: bool = False  # a FUNCTION, called by a SELECT (its result: the one column)
 
     @functools.cached_property
     def name(self) -> str:
@@ -70,7 +71,7 @@ class Procedure:
     def call_sql(self) -> str:
         # In binary (%b): psycopg's text form escapes each array item in Python.
         casts = ", ".join(f"%b::{kind}" for kind in self.params)
-        return f"CALL {self.name}({casts})"
+        return f"{'SELECT' if self.function else 'CALL'} {self.name}({casts})"
 
 
 def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from uwf.engine import pgarray
 from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
@@ -85,6 +86,15 @@ LOCK = """
     || set_config('plan_cache_mode', 'force_generic_plan', true)
     || CASE WHEN flush OR NOT p_durable
          THEN set_config('synchronous_commit', 'off', true) ELSE '' END
+    || pg_advisory_xact_lock({log_lock})::text;
+"""
+# What the write function does first, in one plpgsql expression: the lock's timeout,
+# each statement planned once a session (as `LOCK`), the commit synchronous when the
+# call is durable (whatever the server's default), and the log's advisory lock.
+ENTER = """
+  done := set_config('lock_timeout', p_lock_ms || 'ms', true)
+    || set_config('plan_cache_mode', 'force_generic_plan', true)
+    || set_config('synchronous_commit', CASE WHEN p_durable THEN 'on' ELSE 'off' END, true)
     || pg_advisory_xact_lock({log_lock})::text;
 """
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
@@ -323,18 +333,28 @@ class OneCall:
         signatures = self.views.signatures()
         flat = [(view, key, row) for view, changed in rows.items()
                 for key, row in changed.items()]
+        # Each row's column values, as text, one after the other; `at`: where a row's
+        # start (less one: the server's arrays count from 1).
+        cols: list[str | None] = []
+        at: list[int] = []
+        for view, _, row in flat:
+            at.append(len(cols))
+            if row is not None:
+                cols.extend(None if value is None else str(value)
+                            for value in _typed(self.views.specs[view], row.columns))
         return [
             durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
-            known.head.digest, joined(signatures), lines, ends,
-            [envelope.subject for envelope in envelopes], digest(lines[-1]),
-            [view for view, _, _ in flat], [key for _, key, _ in flat],
-            [None if row is None else row.value for _, _, row in flat],
-            [None if row is None else json.dumps(_typed(self.views.specs[view], row.columns))
-             for view, _, row in flat],
-            [None if row is None else searchable(row.text) for _, _, row in flat],
-            [view for view, _, _, _ in moves],
-            [count_key(column, value) for _, column, value, _ in moves],
-            [n for _, _, _, n in moves], list(rows)]
+            known.head.digest, joined(signatures), pgarray.bytea(lines), pgarray.int8(ends),
+            pgarray.text([envelope.subject for envelope in envelopes]), digest(lines[-1]),
+            pgarray.text([view for view, _, _ in flat]),
+            pgarray.text([key for _, key, _ in flat]),
+            pgarray.bytea([None if row is None else row.value for _, _, row in flat]),
+            pgarray.text(cols), pgarray.int8(at),
+            pgarray.text([None if row is None else searchable(row.text)
+                          for _, _, row in flat]),
+            pgarray.text([view for view, _, _, _ in moves]),
+            pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
+            pgarray.int8([n for _, _, _, n in moves]), pgarray.text(list(rows))]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
@@ -349,8 +369,9 @@ def write_procedure(views: PgViewStore) -> Procedure:
 
 @functools.cache
 def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
-    """The procedure that checks the head, appends, and writes the rows given: one
-    branch a view, generated from its spec."""
+    """The function that checks the head, appends, and writes the rows given: one branch
+    a view, generated from its spec. A command of one line, or writing one row, takes
+    a statement of `VALUES` (the common case: no set-returning scan to set up)."""
     from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
     from uwf.engine.pgquery import table
 
@@ -358,33 +379,40 @@ def _procedure(specs: tuple[ViewSpec, ...]) -> Procedure:
     for spec in specs:
         name = spec.name.replace("'", "''")
         columns = "".join(f', "c_{column}"' for column in spec.columns)
-        picked = "".join(
-            f", (u.c::jsonb ->> {index})" + ("::bigint" if kind == "int" else "")
-            for index, kind in enumerate(spec.types))
+        cast = ["::bigint" if kind == "int" else "" for kind in spec.types]
+        one = "".join(f", p_cols[{index + 1}]{cast[index]}" for index in range(len(cast)))
+        picked = "".join(f", p_cols[u.at + {index + 1}]{cast[index]}"
+                         for index in range(len(cast)))
         updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
+        upsert = f"ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = " \
+                 f"excluded.text{updates}"
         branches.append(f"""
     WHEN '{name}' THEN
-      IF deleting THEN  -- a row removed: rare, so its statement only then
-        DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
-          u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
-      END IF;
-      INSERT INTO {table(spec.name)} (key, value{columns}, text)
-      SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_columns,
-        p_texts) AS u(v, k, val, c, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = excluded.text{updates};""")
+      IF one THEN
+        INSERT INTO {table(spec.name)} (key, value{columns}, text)
+        VALUES (p_keys[1], p_values[1]{one}, p_texts[1]) {upsert};
+      ELSE
+        IF array_position(p_values, NULL) IS NOT NULL THEN  -- a row removed: rare
+          DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
+            u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
+        END IF;
+        INSERT INTO {table(spec.name)} (key, value{columns}, text)
+        SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_at,
+          p_texts) AS u(v, k, val, at, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
+        {upsert};
+      END IF;""")
     create = f"""
-CREATE OR REPLACE PROCEDURE {{name}}(
+CREATE OR REPLACE FUNCTION {{name}}(
   p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
   p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
-  p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
-  p_count_views text[], p_count_keys text[], p_counts bigint[], p_written text[],
-  INOUT o_status text DEFAULT NULL)
-LANGUAGE plpgsql AS $proc$
+  p_views text[], p_keys text[], p_values bytea[], p_cols text[], p_at bigint[],
+  p_texts text[], p_count_views text[], p_count_keys text[], p_counts bigint[],
+  p_written text[])
+RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
-  h record; flush boolean; done text; s bigint; prev text; view_name text;
-  deleting boolean;
+  h record; done text; view_name text; one boolean;
 BEGIN
-{LOCK.format(log_lock=LOG_LOCK, can_flush=CAN_FLUSH)}
+{ENTER.format(log_lock=LOG_LOCK)}
   -- The head is the one decided on when its seq is, and every view is joined to the
   -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
   -- checkpoint holds the head line's digest, computed when it was appended: no sha256
@@ -393,14 +421,20 @@ BEGIN
     FROM (SELECT seq FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {AT_SHARED} c;
   IF NOT FOUND OR h.seq <> p_seq OR NOT h.ok OR h.at IS DISTINCT FROM p_seq
      OR h.digest IS DISTINCT FROM p_digest THEN
-    o_status := 'moved'; RETURN;
+    RETURN 'moved';
   END IF;
-  WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
-    SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
-      AS x(line, ends, o))
-  INSERT INTO uwf_streams (subject, seq)
-  SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
-  deleting := array_position(p_values, NULL) IS NOT NULL;
+  IF cardinality(p_lines) = 1 THEN
+    WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
+      VALUES (p_seq + 1, p_lines[1], p_ends[1]))
+    INSERT INTO uwf_streams (subject, seq) VALUES (p_subjects[1], p_seq + 1);
+  ELSE
+    WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
+      SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
+        AS x(line, ends, o))
+    INSERT INTO uwf_streams (subject, seq)
+    SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
+  END IF;
+  one := cardinality(p_keys) = 1 AND p_values[1] IS NOT NULL;
   -- The views written, each once (`p_written`): an array's loop, not a query's cursor.
   FOREACH view_name IN ARRAY p_written LOOP
     CASE view_name{''.join(branches)}
@@ -412,11 +446,11 @@ BEGIN
       AS u(v, k, n) GROUP BY u.v
     ON CONFLICT (view) DO UPDATE SET counts = {merged(COUNTS + ".counts", "excluded.counts")};
   END IF;
-  s := p_seq + cardinality(p_lines); prev := p_last;
-{LEAVE.format(channel="'" + CHANNEL + "'")}
-END $proc$"""
+  -- Every joined view moved to the new head: the shared row alone (pgckpt.MOVE's).
+  UPDATE uwf_views SET seq = p_seq + cardinality(p_lines), digest = p_last WHERE name = '';
+  RETURN 'ok' || pg_notify('{CHANNEL}', (p_seq + cardinality(p_lines))::text)::text;
+END $fn$"""
     params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
-              "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
-              "text[]", "bigint[]", "text[]")
-    return Procedure("uwf_write", params, create)
-
+              "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "bigint[]",
+              "text[]", "text[]", "text[]", "bigint[]", "text[]")
+    return Procedure("uwf_write", params, create, function=True)
