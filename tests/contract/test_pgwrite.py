@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from tests.contract.test_pgcalls import called, check_verified, counted
+from uwf.engine.events import NewEvent
 from uwf.engine.pgwrite import OneCall
 from uwf.errors import UsageError
 from uwf.queue import sched
@@ -132,4 +133,30 @@ def test_a_steps_result_and_its_nodes_are_one_call(store: Store) -> None:
     batch = [store.journal.catalog.decode(line.raw) for line in store.journal.log.read(
         last.seq - store.journal.catalog.decode(last.raw).batch[1])]
     assert batch[0].type == "cas.node"
+    check_verified(store)
+
+
+def test_a_line_past_the_shared_checkpoint_goes_the_ordinary_way(store: Store,
+                                                                 pg_url: str) -> None:
+    """A line appended without the views moved (a writer of the log alone): the call
+    finds its line's seq taken, its transaction is rolled back, and the command runs
+    the ordinary way, which folds that line first; nothing of the call is left."""
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
+    told = answers(store)
+    head = store.journal.log.head()
+    last = store.journal.catalog.decode(store.journal.log.line(head.seq) or b"")
+    other = Store.open(pg_url)
+    try:
+        _, lines = other.journal.envelopes(head, [NewEvent(last.subject, last.data)],
+                                           other.journal.clock())
+        with other.journal.log.exclusive() as session:
+            session.append(lines)
+    finally:
+        other.close()
+    shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
+    assert told == ["ordinary"]
+    assert shown.policy.max_concurrent == 6
+    assert store.journal.log.head().seq == head.seq + 2
+    assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
+    assert told == ["ordinary", "one call"]
     check_verified(store)

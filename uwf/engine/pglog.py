@@ -62,6 +62,7 @@ class Procedure:
     params: tuple[str, ...]
     create: str
     function: bool = False  # a FUNCTION, called by a SELECT (its result: the one column)
+    conflict: bool = False  # a unique violation means the head moved: `call` says None
 
     @functools.cached_property
     def name(self) -> str:
@@ -192,10 +193,12 @@ class PgLog:
 
     def call(self, procedure: Procedure, args: Sequence[Any]) -> tuple[Any, ...] | None:
         """Run a server-side command (SPEC §11: decided, appended and folded in one
-        round trip, `CALL`); its INOUT values. The procedure is created on first use
-        (when the server says it does not exist), under the schema's lock. None inside a
-        writer's section of this thread: a procedure commits on its own, so it cannot
-        join that transaction."""
+        round trip, `CALL`); its INOUT values (a function's: its result). The procedure is
+        created on first use (when the server says it does not exist), under the
+        schema's lock. None inside a writer's section of this thread: a procedure
+        commits on its own, so it cannot join that transaction. A key the command writes
+        found taken is None too when the procedure says it means the head moved
+        (`Procedure.conflict`): the call's transaction was rolled back, nothing written."""
         from psycopg import errors
 
         if self.db.in_transaction:
@@ -206,13 +209,21 @@ class PgLog:
             except errors.UndefinedFunction:
                 self._create(procedure)
                 continue
+            except errors.UniqueViolation as exc:
+                if not procedure.conflict:
+                    raise self._failed(procedure, exc) from None
+                return None
             except errors.DatabaseError as exc:  # a fault of the procedure, not the network
-                said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise Corrupt(f"the server's {procedure.base} failed: {said}",
-                              "see whether it was recorded with `uwf log tail`; run `uwf "
-                              "log verify` and `uwf registry verify`") from None
+                raise self._failed(procedure, exc) from None
             return None if row is None else tuple(row)
         return None
+
+    @staticmethod
+    def _failed(procedure: Procedure, exc: Exception) -> Corrupt:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return Corrupt(f"the server's {procedure.base} failed: {said}",
+                       "see whether it was recorded with `uwf log tail`; run `uwf log "
+                       "verify` and `uwf registry verify`")
 
     def _call(self, procedure: Procedure, args: Sequence[Any]) -> Any:
         """The CALL's row; a lock not had in time is StoreBusy (before `reached` makes

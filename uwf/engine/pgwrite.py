@@ -40,7 +40,7 @@ from uwf.engine import pgarray
 from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
-from uwf.engine.pgckpt import AT_SHARED, MOVE, joined
+from uwf.engine.pgckpt import MOVE, joined
 from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgcounts import key as count_key
 from uwf.engine.pgcounts import merged
@@ -89,12 +89,13 @@ LOCK = """
     || pg_advisory_xact_lock({log_lock})::text;
 """
 # What the write function does first, in one plpgsql expression: the lock's timeout,
-# each statement planned once a session (as `LOCK`), the commit synchronous when the
-# call is durable (whatever the server's default), and the log's advisory lock.
+# each statement planned once a session (as `LOCK`), `synchronous_commit` off when the
+# call is not durable (else the server's: its commit waits for the WAL flush), and the
+# log's advisory lock.
 ENTER = """
   done := set_config('lock_timeout', p_lock_ms || 'ms', true)
     || set_config('plan_cache_mode', 'force_generic_plan', true)
-    || set_config('synchronous_commit', CASE WHEN p_durable THEN 'on' ELSE 'off' END, true)
+    || CASE WHEN p_durable THEN '' ELSE set_config('synchronous_commit', 'off', true) END
     || pg_advisory_xact_lock({log_lock})::text;
 """
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
@@ -410,17 +411,18 @@ CREATE OR REPLACE FUNCTION {{name}}(
   p_written text[])
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
-  h record; done text; view_name text; one boolean;
+  done text; view_name text; one boolean;
 BEGIN
 {ENTER.format(log_lock=LOG_LOCK)}
-  -- The head is the one decided on when its seq is, and every view is joined to the
-  -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
-  -- checkpoint holds the head line's digest, computed when it was appended: no sha256
-  -- of it again).
-  SELECT e.seq, c.ok, c.seq AS at, c.digest INTO h
-    FROM (SELECT seq FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {AT_SHARED} c;
-  IF NOT FOUND OR h.seq <> p_seq OR NOT h.ok OR h.at IS DISTINCT FROM p_seq
-     OR h.digest IS DISTINCT FROM p_digest THEN
+  -- The shared checkpoint (uwf/engine/pgckpt.py) moved to the new head if it is at the
+  -- head decided on (its seq and the digest of its line, computed when it was
+  -- appended: no sha256 of it again) and the views joined to it are these: every
+  -- joined view moves with it. Else the head moved: nothing is written. (A line
+  -- appended past it without moving it makes the line's INSERT below fail on its key,
+  -- the whole call with it: the caller takes that as moved too.)
+  UPDATE uwf_views SET seq = p_seq + cardinality(p_lines), digest = p_last
+    WHERE name = '' AND seq = p_seq AND digest = p_digest AND joined = p_joined;
+  IF NOT FOUND THEN
     RETURN 'moved';
   END IF;
   IF cardinality(p_lines) = 1 THEN
@@ -446,11 +448,9 @@ BEGIN
       AS u(v, k, n) GROUP BY u.v
     ON CONFLICT (view) DO UPDATE SET counts = {merged(COUNTS + ".counts", "excluded.counts")};
   END IF;
-  -- Every joined view moved to the new head: the shared row alone (pgckpt.MOVE's).
-  UPDATE uwf_views SET seq = p_seq + cardinality(p_lines), digest = p_last WHERE name = '';
   RETURN 'ok' || pg_notify('{CHANNEL}', (p_seq + cardinality(p_lines))::text)::text;
 END $fn$"""
     params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
               "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "bigint[]",
               "text[]", "text[]", "text[]", "bigint[]", "text[]")
-    return Procedure("uwf_write", params, create, function=True)
+    return Procedure("uwf_write", params, create, function=True, conflict=True)
