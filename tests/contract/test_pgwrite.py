@@ -57,14 +57,45 @@ def answers(store: Store) -> list[str]:
     return told
 
 
-def test_one_statement_a_command(store: Store, statements: None) -> None:
-    sched.set_policy(store.journal, {"maxConcurrent": 5})  # the procedure is made on first use
+def sent_by(store: Store) -> list[str]:
+    """Every statement the store's connections send from now on (set-up aside): psycopg's,
+    and those sent through libpq directly (`PgDatabase.prepared`), with their text."""
     sent = counted(store)
+    db = store.journal.log.db  # type: ignore[attr-defined]
+    prepared = db.prepared
+
+    def spy(name: str, sql: str, values: Any) -> Any:
+        sent.append(sql)
+        return prepared(name, sql, values)
+
+    db.prepared = spy
+    return sent
+
+
+def test_one_statement_a_command(store: Store, statements: None) -> None:
+    sched.set_policy(store.journal, {"maxConcurrent": 5})  # the function is made on first use
+    sent = sent_by(store)
     shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
     assert [called(text) for text in sent] == ["SELECT uwf_write"]
     assert shown.policy.max_concurrent == 6
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
     assert [called(text) for text in sent] == ["SELECT uwf_write"] * 2
+    check_verified(store)
+
+
+def test_the_write_is_prepared_once_a_connection(store: Store, statements: None) -> None:
+    """The first call on a connection prepares the statement; a new connection (the
+    server dropped the old one) prepares it again; the writes go on, chained."""
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
+    db = store.journal.log.db  # type: ignore[attr-defined]
+    names = [row[0] for row in db.reader.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'uwf_write_%'")]
+    assert len(names) == 1
+    db.reader.close()  # as a dropped connection: the next use connects again
+    assert sched.set_policy(store.journal, {"maxConcurrent": 6}).policy.max_concurrent == 6
+    again = [row[0] for row in db.reader.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'uwf_write_%'")]
+    assert again == names
     check_verified(store)
 
 

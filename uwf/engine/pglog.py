@@ -69,10 +69,35 @@ class Procedure:
         return f"{self.base}_{hashlib.sha256(self.create.encode()).hexdigest()[:12]}"
 
     @functools.cached_property
+    def prepared_sql(self) -> str:
+        """A function's SELECT, to prepare: `$n` cast to each parameter's type."""
+        casts = ", ".join(f"${n}::{kind}" for n, kind in enumerate(self.params, 1))
+        return f"SELECT {self.name}({casts})"
+
+    def binary(self, args: Sequence[Any]) -> list[bytes | None]:
+        """`args` in PostgreSQL's binary form of each parameter's type (an array's: a
+        `uwf.engine.pgarray.Array` already)."""
+        return [_binary(kind, value) for kind, value in zip(self.params, args, strict=True)]
+
+    @functools.cached_property
     def call_sql(self) -> str:
         # In binary (%b): psycopg's text form escapes each array item in Python.
         casts = ", ".join(f"%b::{kind}" for kind in self.params)
         return f"{'SELECT' if self.function else 'CALL'} {self.name}({casts})"
+
+
+def _binary(kind: str, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if kind == "boolean":
+        return b"\x01" if value else b"\x00"
+    if kind in ("int", "bigint"):
+        return int(value).to_bytes(4 if kind == "int" else 8, "big", signed=True)
+    if kind == "text":
+        return str(value).encode()
+    if kind.endswith("[]") and isinstance(value, bytes):
+        return value
+    raise TypeError(f"no binary form of {value!r} as {kind}")
 
 
 def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:
@@ -232,6 +257,10 @@ class PgLog:
 
         with self.db.reached():
             try:
+                if procedure.function:  # prepared once a connection, sent through libpq
+                    got = self.db.prepared(procedure.name, procedure.prepared_sql,
+                                           procedure.binary(args))
+                    return (None if got is None else got.decode(),)
                 return self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
             except errors.LockNotAvailable:
                 raise StoreBusy(f"store is busy: another writer held the log for "
