@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -227,9 +228,11 @@ class PgDatabase:
 
         if pgconn.status == pq.ConnStatus.BAD or not result.error_field(
                 pq.DiagnosticField.SQLSTATE):
-            said = (result.error_message or pgconn.error_message).decode(errors="replace")
-            lost: Exception = self._psycopg.OperationalError(
-                said.strip() or "the connection was lost")
+            # The connection's message holds every error of the call, the server's
+            # first (`FATAL:  terminating connection ...`), the result's only the last.
+            said = (pgconn.error_message or result.error_message).decode(errors="replace")
+            said = re.sub(r"^(FATAL|ERROR|PANIC):\s+", "", said.strip())
+            lost: Exception = self._psycopg.OperationalError(said or "the connection was lost")
             return lost
         return errors.error_from_result(result)
 
