@@ -180,6 +180,7 @@ class OneCall:
         self.views = views
         self._known: _Known | None = None
         self._lock = threading.Lock()  # one command at a time here; a second thread waits not
+        self._write = write_procedure(views)
 
     def write(self, journal: Journal, decide: Callable[[Views, int], Outcome[Any]],
               expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
@@ -275,9 +276,9 @@ class OneCall:
             then_reads = _Reads(self.views, after, after=True)
             result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections, new))
         ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
-        got = self.log.call(write_procedure(self.views), self._args(
+        got = self.log.call(self._write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
-            durable=self.log.durable and sync))
+            last=new.digest, durable=self.log.durable and sync))
         if got is None:
             raise _NotHere
         if got[0] != "ok":
@@ -328,7 +329,7 @@ class OneCall:
 
     def _args(self, known: _Known, *, lines: list[bytes], ends: list[int],
               envelopes: Sequence[Envelope], rows: Mapping[str, Mapping[str, Row | None]],
-              moves: list[tuple[str, str, str, int]], durable: bool) -> list[Any]:
+              moves: list[tuple[str, str, str, int]], last: str, durable: bool) -> list[Any]:
         from uwf.engine.pgquery import searchable
 
         signatures = self.views.signatures()
@@ -343,19 +344,22 @@ class OneCall:
             if row is not None:
                 cols.extend(None if value is None else str(value)
                             for value in _typed(self.views.specs[view], row.columns))
+        # An empty array the function only loops over or indexes is sent as NULL: not
+        # received (`array_recv`) at all.
         return [
             durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
             known.head.digest, joined(signatures), pgarray.bytea(lines), pgarray.int8(ends),
-            pgarray.text([envelope.subject for envelope in envelopes]), digest(lines[-1]),
+            pgarray.text([envelope.subject for envelope in envelopes]), last,
             pgarray.text([view for view, _, _ in flat]),
             pgarray.text([key for _, key, _ in flat]),
             pgarray.bytea([None if row is None else row.value for _, _, row in flat]),
-            pgarray.text(cols), pgarray.int8(at),
+            pgarray.text(cols) if cols else None, pgarray.int8(at),
             pgarray.text([None if row is None else searchable(row.text)
                           for _, _, row in flat]),
-            pgarray.text([view for view, _, _, _ in moves]),
-            pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
-            pgarray.int8([n for _, _, _, n in moves]), pgarray.text(list(rows))]
+            *((pgarray.text([view for view, _, _, _ in moves]),
+               pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
+               pgarray.int8([n for _, _, _, n in moves])) if moves else (None, None, None)),
+            pgarray.text(list(rows))]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
