@@ -305,10 +305,12 @@ class OneCall:
                 if key not in states:
                     raw = reads.load(*key)
                     states[key] = None if raw is None else projection.decode(raw)
-                    before[key] = None if raw is None else projection.row(states[key])
+                    if self.views.specs[projection.name].counted:  # its counts move
+                        before[key] = None if raw is None else projection.row(states[key])
         since = dict.fromkeys(journal.projections, head.seq)
+        folded = set(journal.projections)
         for envelope in envelopes:
-            journal.fold.apply(states, envelope, since, set(journal.projections))
+            journal.fold.apply(states, envelope, since, folded)
         rows = journal.fold.rows(states, journal.projections)
         moves: dict[tuple[str, str, str], int] = {}
         for view, changed in rows.items():
@@ -316,7 +318,7 @@ class OneCall:
                 raise _NotHere
             spec = self.views.specs[view]
             counted = [(column, spec.columns.index(column)) for column in spec.counted]
-            for entity, row in changed.items():
+            for entity, row in changed.items() if counted else ():
                 for side, sign in ((before.get((view, entity)), -1), (row, 1)):
                     if side is None:
                         continue
