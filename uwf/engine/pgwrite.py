@@ -6,13 +6,19 @@ before any lock, on the views at the head this process last knew (its own last w
 here, or one statement's look), the rows it reads kept with that head, so a process
 writing again finds them here instead of asking the server. The events' lines are built
 in Python, chained from that head, folded in Python into the views' rows and the kept
-counts' moves, and sent in one `CALL` of a procedure generated from the views' specs:
-under the log's advisory lock it checks that the chain's head is still that one and
-every view is folded to it, appends the lines, writes the rows, the counts (a row a
-view: uwf/engine/pgcounts.py), the stream
-index and the checkpoints, NOTIFYs, commits with `synchronous_commit` off (the lock goes
-at that commit), then commits a small synchronous transaction, so the call returns once
-a WAL flush covers the first and the flushes of concurrent callers group.
+counts' moves, and sent in one `SELECT` of a function generated from the views' specs,
+prepared once a connection and sent through libpq directly (`PgDatabase.prepared`):
+under the log's advisory lock it moves the views' shared checkpoint to the new head
+only if it is at the head decided on with these views joined (no statement of its own
+checks the head: a line appended past that checkpoint makes the line's INSERT fail on
+its key, the call rolls back and is taken as moved), appends the lines, writes the
+rows, the counts (a row a view: uwf/engine/pgcounts.py) and the stream index,
+NOTIFYs, and its transaction commits synchronously: the call returns once durable.
+(Unlike the lease's and complete's procedures, uwf/queue/pgcalls.py, a function
+cannot commit asynchronously and then flush in a small transaction: a `CALL` is
+planned again on every call, 14 % of an append's instructions, where this prepared
+`SELECT` is planned once; its lock is held through its flush, so concurrent writers'
+flushes do not group: docs/benchmarks.md, issue 31.)
 
 The head only moves forward, so a head unchanged at the call was unchanged through
 every read before it: the command was decided on one state, the one it is appended to.
