@@ -32,7 +32,6 @@ the head has not moved since; otherwise the command is decided again.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import threading
@@ -47,14 +46,13 @@ from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
 from uwf.engine.pgckpt import MOVE, joined
-from uwf.engine.pgcounts import TABLE as COUNTS
 from uwf.engine.pgcounts import key as count_key
-from uwf.engine.pgcounts import merged
+from uwf.engine.pgwritefn import write_function
 from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
 from uwf.errors import UwfError
 
 if TYPE_CHECKING:
-    from uwf.engine.pglog import PgLog, Procedure
+    from uwf.engine.pglog import PgLog
     from uwf.engine.pgviews import PgViewStore
 
 MOST_LINES = 100  # a bigger write goes the ordinary way (COPY)
@@ -92,16 +90,6 @@ LOCK = """
     || set_config('plan_cache_mode', 'force_generic_plan', true)
     || CASE WHEN flush OR NOT p_durable
          THEN set_config('synchronous_commit', 'off', true) ELSE '' END
-    || pg_advisory_xact_lock({log_lock})::text;
-"""
-# What the write function does first, in one plpgsql expression: the lock's timeout,
-# each statement planned once a session (as `LOCK`), `synchronous_commit` off when the
-# call is not durable (else the server's: its commit waits for the WAL flush), and the
-# log's advisory lock.
-ENTER = """
-  done := set_config('lock_timeout', p_lock_ms || 'ms', true)
-    || set_config('plan_cache_mode', 'force_generic_plan', true)
-    || CASE WHEN p_durable THEN '' ELSE set_config('synchronous_commit', 'off', true) END
     || pg_advisory_xact_lock({log_lock})::text;
 """
 # SQL: whether this session may call pg_logical_emit_message (the flush's small transaction):
@@ -186,9 +174,11 @@ class OneCall:
         self.views = views
         self._known: _Known | None = None
         self._lock = threading.Lock()  # one command at a time here; a second thread waits not
-        # The write function for each view a command may write alone, and for several.
-        self._writes = {name: write_procedure(views, name) for name in views.specs}
-        self._write = write_procedure(views)
+        # The write function for each view a command may write alone (and one line and
+        # one row of it), and for several: uwf/engine/pgwritefn.py.
+        self._writes = {(name, single): write_function(views, name, single=single)
+                        for name in views.specs for single in (False, True)}
+        self._write = write_function(views)
 
     def write(self, journal: Journal, decide: Callable[[Views, int], Outcome[Any]],
               expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
@@ -284,8 +274,11 @@ class OneCall:
             then_reads = _Reads(self.views, after, after=True)
             result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections, new))
         ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
-        write = self._writes.get(next(iter(rows)), self._write) if len(rows) == 1 \
-            else self._write
+        write = self._write
+        if len(rows) == 1:
+            (view, changed), = rows.items()
+            single = len(lines) == 1 and len(changed) == 1 and None not in changed.values()
+            write = self._writes.get((view, single), self._write)
         got = self.log.call(write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
             last=new.digest, durable=self.log.durable and sync))
@@ -378,105 +371,3 @@ def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
     from uwf.engine.pgquery import typed
 
     return typed(spec, values)
-
-
-def write_procedure(views: PgViewStore, only: str | None = None) -> Procedure:
-    """The write function for commands writing rows of the view `only` and no other
-    (None: of any views)."""
-    return _procedure(tuple(views.specs.values()), only)
-
-
-@functools.cache
-def _procedure(specs: tuple[ViewSpec, ...], only: str | None) -> Procedure:
-    """The function that checks the head, appends, and writes the rows given: one branch
-    a view, generated from its spec. A command of one line, or writing one row, takes
-    a statement of `VALUES` (the common case: no set-returning scan to set up). With
-    `only`, a function of that view's branch alone: no loop over the views written and
-    no `CASE` trying each view's name in turn (plpgsql sets up each `WHEN` it tries
-    again in every transaction, ~2,300 instructions each), nor the counts' statement
-    when the view keeps none."""
-    from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
-    from uwf.engine.pgquery import table
-
-    branches: dict[str, str] = {}
-    for spec in specs:
-        name = spec.name.replace("'", "''")
-        columns = "".join(f', "c_{column}"' for column in spec.columns)
-        cast = ["::bigint" if kind == "int" else "" for kind in spec.types]
-        one = "".join(f", p_cols[{index + 1}]{cast[index]}" for index in range(len(cast)))
-        picked = "".join(f", p_cols[u.at + {index + 1}]{cast[index]}"
-                         for index in range(len(cast)))
-        updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
-        upsert = f"ON CONFLICT (key) DO UPDATE SET value = excluded.value, text = " \
-                 f"excluded.text{updates}"
-        branches[spec.name] = f"""
-      IF one THEN
-        INSERT INTO {table(spec.name)} (key, value{columns}, text)
-        VALUES (p_keys[1], p_values[1]{one}, p_texts[1]) {upsert};
-      ELSE
-        IF array_position(p_values, NULL) IS NOT NULL THEN  -- a row removed: rare
-          DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
-            u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
-        END IF;
-        INSERT INTO {table(spec.name)} (key, value{columns}, text)
-        SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_at,
-          p_texts) AS u(v, k, val, at, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
-        {upsert};
-      END IF;"""
-    counted = [spec for spec in specs if spec.counted and only in (None, spec.name)]
-    # The views written, each once (`p_written`): an array's loop, not a query's cursor.
-    cases = "".join("\n    WHEN '" + name.replace("'", "''") + "' THEN" + branch
-                    for name, branch in branches.items())
-    written = branches[only] if only is not None else f"""
-  FOREACH view_name IN ARRAY p_written LOOP
-    CASE view_name{cases}
-    END CASE;
-  END LOOP;"""
-    counts = "" if not counted else f"""
-  IF cardinality(p_counts) > 0 THEN
-    INSERT INTO {COUNTS} (view, counts)
-    SELECT u.v, jsonb_object_agg(u.k, u.n) FROM unnest(p_count_views, p_count_keys, p_counts)
-      AS u(v, k, n) GROUP BY u.v
-    ON CONFLICT (view) DO UPDATE SET counts = {merged(COUNTS + ".counts", "excluded.counts")};
-  END IF;"""
-    create = f"""
-CREATE OR REPLACE FUNCTION {{name}}(
-  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
-  p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
-  p_views text[], p_keys text[], p_values bytea[], p_cols text[], p_at bigint[],
-  p_texts text[], p_count_views text[], p_count_keys text[], p_counts bigint[],
-  p_written text[])
-RETURNS text LANGUAGE plpgsql AS $fn$
-DECLARE
-  done text; view_name text; one boolean;
-BEGIN
-{ENTER.format(log_lock=LOG_LOCK)}
-  -- The shared checkpoint (uwf/engine/pgckpt.py) moved to the new head if it is at the
-  -- head decided on (its seq and the digest of its line, computed when it was
-  -- appended: no sha256 of it again) and the views joined to it are these: every
-  -- joined view moves with it. Else the head moved: nothing is written. (A line
-  -- appended past it without moving it makes the line's INSERT below fail on its key,
-  -- the whole call with it: the caller takes that as moved too.)
-  UPDATE uwf_views SET seq = p_seq + cardinality(p_lines), digest = p_last
-    WHERE name = '' AND seq = p_seq AND digest = p_digest AND joined = p_joined;
-  IF NOT FOUND THEN
-    RETURN 'moved';
-  END IF;
-  IF cardinality(p_lines) = 1 THEN
-    WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
-      VALUES (p_seq + 1, p_lines[1], p_ends[1]))
-    INSERT INTO uwf_streams (subject, seq) VALUES (p_subjects[1], p_seq + 1);
-  ELSE
-    WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
-      SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
-        AS x(line, ends, o))
-    INSERT INTO uwf_streams (subject, seq)
-    SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
-  END IF;
-  one := cardinality(p_keys) = 1 AND p_values[1] IS NOT NULL;{written}{counts}
-  RETURN 'ok' || pg_notify('{CHANNEL}', (p_seq + cardinality(p_lines))::text)::text;
-END $fn$"""
-    params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
-              "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "bigint[]",
-              "text[]", "text[]", "text[]", "bigint[]", "text[]")
-    return Procedure("uwf_write", params, create, function=True, conflict=True)
