@@ -95,6 +95,8 @@ def _binary(kind: str, value: Any) -> bytes | None:
         return int(value).to_bytes(4 if kind == "int" else 8, "big", signed=True)
     if kind == "text":
         return str(value).encode()
+    if kind == "bytea" and isinstance(value, bytes):
+        return value
     if kind.endswith("[]") and isinstance(value, bytes):
         return value
     raise TypeError(f"no binary form of {value!r} as {kind}")

@@ -274,14 +274,14 @@ class OneCall:
             then_reads = _Reads(self.views, after, after=True)
             result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections, new))
         ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
-        write = self._write
-        if len(rows) == 1:
-            (view, changed), = rows.items()
+        write, single = self._write, False
+        if len(rows) == 1 and (view := next(iter(rows))) in self.views.specs:
+            changed = rows[view]
             single = len(lines) == 1 and len(changed) == 1 and None not in changed.values()
-            write = self._writes.get((view, single), self._write)
+            write = self._writes[(view, single)]
         got = self.log.call(write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
-            last=new.digest, durable=self.log.durable and sync))
+            last=new.digest, durable=self.log.durable and sync, single=single))
         if got is None:
             raise _NotHere
         if got[0] != "ok":
@@ -334,7 +334,10 @@ class OneCall:
 
     def _args(self, known: _Known, *, lines: list[bytes], ends: list[int],
               envelopes: Sequence[Envelope], rows: Mapping[str, Mapping[str, Row | None]],
-              moves: list[tuple[str, str, str, int]], last: str, durable: bool) -> list[Any]:
+              moves: list[tuple[str, str, str, int]], last: str, durable: bool,
+              single: bool) -> list[Any]:
+        """The write function's arguments (uwf/engine/pgwritefn.py): a single line's and
+        row's as values, else arrays."""
         from uwf.engine.pgquery import searchable
 
         signatures = self.views.signatures()
@@ -351,9 +354,18 @@ class OneCall:
                             for value in _typed(self.views.specs[view], row.columns))
         # An empty array the function only loops over or indexes is sent as NULL: not
         # received (`array_recv`) at all.
+        head = [durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
+                known.head.digest, joined(signatures)]
+        counts = (pgarray.text([view for view, _, _, _ in moves]),
+                  pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
+                  pgarray.int8([n for _, _, _, n in moves])) if moves else (None, None, None)
+        if single:
+            (_, key, row), = flat
+            assert row is not None
+            return [*head, lines[0], ends[0], envelopes[0].subject, last, key, row.value,
+                    pgarray.text(cols) if cols else None, searchable(row.text), *counts]
         return [
-            durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
-            known.head.digest, joined(signatures), pgarray.bytea(lines), pgarray.int8(ends),
+            *head, pgarray.bytea(lines), pgarray.int8(ends),
             pgarray.text([envelope.subject for envelope in envelopes]), last,
             pgarray.text([view for view, _, _ in flat]),
             pgarray.text([key for _, key, _ in flat]),
@@ -361,10 +373,7 @@ class OneCall:
             pgarray.text(cols) if cols else None, pgarray.int8(at),
             pgarray.text([None if row is None else searchable(row.text)
                           for _, _, row in flat]),
-            *((pgarray.text([view for view, _, _, _ in moves]),
-               pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
-               pgarray.int8([n for _, _, _, n in moves])) if moves else (None, None, None)),
-            pgarray.text(list(rows))]
+            *counts, pgarray.text(list(rows))]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:

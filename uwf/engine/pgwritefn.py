@@ -49,8 +49,8 @@ MOVE = """
   END IF;"""
 ONE_LINE = """
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
-      VALUES (p_seq + 1, p_lines[1], p_ends[1]))
-    INSERT INTO uwf_streams (subject, seq) VALUES (p_subjects[1], p_seq + 1);"""
+      VALUES (p_seq + 1, {line}, {end}))
+    INSERT INTO uwf_streams (subject, seq) VALUES ({subject}, p_seq + 1);"""
 LINES = """
     WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
       SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
@@ -67,6 +67,10 @@ COUNTED = f"""
 PARAMS = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]", "text[]",
           "text", "text[]", "text[]", "bytea[]", "text[]", "bigint[]", "text[]", "text[]",
           "text[]", "bigint[]", "text[]")
+# A single line's and row's function takes them as values, not arrays of one: none
+# received as an array (`array_recv`) or taken out of one.
+SINGLE_PARAMS = ("boolean", "int", "bigint", "text", "text", "bytea", "bigint", "text",
+                 "text", "text", "bytea", "text[]", "text", "text[]", "text[]", "bigint[]")
 
 
 def write_function(views: PgViewStore, only: str | None = None, *,
@@ -76,16 +80,19 @@ def write_function(views: PgViewStore, only: str | None = None, *,
     return _function(tuple(views.specs.values()), only, single and only is not None)
 
 
-def _one_row(spec: ViewSpec) -> str:
-    """The statement writing one row of `spec`'s view, its values given (`VALUES`)."""
+def _one_row(spec: ViewSpec, *, single: bool = False) -> str:
+    """The statement writing one row of `spec`'s view, its values given (`VALUES`): the
+    first of the arrays', or (`single`) the values'."""
     from uwf.engine.pgquery import table
 
     cast = ["::bigint" if kind == "int" else "" for kind in spec.types]
     columns = "".join(f', "c_{column}"' for column in spec.columns)
     values = "".join(f", p_cols[{index + 1}]{cast[index]}" for index in range(len(cast)))
+    key, value, text = ("p_key", "p_value", "p_text") if single else (
+        "p_keys[1]", "p_values[1]", "p_texts[1]")
     return f"""
         INSERT INTO {table(spec.name)} (key, value{columns}, text)
-        VALUES (p_keys[1], p_values[1]{values}, p_texts[1]) {_upsert(spec)};"""
+        VALUES ({key}, {value}{values}, {text}) {_upsert(spec)};"""
 
 
 def _upsert(spec: ViewSpec) -> str:
@@ -123,7 +130,9 @@ def _function(specs: tuple[ViewSpec, ...], only: str | None, single: bool) -> Pr
     by_name = {spec.name: spec for spec in specs}
     counted = any(spec.counted for spec in specs if only in (None, spec.name))
     if single:
-        body = f"{MOVE.format(count=1)}{ONE_LINE}{_one_row(by_name[str(only)])}"
+        body = (MOVE.format(count=1) + ONE_LINE.format(line="p_line", end="p_end",
+                                                       subject="p_subject")
+                + _one_row(by_name[str(only)], single=True))
         head = "p_seq + 1"
     else:
         if only is not None:
@@ -137,18 +146,21 @@ def _function(specs: tuple[ViewSpec, ...], only: str | None, single: bool) -> Pr
     END CASE;
   END LOOP;"""
         body = f"""{MOVE.format(count="cardinality(p_lines)")}
-  IF cardinality(p_lines) = 1 THEN{ONE_LINE}
+  IF cardinality(p_lines) = 1 THEN{ONE_LINE.format(
+      line="p_lines[1]", end="p_ends[1]", subject="p_subjects[1]")}
   ELSE{LINES}
   END IF;
   one := cardinality(p_keys) = 1 AND p_values[1] IS NOT NULL;{written}"""
         head = "p_seq + cardinality(p_lines)"
+    params = """p_line bytea, p_end bigint, p_subject text, p_last text, p_key text,
+  p_value bytea, p_cols text[], p_text text,""" if single else """p_lines bytea[],
+  p_ends bigint[], p_subjects text[], p_last text, p_views text[], p_keys text[],
+  p_values bytea[], p_cols text[], p_at bigint[], p_texts text[],"""
     create = f"""
 CREATE OR REPLACE FUNCTION {{name}}(
   p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
-  p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
-  p_views text[], p_keys text[], p_values bytea[], p_cols text[], p_at bigint[],
-  p_texts text[], p_count_views text[], p_count_keys text[], p_counts bigint[],
-  p_written text[])
+  {params} p_count_views text[], p_count_keys text[], p_counts bigint[]{
+      "" if single else ", p_written text[]"})
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
   done text; view_name text; one boolean;
@@ -156,4 +168,5 @@ BEGIN
 {ENTER.format(log_lock=LOG_LOCK)}{body}{COUNTED if counted else ""}
   RETURN 'ok' || pg_notify('{CHANNEL}', ({head})::text)::text;
 END $fn$"""
-    return Procedure("uwf_write", PARAMS, create, function=True, conflict=True)
+    return Procedure("uwf_write", SINGLE_PARAMS if single else PARAMS, create,
+                     function=True, conflict=True)
