@@ -60,10 +60,11 @@ MOST_ROWS = 100  # ... as does one writing more rows than this to a view
 KEPT = 4096  # rows kept with the head at most: past this they are forgotten
 Key = tuple[str, str]
 
-# What every server-side command does last: the checkpoints (`CHECKPOINTS`: the shared
-# row, uwf/engine/pgckpt.py; a
-# command may fold into its last statement), then `FINISH`: the NOTIFY, the commit that
-# lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
+# What the server-side procedures (uwf/queue/pgcalls.py; not the write functions,
+# uwf/engine/pgwritefn.py) do last: the checkpoints (`CHECKPOINTS`: the shared row,
+# uwf/engine/pgckpt.py; a command may fold into its last statement), then `FINISH`:
+# the NOTIFY, the commit that lets the lock go, and the small synchronous commit that
+# waits for a WAL flush past it.
 # Uses `s` (the new head's seq), `prev` (its digest), `flush`, `done` (text). A call
 # whose result is not needed is an assignment to `done`, not a PERFORM: plpgsql
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
@@ -77,7 +78,6 @@ FINISH = """
   done := CASE WHEN flush THEN pg_logical_emit_message(true, 'uwf', '')::text END;
   COMMIT;
 """
-LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
 # What every server-side command does first: `flush` (a durable call flushes after its
 # commit), then, in one plpgsql expression (each is set up again on every call; its
 # calls are made in order): the lock's timeout, each statement planned once a session
