@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import EXAMPLE
 from tests.contract.test_pgcalls import called, check_verified, counted
+from uwf.engine.events import NewEvent
 from uwf.engine.pgwrite import OneCall
 from uwf.errors import UsageError
 from uwf.queue import sched
@@ -56,14 +57,45 @@ def answers(store: Store) -> list[str]:
     return told
 
 
-def test_one_statement_a_command(store: Store, statements: None) -> None:
-    sched.set_policy(store.journal, {"maxConcurrent": 5})  # the procedure is made on first use
+def sent_by(store: Store) -> list[str]:
+    """Every statement the store's connections send from now on (set-up aside): psycopg's,
+    and those sent through libpq directly (`PgDatabase.prepared`), with their text."""
     sent = counted(store)
+    db = store.journal.log.db  # type: ignore[attr-defined]
+    prepared = db.prepared
+
+    def spy(name: str, sql: str, values: Any) -> Any:
+        sent.append(sql)
+        return prepared(name, sql, values)
+
+    db.prepared = spy
+    return sent
+
+
+def test_one_statement_a_command(store: Store, statements: None) -> None:
+    sched.set_policy(store.journal, {"maxConcurrent": 5})  # the function is made on first use
+    sent = sent_by(store)
     shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
-    assert [called(text) for text in sent] == ["CALL uwf_write"]
+    assert [called(text) for text in sent] == ["SELECT uwf_write"]
     assert shown.policy.max_concurrent == 6
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
-    assert [called(text) for text in sent] == ["CALL uwf_write"] * 2
+    assert [called(text) for text in sent] == ["SELECT uwf_write"] * 2
+    check_verified(store)
+
+
+def test_the_write_is_prepared_once_a_connection(store: Store, statements: None) -> None:
+    """The first call on a connection prepares the statement; a new connection (the
+    server dropped the old one) prepares it again; the writes go on, chained."""
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
+    db = store.journal.log.db  # type: ignore[attr-defined]
+    names = [row[0] for row in db.reader.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'uwf_write_%'")]
+    assert len(names) == 1
+    db.reader.close()  # as a dropped connection: the next use connects again
+    assert sched.set_policy(store.journal, {"maxConcurrent": 6}).policy.max_concurrent == 6
+    again = [row[0] for row in db.reader.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'uwf_write_%'")]
+    assert again == names
     check_verified(store)
 
 
@@ -132,4 +164,30 @@ def test_a_steps_result_and_its_nodes_are_one_call(store: Store) -> None:
     batch = [store.journal.catalog.decode(line.raw) for line in store.journal.log.read(
         last.seq - store.journal.catalog.decode(last.raw).batch[1])]
     assert batch[0].type == "cas.node"
+    check_verified(store)
+
+
+def test_a_line_past_the_shared_checkpoint_goes_the_ordinary_way(store: Store,
+                                                                 pg_url: str) -> None:
+    """A line appended without the views moved (a writer of the log alone): the call
+    finds its line's seq taken, its transaction is rolled back, and the command runs
+    the ordinary way, which folds that line first; nothing of the call is left."""
+    sched.set_policy(store.journal, {"maxConcurrent": 5})
+    told = answers(store)
+    head = store.journal.log.head()
+    last = store.journal.catalog.decode(store.journal.log.line(head.seq) or b"")
+    other = Store.open(pg_url)
+    try:
+        _, lines = other.journal.envelopes(head, [NewEvent(last.subject, last.data)],
+                                           other.journal.clock())
+        with other.journal.log.exclusive() as session:
+            session.append(lines)
+    finally:
+        other.close()
+    shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
+    assert told == ["ordinary"]
+    assert shown.policy.max_concurrent == 6
+    assert store.journal.log.head().seq == head.seq + 2
+    assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
+    assert told == ["ordinary", "one call"]
     check_verified(store)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from uwf.engine import pgschema
+from uwf.engine import pgarray, pgschema
 from uwf.engine.dburl import where
 from uwf.errors import OldFormat, StoreUnavailable, UsageError
 
@@ -98,6 +99,7 @@ class PgDatabase:
                 self.url, autocommit=autocommit, connect_timeout=10)
         except self._psycopg.Error as exc:
             raise self.unavailable(exc) from None
+        pgarray.register(connection)  # arrays built in one pass (uwf/engine/pgarray.py)
         return connection
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
@@ -193,6 +195,46 @@ class PgDatabase:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             for statement in statements:
                 connection.execute(statement)
+
+    def prepared(self, name: str, sql: str, values: Sequence[bytes | None]) -> bytes | None:
+        """Run the statement prepared as `name` (`sql`, prepared first when the server
+        says this connection has none of that name) with `values`, each in binary, on
+        the reader's connection; its first row's first column, as text (None: no row or
+        NULL). An error as psycopg raises it. Through libpq directly: psycopg's own
+        execute and wait cost ~40 µs more of this process's CPU a call that waits on the
+        server, as a durable commit does (docs/benchmarks.md, issue 31)."""
+        from psycopg import errors, pq
+
+        connection = self.reader
+        with connection.lock:  # the connection serves one statement at a time, as psycopg's
+            pgconn = connection.pgconn
+            for attempt in range(2):
+                result = pgconn.exec_prepared(name.encode(), cast(Any, values),  # None: NULL
+                                              [1] * len(values))
+                if result.status == pq.ExecStatus.TUPLES_OK:
+                    return result.get_value(0, 0) if result.ntuples else None
+                failed = self._failed(pgconn, result)
+                if attempt or not isinstance(failed, errors.InvalidSqlStatementName):
+                    raise failed
+                made = pgconn.prepare(name.encode(), sql.encode())
+                if made.status != pq.ExecStatus.COMMAND_OK:
+                    raise self._failed(pgconn, made)
+        return None
+
+    def _failed(self, pgconn: Any, result: Any) -> Exception:
+        """The error psycopg would raise for `result`: a lost connection's is an
+        OperationalError (`reached` words it)."""
+        from psycopg import errors, pq
+
+        if pgconn.status == pq.ConnStatus.BAD or not result.error_field(
+                pq.DiagnosticField.SQLSTATE):
+            # The connection's message holds every error of the call, the server's
+            # first (`FATAL:  terminating connection ...`), the result's only the last.
+            said = (pgconn.error_message or result.error_message).decode(errors="replace")
+            said = re.sub(r"^(FATAL|ERROR|PANIC):\s+", "", said.strip())
+            lost: Exception = self._psycopg.OperationalError(said or "the connection was lost")
+            return lost
+        return errors.error_from_result(result)
 
     def session(self) -> psycopg.Connection[Any]:
         """A connection of its own, in autocommit (for a session's locks); the caller

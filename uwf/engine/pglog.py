@@ -61,16 +61,45 @@ class Procedure:
     base: str
     params: tuple[str, ...]
     create: str
+    function: bool = False  # a FUNCTION, called by a SELECT (its result: the one column)
+    conflict: bool = False  # a unique violation means the head moved: `call` says None
 
     @functools.cached_property
     def name(self) -> str:
         return f"{self.base}_{hashlib.sha256(self.create.encode()).hexdigest()[:12]}"
 
     @functools.cached_property
+    def prepared_sql(self) -> str:
+        """A function's SELECT, to prepare: `$n` cast to each parameter's type."""
+        casts = ", ".join(f"${n}::{kind}" for n, kind in enumerate(self.params, 1))
+        return f"SELECT {self.name}({casts})"
+
+    def binary(self, args: Sequence[Any]) -> list[bytes | None]:
+        """`args` in PostgreSQL's binary form of each parameter's type (an array's: a
+        `uwf.engine.pgarray.Array` already)."""
+        return [_binary(kind, value) for kind, value in zip(self.params, args, strict=True)]
+
+    @functools.cached_property
     def call_sql(self) -> str:
         # In binary (%b): psycopg's text form escapes each array item in Python.
         casts = ", ".join(f"%b::{kind}" for kind in self.params)
-        return f"CALL {self.name}({casts})"
+        return f"{'SELECT' if self.function else 'CALL'} {self.name}({casts})"
+
+
+def _binary(kind: str, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if kind == "boolean":
+        return b"\x01" if value else b"\x00"
+    if kind in ("int", "bigint"):
+        return int(value).to_bytes(4 if kind == "int" else 8, "big", signed=True)
+    if kind == "text":
+        return str(value).encode()
+    if kind == "bytea" and isinstance(value, bytes):
+        return value
+    if kind.endswith("[]") and isinstance(value, bytes):
+        return value
+    raise TypeError(f"no binary form of {value!r} as {kind}")
 
 
 def _chunks(first: int = FIRST_CHUNK) -> Iterator[int]:
@@ -191,10 +220,12 @@ class PgLog:
 
     def call(self, procedure: Procedure, args: Sequence[Any]) -> tuple[Any, ...] | None:
         """Run a server-side command (SPEC §11: decided, appended and folded in one
-        round trip, `CALL`); its INOUT values. The procedure is created on first use
-        (when the server says it does not exist), under the schema's lock. None inside a
-        writer's section of this thread: a procedure commits on its own, so it cannot
-        join that transaction."""
+        round trip, `CALL`); its INOUT values (a function's: its result). The procedure is
+        created on first use (when the server says it does not exist), under the
+        schema's lock. None inside a writer's section of this thread: a procedure
+        commits on its own, so it cannot join that transaction. A key the command writes
+        found taken is None too when the procedure says it means the head moved
+        (`Procedure.conflict`): the call's transaction was rolled back, nothing written."""
         from psycopg import errors
 
         if self.db.in_transaction:
@@ -205,13 +236,21 @@ class PgLog:
             except errors.UndefinedFunction:
                 self._create(procedure)
                 continue
+            except errors.UniqueViolation as exc:
+                if not procedure.conflict:
+                    raise self._failed(procedure, exc) from None
+                return None
             except errors.DatabaseError as exc:  # a fault of the procedure, not the network
-                said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise Corrupt(f"the server's {procedure.base} failed: {said}",
-                              "see whether it was recorded with `uwf log tail`; run `uwf "
-                              "log verify` and `uwf registry verify`") from None
+                raise self._failed(procedure, exc) from None
             return None if row is None else tuple(row)
         return None
+
+    @staticmethod
+    def _failed(procedure: Procedure, exc: Exception) -> Corrupt:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return Corrupt(f"the server's {procedure.base} failed: {said}",
+                       "see whether it was recorded with `uwf log tail`; run `uwf log "
+                       "verify` and `uwf registry verify`")
 
     def _call(self, procedure: Procedure, args: Sequence[Any]) -> Any:
         """The CALL's row; a lock not had in time is StoreBusy (before `reached` makes
@@ -220,6 +259,10 @@ class PgLog:
 
         with self.db.reached():
             try:
+                if procedure.function:  # prepared once a connection, sent through libpq
+                    got = self.db.prepared(procedure.name, procedure.prepared_sql,
+                                           procedure.binary(args))
+                    return (None if got is None else got.decode(),)
                 return self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
             except errors.LockNotAvailable:
                 raise StoreBusy(f"store is busy: another writer held the log for "

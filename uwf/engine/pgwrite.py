@@ -6,13 +6,19 @@ before any lock, on the views at the head this process last knew (its own last w
 here, or one statement's look), the rows it reads kept with that head, so a process
 writing again finds them here instead of asking the server. The events' lines are built
 in Python, chained from that head, folded in Python into the views' rows and the kept
-counts' moves, and sent in one `CALL` of a procedure generated from the views' specs:
-under the log's advisory lock it checks that the chain's head is still that one and
-every view is folded to it, appends the lines, writes the rows, the counts (a row a
-view: uwf/engine/pgcounts.py), the stream
-index and the checkpoints, NOTIFYs, commits with `synchronous_commit` off (the lock goes
-at that commit), then commits a small synchronous transaction, so the call returns once
-a WAL flush covers the first and the flushes of concurrent callers group.
+counts' moves, and sent in one `SELECT` of a function generated from the views' specs,
+prepared once a connection and sent through libpq directly (`PgDatabase.prepared`):
+under the log's advisory lock it moves the views' shared checkpoint to the new head
+only if it is at the head decided on with these views joined (no statement of its own
+checks the head: a line appended past that checkpoint makes the line's INSERT fail on
+its key, the call rolls back and is taken as moved), appends the lines, writes the
+rows, the counts (a row a view: uwf/engine/pgcounts.py) and the stream index,
+NOTIFYs, and its transaction commits synchronously: the call returns once durable.
+(Unlike the lease's and complete's procedures, uwf/queue/pgcalls.py, a function
+cannot commit asynchronously and then flush in a small transaction: a `CALL` is
+planned again on every call, 14 % of an append's instructions, where this prepared
+`SELECT` is planned once; its lock is held through its flush, so concurrent writers'
+flushes do not group: docs/benchmarks.md, issue 31.)
 
 The head only moves forward, so a head unchanged at the call was unchanged through
 every read before it: the command was decided on one state, the one it is appended to.
@@ -26,7 +32,6 @@ the head has not moved since; otherwise the command is decided again.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import threading
@@ -36,18 +41,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from uwf.engine import pgarray
 from uwf.engine.events import CasNode, Envelope, NewEvent, digest
 from uwf.engine.journal import Journal, Outcome, Views
 from uwf.engine.log import Checkpoint
-from uwf.engine.pgckpt import AT_SHARED, MOVE, joined
-from uwf.engine.pgcounts import TABLE as COUNTS
+from uwf.engine.pgckpt import MOVE, joined
 from uwf.engine.pgcounts import key as count_key
-from uwf.engine.pgcounts import merged
+from uwf.engine.pgwritefn import write_function
 from uwf.engine.viewspec import ColumnValue, Query, Row, ViewSpec, ViewStore
 from uwf.errors import UwfError
 
 if TYPE_CHECKING:
-    from uwf.engine.pglog import PgLog, Procedure
+    from uwf.engine.pglog import PgLog
     from uwf.engine.pgviews import PgViewStore
 
 MOST_LINES = 100  # a bigger write goes the ordinary way (COPY)
@@ -55,10 +60,11 @@ MOST_ROWS = 100  # ... as does one writing more rows than this to a view
 KEPT = 4096  # rows kept with the head at most: past this they are forgotten
 Key = tuple[str, str]
 
-# What every server-side command does last: the checkpoints (`CHECKPOINTS`: the shared
-# row, uwf/engine/pgckpt.py; a
-# command may fold into its last statement), then `FINISH`: the NOTIFY, the commit that
-# lets the lock go, and the small synchronous commit that waits for a WAL flush past it.
+# What the server-side procedures (uwf/queue/pgcalls.py; not the write functions,
+# uwf/engine/pgwritefn.py) do last: the checkpoints (`CHECKPOINTS`: the shared row,
+# uwf/engine/pgckpt.py; a command may fold into its last statement), then `FINISH`:
+# the NOTIFY, the commit that lets the lock go, and the small synchronous commit that
+# waits for a WAL flush past it.
 # Uses `s` (the new head's seq), `prev` (its digest), `flush`, `done` (text). A call
 # whose result is not needed is an assignment to `done`, not a PERFORM: plpgsql
 # evaluates an assignment's expression itself, where a PERFORM is a statement the
@@ -72,7 +78,6 @@ FINISH = """
   done := CASE WHEN flush THEN pg_logical_emit_message(true, 'uwf', '')::text END;
   COMMIT;
 """
-LEAVE = f"\n  {CHECKPOINTS};{FINISH}"
 # What every server-side command does first: `flush` (a durable call flushes after its
 # commit), then, in one plpgsql expression (each is set up again on every call; its
 # calls are made in order): the lock's timeout, each statement planned once a session
@@ -169,6 +174,11 @@ class OneCall:
         self.views = views
         self._known: _Known | None = None
         self._lock = threading.Lock()  # one command at a time here; a second thread waits not
+        # The write function for each view a command may write alone (and one line and
+        # one row of it), and for several: uwf/engine/pgwritefn.py.
+        self._writes = {(name, single): write_function(views, name, single=single)
+                        for name in views.specs for single in (False, True)}
+        self._write = write_function(views)
 
     def write(self, journal: Journal, decide: Callable[[Views, int], Outcome[Any]],
               expected: Mapping[str, int] | None, nodes: Sequence[tuple[str, bytes]], *,
@@ -264,9 +274,14 @@ class OneCall:
             then_reads = _Reads(self.views, after, after=True)
             result = outcome.then(Views(cast(ViewStore, then_reads), journal.projections, new))
         ends = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=known.ends))
-        got = self.log.call(write_procedure(self.views), self._args(
+        write, single = self._write, False
+        if len(rows) == 1 and (view := next(iter(rows))) in self.views.specs:
+            changed = rows[view]
+            single = len(lines) == 1 and len(changed) == 1 and None not in changed.values()
+            write = self._writes[(view, single)]
+        got = self.log.call(write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
-            durable=self.log.durable and sync))
+            last=new.digest, durable=self.log.durable and sync, single=single))
         if got is None:
             raise _NotHere
         if got[0] != "ok":
@@ -293,10 +308,12 @@ class OneCall:
                 if key not in states:
                     raw = reads.load(*key)
                     states[key] = None if raw is None else projection.decode(raw)
-                    before[key] = None if raw is None else projection.row(states[key])
+                    if self.views.specs[projection.name].counted:  # its counts move
+                        before[key] = None if raw is None else projection.row(states[key])
         since = dict.fromkeys(journal.projections, head.seq)
+        folded = set(journal.projections)
         for envelope in envelopes:
-            journal.fold.apply(states, envelope, since, set(journal.projections))
+            journal.fold.apply(states, envelope, since, folded)
         rows = journal.fold.rows(states, journal.projections)
         moves: dict[tuple[str, str, str], int] = {}
         for view, changed in rows.items():
@@ -304,7 +321,7 @@ class OneCall:
                 raise _NotHere
             spec = self.views.specs[view]
             counted = [(column, spec.columns.index(column)) for column in spec.counted]
-            for entity, row in changed.items():
+            for entity, row in changed.items() if counted else ():
                 for side, sign in ((before.get((view, entity)), -1), (row, 1)):
                     if side is None:
                         continue
@@ -317,110 +334,49 @@ class OneCall:
 
     def _args(self, known: _Known, *, lines: list[bytes], ends: list[int],
               envelopes: Sequence[Envelope], rows: Mapping[str, Mapping[str, Row | None]],
-              moves: list[tuple[str, str, str, int]], durable: bool) -> list[Any]:
+              moves: list[tuple[str, str, str, int]], last: str, durable: bool,
+              single: bool) -> list[Any]:
+        """The write function's arguments (uwf/engine/pgwritefn.py): a single line's and
+        row's as values, else arrays."""
         from uwf.engine.pgquery import searchable
 
         signatures = self.views.signatures()
         flat = [(view, key, row) for view, changed in rows.items()
                 for key, row in changed.items()]
+        # Each row's column values, as text, one after the other; `at`: where a row's
+        # start (less one: the server's arrays count from 1).
+        cols: list[str | None] = []
+        at: list[int] = []
+        for view, _, row in flat:
+            at.append(len(cols))
+            if row is not None:
+                cols.extend(None if value is None else str(value)
+                            for value in _typed(self.views.specs[view], row.columns))
+        # An empty array the function only loops over or indexes is sent as NULL: not
+        # received (`array_recv`) at all.
+        head = [durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
+                known.head.digest, joined(signatures)]
+        counts = (pgarray.text([view for view, _, _, _ in moves]),
+                  pgarray.text([count_key(column, value) for _, column, value, _ in moves]),
+                  pgarray.int8([n for _, _, _, n in moves])) if moves else (None, None, None)
+        if single:
+            (_, key, row), = flat
+            assert row is not None
+            return [*head, lines[0], ends[0], envelopes[0].subject, last, key, row.value,
+                    pgarray.text(cols) if cols else None, searchable(row.text), *counts]
         return [
-            durable, max(round(self.log.db.lock_timeout * 1000), 1), known.head.seq,
-            known.head.digest, joined(signatures), lines, ends,
-            [envelope.subject for envelope in envelopes], digest(lines[-1]),
-            [view for view, _, _ in flat], [key for _, key, _ in flat],
-            [None if row is None else row.value for _, _, row in flat],
-            [None if row is None else json.dumps(_typed(self.views.specs[view], row.columns))
-             for view, _, row in flat],
-            [None if row is None else searchable(row.text) for _, _, row in flat],
-            [view for view, _, _, _ in moves],
-            [count_key(column, value) for _, column, value, _ in moves],
-            [n for _, _, _, n in moves], list(rows)]
+            *head, pgarray.bytea(lines), pgarray.int8(ends),
+            pgarray.text([envelope.subject for envelope in envelopes]), last,
+            pgarray.text([view for view, _, _ in flat]),
+            pgarray.text([key for _, key, _ in flat]),
+            pgarray.bytea([None if row is None else row.value for _, _, row in flat]),
+            pgarray.text(cols) if cols else None, pgarray.int8(at),
+            pgarray.text([None if row is None else searchable(row.text)
+                          for _, _, row in flat]),
+            *counts, pgarray.text(list(rows))]
 
 
 def _typed(spec: ViewSpec, values: Sequence[ColumnValue]) -> list[ColumnValue]:
     from uwf.engine.pgquery import typed
 
     return typed(spec, values)
-
-
-def write_procedure(views: PgViewStore) -> Procedure:
-    from uwf.engine.pgoverlay import resets
-
-    return _procedure(tuple(views.specs.values()),
-                      tuple(resets(views.overlays.get(name)) for name in views.specs))
-
-
-@functools.cache
-def _procedure(specs: tuple[ViewSpec, ...], resets: tuple[str, ...]) -> Procedure:
-    """The procedure that checks the head, appends, and writes the rows given: one
-    branch a view, generated from its spec."""
-    from uwf.engine.pglog import CHANNEL, LOG_LOCK, Procedure
-    from uwf.engine.pgquery import table
-
-    branches = []
-    for spec, reset in zip(specs, resets, strict=True):  # reset: an overlay emptied
-        name = spec.name.replace("'", "''")
-        columns = "".join(f', "c_{column}"' for column in spec.columns)
-        picked = "".join(
-            f", (u.c::jsonb ->> {index})" + ("::bigint" if kind == "int" else "")
-            for index, kind in enumerate(spec.types))
-        updates = "".join(f', "c_{c}" = excluded."c_{c}"' for c in spec.columns)
-        branches.append(f"""
-    WHEN '{name}' THEN
-      IF deleting THEN  -- a row removed: rare, so its statement only then
-        DELETE FROM {table(spec.name)} t USING unnest(p_views, p_keys, p_values) AS
-          u(v, k, val) WHERE u.v = '{name}' AND u.val IS NULL AND t.key = u.k;
-      END IF;
-      INSERT INTO {table(spec.name)} (key, value{columns}, text)
-      SELECT u.k, u.val{picked}, u.t FROM unnest(p_views, p_keys, p_values, p_columns,
-        p_texts) AS u(v, k, val, c, t) WHERE u.v = '{name}' AND u.val IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value,
-        text = excluded.text{updates}{reset};""")
-    create = f"""
-CREATE OR REPLACE PROCEDURE {{name}}(
-  p_durable boolean, p_lock_ms int, p_seq bigint, p_digest text, p_joined text,
-  p_lines bytea[], p_ends bigint[], p_subjects text[], p_last text,
-  p_views text[], p_keys text[], p_values bytea[], p_columns text[], p_texts text[],
-  p_count_views text[], p_count_keys text[], p_counts bigint[], p_written text[],
-  INOUT o_status text DEFAULT NULL)
-LANGUAGE plpgsql AS $proc$
-DECLARE
-  h record; flush boolean; done text; s bigint; prev text; view_name text;
-  deleting boolean;
-BEGIN
-{LOCK.format(log_lock=LOG_LOCK, can_flush=CAN_FLUSH)}
-  -- The head is the one decided on when its seq is, and every view is joined to the
-  -- shared checkpoint (uwf/engine/pgckpt.py) at it with the digest decided on (the
-  -- checkpoint holds the head line's digest, computed when it was appended: no sha256
-  -- of it again).
-  SELECT e.seq, c.ok, c.seq AS at, c.digest INTO h
-    FROM (SELECT seq FROM uwf_events ORDER BY seq DESC LIMIT 1) e, {AT_SHARED} c;
-  IF NOT FOUND OR h.seq <> p_seq OR NOT h.ok OR h.at IS DISTINCT FROM p_seq
-     OR h.digest IS DISTINCT FROM p_digest THEN
-    o_status := 'moved'; RETURN;
-  END IF;
-  WITH appended AS (INSERT INTO uwf_events (seq, line, ends)
-    SELECT p_seq + x.o, x.line, x.ends FROM unnest(p_lines, p_ends) WITH ORDINALITY
-      AS x(line, ends, o))
-  INSERT INTO uwf_streams (subject, seq)
-  SELECT x.subject, p_seq + x.o FROM unnest(p_subjects) WITH ORDINALITY AS x(subject, o);
-  deleting := array_position(p_values, NULL) IS NOT NULL;
-  -- The views written, each once (`p_written`): an array's loop, not a query's cursor.
-  FOREACH view_name IN ARRAY p_written LOOP
-    CASE view_name{''.join(branches)}
-    END CASE;
-  END LOOP;
-  IF cardinality(p_counts) > 0 THEN
-    INSERT INTO {COUNTS} (view, counts)
-    SELECT u.v, jsonb_object_agg(u.k, u.n) FROM unnest(p_count_views, p_count_keys, p_counts)
-      AS u(v, k, n) GROUP BY u.v
-    ON CONFLICT (view) DO UPDATE SET counts = {merged(COUNTS + ".counts", "excluded.counts")};
-  END IF;
-  s := p_seq + cardinality(p_lines); prev := p_last;
-{LEAVE.format(channel="'" + CHANNEL + "'")}
-END $proc$"""
-    params = ("boolean", "int", "bigint", "text", "text", "bytea[]", "bigint[]",
-              "text[]", "text", "text[]", "text[]", "bytea[]", "text[]", "text[]", "text[]",
-              "text[]", "bigint[]", "text[]")
-    return Procedure("uwf_write", params, create)
-
