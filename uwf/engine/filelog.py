@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from uwf.engine.events import LogRepaired, openssl_digester
 from uwf.engine.log import (
@@ -45,11 +46,16 @@ from uwf.engine.spans import (
 from uwf.engine.tailcut import check_whole, cut_tail, read_note, recorded_tail, tail_info
 from uwf.errors import StoreBusy
 
+if TYPE_CHECKING:
+    from uwf.engine.aiosync import AsyncSync
+
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 # Appends of one FileLog after which it digests lines with OpenSSL's SHA-256 (hashlib's,
 # ~1.4 µs less a line) instead of CPython's own (`events.digest`), whose module loads in
 # a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
-# of times. The digests are the same.
+# of times. The digests are the same. From then on too, a durable command's fdatasync is
+# started as soon as its line is written and waited for as the section ends
+# (uwf/engine/aiosync.py: the views' fold overlaps the disk's wait).
 OPENSSL_AFTER = 64
 
 
@@ -82,6 +88,7 @@ class FileLog:
         self._known: tuple[Span, Checkpoint] | None = None  # a span's checkpoint, once
         self._after: tuple[Span, str | None] | None = None  # the tail hint's next segment
         self.digest: Callable[[bytes], str] = digest  # a line's (`OPENSSL_AFTER`)
+        self.aio: AsyncSync | None = None  # flushes started early (`OPENSSL_AFTER`)
         self._appends = 0
 
     def _checkpoint(self, span: Span) -> Checkpoint:
@@ -238,6 +245,8 @@ class FileLog:
         return find(self.segments, names[index], seq)
 
     def close(self) -> None:
+        if self.aio is not None:
+            self.aio.close()
         self.segments.close()
 
 
@@ -287,9 +296,23 @@ class _FileSession:
         self._unrecorded = 0
         self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
         self._deferred = False  # `defer_sync`: nothing waits for this section's appends
+        self._early = False  # `sync_early`: the append's flush started as it is written
+        self._started: int | None = None  # that flush, in flight (`AsyncSync.wait`)
 
     def defer_sync(self) -> None:
         self._deferred = True
+
+    def sync_early(self) -> None:
+        """Start this section's flush as soon as its append is written (when the log
+        does that: `FileLog.aio`), so the work before the section ends overlaps the
+        disk's; the section still ends only once it is done."""
+        self._early = True
+
+    def _wait_started(self) -> None:
+        started, self._started = self._started, None
+        if started is not None:
+            assert self.log.aio is not None
+            self.log.aio.wait(started)
 
     def settle(self) -> None:
         """fsync what this section appended (its last segment: any before it were
@@ -299,14 +322,17 @@ class _FileSession:
         fd, self._unsynced = self._unsynced, None
         if fd is not None:
             try:
-                if not self._deferred:
-                    os.fsync(fd)
+                if self._started is not None:
+                    self._wait_started()
+                elif not self._deferred:
+                    os.fdatasync(fd)
             finally:
                 os.close(fd)
 
     def take_unsynced(self) -> int | None:
         """The segment's descriptor this section appended to, not fsynced, for the
         caller (uwf/writer/syncer.py) to fdatasync and close instead of the section."""
+        self._wait_started()
         fd, self._unsynced = self._unsynced, None
         return fd
 
@@ -435,8 +461,12 @@ class _FileSession:
                                         file=file)
         if unsynced is not None:
             if self._unsynced is not None:  # the same segment: one fsync covers both
+                self._wait_started()
                 os.close(self._unsynced)
             self._unsynced = unsynced
+            aio = self.log.aio
+            if self._early and aio is not None and not self._deferred:
+                self._started = aio.start(unsynced)
         if self._unrecorded:  # each repair is a batch of its own, recorded first
             self._unrecorded -= 1
             if not self._unrecorded:  # the last batch recording a cut is durable now
@@ -450,6 +480,10 @@ class _FileSession:
         log._appends += 1
         if log._appends == OPENSSL_AFTER:
             log.digest = openssl_digester()
+            if log.durable:
+                from uwf.engine.aiosync import AsyncSync  # ctypes: not for a command line
+
+                log.aio = AsyncSync()
         self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
         self.log._known = self._head_span, self._head
         return self._head
