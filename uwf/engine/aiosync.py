@@ -1,16 +1,16 @@
-"""An fdatasync started at once and waited for later: Linux AIO's `IOCB_CMD_FDSYNC`.
+"""An fsync started at once and waited for later: Linux AIO's `IOCB_CMD_FSYNC`.
 
-A write's fdatasync is submitted (`io_submit`) just after its `write`, runs in the
+A write's fsync is submitted (`io_submit`) just after its `write`, runs in the
 kernel's workers while the writer folds its views and lets the lock go, and is waited
 for (`io_getevents`) before the write is acknowledged: the disk's wait overlaps the
 work that follows the append instead of following it (docs/benchmarks.md, "an fsync
-started early"). The durability is the same as `os.fdatasync`'s: the caller returns
+started early"). The durability is the same as `os.fsync`'s: the caller returns
 only once the kernel has reported the flush done, and a failed flush raises.
 
 Each thread has its own AIO context (a writer waits only for its own flushes), made on
 its first flush and destroyed with the owner (`close`). Where AIO is not there (another
 kernel or machine, `fs.aio-max-nr` used up, a forked child whose parent's context is
-not its own) `start` answers None and the caller flushes with `os.fdatasync`.
+not its own) `start` answers None and the caller flushes with `os.fsync`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 # The system calls by machine (asm/unistd.h): io_setup, io_destroy, io_getevents,
 # io_submit. Elsewhere AIO is not used.
 _CALLS = {"x86_64": (206, 207, 208, 209), "aarch64": (0, 1, 4, 2)}
-_FDSYNC = 3  # IOCB_CMD_FDSYNC
+_FSYNC = 2  # IOCB_CMD_FSYNC
 _EVENTS = 8  # a context's ring: one flush in flight a thread, stale ones drained
 
 
@@ -54,7 +54,7 @@ class _Context:
     def __init__(self, context: int) -> None:
         self.id = context
         self.pid = os.getpid()
-        self.block = _Iocb(aio_lio_opcode=_FDSYNC)
+        self.block = _Iocb(aio_lio_opcode=_FSYNC)
         self.blocks = (ctypes.POINTER(_Iocb) * 1)(ctypes.pointer(self.block))
         self.events = (_Event * _EVENTS)()
         self.serial = 0
@@ -95,7 +95,7 @@ class AsyncSync:
         return context
 
     def start(self, fd: int) -> int | None:
-        """Submit an fdatasync of `fd`: a token for `wait`, or None when AIO is not
+        """Submit an fsync of `fd`: a token for `wait`, or None when AIO is not
         there (then nothing was started: the caller flushes)."""
         context = self._context()
         if context is None:

@@ -53,7 +53,7 @@ DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 # Appends of one FileLog after which it digests lines with OpenSSL's SHA-256 (hashlib's,
 # ~1.4 µs less a line) instead of CPython's own (`events.digest`), whose module loads in
 # a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
-# of times. The digests are the same. From then on too, a durable command's fdatasync is
+# of times. The digests are the same. From then on too, a durable command's fsync is
 # started as soon as its line is written and waited for as the section ends
 # (uwf/engine/aiosync.py: the views' fold overlaps the disk's wait).
 OPENSSL_AFTER = 64
@@ -325,7 +325,7 @@ class _FileSession:
                 if self._started is not None:
                     self._wait_started()
                 elif not self._deferred:
-                    os.fdatasync(fd)
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 
