@@ -63,7 +63,7 @@ def _workflow(cli: Cli) -> tuple[str, str]:
 
 def _traced(cli: Cli, *args: str, inject: str | None = None
             ) -> subprocess.CompletedProcess[str]:
-    calls = "write,fsync,fdatasync,io_submit,io_getevents"
+    calls = "write,fcntl,fsync,fdatasync,io_submit,io_getevents"
     injected = [] if inject is None else ["-e", inject]
     return subprocess.run([strace_binary(), "-f", "-y", "-qq", "-e", f"trace={calls}",
                            *injected, "-o", "/dev/stderr", sys.executable, "-c", WRITES,
@@ -79,20 +79,23 @@ def test_each_command_s_fsync_starts_after_its_write_and_ends_before_it_answers(
     assert done.returncode == 0, done.stderr[-2000:]
     # Each thread's calls on the segment, and its waits (io_getevents names no file).
     by_thread: dict[str, list[str]] = {}
-    for match in re.finditer(r"^(\d+) +(write|fsync|fdatasync|io_submit|io_getevents)"
+    for match in re.finditer(r"^(\d+) +(write|fcntl|fsync|fdatasync|io_submit|io_getevents)"
                              r"\((.*)$", done.stderr, re.M):
         tid, call, rest = match.groups()
         if call == "io_getevents" or f"<{segment}>" in rest:
             if call == "io_submit":
                 assert "IOCB_CMD_FSYNC" in rest, rest
+            if call == "fcntl":  # os.dup: F_DUPFD_CLOEXEC
+                call = "dup" if "F_DUPFD" in rest else rest
             by_thread.setdefault(tid, []).append(call)
     main, *threads = by_thread.values()
     assert len(threads) == 2, by_thread.keys()
-    # The first OPENSSL_AFTER commands of the process fsync as a command line does; then
-    # each fsync is submitted just after the write and waited for before the next
-    # command: one flush a command.
+    # The first OPENSSL_AFTER commands of the process fsync as a command line does (a
+    # copy of the descriptor, fsynced once the lock is let go); then each fsync is
+    # submitted just after the write, on the descriptor kept (the flush holds the file),
+    # and waited for before the next command: one flush a command.
     first = main.index("io_submit")
-    assert main[:first] == ["write", "fsync"] * OPENSSL_AFTER + ["write"], main[:first]
+    assert main[:first] == ["write", "dup", "fsync"] * OPENSSL_AFTER + ["write"], main[:first]
     assert main[first:] == ["io_submit", "io_getevents", "write"] * (
         single - OPENSSL_AFTER - 1) + ["io_submit", "io_getevents"], main[first:]
     for calls in threads:  # each thread waits for its own flush, in a context of its own

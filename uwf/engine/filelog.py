@@ -320,13 +320,13 @@ class _FileSession:
         section's appends acknowledge nothing (`defer_sync`: the next durable append
         to the segment, or the fsync before a new segment starts, covers them)."""
         fd, self._unsynced = self._unsynced, None
-        if fd is not None:
-            try:
-                if self._started is not None:
-                    self._wait_started()
-                elif not self._deferred:
-                    os.fsync(fd)
-            finally:
+        try:
+            if self._started is not None:
+                self._wait_started()
+            elif fd is not None and not self._deferred:
+                os.fsync(fd)
+        finally:
+            if fd is not None:
                 os.close(fd)
 
     def take_unsynced(self) -> int | None:
@@ -457,16 +457,23 @@ class _FileSession:
             raise ValueError("a log line may not contain a newline")
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
+        aio = self.log.aio
+        early = self._early and aio is not None and not self._deferred
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,
-                                        file=file)
+                                        file=file, dup=not early)
+        if unsynced is not None and early:
+            assert aio is not None
+            self._wait_started()  # an earlier append of this section: this flush covers it
+            started = aio.start(unsynced)  # it holds the file: the descriptor needs no copy
+            if started is not None:
+                self._started, unsynced = started, None
+            else:
+                unsynced = os.dup(unsynced)
         if unsynced is not None:
             if self._unsynced is not None:  # the same segment: one fsync covers both
                 self._wait_started()
                 os.close(self._unsynced)
             self._unsynced = unsynced
-            aio = self.log.aio
-            if self._early and aio is not None and not self._deferred:
-                self._started = aio.start(unsynced)
         if self._unrecorded:  # each repair is a batch of its own, recorded first
             self._unrecorded -= 1
             if not self._unrecorded:  # the last batch recording a cut is durable now
