@@ -63,7 +63,6 @@ from common import (
 
 from uwf.cas.builtins import builtin_hash
 from uwf.config.yamlfile import load_yaml
-from uwf.engine.aiosync import AsyncSync
 from uwf.engine.events import NewEvent
 from uwf.engine.filelog import OPENSSL_AFTER
 from uwf.engine.journal import Outcome, Views
@@ -376,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_fd = os.open(work / "raw-data.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     wake_fd = os.open(work / "raw-wake.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     aio_fd = os.open(work / "raw-aio.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    from uwf.engine.aiosync import AsyncSync  # (an older uwf, measured by --base, has none)
+
     flushes = AsyncSync()  # an fsync submitted and waited for, as uwf's after 64 appends
 
     def aio(fd: int) -> None:
