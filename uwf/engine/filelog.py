@@ -492,5 +492,8 @@ class _FileSession:
 
                 log.aio = AsyncSync()
         self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
-        self.log._known = self._head_span, self._head
+        log._known = self._head_span, self._head
+        # The next segment's name, which the next section looks for (`_still_last`),
+        # spelled here, while the disk works (`sync_early`), not before its write.
+        log._after = self._head_span, segment_name(self._head.seq + 1)
         return self._head
