@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from typing import Any
 
 from common import (
     EXAMPLE,
+    REPO,
     add_common_args,
     begin,
     fmt_rate,
@@ -375,9 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_fd = os.open(work / "raw-data.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     wake_fd = os.open(work / "raw-wake.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     aio_fd = os.open(work / "raw-aio.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    from uwf.engine.aiosync import AsyncSync  # (an older uwf, measured by --base, has none)
-
-    flushes = AsyncSync()  # an fsync submitted and waited for, as uwf's after 64 appends
+    # An fsync through AIO as uwf's after 64 appends: this tree's, whichever uwf is measured
+    # (an older one, --base or first on PYTHONPATH, may have none).
+    flushes = runpy.run_path(str(REPO / "uwf/engine/aiosync.py"))["AsyncSync"]()
 
     def aio(fd: int) -> None:
         flushes.wait(flushes.start(fd) or sys.exit("bench: no Linux AIO here"))
