@@ -30,8 +30,8 @@ the rows that find where a fsync'd command's time goes beyond its own cost plus 
 (synchronous=OFF, as uwf's views) *before* the fsync, uwf's order, beside the floor's
 commit after it; and uwf without fsync, each command just after a raw write+fsync of
 another file (only the command's CPU counted): the same code, run by a process that
-has just slept on the disk. And raw with its fsync through Linux AIO, as uwf's after 64
-appends (uwf/engine/aiosync.py): the flush's CPU, a kernel worker's, is not counted.
+has just slept on the disk. And raw with its pages sent at once (`sync_file_range`), then
+fsynced, as uwf's after 64 appends (uwf/engine/writeback.py).
 """
 
 from __future__ import annotations
@@ -376,13 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     before(before_fd, line, warm)
     data_fd = os.open(work / "raw-data.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     wake_fd = os.open(work / "raw-wake.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    aio_fd = os.open(work / "raw-aio.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    # An fsync through AIO as uwf's after 64 appends: this tree's, whichever uwf is measured
-    # (an older one, --base or first on PYTHONPATH, may have none).
-    flushes = runpy.run_path(str(REPO / "uwf/engine/aiosync.py"))["AsyncSync"]()
+    sent_fd = os.open(work / "raw-sent.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Pages sent at once, then the fsync, as uwf's after 64 appends: this tree's, whichever
+    # uwf is measured (an older one, --base or first on PYTHONPATH, may have none).
+    early = runpy.run_path(str(REPO / "uwf/engine/writeback.py"))["Writeback"]()
 
-    def aio(fd: int) -> None:
-        flushes.wait(flushes.start(fd) or sys.exit("bench: no Linux AIO here"))
+    def sent(fd: int) -> None:
+        early.start(fd)
+        os.fsync(fd)
     writer = WriterRows(work / "store-renew") if args.writer else None
     woken = _store(work / "store-woken", "none")
     write_woken = make_writer(woken)
@@ -416,10 +417,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "data": lambda: raw_round(data_fd, line, args.block, os.fdatasync,
                                                   "data"),
                         "before": lambda: before(before_fd, line, args.block),
-                        "aio": lambda: raw_round(aio_fd, line, args.block, aio, "aio"),
+                        "sent": lambda: raw_round(sent_fd, line, args.block, sent, "sent"),
                         "woken": woken_block},
                        blocks, args.budget)
-    for each in (fd, floor_fd, data_fd, before_fd, wake_fd, aio_fd):
+    for each in (fd, floor_fd, data_fd, before_fd, wake_fd, sent_fd):
         os.close(each)
 
     uwf_rate = median(rates["uwf"])
@@ -446,9 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"  ({1e6 / median(rates['before']):.0f} us/append; "
           f"{spread(ratios(rates['before'], rates['raw']))} x raw)")
     print(f"uwf no fsync, each after a raw fsync (pair) {fmt_rate(median(rates['woken']))}")
-    print(f"raw write + fsync through AIO  {fmt_rate(median(rates['aio'])):>12}  "
-          f"({1e6 / median(rates['aio']):.0f} us/append; "
-          f"{spread(ratios(rates['aio'], rates['raw']))} x raw)")
+    print(f"raw write, pages sent, fsync  {fmt_rate(median(rates['sent'])):>12}  "
+          f"({1e6 / median(rates['sent']):.0f} us/append; "
+          f"{spread(ratios(rates['sent'], rates['raw']))} x raw)")
     print(f"ratio uwf/raw, per block      {spread(per_block)}")
     print(f"ratio of the median rates     {uwf_rate / raw_rate:.2f}")
     print(f"target uwf >= {TARGET} x raw: {verdict(ratio >= TARGET)}")
@@ -468,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = {"uwf": "uwf journal.write, fsync", "loose": "uwf journal.write, no fsync",
               "woken": "uwf no fsync, just after a raw fsync (its own CPU)",
               "raw": "raw write+fsync", "data": "raw write+fdatasync",
-              "aio": "raw write + fsync through AIO (its CPU not counted)",
+              "sent": "raw write, pages sent (sync_file_range), fsync",
               "floor": "raw + SQLite commit after the fsync",
               "before": "raw + SQLite commit before the fsync"}
     if writer is not None:
@@ -477,11 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         labels["echo"] = "floor: socket call + write + fdatasync (both)"
     for key, label in labels.items():
         print(f"{label:52s} {median(CPU[key]):7.0f} us")
-    gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["aio"])
+    gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["sent"])
     cold = median(CPU["woken"]) - median(CPU["loose"])
-    print(f"the fsync gap in CPU (uwf fsync - no fsync - raw through AIO, as uwf's after "
-          f"{OPENSSL_AFTER} appends): {gap:.0f} us; the same code just after a sleep on the "
-          f"disk costs {cold:.0f} us more")
+    print(f"the fsync gap in CPU (uwf fsync - no fsync - raw with its pages sent, as uwf's "
+          f"after {OPENSSL_AFTER} appends): {gap:.0f} us; the same code just after a sleep on "
+          f"the disk costs {cold:.0f} us more")
     own = 1e6 / loose_rate
     disk = 1e6 / raw_rate
     print(f"  (the ratio is about disk / (disk + uwf's cost): with raw appends at {disk:.0f} us, "

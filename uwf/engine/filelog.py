@@ -47,15 +47,15 @@ from uwf.engine.tailcut import check_whole, cut_tail, read_note, recorded_tail, 
 from uwf.errors import StoreBusy
 
 if TYPE_CHECKING:
-    from uwf.engine.aiosync import AsyncSync
+    from uwf.engine.writeback import Writeback
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 # Appends of one FileLog after which it digests lines with OpenSSL's SHA-256 (hashlib's,
 # ~1.4 µs less a line) instead of CPython's own (`events.digest`), whose module loads in
 # a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
-# of times. The digests are the same. From then on too, a durable command's fsync is
-# started as soon as its line is written and waited for as the section ends
-# (uwf/engine/aiosync.py: the views' fold overlaps the disk's wait).
+# of times. The digests are the same. From then on too, a durable command's pages are
+# sent to the disk as soon as its line is written (uwf/engine/writeback.py: the views'
+# fold overlaps the disk's write; the fsync after the unlock waits for less).
 OPENSSL_AFTER = 64
 
 
@@ -88,7 +88,7 @@ class FileLog:
         self._known: tuple[Span, Checkpoint] | None = None  # a span's checkpoint, once
         self._after: tuple[Span, str | None] | None = None  # the tail hint's next segment
         self.digest: Callable[[bytes], str] = digest  # a line's (`OPENSSL_AFTER`)
-        self.aio: AsyncSync | None = None  # flushes started early (`OPENSSL_AFTER`)
+        self.writeback: Writeback | None = None  # pages sent early (`OPENSSL_AFTER`)
         self._appends = 0
 
     def _checkpoint(self, span: Span) -> Checkpoint:
@@ -245,8 +245,6 @@ class FileLog:
         return find(self.segments, names[index], seq)
 
     def close(self) -> None:
-        if self.aio is not None:
-            self.aio.close()
         self.segments.close()
 
 
@@ -296,23 +294,16 @@ class _FileSession:
         self._unrecorded = 0
         self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
         self._deferred = False  # `defer_sync`: nothing waits for this section's appends
-        self._early = False  # `sync_early`: the append's flush started as it is written
-        self._started: int | None = None  # that flush, in flight (`AsyncSync.wait`)
+        self._early = False  # `sync_early`: the append's pages sent as it is written
 
     def defer_sync(self) -> None:
         self._deferred = True
 
     def sync_early(self) -> None:
-        """Start this section's flush as soon as its append is written (when the log
-        does that: `FileLog.aio`), so the work before the section ends overlaps the
-        disk's; the section still ends only once it is done."""
+        """Send this section's append to the disk as soon as it is written (when the log
+        does that: `FileLog.writeback`), so the work before the section ends overlaps
+        the disk's write; the section's fsync still waits for all of it."""
         self._early = True
-
-    def _wait_started(self) -> None:
-        started, self._started = self._started, None
-        if started is not None:
-            assert self.log.aio is not None
-            self.log.aio.wait(started)
 
     def settle(self) -> None:
         """fsync what this section appended (its last segment: any before it were
@@ -320,19 +311,16 @@ class _FileSession:
         section's appends acknowledge nothing (`defer_sync`: the next durable append
         to the segment, or the fsync before a new segment starts, covers them)."""
         fd, self._unsynced = self._unsynced, None
-        try:
-            if self._started is not None:
-                self._wait_started()
-            elif fd is not None and not self._deferred:
-                os.fsync(fd)
-        finally:
-            if fd is not None:
+        if fd is not None:
+            try:
+                if not self._deferred:
+                    os.fsync(fd)
+            finally:
                 os.close(fd)
 
     def take_unsynced(self) -> int | None:
         """The segment's descriptor this section appended to, not fsynced, for the
         caller (uwf/writer/syncer.py) to fdatasync and close instead of the section."""
-        self._wait_started()
         fd, self._unsynced = self._unsynced, None
         return fd
 
@@ -457,21 +445,13 @@ class _FileSession:
             raise ValueError("a log line may not contain a newline")
         # The fsync waits for the lock's release (`FileLog.exclusive`), unless this
         # batch records a cut: the note goes only once its record is durable.
-        aio = self.log.aio
-        early = self._early and aio is not None and not self._deferred
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,
-                                        file=file, dup=not early)
-        if unsynced is not None and early:
-            assert aio is not None
-            self._wait_started()  # an earlier append of this section: this flush covers it
-            started = aio.start(unsynced)  # it holds the file: the descriptor needs no copy
-            if started is not None:
-                self._started, unsynced = started, None
-            else:
-                unsynced = os.dup(unsynced)
+                                        file=file)
         if unsynced is not None:
+            writeback = self.log.writeback
+            if self._early and writeback is not None and not self._deferred:
+                writeback.start(unsynced)
             if self._unsynced is not None:  # the same segment: one fsync covers both
-                self._wait_started()
                 os.close(self._unsynced)
             self._unsynced = unsynced
         if self._unrecorded:  # each repair is a batch of its own, recorded first
@@ -488,9 +468,9 @@ class _FileSession:
         if log._appends == OPENSSL_AFTER:
             log.digest = openssl_digester()
             if log.durable:
-                from uwf.engine.aiosync import AsyncSync  # ctypes: not for a command line
+                from uwf.engine.writeback import Writeback  # ctypes: not for a command line
 
-                log.aio = AsyncSync()
+                log.writeback = Writeback()
         self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
         log._known = self._head_span, self._head
         # The next segment's name, which the next section looks for (`_still_last`),

@@ -385,7 +385,7 @@ class Journal:
             if outcome.events:
                 if not sync:
                     session.defer_sync()
-                else:  # the flush started as the lines are written (filelog.py)
+                else:  # the pages sent to the disk as the lines are written (filelog.py)
                     early = getattr(session, "sync_early", None)
                     if early is not None:
                         early()

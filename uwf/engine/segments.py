@@ -150,14 +150,13 @@ class FileSegments:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def append(self, name: str, data: bytes, durable: bool, *, defer: bool = False,
-               file: tuple[int, int] | None = None, dup: bool = True) -> int | None:
+               file: tuple[int, int] | None = None) -> int | None:
         """Write `data` at the end of segment `name` with one write(2); with `durable`,
         fsync it, or with `defer` too, leave the fsync to the caller: the file's
         descriptor is returned (the caller's to fsync and close), so the lock can be
-        let go first (`FileLog.exclusive`); without `dup`, the kept descriptor itself, to
-        be used before the section ends and never closed. `file`: the (device, inode) the
-        caller found `name` to be in this section: a kept descriptor of that file is
-        written through; without it, the segment is opened again."""
+        let go first (`FileLog.exclusive`). `file`: the (device, inode) the caller found
+        `name` to be in this section: a kept descriptor of that file is written through;
+        without it, the segment is opened again."""
         kept = self._fds.get(name)
         if kept is not None and (file is None or kept[1] != file):
             self._close(name)
@@ -170,7 +169,7 @@ class FileSegments:
         if not durable:
             return None
         if defer:
-            return os.dup(fd) if dup else fd
+            return os.dup(fd)
         os.fsync(fd)
         return None
 
