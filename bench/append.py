@@ -30,13 +30,15 @@ the rows that find where a fsync'd command's time goes beyond its own cost plus 
 (synchronous=OFF, as uwf's views) *before* the fsync, uwf's order, beside the floor's
 commit after it; and uwf without fsync, each command just after a raw write+fsync of
 another file (only the command's CPU counted): the same code, run by a process that
-has just slept on the disk.
+has just slept on the disk. And raw with its pages sent at once (`sync_file_range`), then
+fsynced, as uwf's after 64 appends (uwf/engine/writeback.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +47,7 @@ from typing import Any
 
 from common import (
     EXAMPLE,
+    REPO,
     add_common_args,
     begin,
     fmt_rate,
@@ -63,6 +66,7 @@ from common import (
 from uwf.cas.builtins import builtin_hash
 from uwf.config.yamlfile import load_yaml
 from uwf.engine.events import NewEvent
+from uwf.engine.filelog import OPENSSL_AFTER
 from uwf.engine.journal import Outcome, Views
 from uwf.language.compile import compile_workflow
 from uwf.store import Store
@@ -372,6 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     before(before_fd, line, warm)
     data_fd = os.open(work / "raw-data.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     wake_fd = os.open(work / "raw-wake.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sent_fd = os.open(work / "raw-sent.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Pages sent at once, then the fsync, as uwf's after 64 appends: this tree's, whichever
+    # uwf is measured (an older one, --base or first on PYTHONPATH, may have none).
+    early = runpy.run_path(str(REPO / "uwf/engine/writeback.py"))["Writeback"]()
+
+    def sent(fd: int) -> None:
+        early.start(fd)
+        os.fsync(fd)
     writer = WriterRows(work / "store-renew") if args.writer else None
     woken = _store(work / "store-woken", "none")
     write_woken = make_writer(woken)
@@ -405,9 +417,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "data": lambda: raw_round(data_fd, line, args.block, os.fdatasync,
                                                   "data"),
                         "before": lambda: before(before_fd, line, args.block),
+                        "sent": lambda: raw_round(sent_fd, line, args.block, sent, "sent"),
                         "woken": woken_block},
                        blocks, args.budget)
-    for each in (fd, floor_fd, data_fd, before_fd, wake_fd):
+    for each in (fd, floor_fd, data_fd, before_fd, wake_fd, sent_fd):
         os.close(each)
 
     uwf_rate = median(rates["uwf"])
@@ -434,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"  ({1e6 / median(rates['before']):.0f} us/append; "
           f"{spread(ratios(rates['before'], rates['raw']))} x raw)")
     print(f"uwf no fsync, each after a raw fsync (pair) {fmt_rate(median(rates['woken']))}")
+    print(f"raw write, pages sent, fsync  {fmt_rate(median(rates['sent'])):>12}  "
+          f"({1e6 / median(rates['sent']):.0f} us/append; "
+          f"{spread(ratios(rates['sent'], rates['raw']))} x raw)")
     print(f"ratio uwf/raw, per block      {spread(per_block)}")
     print(f"ratio of the median rates     {uwf_rate / raw_rate:.2f}")
     print(f"target uwf >= {TARGET} x raw: {verdict(ratio >= TARGET)}")
@@ -453,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = {"uwf": "uwf journal.write, fsync", "loose": "uwf journal.write, no fsync",
               "woken": "uwf no fsync, just after a raw fsync (its own CPU)",
               "raw": "raw write+fsync", "data": "raw write+fdatasync",
+              "sent": "raw write, pages sent (sync_file_range), fsync",
               "floor": "raw + SQLite commit after the fsync",
               "before": "raw + SQLite commit before the fsync"}
     if writer is not None:
@@ -461,10 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         labels["echo"] = "floor: socket call + write + fdatasync (both)"
     for key, label in labels.items():
         print(f"{label:52s} {median(CPU[key]):7.0f} us")
-    gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["raw"])
+    gap = median(CPU["uwf"]) - median(CPU["loose"]) - median(CPU["sent"])
     cold = median(CPU["woken"]) - median(CPU["loose"])
-    print(f"the fsync gap in CPU (uwf fsync - no fsync - raw): {gap:.0f} us; the same code "
-          f"just after a sleep on the disk costs {cold:.0f} us more")
+    print(f"the fsync gap in CPU (uwf fsync - no fsync - raw with its pages sent, as uwf's "
+          f"after {OPENSSL_AFTER} appends): {gap:.0f} us; the same code just after a sleep on "
+          f"the disk costs {cold:.0f} us more")
     own = 1e6 / loose_rate
     disk = 1e6 / raw_rate
     print(f"  (the ratio is about disk / (disk + uwf's cost): with raw appends at {disk:.0f} us, "

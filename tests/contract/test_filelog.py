@@ -319,3 +319,18 @@ def test_a_log_that_has_appended_many_batches_digests_as_before(tmp_path: Path) 
     assert heads[-1].digest == digest(lines[-1]) == log.head().digest
     again = FileLog(tmp_path / "events", tmp_path / "lock")  # reads it afresh
     assert again.head() == heads[-1]
+
+
+def test_a_segment_started_by_a_writer_with_smaller_segments_is_seen(tmp_path: Path) -> None:
+    """The next segment's name a writer looks for before it takes its own line as the
+    log's last (spelled as its append ends): another writer whose segments are smaller
+    starts one after it, and the first writer's next append follows it."""
+    mine = make(tmp_path)
+    append(mine, registered("a"))
+    append(mine, registered("b"))  # the tail hint: its own line 2
+    theirs = make(tmp_path, segment_bytes=1)
+    assert append(theirs, registered("c")).seq == 3
+    assert len(segment_files(tmp_path)) == 2
+    assert append(mine, registered("d")).seq == 4
+    assert [line.seq for line in mine.read()] == [1, 2, 3, 4]
+    assert mine.problems() == []

@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from uwf.engine.events import LogRepaired, openssl_digester
 from uwf.engine.log import (
@@ -45,11 +46,16 @@ from uwf.engine.spans import (
 from uwf.engine.tailcut import check_whole, cut_tail, read_note, recorded_tail, tail_info
 from uwf.errors import StoreBusy
 
+if TYPE_CHECKING:
+    from uwf.engine.writeback import Writeback
+
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 # Appends of one FileLog after which it digests lines with OpenSSL's SHA-256 (hashlib's,
 # ~1.4 µs less a line) instead of CPython's own (`events.digest`), whose module loads in
 # a tenth of the time: a CLI call appends once or twice, a worker or a writer thousands
-# of times. The digests are the same.
+# of times. The digests are the same. From then on too, a durable command's pages are
+# sent to the disk as soon as its line is written (uwf/engine/writeback.py: the views'
+# fold overlaps the disk's write; the fsync after the unlock waits for less).
 OPENSSL_AFTER = 64
 
 
@@ -82,6 +88,7 @@ class FileLog:
         self._known: tuple[Span, Checkpoint] | None = None  # a span's checkpoint, once
         self._after: tuple[Span, str | None] | None = None  # the tail hint's next segment
         self.digest: Callable[[bytes], str] = digest  # a line's (`OPENSSL_AFTER`)
+        self.writeback: Writeback | None = None  # pages sent early (`OPENSSL_AFTER`)
         self._appends = 0
 
     def _checkpoint(self, span: Span) -> Checkpoint:
@@ -287,9 +294,16 @@ class _FileSession:
         self._unrecorded = 0
         self._unsynced: int | None = None  # a segment's descriptor, written, not fsynced
         self._deferred = False  # `defer_sync`: nothing waits for this section's appends
+        self._early = False  # `sync_early`: the append's pages sent as it is written
 
     def defer_sync(self) -> None:
         self._deferred = True
+
+    def sync_early(self) -> None:
+        """Send this section's append to the disk as soon as it is written (when the log
+        does that: `FileLog.writeback`), so the work before the section ends overlaps
+        the disk's write; the section's fsync still waits for all of it."""
+        self._early = True
 
     def settle(self) -> None:
         """fsync what this section appended (its last segment: any before it were
@@ -434,6 +448,9 @@ class _FileSession:
         unsynced = self.segments.append(name, data, durable, defer=not self._unrecorded,
                                         file=file)
         if unsynced is not None:
+            writeback = self.log.writeback
+            if self._early and writeback is not None and not self._deferred:
+                writeback.start(unsynced)
             if self._unsynced is not None:  # the same segment: one fsync covers both
                 os.close(self._unsynced)
             self._unsynced = unsynced
@@ -450,6 +467,13 @@ class _FileSession:
         log._appends += 1
         if log._appends == OPENSSL_AFTER:
             log.digest = openssl_digester()
+            if log.durable:
+                from uwf.engine.writeback import Writeback  # ctypes: not for a command line
+
+                log.writeback = Writeback()
         self._head = Checkpoint(self._head.seq + len(lines), log.digest(last))
-        self.log._known = self._head_span, self._head
+        log._known = self._head_span, self._head
+        # The next segment's name, which the next section looks for (`_still_last`),
+        # spelled here, while the disk works (`sync_early`), not before its write.
+        log._after = self._head_span, segment_name(self._head.seq + 1)
         return self._head

@@ -385,6 +385,10 @@ class Journal:
             if outcome.events:
                 if not sync:
                     session.defer_sync()
+                else:  # the pages sent to the disk as the lines are written (filelog.py)
+                    early = getattr(session, "sync_early", None)
+                    if early is not None:
+                        early()
                 events = [*(NewEvent(f"cas/{hash_}", CasNode(hash_, msgspec.Raw(data)))
                             for hash_, data in nodes), *outcome.events] if nodes else \
                     outcome.events

@@ -56,6 +56,7 @@ from uwf.engine.viewspec import (
     ViewSpec,
     resolved,
 )
+from uwf.engine.walstamp import WalStamp, identity
 from uwf.errors import Corrupt, StoreBusy, StoreUnavailable
 
 # A search whose words match at least this many rows walks the order's index for its
@@ -82,7 +83,8 @@ class SqliteViewStore:
         self._signatures[STREAMS] = STREAMS_SIGNATURE
         self.busy_timeout = busy_timeout
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # Every connection, with its WAL-index header's reader (`_rows`).
+        self._all: dict[sqlite3.Connection, WalStamp] = {}
         self._all_lock = threading.Lock()
 
     # -- connection and errors -------------------------------------------------
@@ -103,7 +105,7 @@ class SqliteViewStore:
         give_up = time.monotonic() + self.busy_timeout
         while True:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            before = _identity(self.path)
+            before = identity(self.path)
             try:
                 with self._guard():
                     db = self._open()
@@ -120,15 +122,16 @@ class SqliteViewStore:
         self._local.matches = {}
         self._local.indexed = {}  # readindex.ensure's
         self._local.checkpoints = None
+        self._local.stamp = stamp = WalStamp(str(self.path))
         with self._all_lock:
-            self._all.append(db)
+            self._all[db] = stamp
         return db
 
     def _vanished(self, before: tuple[tuple[int, int] | None, ...]) -> bool:
-        """Whether the views' files changed since `before` (`_identity`): deleted or
+        """Whether the views' files changed since `before` (`identity`): deleted or
         replaced while they were opened, or never made in a folder that is writable (or
         that was deleted meanwhile)."""
-        after = _identity(self.path)
+        after = identity(self.path)
         if after != before:
             return True
         folder = self.path.parent
@@ -181,9 +184,10 @@ class SqliteViewStore:
 
     def close(self) -> None:
         with self._all_lock:
-            for db in self._all:
+            for db, stamp in self._all.items():
                 readindex.optimize(db)
                 db.close()
+                stamp.close()
             self._all.clear()
         self._local = threading.local()
 
@@ -193,14 +197,17 @@ class SqliteViewStore:
             return
         with self._all_lock:
             if db in self._all:
-                self._all.remove(db)
+                self._all.pop(db).close()
         with contextlib.suppress(sqlite3.Error):
             db.close()
-        self._local.db = None
+        self._local.db = self._local.checkpoints = None
 
     # -- reads -------------------------------------------------------------------
 
     def checkpoints(self) -> dict[str, Checkpoint]:
+        kept = getattr(self._local, "checkpoints", None)  # no commit since: one pread
+        if kept is not None and kept[2] is not None and kept[2] == self._local.stamp.read():
+            return dict(kept[1].found)
         with self._guard():
             db = self._connect(create=False)
             if db is None:
@@ -214,16 +221,19 @@ class SqliteViewStore:
     def _rows(self, db: sqlite3.Connection) -> ckptrows.Checkpoints:
         """The checkpoint rows, kept while no other connection has committed (SQLite's
         data_version; this connection's own commits keep them up to date), so a write's
-        two looks cost one PRAGMA each."""
+        two looks cost one PRAGMA each; with the WAL-index header as it was read before
+        (`checkpoints` answers without SQLite while it stays: uwf/engine/walstamp.py)."""
+        stamp = self._local.stamp.read()  # first: a commit after it moves it
         version = db.execute("PRAGMA data_version").fetchone()[0]
-        kept: tuple[int, ckptrows.Checkpoints] | None = self._local.checkpoints
+        kept: tuple[int, ckptrows.Checkpoints, bytes | None] | None = self._local.checkpoints
         if kept is not None and kept[0] == version:
+            self._local.checkpoints = (version, kept[1], stamp)
             return kept[1]
         try:
             found = ckptrows.read(db.execute(ckptrows.SELECT), self._signatures)
         except ckptrows.Damaged as exc:  # a hand edit
             raise self._corrupt(exc) from None
-        self._local.checkpoints = (version, found)
+        self._local.checkpoints = (version, found, stamp)
         return found
 
     def _reader(self, view: str) -> sqlite3.Connection | None:
@@ -452,7 +462,7 @@ class SqliteViewStore:
                     name: self._signatures[name] for name in made}, resolved(new))
                 db.execute("COMMIT")
                 # Read inside the transaction: no other writer could commit since.
-                self._local.checkpoints = (version, after)
+                self._local.checkpoints = (version, after, None)  # this commit moved it
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -470,18 +480,3 @@ class SqliteViewStore:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
-
-
-def _identity(path: Path) -> tuple[tuple[int, int] | None, ...]:
-    """The views file at `path` and its WAL and shared-memory files, each as (device,
-    inode), None for one that is not there."""
-    found: list[tuple[int, int] | None] = []
-    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            stat = os.stat(name)
-        except OSError:
-            found.append(None)
-        else:
-            found.append((stat.st_dev, stat.st_ino))
-    return tuple(found)
-
