@@ -279,9 +279,15 @@ class OneCall:
             changed = rows[view]
             single = len(lines) == 1 and len(changed) == 1 and None not in changed.values()
             write = self._writes[(view, single)]
+        # Durable: where the session may, the function commits asynchronously (its lock
+        # let go before the WAL flush) and a small synchronous commit follows it in the
+        # same round trip, so concurrent writers' flushes group (SPEC §11); else the
+        # function's own commit waits for the flush.
+        durable = self.log.durable and sync
+        flush = durable and self.log.db.can_flush()
         got = self.log.call(write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
-            last=new.digest, durable=self.log.durable and sync, single=single))
+            last=new.digest, durable=durable and not flush, single=single), flush=flush)
         if got is None:
             raise _NotHere
         if got[0] != "ok":
