@@ -234,3 +234,29 @@ def test_a_line_past_the_shared_checkpoint_goes_the_ordinary_way(store: Store,
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
     assert told == ["ordinary", "one call"]
     check_verified(store)
+
+
+def test_a_session_that_may_not_flush_commits_the_write_itself(pg_url: str,
+                                                               statements: None) -> None:
+    """A user not granted `pg_logical_emit_message` (the flush's message): the write's own
+    commit waits for its flush, no second statement is sent (it would fail), and the
+    writes go on."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("DO $$ BEGIN CREATE ROLE noflush LOGIN; EXCEPTION WHEN "
+                      "duplicate_object THEN NULL; END $$")
+        admin.execute("GRANT CREATE ON SCHEMA public TO noflush")
+        # Every user may, by the server's default: not here (this database's catalog).
+        admin.execute("REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, "
+                      "text) FROM PUBLIC")
+    store = Store.open(pg_url.replace("postgres@", "noflush@"))
+    try:
+        put_workflow(store, EXAMPLE)
+        assert not store.journal.log.db.can_flush()  # type: ignore[attr-defined]
+        sched.set_policy(store.journal, {"maxConcurrent": 5})
+        sent = sent_by(store)
+        assert sched.set_policy(store.journal, {"maxConcurrent": 6}).policy.max_concurrent == 6
+        assert [called(text) for text in sent] == ["SELECT uwf_write"]
+        assert "uwf_flush(" not in executed(store)
+        check_verified(store)
+    finally:
+        store.close()
