@@ -15,7 +15,6 @@ import pytest
 from tests.conftest import EXAMPLE
 from tests.contract.test_pgcalls import called, check_verified, counted
 from uwf.engine.events import NewEvent
-from uwf.engine.pgdb import FLUSH
 from uwf.engine.pgwrite import OneCall
 from uwf.errors import UsageError
 from uwf.queue import sched
@@ -60,17 +59,14 @@ def answers(store: Store) -> list[str]:
 
 def sent_by(store: Store) -> list[str]:
     """Every statement the store's connections send from now on (set-up aside): psycopg's,
-    and those sent through libpq directly (`PgDatabase.prepared`), with their text (and
-    the flush sent in the same round trip after a durable write, as `FLUSH`)."""
+    and those sent through libpq directly (`PgDatabase.prepared`), with their text."""
     sent = counted(store)
     db = store.journal.log.db  # type: ignore[attr-defined]
     prepared = db.prepared
 
-    def spy(name: str, sql: str, values: Any, *, flush: bool = False) -> Any:
+    def spy(name: str, sql: str, values: Any) -> Any:
         sent.append(sql)
-        if flush:
-            sent.append(FLUSH)
-        return prepared(name, sql, values, flush=flush)
+        return prepared(name, sql, values)
 
     db.prepared = spy
     return sent
@@ -80,49 +76,10 @@ def test_one_statement_a_command(store: Store, statements: None) -> None:
     sched.set_policy(store.journal, {"maxConcurrent": 5})  # the function is made on first use
     sent = sent_by(store)
     shown = sched.set_policy(store.journal, {"maxConcurrent": 6})
-    assert [called(text) for text in sent] == ["SELECT uwf_write", FLUSH]
+    assert [called(text) for text in sent] == ["SELECT uwf_write"]
     assert shown.policy.max_concurrent == 6
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
-    assert [called(text) for text in sent] == ["SELECT uwf_write", FLUSH] * 2
-    check_verified(store)
-
-
-def executed(store: Store) -> dict[str, int]:
-    """How many times the reader's session ran each statement it prepared (the server's
-    count: `pg_prepared_statements`), by name, the digest left out."""
-    db = store.journal.log.db  # type: ignore[attr-defined]
-    counts: dict[str, int] = {}
-    for name, n in db.reader.execute(
-            "SELECT name, generic_plans + custom_plans FROM pg_prepared_statements"):
-        counts[called(name + "(")] = counts.get(called(name + "("), 0) + n
-    return counts
-
-
-def test_a_durable_write_is_flushed_in_its_round_trip(store: Store) -> None:
-    """A durable write: the server runs the write, then the flush's own synchronous
-    transaction, once each a command (SPEC §11: the write's commit lets the lock go
-    before the WAL flush, the flush's waits for it), and each reply is read: the
-    session goes on (its next statement would fail on a result left unread)."""
-    sched.set_policy(store.journal, {"maxConcurrent": 5})
-    before = executed(store)
-    assert before["uwf_flush("] == 1  # the first: prepared and run after the write
-    for n in range(3):
-        assert sched.set_policy(store.journal, {"maxConcurrent": 6 + n}).policy.max_concurrent \
-            == 6 + n
-    after = executed(store)
-    assert after["uwf_write"] - before["uwf_write"] == 3
-    assert after["uwf_flush("] - before["uwf_flush("] == 3
-    check_verified(store)
-
-
-def test_a_store_not_durable_sends_no_flush(store: Store, statements: None) -> None:
-    """Not durable (UWF_DURABILITY=none): the write commits asynchronously and alone."""
-    store.journal.log.durable = False
-    sched.set_policy(store.journal, {"maxConcurrent": 5})
-    sent = sent_by(store)
-    sched.set_policy(store.journal, {"maxConcurrent": 6})
-    assert [called(text) for text in sent] == ["SELECT uwf_write"]
-    assert "uwf_flush(" not in executed(store)
+    assert [called(text) for text in sent] == ["SELECT uwf_write"] * 2
     check_verified(store)
 
 
@@ -234,29 +191,3 @@ def test_a_line_past_the_shared_checkpoint_goes_the_ordinary_way(store: Store,
     assert sched.set_policy(store.journal, {"maxConcurrent": 7}).policy.max_concurrent == 7
     assert told == ["ordinary", "one call"]
     check_verified(store)
-
-
-def test_a_session_that_may_not_flush_commits_the_write_itself(pg_url: str,
-                                                               statements: None) -> None:
-    """A user not granted `pg_logical_emit_message` (the flush's message): the write's own
-    commit waits for its flush, no second statement is sent (it would fail), and the
-    writes go on."""
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("DO $$ BEGIN CREATE ROLE noflush LOGIN; EXCEPTION WHEN "
-                      "duplicate_object THEN NULL; END $$")
-        admin.execute("GRANT CREATE ON SCHEMA public TO noflush")
-        # Every user may, by the server's default: not here (this database's catalog).
-        admin.execute("REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, "
-                      "text) FROM PUBLIC")
-    store = Store.open(pg_url.replace("postgres@", "noflush@"))
-    try:
-        put_workflow(store, EXAMPLE)
-        assert not store.journal.log.db.can_flush()  # type: ignore[attr-defined]
-        sched.set_policy(store.journal, {"maxConcurrent": 5})
-        sent = sent_by(store)
-        assert sched.set_policy(store.journal, {"maxConcurrent": 6}).policy.max_concurrent == 6
-        assert [called(text) for text in sent] == ["SELECT uwf_write"]
-        assert "uwf_flush(" not in executed(store)
-        check_verified(store)
-    finally:
-        store.close()

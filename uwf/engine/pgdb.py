@@ -39,24 +39,6 @@ SCHEMA_LOCK = int.from_bytes(b"uwf_ddl")
 # stderr, several lines before the command's one. This handler stops that fallback;
 # records still reach the handlers of an application that has some.
 _QUIET = logging.NullHandler()
-# The flush's small transaction (`PgDatabase.prepared`'s `flush`, as uwf/queue/pgcalls.py's
-# procedures' second commit): a transactional message gives it a WAL record, so its
-# commit waits for the flush past it (`txid_current()` would commit without waiting).
-EMIT = "pg_logical_emit_message(boolean,text,text)"
-FLUSH = "SELECT pg_logical_emit_message(true, 'uwf', '')"
-FLUSH_NAME = b"uwf_flush"
-
-
-class _Lost:
-    """The result of a statement a lost connection never answered."""
-
-    status = None
-
-    def __init__(self, message: bytes) -> None:
-        self.error_message = message
-
-    def error_field(self, _field: Any) -> None:
-        return None
 
 
 def _psycopg() -> Any:
@@ -84,8 +66,6 @@ class PgDatabase:
         # never opens it, and a connection costs the server ~4.5 ms of CPU (a backend
         # started: docs/benchmarks.md).
         self._writer: psycopg.Connection[Any] | None = None
-        # Whether a connection (the reader's, when it was asked) may flush: `can_flush`.
-        self._can_flush: tuple[psycopg.Connection[Any], bool] | None = None
         self._check_schema()
 
     # A connection the server dropped (a restart, a network cut) fails the statement
@@ -216,107 +196,30 @@ class PgDatabase:
             for statement in statements:
                 connection.execute(statement)
 
-    def prepared(self, name: str, sql: str, values: Sequence[bytes | None], *,
-                 flush: bool = False) -> bytes | None:
+    def prepared(self, name: str, sql: str, values: Sequence[bytes | None]) -> bytes | None:
         """Run the statement prepared as `name` (`sql`, prepared first when the server
         says this connection has none of that name) with `values`, each in binary, on
         the reader's connection; its first row's first column, as text (None: no row or
         NULL). An error as psycopg raises it. Through libpq directly: psycopg's own
         execute and wait cost ~40 µs more of this process's CPU a call that waits on the
-        server, as a durable commit does (docs/benchmarks.md, issue 31).
-
-        `flush`: the statement's transaction commits asynchronously (it says so itself),
-        and in the same round trip (libpq's pipeline mode, each statement its own
-        transaction) `FLUSH` commits after it, synchronously: its reply, so this call's,
-        comes only once the WAL is flushed past the first commit, and concurrent callers'
-        flushes group (SPEC §11). Only where `can_flush()`."""
+        server, as a durable commit does (docs/benchmarks.md, issue 31)."""
         from psycopg import errors, pq
 
         connection = self.reader
         with connection.lock:  # the connection serves one statement at a time, as psycopg's
             pgconn = connection.pgconn
             for attempt in range(2):
-                if flush:
-                    result, flushed = self._pipelined(pgconn, name, values)
-                else:
-                    result, flushed = pgconn.exec_prepared(
-                        name.encode(), cast(Any, values), [1] * len(values)), None  # None: NULL
+                result = pgconn.exec_prepared(name.encode(), cast(Any, values),  # None: NULL
+                                              [1] * len(values))
                 if result.status == pq.ExecStatus.TUPLES_OK:
-                    if flushed is not None and flushed.status != pq.ExecStatus.TUPLES_OK:
-                        self._flush_failed(pgconn, flushed)
                     return result.get_value(0, 0) if result.ntuples else None
                 failed = self._failed(pgconn, result)
                 if attempt or not isinstance(failed, errors.InvalidSqlStatementName):
                     raise failed
-                self._prepare(pgconn, name, sql)
+                made = pgconn.prepare(name.encode(), sql.encode())
+                if made.status != pq.ExecStatus.COMMAND_OK:
+                    raise self._failed(pgconn, made)
         return None
-
-    def can_flush(self) -> bool:
-        """Whether the reader's session may write the flush's small transaction
-        (`pg_logical_emit_message`: a superuser's, or granted): asked once a connection."""
-        connection = self.reader
-        if self._can_flush is None or self._can_flush[0] is not connection:
-            row = connection.execute(f"SELECT has_function_privilege({EMIT!r}, "
-                                     "'EXECUTE')").fetchone()
-            self._can_flush = (connection, bool(row and row[0]))
-        return self._can_flush[1]
-
-    def _pipelined(self, pgconn: Any, name: str,
-                   values: Sequence[bytes | None]) -> tuple[Any, Any]:
-        """The prepared `name`'s result and then `FLUSH`'s, each its own transaction (a
-        sync after each), sent together: one round trip. (The second runs even when the
-        first failed: a flush of nothing, on a path that sends the command again.)"""
-        from psycopg import pq
-
-        pgconn.nonblocking = 0  # libpq sends and waits itself (psycopg's is non-blocking)
-        try:
-            pgconn.enter_pipeline_mode()
-            try:
-                pgconn.send_query_prepared(name.encode(), cast(Any, values),
-                                           [1] * len(values))
-                pgconn.pipeline_sync()
-                pgconn.send_query_prepared(FLUSH_NAME, None)
-                pgconn.pipeline_sync()
-                got: list[Any] = []
-                syncs = idle = 0
-                while syncs < 2 and idle < 2 and pgconn.status != pq.ConnStatus.BAD:
-                    result = pgconn.get_result()
-                    idle = idle + 1 if result is None else 0
-                    if result is None:
-                        continue
-                    if result.status == pq.ExecStatus.PIPELINE_SYNC:
-                        syncs += 1
-                    elif len(got) == syncs:  # a statement's first result (one each)
-                        got.append(result)
-            finally:
-                with contextlib.suppress(Exception):  # a lost connection cannot leave it
-                    pgconn.exit_pipeline_mode()
-        finally:
-            pgconn.nonblocking = 1
-        lost = pgconn.error_message or b"the connection was lost"
-        while len(got) < 2:  # not answered: the connection was lost
-            got.append(_Lost(lost))
-        return got[0], got[1]
-
-    def _flush_failed(self, pgconn: Any, flushed: Any) -> None:
-        """The flush after a write that committed failed: prepare it and run it alone
-        when this connection has not had it yet; else its error."""
-        from psycopg import errors, pq
-
-        failed = self._failed(pgconn, flushed)
-        if not isinstance(failed, errors.InvalidSqlStatementName):
-            raise failed
-        self._prepare(pgconn, FLUSH_NAME.decode(), FLUSH)
-        again = pgconn.exec_prepared(FLUSH_NAME, None)
-        if again.status != pq.ExecStatus.TUPLES_OK:
-            raise self._failed(pgconn, again)
-
-    def _prepare(self, pgconn: Any, name: str, sql: str) -> None:
-        from psycopg import pq
-
-        made = pgconn.prepare(name.encode(), sql.encode())
-        if made.status != pq.ExecStatus.COMMAND_OK:
-            raise self._failed(pgconn, made)
 
     def _failed(self, pgconn: Any, result: Any) -> Exception:
         """The error psycopg would raise for `result`: a lost connection's is an

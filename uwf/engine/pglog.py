@@ -218,24 +218,21 @@ class PgLog:
 
     # -- writing -----------------------------------------------------------
 
-    def call(self, procedure: Procedure, args: Sequence[Any], *,
-             flush: bool = False) -> tuple[Any, ...] | None:
+    def call(self, procedure: Procedure, args: Sequence[Any]) -> tuple[Any, ...] | None:
         """Run a server-side command (SPEC §11: decided, appended and folded in one
         round trip, `CALL`); its INOUT values (a function's: its result). The procedure is
         created on first use (when the server says it does not exist), under the
         schema's lock. None inside a writer's section of this thread: a procedure
         commits on its own, so it cannot join that transaction. A key the command writes
         found taken is None too when the procedure says it means the head moved
-        (`Procedure.conflict`): the call's transaction was rolled back, nothing written.
-        `flush`: a function committing asynchronously is followed, in the same round
-        trip, by a small synchronous commit (`PgDatabase.prepared`)."""
+        (`Procedure.conflict`): the call's transaction was rolled back, nothing written."""
         from psycopg import errors
 
         if self.db.in_transaction:
             return None
         for _attempt in range(2):
             try:
-                row = self._call(procedure, args, flush=flush)
+                row = self._call(procedure, args)
             except errors.UndefinedFunction:
                 self._create(procedure)
                 continue
@@ -255,7 +252,7 @@ class PgLog:
                        "see whether it was recorded with `uwf log tail`; run `uwf log "
                        "verify` and `uwf registry verify`")
 
-    def _call(self, procedure: Procedure, args: Sequence[Any], *, flush: bool) -> Any:
+    def _call(self, procedure: Procedure, args: Sequence[Any]) -> Any:
         """The CALL's row; a lock not had in time is StoreBusy (before `reached` makes
         every OperationalError a lost server)."""
         from psycopg import errors
@@ -264,7 +261,7 @@ class PgLog:
             try:
                 if procedure.function:  # prepared once a connection, sent through libpq
                     got = self.db.prepared(procedure.name, procedure.prepared_sql,
-                                           procedure.binary(args), flush=flush)
+                                           procedure.binary(args))
                     return (None if got is None else got.decode(),)
                 return self.db.reader.execute(procedure.call_sql, list(args)).fetchone()
             except errors.LockNotAvailable:

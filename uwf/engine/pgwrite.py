@@ -13,15 +13,12 @@ only if it is at the head decided on with these views joined (no statement of it
 checks the head: a line appended past that checkpoint makes the line's INSERT fail on
 its key, the call rolls back and is taken as moved), appends the lines, writes the
 rows, the counts (a row a view: uwf/engine/pgcounts.py) and the stream index,
-NOTIFYs, and its transaction commits asynchronously, letting the lock go. A durable
-call sends, in the same round trip (libpq's pipeline mode, `PgDatabase.prepared`'s
-`flush`), a small synchronous transaction after it, whose commit waits for the WAL
-flush past the first: the call returns once durable, and concurrent writers' flushes
-group (SPEC §11, as the lease's and complete's procedures, uwf/queue/pgcalls.py, do
-in one `CALL`: a function cannot commit twice, and a `CALL` is planned again on every
-call, 14 % of an append's instructions, where this prepared `SELECT` is planned once).
-A session that may not write the flush's message commits the write synchronously
-itself, its lock held through its flush (docs/hosts.md).
+NOTIFYs, and its transaction commits synchronously: the call returns once durable.
+(Unlike the lease's and complete's procedures, uwf/queue/pgcalls.py, a function
+cannot commit asynchronously and then flush in a small transaction: a `CALL` is
+planned again on every call, 14 % of an append's instructions, where this prepared
+`SELECT` is planned once; its lock is held through its flush, so concurrent writers'
+flushes do not group: docs/benchmarks.md, issue 31.)
 
 The head only moves forward, so a head unchanged at the call was unchanged through
 every read before it: the command was decided on one state, the one it is appended to.
@@ -282,15 +279,9 @@ class OneCall:
             changed = rows[view]
             single = len(lines) == 1 and len(changed) == 1 and None not in changed.values()
             write = self._writes[(view, single)]
-        # Durable: where the session may, the function commits asynchronously (its lock
-        # let go before the WAL flush) and a small synchronous commit follows it in the
-        # same round trip, so concurrent writers' flushes group (SPEC §11); else the
-        # function's own commit waits for the flush.
-        durable = self.log.durable and sync
-        flush = durable and self.log.db.can_flush()
         got = self.log.call(write, self._args(
             known, lines=lines, ends=ends[1:], envelopes=envelopes, rows=rows, moves=moves,
-            last=new.digest, durable=durable and not flush, single=single), flush=flush)
+            last=new.digest, durable=self.log.durable and sync, single=single))
         if got is None:
             raise _NotHere
         if got[0] != "ok":

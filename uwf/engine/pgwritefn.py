@@ -26,10 +26,8 @@ if TYPE_CHECKING:
     from uwf.engine.pgviews import PgViewStore
 
 # What the write function does first, in one plpgsql expression: the lock's timeout,
-# `synchronous_commit` off when `p_durable` is false (not durable, or flushed by the
-# small transaction the caller sends after it in the same round trip: uwf/engine/pgdb.py's
-# `prepared`; else the server's: its commit waits for the WAL flush, the lock held
-# through it), and the log's advisory lock. (Not uwf/engine/pgwrite.py's
+# `synchronous_commit` off when the call is not durable (else the server's: its commit
+# waits for the WAL flush), and the log's advisory lock. (Not uwf/engine/pgwrite.py's
 # `LOCK`'s generic plans: these statements, an INSERT or UPDATE of given keys, plan in
 # a moment, and a setting made costs its set-up and its undoing at the commit.)
 ENTER = """
