@@ -265,17 +265,18 @@ def _choose(views: Views, now: int, limit: int | None, session: str | None, poli
     return (found if want is None else found[:want]), reached
 
 
-def _grant(views: Views, now: int, limit: int | None, session: str | None
-           ) -> Outcome[Leased]:
+def _grant(views: Views, now: int, limit: int | None, session: str | None, *,
+           stamp: Callable[[int], str] = format_ts,
+           stamp_expiry: Callable[[int], str] = format_ts) -> Outcome[Leased]:
     policy = current_policy(views)
     chosen, reached = _choose(views, now, limit, session, policy)
     lease_ids = [new_ulid(now) for _ in chosen]
     granted = decider.grant(chosen, lease_ids, now, policy, session=session, reached=reached)
     events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
     leases = [Granted(id=entry.id, lease_id=data.lease_id,
-                      lease_expires_at=format_ts(data.expires_at_ms), attempt=data.attempt)
+                      lease_expires_at=stamp_expiry(data.expires_at_ms), attempt=data.attempt)
               for entry, data in granted]
-    return Outcome(events, Leased(now=format_ts(now), granted=len(leases), leases=leases))
+    return Outcome(events, Leased(now=stamp(now), granted=len(leases), leases=leases))
 
 
 def lease(store: Store, limit: int | None = None, session: str | None = None) -> Leased:
@@ -286,12 +287,19 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
         store.writer, "queue.lease", {"limit": limit, "session": session}, Leased)
     if leased is not None:
         return leased
-    return store.journal.write_at(lease_decision(limit, session))
+    return store.journal.write_at(lease_decision(limit, session, store.journal.stamps))
 
 
-def lease_decision(limit: int | None, session: str | None) -> Decision[Leased]:
-    """A lease's decision at the section's instant (the writer runs it in a round)."""
-    return lambda views, now: _grant(views, now, limit, session)
+def lease_decision(limit: int | None, session: str | None,
+                   stamp: Callable[[int], str] = format_ts,
+                   stamp_expiry: Callable[[int], str] = format_ts) -> Decision[Leased]:
+    """A lease's decision at the section's instant (the writer runs it in a round).
+    `stamp` spells that instant and `stamp_expiry` the leases' expiries: `format_ts`, or
+    a `Stamps` each (the same text, a second spelled once for many: the journal's for the
+    instant, which its events' `ts` spell too; another for the expiries, a lease's TTL
+    later, so that neither spells its second again at every call)."""
+    return lambda views, now: _grant(views, now, limit, session, stamp=stamp,
+                                       stamp_expiry=stamp_expiry)
 
 
 def pick(store: Store, session: str) -> str:
