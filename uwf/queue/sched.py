@@ -197,8 +197,9 @@ def ready_pools(views: Views) -> list[str | None]:
     counts: as many as there are pools, never one per entry."""
     found = [pool for pool, count in views.counts("queue", "ready_pool").items()
              if isinstance(pool, str) and count]
-    return [None if pool == DEFAULT_POOL else pool
-            for pool in sorted(found, key=lambda label: (label != DEFAULT_POOL, label))]
+    if len(found) > 1:
+        found.sort(key=lambda label: (label != DEFAULT_POOL, label))
+    return [None if pool == DEFAULT_POOL else pool for pool in found]
 
 
 def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None,
@@ -222,7 +223,11 @@ def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None
     while limit is None or len(found) < limit:
         rows: list[QueueEntry] = views.query(Query("queue", tuple(where), None, QUEUE_ORDER,
                                                    page, offset))
-        found.extend(entry for entry in rows if out_of_backoff(entry.next_eligible_at_ms, now))
+        for entry in rows:  # up to `limit`: the page's rest is not looked at
+            if out_of_backoff(entry.next_eligible_at_ms, now):
+                found.append(entry)
+                if len(found) == limit:
+                    return found
         if len(rows) < page:
             break
         offset += page
