@@ -298,11 +298,8 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
 def lease_decision(limit: int | None, session: str | None,
                    stamp: Callable[[int], str] = format_ts,
                    stamp_expiry: Callable[[int], str] = format_ts) -> Decision[Leased]:
-    """A lease's decision at the section's instant (the writer runs it in a round).
-    `stamp` spells that instant and `stamp_expiry` the leases' expiries: `format_ts`, or
-    a `Stamps` each (the same text, a second spelled once for many: the journal's for the
-    instant, which its events' `ts` spell too; another for the expiries, a lease's TTL
-    later, so that neither spells its second again at every call)."""
+    """A lease's decision at the section's instant (the writer runs it in a round); its
+    instant and expiries spelled by `format_ts` or a `Stamps` each (uwf/writer/ops.py)."""
     return lambda views, now: _grant(views, now, limit, session, stamp=stamp,
                                        stamp_expiry=stamp_expiry)
 
