@@ -167,8 +167,12 @@ def write_rows(db: sqlite3.Connection, spec: ViewSpec, rows: Mapping[str, Row | 
             inserts.append((key, row.value, *values, text))
             reindex.append((key,))
             continue
-        changed = tuple(position for position in range(width)
-                        if not _same(stored[1 + position], values[position]))
+        # The columns whose value or type changed (an int read back for a float written
+        # is a change, so an update never keeps a stale type): compared inline, no call
+        # a column.
+        changed = tuple(position for position, (was, value)
+                        in enumerate(zip(stored[1:], values, strict=True))
+                        if was != value or type(was) is not type(value))
         retext = stored[0] != text
         updates.setdefault((changed, retext), []).append(
             (row.value, *(values[position] for position in changed),
@@ -246,8 +250,3 @@ class _Spelled(dict[tuple[type, Any], str]):
             found = self[key] = json.dumps(value)
         return found
 
-
-def _same(stored: Any, value: Any) -> bool:
-    """Whether a stored column value is the one a row has (the same type too: an int
-    read back for a float written is a change, so an update never keeps a stale type)."""
-    return stored == value and type(stored) is type(value)

@@ -18,7 +18,7 @@ Pure: no store, no clock, no I/O.
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -285,52 +285,58 @@ def evolve(entry: QueueEntry | None, event: Envelope) -> QueueEntry | None:
         return added(event.subject.removeprefix("queue/"), data, event.ts)
     if entry is None:
         return None
-    entry = _replace(entry, status=leads_to(entry.status, data), updated_at=event.ts,
-                     events=entry.events + 1)
+    # One copy of the entry an event (its status, stamp and count with the event's own
+    # fields), not one a field group: a copy is the whole entry's 29 fields.
+    changes: dict[str, Any] = {"status": leads_to(entry.status, data),
+                               "updated_at": event.ts, "events": entry.events + 1}
     if isinstance(data, QueuePublished | QueueDeliveryFailed | QueueDelivered | QueueReceived):
-        return _message(entry, data)
+        return _message(entry, data, changes)
     if isinstance(data, QueueLeased):
-        lease = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
-        return _replace(entry, lease=lease, next_eligible_at_ms=None)
+        changes["lease"] = Lease(data.lease_id, data.expires_at_ms, data.attempt, data.session)
+        changes["next_eligible_at_ms"] = None
+        return _replace(entry, **changes)
     if isinstance(data, QueueRenewed):  # only the live lease is extended
         live = entry.lease
-        if live is None or live.id != data.lease_id:
-            return entry
-        return _replace(entry, lease=_replace(live, expires_at_ms=data.expires_at_ms))
+        if live is not None and live.id == data.lease_id:
+            changes["lease"] = _replace(live, expires_at_ms=data.expires_at_ms)
+        return _replace(entry, **changes)
     if isinstance(data, QueueCompleted | QueueReleased | QueueWaiting) and data.run is not None:
-        entry = _replace(entry, run=data.run)
-    entry = _replace(entry, lease=None, next_eligible_at_ms=None)
+        changes["run"] = data.run
+    changes["lease"] = changes["next_eligible_at_ms"] = None
     if isinstance(data, QueueReleased | QueueReclaimed):  # the attempts the event counted
-        entry = _replace(entry, attempts=data.attempts)
+        changes["attempts"] = data.attempts
         if isinstance(data, QueueReleased) and not data.failed:
-            return entry
-        if data.parked:
-            return _replace(entry, parked_reason=data.reason or "failed")
-        return _replace(entry, next_eligible_at_ms=data.next_eligible_at_ms,
-                        parked_reason=None)
-    if isinstance(data, QueueReset):
-        return _replace(entry, attempts=0, parked_reason=None)
-    if isinstance(data, QueueStatusSet):
-        return _replace(entry, parked_reason="set by an operator"
-                        if data.status == PARKED else None)
-    return entry
+            pass
+        elif data.parked:
+            changes["parked_reason"] = data.reason or "failed"
+        else:
+            changes["next_eligible_at_ms"] = data.next_eligible_at_ms
+            changes["parked_reason"] = None
+    elif isinstance(data, QueueReset):
+        changes["attempts"] = 0
+        changes["parked_reason"] = None
+    elif isinstance(data, QueueStatusSet):
+        changes["parked_reason"] = "set by an operator" if data.status == PARKED else None
+    return _replace(entry, **changes)
 
 
 def _given(value: T | msgspec.UnsetType) -> T | None:
     return None if isinstance(value, msgspec.UnsetType) else value
 
 
-def _message(entry: QueueEntry, data: EventData) -> QueueEntry:
-    """The job's messaging counters after one of its MQTT events (no status moves)."""
+def _message(entry: QueueEntry, data: EventData, changes: dict[str, Any]) -> QueueEntry:
+    """The entry after one of its MQTT events: `changes` (its stamp, its count) and its
+    messaging counters (no status moves)."""
     if isinstance(data, QueuePublished):
-        return _replace(entry, last_seq=max(entry.last_seq, data.seq))
-    if isinstance(data, QueueDeliveryFailed):
-        return _replace(entry, undelivered=sorted({*entry.undelivered, data.seq}))
-    if isinstance(data, QueueDelivered):
-        return _replace(entry, undelivered=[seq for seq in entry.undelivered
-                                            if seq not in data.seqs])
-    assert isinstance(data, QueueReceived)
-    return _replace(entry, received_seq=max(entry.received_seq, data.seq))
+        changes["last_seq"] = max(entry.last_seq, data.seq)
+    elif isinstance(data, QueueDeliveryFailed):
+        changes["undelivered"] = sorted({*entry.undelivered, data.seq})
+    elif isinstance(data, QueueDelivered):
+        changes["undelivered"] = [seq for seq in entry.undelivered if seq not in data.seqs]
+    else:
+        assert isinstance(data, QueueReceived)
+        changes["received_seq"] = max(entry.received_seq, data.seq)
+    return _replace(entry, **changes)
 
 
 # -- the policy the lease rules are judged under ----------------------------------------

@@ -197,8 +197,9 @@ def ready_pools(views: Views) -> list[str | None]:
     counts: as many as there are pools, never one per entry."""
     found = [pool for pool, count in views.counts("queue", "ready_pool").items()
              if isinstance(pool, str) and count]
-    return [None if pool == DEFAULT_POOL else pool
-            for pool in sorted(found, key=lambda label: (label != DEFAULT_POOL, label))]
+    if len(found) > 1:
+        found.sort(key=lambda label: (label != DEFAULT_POOL, label))
+    return [None if pool == DEFAULT_POOL else pool for pool in found]
 
 
 def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None,
@@ -222,7 +223,11 @@ def _eligible(views: Views, now: int, limit: int | None, pool: str | None = None
     while limit is None or len(found) < limit:
         rows: list[QueueEntry] = views.query(Query("queue", tuple(where), None, QUEUE_ORDER,
                                                    page, offset))
-        found.extend(entry for entry in rows if out_of_backoff(entry.next_eligible_at_ms, now))
+        for entry in rows:  # up to `limit`: the page's rest is not looked at
+            if out_of_backoff(entry.next_eligible_at_ms, now):
+                found.append(entry)
+                if len(found) == limit:
+                    return found
         if len(rows) < page:
             break
         offset += page
@@ -265,17 +270,18 @@ def _choose(views: Views, now: int, limit: int | None, session: str | None, poli
     return (found if want is None else found[:want]), reached
 
 
-def _grant(views: Views, now: int, limit: int | None, session: str | None
-           ) -> Outcome[Leased]:
+def _grant(views: Views, now: int, limit: int | None, session: str | None, *,
+           stamp: Callable[[int], str] = format_ts,
+           stamp_expiry: Callable[[int], str] = format_ts) -> Outcome[Leased]:
     policy = current_policy(views)
     chosen, reached = _choose(views, now, limit, session, policy)
     lease_ids = [new_ulid(now) for _ in chosen]
     granted = decider.grant(chosen, lease_ids, now, policy, session=session, reached=reached)
     events = [NewEvent(f"queue/{entry.id}", data) for entry, data in granted]
     leases = [Granted(id=entry.id, lease_id=data.lease_id,
-                      lease_expires_at=format_ts(data.expires_at_ms), attempt=data.attempt)
+                      lease_expires_at=stamp_expiry(data.expires_at_ms), attempt=data.attempt)
               for entry, data in granted]
-    return Outcome(events, Leased(now=format_ts(now), granted=len(leases), leases=leases))
+    return Outcome(events, Leased(now=stamp(now), granted=len(leases), leases=leases))
 
 
 def lease(store: Store, limit: int | None = None, session: str | None = None) -> Leased:
@@ -286,12 +292,16 @@ def lease(store: Store, limit: int | None = None, session: str | None = None) ->
         store.writer, "queue.lease", {"limit": limit, "session": session}, Leased)
     if leased is not None:
         return leased
-    return store.journal.write_at(lease_decision(limit, session))
+    return store.journal.write_at(lease_decision(limit, session, store.journal.stamps))
 
 
-def lease_decision(limit: int | None, session: str | None) -> Decision[Leased]:
-    """A lease's decision at the section's instant (the writer runs it in a round)."""
-    return lambda views, now: _grant(views, now, limit, session)
+def lease_decision(limit: int | None, session: str | None,
+                   stamp: Callable[[int], str] = format_ts,
+                   stamp_expiry: Callable[[int], str] = format_ts) -> Decision[Leased]:
+    """A lease's decision at the section's instant (the writer runs it in a round); its
+    instant and expiries spelled by `format_ts` or a `Stamps` each (uwf/writer/ops.py)."""
+    return lambda views, now: _grant(views, now, limit, session, stamp=stamp,
+                                       stamp_expiry=stamp_expiry)
 
 
 def pick(store: Store, session: str) -> str:

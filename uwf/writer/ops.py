@@ -11,10 +11,12 @@ refusal is the very `UwfError` the in-process path raises.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
+from uwf.engine.clock import Stamps
+from uwf.engine.journal import Journal
 from uwf.engine.rounds import Decide
 from uwf.queue import sched
 from uwf.store import Store
@@ -67,6 +69,19 @@ class Incoming(msgspec.Struct, tag="call", frozen=True):
 read_call = msgspec.msgpack.Decoder(Incoming).decode
 
 
+class Spelling(NamedTuple):
+    """How a writer's decisions spell instants: `format_ts`'s text, a second spelled once
+    for many (`clock.Stamps`): the section's instant by the journal's stamps (its events'
+    `ts` spell the same second), a lease's expiry by stamps of its own."""
+
+    now: Callable[[int], str]
+    expiry: Callable[[int], str]
+
+    @classmethod
+    def of(cls, journal: Journal) -> Spelling:
+        return cls(journal.stamps, Stamps())
+
+
 class Op:
     """An operation: its arguments, the in-process function, and its decision alone
     (what a round of the writer runs: `uwf.engine.rounds`); `read` makes its arguments
@@ -75,7 +90,7 @@ class Op:
     __slots__ = ("args", "decision", "read", "run")
 
     def __init__(self, args: type[msgspec.Struct], run: Callable[[Store, Any], Any],
-                 decision: Callable[[Any], Decide]) -> None:
+                 decision: Callable[[Any, Spelling], Decide]) -> None:
         self.args = args
         self.run = run
         self.decision = decision
@@ -84,10 +99,10 @@ class Op:
 
 OPS: dict[str, Op] = {
     "queue.lease": Op(LeaseArgs, _lease,
-                      lambda a: sched.lease_decision(a.limit, a.session)),
+                      lambda a, spell: sched.lease_decision(a.limit, a.session, *spell)),
     "queue.complete": Op(CompleteArgs, _complete,
-                         lambda a: sched.complete_decision(a.id, a.lease, a.run)),
-    "queue.release": Op(ReleaseArgs, _release, lambda a: sched.release_decision(
+                         lambda a, _: sched.complete_decision(a.id, a.lease, a.run)),
+    "queue.release": Op(ReleaseArgs, _release, lambda a, _: sched.release_decision(
         a.id, a.lease, a.failed, a.reason, a.run)),
-    "queue.renew": Op(HeldArgs, _renew, lambda a: sched.renew_decision(a.id, a.lease)),
+    "queue.renew": Op(HeldArgs, _renew, lambda a, _: sched.renew_decision(a.id, a.lease)),
 }

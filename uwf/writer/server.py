@@ -53,7 +53,7 @@ from uwf.errors import StoreUnavailable, UsageError, UwfError
 from uwf.store import Store
 from uwf.writer.deferred import DeferredLog, _Counted
 from uwf.writer.memqueue import QueueMemory
-from uwf.writer.ops import OPS, Incoming, read_call
+from uwf.writer.ops import OPS, Incoming, Spelling, read_call
 from uwf.writer.syncer import Syncer
 
 LOCK_NAME = "writer.lock"
@@ -160,6 +160,7 @@ class Writer:
         self.log = DeferredLog(store.journal.log)
         store.journal.log = self.log
         self.memory = QueueMemory(store.journal)
+        self._spelling = Spelling.of(store.journal)  # how its decisions spell instants
         self.served = Served(socket=str(self.root / SOCKET_NAME))
         self._syncer = Syncer(self.log.sync, _answer, _unavailable, inline=inline)
         self._lock_fd: int | None = None
@@ -353,7 +354,7 @@ class Writer:
             return None, refusal(UsageError(
                 f"the writer refused the arguments of {call.op}: {exc}",
                 "use the uwf the writer runs"))
-        return _guarded(call.op, op.decision(args)), None
+        return _guarded(call.op, op.decision(args, self._spelling)), None
 
     def _one_by_one(self, calls: list[tuple[_Peer, Incoming | None]]
                     ) -> tuple[list[tuple[_Peer, bytes | Refused]], _Counted]:
