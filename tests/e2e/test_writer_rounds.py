@@ -160,7 +160,7 @@ def test_a_lone_round_made_durable_in_the_loops_thread(cli: Cli, tmp_path: Path)
 @pytest.mark.parametrize(("together", "clients"), [(True, 2), (False, 2), (True, 1)])
 def test_rounds_of_several_clients_are_made_durable_in_the_loops_thread(
         cli: Cli, tmp_path: Path, together: bool, clients: int) -> None:
-    """While two clients or more are connected (`together`, the default), a round is
+    """While two clients or more are connected (`together`, an option), a round is
     fdatasynced and answered by the loop itself, as the floor of bench/writer_floor.py
     is (the calls that come meanwhile make the next round), never handed to the
     syncer's thread; without `together`, or with one client, it is handed over."""
@@ -202,7 +202,8 @@ def test_a_round_of_more_than_two_calls_is_handed_to_the_syncer(cli: Cli, calls:
                                                                ) -> None:
     """With several clients connected, a round of two calls is made durable in the
     loop; one of three (`server.TOGETHER_CALLS`) goes to the syncer, so that the loop
-    decides the next calls while the disk works. Each call gets its lease either way."""
+    decides the next calls while the disk works (`together`). Each call gets its lease
+    either way."""
     import socket
 
     import msgspec
@@ -212,7 +213,7 @@ def test_a_round_of_more_than_two_calls_is_handed_to_the_syncer(cli: Cli, calls:
     from uwf.writer.server import Writer
 
     prepared(cli, entries=4, ceiling=4)
-    writer = Writer(Store.open(cli.home))
+    writer = Writer(Store.open(cli.home), together=True)
     writer.start()
     socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(calls)]
     try:

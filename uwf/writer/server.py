@@ -136,7 +136,7 @@ class Writer:
     """A folder store's resident writer: `serve` until `stopped()`."""
 
     def __init__(self, store: Store, *, batch: bool = True, defer: bool = True,
-                 inline: bool = False, together: bool = True) -> None:
+                 inline: bool = False, together: bool = False) -> None:
         self.root = check_servable(store)
         # A round decided in memory as one unit (else each call through its in-process
         # function, one section a round), its views' commit deferred to the next idle
@@ -151,7 +151,8 @@ class Writer:
         # of bench/writer_floor.py does; a bigger round goes to the syncer, so that the
         # loop decides the next calls while the disk works (measured in
         # docs/benchmarks.md, "the writer against its floor"). A lone client's rounds go
-        # to the syncer.
+        # to the syncer. Not the default: on a quiet machine it measured slower at P = 2
+        # and 4 in three alternating pairs (docs/benchmarks.md, "After stop 44's merges").
         self.batch = batch
         self.defer = batch and defer
         self.together = together
