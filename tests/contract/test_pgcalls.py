@@ -16,11 +16,12 @@ import msgspec
 import pytest
 
 from tests.conftest import EXAMPLE
+from tests.contract.test_pgentry import ENTRIES  # entries whose JSON tests a splice
 from uwf.audit.verify import verify as verify_log
 from uwf.engine.clock import parse_instant
 from uwf.errors import NothingToDo, Rejected, UwfError
 from uwf.queue import pgjson, sched
-from uwf.queue.events import BrokerRef, QueueCompleted, QueueLeased
+from uwf.queue.events import QueueCompleted, QueueLeased
 from uwf.queue.projection import Lease, QueueEntry
 from uwf.queue.service import add_batch
 from uwf.runs.registry import verify as verify_views
@@ -248,23 +249,7 @@ def test_a_clock_behind_the_log_acts_at_the_logs_last_instant(store: Store, cloc
     check_verified(store)
 
 
-@pytest.mark.parametrize("entry", [
-    QueueEntry(id="x", repo="/r \u2028 \x7f", priority=1, enqueued_at="t", updated_at="t",
-               prompt="a\"b\\c\n\u00e9\x01", expected_artifacts=["p", "q"],
-               undelivered=[3, 4]),
-    # A `, ` and a quote inside list items; a lease and a broker (nested records);
-    # integers past 32 bits; a boolean.
-    QueueEntry(id="y", repo="r", priority=-5, enqueued_at="t", updated_at="t",
-               expected_artifacts=['x", ', '", "', "\\", "", "\t\x1f"],
-               lease=Lease("l", 2**40, 3, 'a "}'), next_eligible_at_ms=7,
-               broker=BrokerRef("h", tls=True, username="u"), last_seq=2**33),
-    # The fields' own bytes inside strings, and a backslash before a quote.
-    QueueEntry(id="z", repo='r\\",\"status\":', priority=0, enqueued_at="t",
-               updated_at=',"status":"x"', status="ready", run=',"run":null',
-               note=',"attempts":9,"lease":null,"events":3', session=',"session":"s"',
-               expected_artifacts=[',"nextEligibleAtMs":1', '\\'], attempts=2**35,
-               events=41, parked_reason=',"events":5,"broker":null'),
-], ids=["escapes", "nested", "markers"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=["escapes", "nested", "markers"])
 def test_a_spliced_row_is_msgspecs(pg_url: str, entry: QueueEntry) -> None:
     """An entry's row edited in the server as a lease and a complete edit it
     (pgjson.Splice: fields replaced and read, no parse) is msgspec's bytes of the entry

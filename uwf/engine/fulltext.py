@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from uwf.engine.sqliteguard import made_apart
+
 TOKENIZER = "tokenize='trigram case_sensitive 1'"
 
 
@@ -37,30 +39,11 @@ def make(db: sqlite3.Connection, view: str) -> bool:
     then tests each row's text."""
     if db.in_transaction:
         return exists(db, view)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
-            return False
-        raise
-    try:
+
+    def fill() -> None:
         if not exists(db, view):
-            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                          (f"v_{view}",)).fetchone() is None:
-                db.execute("ROLLBACK")
-                return False
             db.execute(f'CREATE VIRTUAL TABLE "f_{view}" USING fts5(text, {TOKENIZER})')
             db.execute(f'INSERT INTO "f_{view}" (rowid, text) SELECT rowid, text FROM '
                        f'"v_{view}"')
-        db.execute("COMMIT")
-    except sqlite3.OperationalError as exc:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
-            return False
-        raise
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return True
+
+    return made_apart(db, f"v_{view}", fill)

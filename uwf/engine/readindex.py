@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from uwf.engine.sqliteguard import made_apart
 from uwf.engine.sqlquery import column_sql, partial_sql
 from uwf.engine.viewspec import Query, ViewSpec, order_terms
 
@@ -77,42 +78,12 @@ def ensure(db: sqlite3.Connection, spec: ViewSpec, query: Query,
 
 def _make(db: sqlite3.Connection, spec: ViewSpec, numbers: list[int]) -> bool:
     """Those indexes of the view made, in a write transaction of their own; whether they
-    are there now (False, changing nothing, inside a transaction or on a file this
-    process cannot write)."""
-    if db.in_transaction:
-        return False
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if _read_only(exc):
-            return False
-        raise
-    try:
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                      (f"v_{spec.name}",)).fetchone() is None:
-            db.execute("ROLLBACK")
-            return False
+    are there now (False, changing nothing, when they cannot be made now: `made_apart`)."""
+    def make() -> None:
         for statement in statements(spec, numbers):
             db.execute(statement)
-        db.execute("COMMIT")
-    except sqlite3.OperationalError as exc:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        if _read_only(exc):
-            return False
-        raise
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return True
 
-
-def _read_only(exc: sqlite3.OperationalError) -> bool:
-    """Whether the index cannot be made now: a file this process may not write, or one a
-    writer held past the busy timeout (the read goes by the table; the next one tries)."""
-    text = str(exc).lower()
-    return any(word in text for word in ("readonly", "read-only", "locked", "busy"))
+    return made_apart(db, f"v_{spec.name}", make)
 
 
 def optimize(db: sqlite3.Connection) -> None:

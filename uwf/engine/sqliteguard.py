@@ -44,3 +44,42 @@ class Guard:
             # UnicodeDecodeError: sqlite3 could not decode its own message (the schema's
             # text is damaged).
             raise self.corrupt(exc) from None
+
+
+def made_apart(db: sqlite3.Connection, table: str, make: Callable[[], None]) -> bool:
+    """`make` run in a write transaction of its own, while `table` is there: whether it
+    committed. False, changing nothing, when the connection is inside a transaction,
+    the file cannot be written (read-only) or a writer holds it past the busy timeout:
+    what a read would have made (an index: uwf/engine/readindex.py, fulltext.py) it
+    then goes without, and the next read tries again."""
+    if db.in_transaction:
+        return False
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if _cannot_write(exc):
+            return False
+        raise
+    try:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (table,)).fetchone() is None:
+            db.execute("ROLLBACK")
+            return False
+        make()
+        db.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if _cannot_write(exc):
+            return False
+        raise
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _cannot_write(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in (*BUSY, "readonly", "read-only"))
