@@ -154,6 +154,21 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Generator[Store, N
 
 
 @pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`uwf` in-process on a new store at tmp_path/s, with its environment set in this
+    process too (for `Store.open` beside the CLI): no UWF_HISTORY, config or step id, no
+    fsync, the clock fixed at 2030-01-01T00:00:00.000Z, an empty config directory. A test
+    file may define its own `env` fixture instead."""
+    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("UWF_DURABILITY", "none")
+    monkeypatch.setenv("UWF_NOW", "2030-01-01T00:00:00.000Z")
+    monkeypatch.setenv("UWF_HOME", str(tmp_path / "s"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return Cli(tmp_path / "s", dict(os.environ))
+
+
+@pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_snapshots import env, store, thread_id, write_runs
+from tests.unit.test_snapshots import store, thread_id, write_runs
 from uwf.engine import fulltext
 from uwf.engine.events import NewEvent
 from uwf.engine.journal import Outcome
@@ -18,7 +18,7 @@ from uwf.engine.viewspec import Query
 from uwf.runs.events import RunArchived
 from uwf.store import Store
 
-__all__ = ["env", "store"]  # the fixtures, shared with the snapshots' tests
+__all__ = ["store"]  # the fixture, shared with the snapshots' tests (`env`: tests/conftest.py)
 
 SEARCHES = ("bug 13", "fix bug", "repo2", "archived", "flow1 bug 2", "zz-none", "bu")
 

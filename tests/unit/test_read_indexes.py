@@ -7,11 +7,8 @@ keeps those views' rows without them, whatever indexes the views had."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import Cli
 from tests.unit.test_view_plans import write_runs
@@ -35,17 +32,6 @@ def indexes(root: Path, name: str = "views.sqlite3") -> dict[str, set[str]]:
         return found
     finally:
         db.close()
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    monkeypatch.setenv("UWF_NOW", "2030-01-01T00:00:00.000Z")
-    monkeypatch.setenv("UWF_HOME", str(tmp_path / "s"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return Cli(tmp_path / "s", dict(os.environ))
 
 
 def replayed(env: Cli) -> None:

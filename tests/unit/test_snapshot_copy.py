@@ -12,7 +12,6 @@ import pytest
 
 from tests.conftest import Cli
 from tests.unit.test_snapshots import (
-    env,
     full_replay,
     journal_mode,
     reads,
@@ -21,7 +20,7 @@ from tests.unit.test_snapshots import (
 )
 from uwf.store import Store
 
-__all__ = ["env", "store"]  # the fixtures, shared with the snapshots' tests
+__all__ = ["store"]  # the fixture, shared with the snapshots' tests (`env`: tests/conftest.py)
 
 
 def test_a_restore_with_no_other_connection_copies_the_bytes_over(

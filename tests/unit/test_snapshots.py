@@ -6,7 +6,6 @@ cut, or rewritten) is refused and the whole log is replayed."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,17 +81,6 @@ def write_runs(store: Store, first: int, count: int) -> None:
         for command in commands:
             store.journal.write(lambda _views, c=command: Outcome(  # type: ignore[misc]
                 [NewEvent(subject, data) for subject, data in c]))
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    monkeypatch.setenv("UWF_NOW", NOW)
-    monkeypatch.setenv("UWF_HOME", str(tmp_path / "s"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return Cli(tmp_path / "s", dict(os.environ))
 
 
 @pytest.fixture

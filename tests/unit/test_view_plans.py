@@ -6,10 +6,8 @@ write and every replay (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,17 +85,6 @@ def write_runs(store: Store, count: int) -> None:
     for number in range(3):
         store.journal.write(lambda _views, n=number: Outcome(  # type: ignore[misc]
             [NewEvent(f"workflow/flow{n}", WorkflowRegistered(f"flow{n}", HASHES[n]))]))
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    for name in ("UWF_HISTORY", "UWF_CONFIG", "UWF_STEP_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("UWF_DURABILITY", "none")
-    monkeypatch.setenv("UWF_NOW", "2030-01-01T00:00:00.000Z")
-    monkeypatch.setenv("UWF_HOME", str(tmp_path / "s"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return Cli(tmp_path / "s", dict(os.environ))
 
 
 @pytest.fixture
